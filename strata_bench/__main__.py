@@ -1,0 +1,3 @@
+from strata_bench.cli import main
+
+main()

@@ -1,0 +1,36 @@
+"""Typed errors of the library. Only the CLI maps them to exit codes."""
+from __future__ import annotations
+
+
+class StrataError(Exception):
+    """Base of every error the CLI turns into one line and an exit code."""
+
+    exit_code = 1
+
+
+class InputError(StrataError):
+    """Bad usage or input: unknown format, bad shape, corrupt file (exit 2)."""
+
+    exit_code = 2
+
+
+class CompileError(InputError):
+    """NVRTC rejected a kernel source; the message carries the log with file:line."""
+
+
+class CheckFailed(StrataError):
+    """A parity check failed or a regression was found (exit 1)."""
+
+    exit_code = 1
+
+
+class KernelFault(StrataError):
+    """A kernel faulted (illegal address, launch failure); the CUDA context is gone."""
+
+    exit_code = 1
+
+
+class NoGpu(StrataError):
+    """No usable CUDA GPU on this host (exit 77, automake's skip)."""
+
+    exit_code = 77

@@ -1,0 +1,1 @@
+"""Built-in kernel families; each module registers its Family subclass on import."""

@@ -1,0 +1,77 @@
+"""Quant formats: one small registered class per format.
+
+A format knows its block geometry, its gguf type (gguf-py is the dequantization oracle wherever it
+has the format), and how to make seeded random and edge-case blocks. Subclasses register themselves:
+
+    class Q8_0(QuantFormat, name="q8_0", block_size=32, type_size=34, qtype=GGMLQuantizationType.Q8_0): ...
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from strata_bench.errors import InputError
+
+FORMATS: dict[str, "QuantFormat"] = {}
+
+
+class QuantFormat:
+    name: ClassVar[str]
+    block_size: ClassVar[int]  # values per block
+    type_size: ClassVar[int]  # bytes per block
+    qtype: ClassVar[object | None]  # gguf.GGMLQuantizationType, or None (the project's own formats)
+
+    def __init_subclass__(cls, *, name: str | None = None, block_size: int = 0, type_size: int = 0,
+                          qtype: object | None = None, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if name is None:
+            return
+        cls.name, cls.block_size, cls.type_size, cls.qtype = name, block_size, type_size, qtype
+        FORMATS[name] = cls()
+
+    # --- geometry -----------------------------------------------------------------------------
+    def bytes_per_row(self, cols: int) -> int:
+        if cols <= 0 or cols % self.block_size:
+            raise InputError(f"row length {cols} is not a multiple of {self.name}'s block size {self.block_size}")
+        return cols // self.block_size * self.type_size
+
+    def blocks(self, raw: np.ndarray) -> np.ndarray:
+        """View raw bytes (..., n*type_size) as (n_blocks, type_size)."""
+        return np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1, self.type_size)
+
+    # --- values -------------------------------------------------------------------------------
+    def dequantize(self, raw: np.ndarray) -> np.ndarray:
+        """float32 (..., cols) from uint8 (..., bytes_per_row): gguf-py's result (the oracle)."""
+        raise NotImplementedError
+
+    def dequantize_f64(self, raw: np.ndarray) -> np.ndarray:
+        """The exact values in float64 (no float32 rounding of scale products)."""
+        raise NotImplementedError
+
+    # --- generators ---------------------------------------------------------------------------
+    def random_blocks(self, rng: np.random.Generator, n_blocks: int) -> np.ndarray:
+        """Seeded valid blocks (n_blocks, type_size) uint8: random codes, small finite scales."""
+        raise NotImplementedError
+
+    def edge_blocks(self, rng: np.random.Generator) -> np.ndarray:
+        """Edge-case blocks: zero, fp16-subnormal and largest finite scales, codes at extremes."""
+        raise NotImplementedError
+
+
+def get_format(name: str) -> QuantFormat:
+    _load_builtin()
+    try:
+        return FORMATS[name.lower()]
+    except KeyError:
+        raise InputError(f"unknown format {name!r}; known: {', '.join(sorted(FORMATS))}") from None
+
+
+def all_formats() -> dict[str, QuantFormat]:
+    _load_builtin()
+    return FORMATS
+
+
+def _load_builtin() -> None:
+    # Importing the modules runs the class statements, which register the formats.
+    from strata_bench.formats import iquants, kquants, legacy, q2_0  # noqa: F401

@@ -1,0 +1,133 @@
+"""Results: immutable records appended as they arrive, plus a summary with schema version and provenance.
+
+Layout: results/<device-slug>/<kind>-<UTC stamp>.jsonl (one JSON object per line, appended and
+flushed as each record arrives, so an interrupted run keeps every finished record) and a sibling
+`.json` summary written at the end (temporary name, then rename).
+
+Schema history:
+  1: first version. Summary keys: schema, kind, created, provenance, summary, failures, records_file.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from strata_bench.errors import InputError
+
+SCHEMA_VERSION = 1
+
+
+def git_state(repo: Path) -> dict[str, Any]:
+    """Commit and dirty flag of the checkout the sources come from (None outside git)."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                                text=True, timeout=10).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "kernels_src", "strata_bench"],
+                                    cwd=repo, capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": dirty if commit else None}
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower() or "unknown"
+
+
+def utc_stamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _jsonable(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and value != value:
+        return None  # NaN is not JSON
+    return value
+
+
+@dataclass
+class ResultsWriter:
+    """Appends records to a JSONL file as they arrive; `finish` writes the summary."""
+
+    directory: Path
+    kind: str
+    provenance: dict[str, Any]
+    stamp: str = field(default_factory=utc_stamp)
+
+    def __post_init__(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.records_path = self.directory / f"{self.kind}-{self.stamp}.jsonl"
+        self.summary_path = self.directory / f"{self.kind}-{self.stamp}.json"
+        self._fh = open(self.records_path, "a", encoding="utf-8")
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(_jsonable(record), sort_keys=True) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def finish(self, summary: dict[str, Any], failures: int) -> Path:
+        self._fh.close()
+        body = {"schema": SCHEMA_VERSION, "kind": self.kind, "created": self.stamp,
+                "provenance": self.provenance, "summary": summary, "failures": int(failures),
+                "records_file": self.records_path.name}
+        write_json_atomic(self.summary_path, body)
+        return self.summary_path
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+def write_json_atomic(path: Path, body: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_jsonable(body), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Records of a results file: a .jsonl directly, or the .jsonl a summary .json names."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"results file not found: {path}")
+    if path.suffix == ".json":
+        summary = read_summary(path)
+        path = path.with_name(summary["records_file"])
+    records = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    # A crash can cut the last line; every complete line before it is kept.
+                    if lineno == 1:
+                        raise InputError(f"{path} is not a results file (line 1 is not JSON)") from None
+    return records
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    try:
+        body = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path} is not a results summary: {exc}") from None
+    if not isinstance(body, dict) or "schema" not in body:
+        raise InputError(f"{path} is not a results summary (no schema key)")
+    if body["schema"] > SCHEMA_VERSION:
+        raise InputError(f"{path} has schema {body['schema']}, newer than this strata-bench ({SCHEMA_VERSION})")
+    return body
+
+
+def summary_files(directory: Path) -> Iterable[Path]:
+    return sorted(p for p in Path(directory).rglob("*.json") if not p.name.endswith(".tmp"))
