@@ -1,0 +1,67 @@
+"""Shared test helpers: GPU and NVRTC skips with the real reason, and an isolated cubin cache.
+
+Tests marked `@pytest.mark.gpu` or `@pytest.mark.nvrtc` are skipped here (with the probe's reason) when
+the host lacks what they need; the `gpu` and `nvrtc` fixtures do the same for a single test.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+def gpu_skip_reason() -> str | None:
+    """None when a CUDA GPU is usable, else the probe's one-line reason."""
+    from strata_bench.gpu import probe
+
+    status = probe()
+    return None if status.usable else f"no usable CUDA GPU ({status.reason})"
+
+
+@functools.lru_cache(maxsize=1)
+def nvrtc_skip_reason() -> str | None:
+    """None when NVRTC can compile here (no GPU needed), else why not."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError as exc:
+        return f"cupy_backends.cuda.libs.nvrtc not importable ({exc})"
+    try:
+        nvrtc.getVersion()
+    except Exception as exc:  # noqa: BLE001 - the shared library is missing or cannot load
+        return f"NVRTC cannot load ({type(exc).__name__}: {exc})"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is not None and (reason := gpu_skip_reason()):
+        pytest.skip(reason)
+    if item.get_closest_marker("nvrtc") is not None and (reason := nvrtc_skip_reason()):
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def gpu():
+    """The GpuProbe of this host; skips the test (with the reason) when no GPU is usable."""
+    from strata_bench.gpu import probe
+
+    if reason := gpu_skip_reason():
+        pytest.skip(reason)
+    return probe()
+
+
+@pytest.fixture
+def nvrtc():
+    """CuPy's NVRTC binding; skips the test when NVRTC cannot be loaded."""
+    if reason := nvrtc_skip_reason():
+        pytest.skip(reason)
+    from cupy_backends.cuda.libs import nvrtc as binding
+
+    return binding
+
+
+@pytest.fixture
+def cubin_cache(tmp_path, monkeypatch):
+    """A private, empty cubin cache for this test (STRATA_CACHE_DIR)."""
+    path = tmp_path / "cubin-cache"
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(path))
+    return path
