@@ -76,10 +76,13 @@ def cuda_include_dirs() -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def compile_options(arch: str, extra: Sequence[str] = ()) -> tuple[str, ...]:
-    """The full, recorded option list for one compile."""
-    includes = [f"-I{kernels_dir()}"] + [f"-I{d}" for d in cuda_include_dirs()]
-    return (f"--gpu-architecture={arch}", *BASE_OPTIONS, f"-DSTRATA_SRC_HASH=0x{kernels_src_hash()[:15]}",
+def compile_options(arch: str, extra: Sequence[str] = (), root: Path | None = None) -> tuple[str, ...]:
+    """The full, recorded option list for one compile (root: the kernel directory, kernels_src by default)."""
+    root = kernels_dir() if root is None else Path(root).resolve()
+    includes = [f"-I{root}"] + ([f"-I{kernels_dir()}"] if root != kernels_dir() else [])
+    includes += [f"-I{d}" for d in cuda_include_dirs()]
+    # The hash define makes every cache (ours, CuPy's, NVRTC's) see a header edit as a new source.
+    return (f"--gpu-architecture={arch}", *BASE_OPTIONS, f"-DSTRATA_SRC_HASH=0x{kernels_src_hash(root)[:15]}",
             "-Xptxas=-v", *includes, *extra)
 
 
@@ -96,23 +99,27 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STRATA_CACHE_DIR", Path.home() / ".cache" / "strata-bench" / "cubin"))
 
 
-def _cache_key(source: str, exprs: Sequence[str], options: Sequence[str], version: tuple[int, int]) -> str:
+def _cache_key(source: str, exprs: Sequence[str], options: Sequence[str], version: tuple[int, int],
+               root: Path) -> str:
     # Include paths name this machine's folders; they do not change the code, so they stay out of the key.
     portable = [o for o in options if not o.startswith("-I")]
-    blob = json.dumps([kernels_src_hash(), source, list(exprs), portable, list(version)])
+    blob = json.dumps([kernels_src_hash(root), kernels_src_hash(), source, list(exprs), portable, list(version)])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm_90",
-                   extra_options: Sequence[str] = (), use_cache: bool = True) -> CompiledSource:
-    """Compile one kernels_src file for one architecture; raise CompileError with the NVRTC log."""
+                   extra_options: Sequence[str] = (), use_cache: bool = True,
+                   root: Path | None = None) -> CompiledSource:
+    """Compile one kernel file (relative to root, kernels_src by default) for one architecture;
+    raise CompileError with the NVRTC log."""
     arch = normalize_arch(arch)
-    path = kernels_dir() / source
+    root = kernels_dir() if root is None else Path(root).resolve()
+    path = root / source
     if not path.is_file():
-        raise InputError(f"kernel source not found: {source} (in {kernels_dir()})")
-    options = compile_options(arch, extra_options)
+        raise InputError(f"kernel source not found: {source} (in {root})")
+    options = compile_options(arch, extra_options, root)
     version = nvrtc_version()
-    key = _cache_key(source, name_expressions, options, version)
+    key = _cache_key(source, name_expressions, options, version, root)
     cached = _cache_load(key, source, arch, options) if use_cache else None
     if cached is not None:
         return cached
@@ -227,13 +234,15 @@ def load_kernels(family: Any, device_id: int) -> Kernels:
 
         arch = device_arch(device_id)
         with cupy.cuda.Device(device_id):
-            compiled = [compile_source(src, family.name_expressions(src), arch) for src in family.sources]
-            _LOADED[key] = Kernels(compiled)
+            _LOADED[key] = Kernels(compile_family(family, arch))
     return _LOADED[key]
 
 
 def compile_family(family: Any, arch: str, use_cache: bool = True) -> list[CompiledSource]:
-    return [compile_source(src, family.name_expressions(src), arch, use_cache=use_cache) for src in family.sources]
+    """Every source of a family; a user family may set `kernels_root` (its --kernels DIR)."""
+    root = getattr(family, "kernels_root", None)
+    return [compile_source(src, family.name_expressions(src), arch, use_cache=use_cache, root=root)
+            for src in family.sources]
 
 
 def recorded_options(arch: str = "sm_90") -> list[str]:

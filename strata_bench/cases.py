@@ -116,6 +116,20 @@ class Family(ABC):
         to the slice that must equal it). mmvq uses it for 'every column equals the 1-column call'."""
         return []
 
+    def written_mask(self, case: Case, output: str) -> Any:
+        """Bool mask of the elements a variant must write (None: all). Elements outside it (padding)
+        must stay unwritten: a kernel that writes into padding fails too."""
+        return None
+
+    def errors_must_match(self, case: Case) -> bool:
+        """True where variants cannot be bitwise equal but must have the same max |err| against every
+        float64 reference (e.g. tensor-core GEMMs with the same fp16 inputs and k order)."""
+        return False
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        """Name an output element for a diagnosis (e.g. 'row 17, column 2, block 3')."""
+        return "index " + ",".join(str(i) for i in index)
+
     def bytes_moved(self, case: Case) -> int:
         """Bytes the kernel must move through memory (quantized weights + activations + outputs)."""
         return 0

@@ -31,3 +31,15 @@ def make_filter(families: tuple[str, ...], formats: tuple[str, ...], pattern: st
 def output_format_option(choices=("table", "md", "json")):
     return click.option("--format", "--output", "output", type=click.Choice(choices), default="table",
                         show_default=True, help="How to print the result.")
+
+
+OUTPUT_FORMATS = ("table", "md", "csv", "json")
+
+
+def split_output_format(formats: tuple[str, ...], output: str | None) -> tuple[tuple[str, ...], str | None]:
+    """`--format` filters quant formats, but `--format md|json` (as issues and users write it) means the
+    output format; split those values out so both spellings work."""
+    values = _split(formats)
+    quant = tuple(v for v in values if v not in OUTPUT_FORMATS)
+    chosen = [v for v in values if v in OUTPUT_FORMATS]
+    return quant, output or (chosen[-1] if chosen else None)

@@ -1,0 +1,57 @@
+"""The case loop shared by parity (and reused by bench): select cases, load kernels per device,
+run, keep every result as it arrives, stop a device at its first fault."""
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from strata_bench.cases import FAMILIES, Case, CaseFilter, load_builtin_families, load_user_cases, select_cases
+from strata_bench.errors import KernelFault
+
+
+def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: str | None = None) -> list[Case]:
+    """Load built-in families (and a user's case file), then select the cases matching the filter."""
+    load_builtin_families()
+    if cases_file:
+        before = set(FAMILIES)
+        load_user_cases(cases_file)
+        for name in set(FAMILIES) - before:
+            if kernels_dir:
+                FAMILIES[name].kernels_root = Path(kernels_dir).resolve()
+    return select_cases(flt)
+
+
+def device_name(device: int) -> str:
+    from cupy_backends.cuda.api import runtime
+
+    name = runtime.getDeviceProperties(device)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[[Any, Case, Any, int], Any],
+                   on_result: Callable[[Any], None], on_fault: Callable[[Case, int, KernelFault, float], Any],
+                   progress: Any = None) -> None:
+    """Call per_case(family, case, kernels, device) for every case on every device.
+
+    A KernelFault leaves that device's context unusable, so the device's remaining cases are skipped
+    after the fault is recorded; results so far were already handed to on_result."""
+    import cupy
+
+    from strata_bench.build import load_kernels
+
+    for device in devices:
+        with cupy.cuda.Device(device):
+            for case in cases:
+                family = FAMILIES[case.family]
+                start = time.perf_counter()
+                try:
+                    kernels = load_kernels(family, device)
+                    result = per_case(family, case, kernels, device)
+                except KernelFault as exc:
+                    on_result(on_fault(case, device, exc, time.perf_counter() - start))
+                    break
+                on_result(result)
+                if progress is not None:
+                    progress()

@@ -1,0 +1,68 @@
+"""Live rendering for the GPU commands: progress bars and the parity table (terminal and markdown)."""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+
+@contextmanager
+def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator:
+    """A rich progress bar with ETA on stderr; yields `advance()`. Silent when not a terminal."""
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield lambda: None
+        return
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda: progress.advance(task)
+
+
+def _checks_text(result) -> str:
+    """One glyph-free summary per check kind: 'bitwise ok, columns ok, f64 FAIL'."""
+    kinds: dict[str, bool] = {}
+    for check in result.checks:
+        kinds[check.check] = kinds.get(check.check, True) and check.ok
+    return ", ".join(f"{k} {'ok' if ok else 'FAIL'}" for k, ok in kinds.items()) or result.error[:60]
+
+
+def _ratio_text(result) -> str:
+    ratio = result.worst_ratio
+    return "-" if ratio is None else f"{ratio:.2e}"
+
+
+def _first_failure(result) -> str:
+    if result.error:
+        return result.error
+    return next((c.detail for c in result.checks if not c.ok), "")
+
+
+def print_parity_table(results, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title="strata-bench parity", show_lines=False)
+    for col in ("case", "variants", "checks", "max|err|/max|ref|", "verdict"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        style = "green" if r.status.value == "PASS" else "bold red"
+        table.add_row(r.case.name, " vs ".join(r.case.variants), _checks_text(r), _ratio_text(r),
+                      f"[{style}]{r.status.value}[/{style}]")
+    console.print(table)
+    for r in results:
+        if r.status.value != "PASS":
+            console.print(f"[bold red]{r.status.value}[/] {r.case.name}: {_first_failure(r)}", soft_wrap=True)
+
+
+def parity_markdown(results) -> str:
+    lines = ["| case | variants | checks | max\\|err\\|/max\\|ref\\| | verdict |", "|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| `{r.case.name}` | {' vs '.join(r.case.variants)} | {_checks_text(r)} | "
+                     f"{_ratio_text(r)} | {r.status.value} |")
+    failures = [r for r in results if r.status.value != "PASS"]
+    if failures:
+        lines += ["", "Failures:", ""] + [f"- `{r.case.name}`: {_first_failure(r)}" for r in failures]
+    return "\n".join(lines)
