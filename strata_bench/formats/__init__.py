@@ -58,6 +58,19 @@ class QuantFormat:
         """Edge-case blocks: zero, fp16-subnormal and largest finite scales, codes at extremes."""
         raise NotImplementedError
 
+    # --- optional -----------------------------------------------------------------------------
+    def quantize(self, values: np.ndarray) -> np.ndarray:
+        """uint8 (..., bytes_per_row) from float32 (..., cols), where a Python quantizer exists."""
+        raise InputError(f"no Python quantizer for {self.name} (gguf-py has none); "
+                         "i-quants and K-quants come from `strata-bench fixtures requantize`")
+
+    def can_quantize(self) -> bool:
+        return type(self).quantize is not QuantFormat.quantize
+
+    def describe_block(self, raw_block: np.ndarray, n_values: int = 8) -> str:
+        """One line decoding a block (scale fields, largest |value|, first values) for diagnosis."""
+        return f"{self.name} block {bytes(self.blocks(raw_block)[0]).hex()}"
+
 
 def get_format(name: str) -> QuantFormat:
     _load_builtin()
