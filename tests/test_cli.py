@@ -1,0 +1,51 @@
+"""Every command has help with an example; GPU commands exit 77 with one reason line on a GPU-less host."""
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from strata_bench.cli import cli
+from strata_bench.gpu import probe
+
+
+def _all_commands(group: click.Group, prefix=()):
+    for name, cmd in group.commands.items():
+        yield prefix + (name,), cmd
+        if isinstance(cmd, click.Group):
+            yield from _all_commands(cmd, prefix + (name,))
+
+
+@pytest.mark.parametrize("path", [p for p, _ in _all_commands(cli)], ids=lambda p: " ".join(p))
+def test_every_command_has_help_with_an_example(path):
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example" in result.output, f"{' '.join(path)} --help has no example"
+
+
+def test_top_level_help_lists_exit_codes():
+    result = CliRunner().invoke(cli, ["--help"])
+    assert "77" in result.output and result.exit_code == 0
+
+
+@pytest.mark.skipif(probe().usable, reason="a GPU is usable here; this checks the GPU-less path")
+def test_parity_without_gpu_exits_77_with_one_reason_line():
+    result = CliRunner().invoke(cli, ["parity", "--results", "unused-results"])
+    if result.exit_code == 2:  # no families registered yet would be a usage error, not a skip
+        pytest.fail(result.output)
+    assert result.exit_code == 77, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("skipped: no usable CUDA GPU (")
+
+
+def test_parity_filter_matching_nothing_is_usage_error_listing_families():
+    result = CliRunner().invoke(cli, ["parity", "-k", "no-such-case-anywhere"])
+    assert result.exit_code == 2
+    assert "no case matches" in result.output
+
+
+def test_parity_bad_regex_is_one_line_usage_error():
+    result = CliRunner().invoke(cli, ["parity", "-k", "("])
+    assert result.exit_code == 2
+    assert "not a regular expression" in result.output
+    assert "Traceback" not in result.output
