@@ -107,6 +107,10 @@ class Family(ABC):
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         """Float64 references with tolerances derived from the kernels' arithmetic contract."""
 
+    def bench_cases(self) -> Iterable[Case]:
+        """The cases `strata-bench bench` times with no filter (default: the seeded parity cases)."""
+        return [c for c in self.default_cases() if c.data.startswith("seed")]
+
     def compared_outputs(self, case: Case) -> tuple[str, ...] | None:
         """Outputs compared bitwise between variants (None: all of them)."""
         return None
@@ -182,9 +186,10 @@ class CaseFilter:
         return self.pattern is None or re.search(self.pattern, case.name) is not None
 
 
-def select_cases(flt: CaseFilter, families: Mapping[str, Family] | None = None) -> list[Case]:
-    """Every default case of the registry that matches; a filter matching nothing is an InputError
-    that lists what exists."""
+def select_cases(flt: CaseFilter, families: Mapping[str, Family] | None = None,
+                 purpose: str = "parity") -> list[Case]:
+    """Every default (or, for purpose="bench", bench) case of the registry that matches; a filter
+    matching nothing is an InputError that lists what exists."""
     families = FAMILIES if families is None else families
     unknown = [f for f in flt.families if f not in families]
     if unknown:
@@ -194,7 +199,8 @@ def select_cases(flt: CaseFilter, families: Mapping[str, Family] | None = None) 
             re.compile(flt.pattern)
         except re.error as exc:
             raise InputError(f"-k {flt.pattern!r} is not a regular expression: {exc}") from None
-    cases = [c for fam in families.values() for c in fam.default_cases() if flt.matches(c)]
+    listed = (lambda fam: fam.bench_cases()) if purpose == "bench" else (lambda fam: fam.default_cases())
+    cases = [c for fam in families.values() for c in listed(fam) if flt.matches(c)]
     if not cases:
         formats = sorted({c.fmt for fam in families.values() for c in fam.default_cases()})
         raise InputError(

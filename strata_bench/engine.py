@@ -11,7 +11,8 @@ from strata_bench.cases import FAMILIES, Case, CaseFilter, load_builtin_families
 from strata_bench.errors import KernelFault
 
 
-def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: str | None = None) -> list[Case]:
+def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: str | None = None,
+                  purpose: str = "parity") -> list[Case]:
     """Load built-in families (and a user's case file), then select the cases matching the filter."""
     load_builtin_families()
     if cases_file:
@@ -20,7 +21,7 @@ def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: s
         for name in set(FAMILIES) - before:
             if kernels_dir:
                 FAMILIES[name].kernels_root = Path(kernels_dir).resolve()
-    return select_cases(flt)
+    return select_cases(flt, purpose=purpose)
 
 
 def device_name(device: int) -> str:
