@@ -24,10 +24,10 @@ steps=("$@")
 sb() { python3 -m strata_bench "$@"; }
 step() {  # step NAME CMD...: run, log, record status and seconds
     local name=$1; shift
-    local t0=$(date +%s.%N)
+    local t0=$EPOCHREALTIME
     "$@" > "$out/$name.log" 2>&1
     local rc=$?
-    printf '%-24s rc=%-3s %6.1fs\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$out/status.txt"
+    printf '%-24s rc=%-3s %6.1fs\n' "$name" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $t0}")" | tee -a "$out/status.txt"
     tail -n 4 "$out/$name.log"
 }
 

@@ -139,7 +139,7 @@ def values_sha256(fmt: str, raw: np.ndarray) -> str:
 
 
 @contextlib.contextmanager
-def _atomic_path(final: Path) -> Iterator[Path]:
+def atomic_path(final: Path) -> Iterator[Path]:
     """A temporary path beside `final`, renamed onto it only if the block finishes."""
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
@@ -167,7 +167,7 @@ def read_manifest(root: str | Path | None = None) -> dict[str, Any]:
 
 def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
     manifest["fixtures"] = dict(sorted(manifest["fixtures"].items()))
-    with _atomic_path(root / MANIFEST_NAME) as tmp:
+    with atomic_path(root / MANIFEST_NAME) as tmp:
         tmp.write_text(json.dumps(manifest, indent=1) + "\n")
 
 
@@ -189,7 +189,7 @@ def save_fixture(fix: Fixture, root: str | Path | None = None, force: bool = Fal
         {"name": fix.name, "fmt": fix.fmt, "rows": fix.rows, "cols": fix.cols, "provenance": fix.provenance}))}
     if fix.activations is not None:
         arrays["activations"] = fix.activations
-    with _atomic_path(final) as tmp:
+    with atomic_path(final) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
         entry = _manifest_entry(fix, sha256_file(tmp))
@@ -319,7 +319,8 @@ def _has_format(tensor) -> bool:
     return any(f.qtype == tensor.tensor_type for f in all_formats().values())
 
 
-def _format_of(tensor) -> QuantFormat:
+def tensor_format(tensor) -> QuantFormat:
+    """The format of a GGUFReader tensor, or InputError for types strata-bench does not know."""
     by_type = {f.qtype: f for f in all_formats().values() if f.qtype is not None}
     try:
         return by_type[tensor.tensor_type]
@@ -365,7 +366,7 @@ def fixture_from_gguf(path: str | Path, tensor_regex: str, rows: tuple[int, int]
 
 
 def _tensor_fixture(path: Path, file_sha: str, tensor, rows, target, name) -> Fixture:
-    source = _format_of(tensor)
+    source = tensor_format(tensor)
     cols = int(tensor.shape[0])  # ggml order: ne0 is the row length
     data = np.asarray(tensor.data).reshape(-1, source.bytes_per_row(cols))
     first, stop = rows if rows is not None else (0, min(DEFAULT_GGUF_ROWS, data.shape[0]))
