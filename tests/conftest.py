@@ -65,3 +65,14 @@ def cubin_cache(tmp_path, monkeypatch):
     path = tmp_path / "cubin-cache"
     monkeypatch.setenv("STRATA_CACHE_DIR", str(path))
     return path
+
+
+@pytest.fixture
+def family_registry():
+    """The case registry, restored after the test so families a test's case file declares do not leak."""
+    from strata_bench import cases
+
+    saved = dict(cases.FAMILIES)
+    yield cases.FAMILIES
+    cases.FAMILIES.clear()
+    cases.FAMILIES.update(saved)
