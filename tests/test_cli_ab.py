@@ -1,0 +1,146 @@
+"""`strata-bench ab` through click: modes, output formats, exit codes, and the kernel A/B hook."""
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+from click.testing import CliRunner
+
+import strata_bench
+from strata_bench.cli import cli
+from strata_bench.results import read_records
+
+PY = sys.executable
+METRIC = r"v=(?P<value>[0-9.]+)"
+PRINT_V = "import os; print('v=' + os.environ.get('STRATA_TEST_V', '10'))"
+
+
+@pytest.fixture(autouse=True)
+def _fast_provenance(monkeypatch):
+    # provenance.collect probes the GPU and packages; these tests check the A/B logic only.
+    import strata_bench.commands.ab as ab_cmd
+
+    monkeypatch.setattr(ab_cmd, "_provenance", lambda: {"devices": []})
+
+
+def _run(args, tmp_path):
+    return CliRunner().invoke(cli, ["ab", "--results", str(tmp_path), "-q", *args])
+
+
+def test_env_switch_metric_json(tmp_path):
+    res = _run(["--pairs", "3", "--warmup", "0", "--env-b", "STRATA_TEST_V=12", "--metric", METRIC,
+                "--format", "json", "--", PY, "-c", PRINT_V], tmp_path)
+    assert res.exit_code == 0, res.output
+    case = json.loads(res.stdout)["cases"][0]
+    assert case["verdict"] == "SLOWER"
+    assert case["comparison"]["paired"]["mean_diff"] == 2.0
+    assert case["arms"]["A"]["env"] == {} and case["arms"]["B"]["env"] == {"STRATA_TEST_V": "12"}
+
+
+def test_higher_is_better_and_regression_exit(tmp_path):
+    args = ["--pairs", "3", "--warmup", "0", "--env-b", "STRATA_TEST_V=8", "--metric", METRIC,
+            "--higher-is-better", "--fail-on-regression", "5", "--", PY, "-c", PRINT_V]
+    res = _run(args, tmp_path)
+    assert res.exit_code == 1
+    assert "regression" in res.output and "SLOWER" in res.output
+
+
+def test_two_command_lines_table(tmp_path):
+    a = f"{PY} -c 'import time; time.sleep(0.001)'"
+    b = f"{PY} -c 'import time; time.sleep(0.002)'"
+    res = _run(["--pairs", "2", "--warmup", "1", "--a", a, "--b", b], tmp_path)
+    assert res.exit_code == 0, res.output
+    assert "verdict" in res.stdout and "B - A (paired)" in res.stdout
+    assert "2 warm-up runs discarded" in res.stdout
+    records = read_records(next(tmp_path.rglob("ab-*.jsonl")))
+    runs = [r for r in records if r["record"] == "run"]
+    assert [(r["pair"], r["arm"]) for r in runs] == [(-1, "B"), (-1, "A"), (0, "A"), (0, "B"), (1, "B"), (1, "A")]
+    assert runs[0]["argv"][-1] == "import time; time.sleep(0.002)"
+
+
+def test_markdown_output(tmp_path):
+    res = _run(["--pairs", "2", "--warmup", "0", "--format", "md", "--metric", METRIC, "--", PY, "-c", PRINT_V],
+               tmp_path)
+    assert res.exit_code == 0, res.output
+    assert "| arm | command |" in res.stdout and "| **verdict** | SAME" in res.stdout
+
+
+def test_failing_command_too_many_failures_exit_1(tmp_path):
+    res = _run(["--pairs", "4", "--warmup", "0", "--", PY, "-c", "import sys; print('nope'); sys.exit(2)"], tmp_path)
+    assert res.exit_code == 1
+    assert "too many failed runs" in res.output
+    assert "exit code 2 | nope" in res.stdout  # each failure shown with its reason and last line
+    runs = [r for r in read_records(next(tmp_path.rglob("ab-*.jsonl"))) if r["record"] == "run"]
+    assert len(runs) == 3 and all(r["failure"] == "exit code 2" for r in runs)  # budget 25% of 8 = 2
+
+
+def test_hanging_command_times_out_and_is_shown(tmp_path):
+    hang = "import os, time; time.sleep(30 if os.environ.get('STRATA_TEST_HANG') else 0)"
+    res = _run(["--pairs", "2", "--warmup", "0", "--timeout", "0.5", "--max-failures", "50%",
+                "--env-b", "STRATA_TEST_HANG=1", "--", PY, "-c", hang], tmp_path)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.count("timed out after 0.5 s") == 2
+    assert "2 pairs excluded" in res.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "nothing to run"),
+    (["--a", "true"], "nothing to run"),
+    (["--a", "true", "--b", "true", "--", "true"], "either a command"),
+    (["--metric", "v=(\\d+)", "--", "true"], "(?P<value>"),
+    (["--env-a", "1BAD=2", "--", "true"], "NAME=VALUE"),
+    (["--max-failures", "many", "--", "true"], "max-failures"),
+    (["--", "strata-no-such-program-xyz"], "command not found"),
+    (["--family", "mmvq", "--a", "old", "--b", "new", "--env-a", "X=1"], "--env-a applies to command A/B"),
+])
+def test_usage_errors_exit_2(tmp_path, args, message):
+    res = _run(args, tmp_path)
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+
+
+def test_kernel_ab_unavailable(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "strata_bench.kernel_ab", None)
+    monkeypatch.delattr(strata_bench, "kernel_ab", raising=False)
+    res = _run(["--family", "mmvq", "--a", "old", "--b", "new"], tmp_path)
+    assert res.exit_code == 2 and "kernel A/B is unavailable" in res.output
+
+
+def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
+    """A stand-in kernel_ab gets the filter, variants and plan, and its AbReport renders like a command A/B."""
+    from strata_bench import abrun
+
+    seen = {}
+
+    def run_kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, quiet):
+        seen.update(families=case_filter.families, formats=case_filter.formats, a=variant_a, b=variant_b,
+                    pairs=plan.pairs)
+        values = iter([10.0, 11.0, 10.1, 11.1, 9.9, 10.9] * 2)
+        arm = lambda label: abrun.Arm(label, lambda: next(values), {"variant": label})  # noqa: E731
+        outcome = abrun.run_ab(arm(variant_a), arm(variant_b), plan, None, case="mmvq/iq2_xxs")
+        return abrun.AbReport((outcome,), None, None)
+
+    fake = types.ModuleType("strata_bench.kernel_ab")
+    fake.run_kernel_ab = run_kernel_ab
+    monkeypatch.setitem(sys.modules, "strata_bench.kernel_ab", fake)
+    monkeypatch.setattr(strata_bench, "kernel_ab", fake, raising=False)
+    res = _run(["--family", "mmvq", "--format", "iq2_xxs", "--a", "A", "--b", "B", "--pairs", "3",
+                "--warmup", "0", "--order", "ab", "-o", "md"], tmp_path)
+    assert res.exit_code == 0, res.output
+    assert seen == {"families": ("mmvq",), "formats": ("iq2_xxs",), "a": "A", "b": "B", "pairs": 3}
+    assert "A/B: `mmvq/iq2_xxs`" in res.stdout and "SLOWER" in res.stdout
+
+
+def test_orders_agree_with_the_runner():
+    from strata_bench import abrun
+    from strata_bench.commands import ab
+
+    assert ab.ORDERS == abrun.ORDERS
+
+
+@pytest.mark.parametrize("name", ["ab", "report", "compare", "plot"])
+def test_help_has_an_example(name):
+    res = CliRunner().invoke(cli, [name, "--help"])
+    assert res.exit_code == 0 and "Example" in res.output
