@@ -36,7 +36,7 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
         strata-bench compile --arch 90 --family mmvq --resources
         strata-bench compile --arch 90 --kernels my_kernels --cases my_cases.py
     """
-    from rich.console import Console
+    from strata_bench.commands._console import stdout_console
 
     from strata_bench import buildplan
 
@@ -45,7 +45,7 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
     arch_list = arch_list or buildplan.local_archs()
     jobs = buildplan.plan(chosen, arch_list)
     outcomes = _run_with_progress(jobs, not no_cache, workers or os.cpu_count() or 1)
-    console = Console()
+    console = stdout_console()
     console.print(summary_table(outcomes, arch_list))
     if resources:
         console.print(resources_table(outcomes))
@@ -63,7 +63,8 @@ def _run_with_progress(jobs, use_cache: bool, workers: int):
 
     # The bar goes to stderr and vanishes when done, so stdout holds only the tables.
     columns = (TextColumn("compile"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+    console = Console(stderr=True)
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("compile", total=len(jobs))
         return buildplan.run_all(jobs, use_cache, workers, on_done=lambda _o: progress.advance(task))
 

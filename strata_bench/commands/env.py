@@ -20,7 +20,7 @@ def command(output: str) -> None:
         strata-bench env
         strata-bench env --format json > env.json
     """
-    from rich.console import Console
+    from strata_bench.commands._console import stdout_console
 
     from strata_bench import envinfo
     from strata_bench.gpu import require_gpu
@@ -29,6 +29,6 @@ def command(output: str) -> None:
     if output == "json":
         click.echo(envinfo.render_json(prov))
     else:
-        envinfo.render_table(prov, Console())
+        envinfo.render_table(prov, stdout_console())
     if not prov["devices"]:
         require_gpu()  # raises NoGpu: the CLI prints "skipped: no usable CUDA GPU (<reason>)", exit 77
