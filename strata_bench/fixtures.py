@@ -147,9 +147,26 @@ def atomic_path(final: Path) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """An uncompressed .npz that np.load reads, with fixed zip timestamps so equal arrays give equal
+    bytes (np.savez stamps the current time, which would change every sha256 on each regeneration)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+        for key, array in arrays.items():
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
 
 def read_manifest(root: str | Path | None = None) -> dict[str, Any]:
@@ -190,8 +207,7 @@ def save_fixture(fix: Fixture, root: str | Path | None = None, force: bool = Fal
     if fix.activations is not None:
         arrays["activations"] = fix.activations
     with atomic_path(final) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+        write_npz(tmp, arrays)
         entry = _manifest_entry(fix, sha256_file(tmp))
         old = manifest["fixtures"].get(fix.name)
         if old is not None and not force and old.get("values_sha256") != entry["values_sha256"]:
