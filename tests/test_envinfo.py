@@ -1,0 +1,149 @@
+"""Provenance and `strata-bench env`: complete on any host, exit 77 with the reason without a GPU."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from strata_bench import envinfo, gpu, provenance
+from strata_bench.cli import cli
+from strata_bench.sources import kernels_src_hash
+
+H200_PROPS = {
+    "name": b"NVIDIA H200", "major": 9, "minor": 0, "multiProcessorCount": 132, "l2CacheSize": 62914560,
+    "memoryClockRate": 3201000, "memoryBusWidth": 6144, "totalGlobalMem": 150_000_000_000,
+    "pciDomainID": 0, "pciBusID": 0x19, "pciDeviceID": 0,
+}
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(False, 0, "cudaErrorNoDevice"))
+
+
+@pytest.fixture
+def fake_h200(monkeypatch):
+    """One H200 as CUDA would describe it, NVML absent (the clocks then carry a reason)."""
+    from cupy_backends.cuda.api import runtime
+
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(True, 1, ""))
+    monkeypatch.setattr(runtime, "getDeviceProperties", lambda i: dict(H200_PROPS))
+    monkeypatch.setattr(provenance, "_NVML_STATE", {"error": "NVML not usable (test)"})
+
+
+def test_collect_without_gpu_records_everything_else(no_gpu, monkeypatch):
+    monkeypatch.setenv("STRATA_TEST_SWITCH", "on")
+    prov = provenance.collect(None, extra={"case": "x"}, archs=["sm_90"])
+    assert prov["devices"] == [] and prov["devices_reason"] == "cudaErrorNoDevice"
+    assert prov["kernels_src_hash"] == kernels_src_hash()
+    assert "-ftz=false" in prov["compile_options"]["sm_90"]
+    assert prov["env"]["STRATA_TEST_SWITCH"] == "on"
+    assert prov["extra"] == {"case": "x"}
+    assert prov["packages"]["numpy"] and prov["packages"]["strata-bench"]
+    assert set(prov["git"]) == {"commit", "dirty"}
+    assert prov["created_utc"].endswith("+00:00")
+    json.dumps(prov)  # a results summary must be able to hold it as is
+
+
+def test_collect_is_fast(no_gpu):
+    provenance.collect(None)  # first call pays the imports
+    start = time.perf_counter()
+    provenance.collect(None)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_missing_package_is_none():
+    versions = provenance.package_versions(("click", "surely-not-installed-pkg"))
+    assert versions["surely-not-installed-pkg"] is None and versions["click"]
+
+
+@pytest.mark.parametrize("encoded, text", [(13000, "13.0"), (13020, "13.2"), (12080, "12.8"), (0, None)])
+def test_cuda_version_encoding(encoded, text):
+    assert provenance._cuda_version_text(encoded) == text
+
+
+def test_cuda_versions_give_reasons_not_errors(monkeypatch):
+    from cupy_backends.cuda.api import runtime
+
+    def broken():
+        raise RuntimeError("driver exploded")
+
+    monkeypatch.setattr(runtime, "driverGetVersion", broken)
+    monkeypatch.setattr(provenance, "_NVML_STATE", {"error": "NVML not usable (test)"})
+    cuda = provenance.cuda_versions()
+    assert cuda["driver"] is None and cuda["reason"]["driver"] == "RuntimeError: driver exploded"
+    assert cuda["nvml_driver"] is None and cuda["reason"]["nvml_driver"] == "NVML not usable (test)"
+
+
+def test_device_properties_and_nvml_reason(fake_h200):
+    prov = provenance.collect(None)
+    (dev,) = prov["devices"]
+    assert dev["name"] == "NVIDIA H200" and dev["arch"] == "sm_90" and dev["compute_capability"] == "9.0"
+    assert (dev["sm_count"], dev["l2_bytes"], dev["memory_bus_width_bits"]) == (132, 62914560, 6144)
+    assert dev["pci_bus_id"] == "00000000:19:00.0"
+    assert dev["nvml"]["power_limit_w"] is None and dev["nvml"]["reason"] == {"all": "NVML not usable (test)"}
+    assert list(prov["compile_options"]) == ["sm_90"]  # the devices' arch, by default
+
+
+def test_nvml_values_are_converted(monkeypatch):
+    class FakeNvml:
+        NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+
+        def nvmlDeviceGetHandleByPciBusId(self, bus):
+            assert bus == b"00000000:19:00.0"
+            return "h"
+
+        def nvmlDeviceGetClockInfo(self, h, kind): return {1: 1755, 2: 3201}[kind]
+        def nvmlDeviceGetMaxClockInfo(self, h, kind): return {1: 1980, 2: 3201}[kind]
+        def nvmlDeviceGetEnforcedPowerLimit(self, h): return 700000  # milliwatts
+        def nvmlDeviceGetTemperature(self, h, kind): raise RuntimeError("not supported")
+
+    monkeypatch.setattr(provenance, "_NVML_STATE", {"module": FakeNvml()})
+    info = provenance.nvml_device_info("00000000:19:00.0", 0)
+    assert (info["sm_clock_mhz"], info["max_sm_clock_mhz"], info["power_limit_w"]) == (1755, 1980, 700.0)
+    assert info["temperature_c"] is None and "not supported" in info["reason"]["temperature_c"]
+
+
+def test_device_rows_format_units(fake_h200):
+    (row,) = envinfo.device_rows(provenance.collect(None))
+    assert row["L2"] == "60 MiB" and row["mem clock"] == "3201 MHz" and row["bus"] == "6144-bit"
+    assert row["memory"] == "139.7 GiB" and row["power limit"] == "-"
+
+
+def test_env_with_a_device_prints_it_and_exits_0(fake_h200):
+    result = CliRunner().invoke(cli, ["env"])
+    assert result.exit_code == 0, result.output
+    assert "NVIDIA H200" in result.stdout and "NVML clocks and power: NVML not usable (test)" in result.stdout
+
+
+def test_env_without_gpu_prints_versions_then_exits_77(no_gpu):
+    result = CliRunner().invoke(cli, ["env"])
+    assert result.exit_code == 77
+    assert result.stderr == "skipped: no usable CUDA GPU (cudaErrorNoDevice)\n"
+    assert "none usable (cudaErrorNoDevice)" in result.stdout
+    assert "gguf" in result.stdout and "NVRTC" in result.stdout
+
+
+def test_env_json_without_gpu_is_valid_json_and_exits_77(no_gpu):
+    result = CliRunner().invoke(cli, ["env", "--format", "json"])
+    assert result.exit_code == 77
+    body = json.loads(result.stdout)
+    assert body["devices"] == [] and body["kernels_src_hash"] == kernels_src_hash()
+
+
+@pytest.mark.skipif("__import__('strata_bench.gpu').gpu.probe().usable", reason="host has a GPU")
+def test_env_on_this_gpu_less_host_exits_77_with_the_real_reason():
+    result = CliRunner().invoke(cli, ["env"])
+    assert result.exit_code == 77
+    assert result.stderr == f"skipped: no usable CUDA GPU ({gpu.probe().reason})\n"
+
+
+@pytest.mark.gpu
+def test_env_on_a_gpu_host_lists_every_device():
+    result = CliRunner().invoke(cli, ["env", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    devices = json.loads(result.stdout)["devices"]
+    assert len(devices) == gpu.probe().count
+    assert all(d["sm_count"] > 0 and d["l2_bytes"] > 0 for d in devices)
