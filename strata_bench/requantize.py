@@ -187,9 +187,9 @@ def regenerate(source: str | Path | None, root: str | Path | None = None) -> dic
     """Rebuild `<root>/smollm2-rows.gguf` and its fixtures from the SmolLM2 GGUF; returns a summary."""
     if source is None:
         raise InputError(NEEDS)
-    quantizer = GgmlQuantizer()
     source = Path(source)
     open_gguf(source)  # a missing, non-GGUF or truncated source is bad input, said before any work
+    quantizer = GgmlQuantizer()
     source_sha = sha256_file(source)
     root = Path(root) if root is not None else default_root()
     out = root / OUTPUT_NAME
