@@ -285,10 +285,25 @@ def verify_fixtures(root: str | Path | None = None) -> list[str]:
         elif values_sha256(fix.fmt, fix.raw) != entry["values_sha256"]:
             problems.append(f"fixture {name!r}: dequantized values differ from those recorded "
                             f"(has the {fix.fmt} oracle changed?)")
+    problems += _stale_gguf_sources(root, manifest)
     listed = {entry["file"] for entry in manifest["fixtures"].values()}
     for path in sorted(root.glob("*.npz")):
         if path.name not in listed:
             problems.append(f"{path.name} is not in {MANIFEST_NAME}")
+    return problems
+
+
+def _stale_gguf_sources(root: Path, manifest: dict[str, Any]) -> list[str]:
+    """Fixtures taken from a GGUF file that sits in `root` (the committed rows file) must match it."""
+    problems, shas = [], {}
+    for name, entry in sorted(manifest["fixtures"].items()):
+        prov = entry.get("provenance", {})
+        source = root / str(prov.get("file", ""))
+        if prov.get("kind") != "gguf" or not source.is_file():
+            continue
+        shas.setdefault(source, sha256_file(source))
+        if shas[source] != prov.get("file_sha256"):
+            problems.append(f"fixture {name!r}: {source.name} has changed since the fixture was taken from it")
     return problems
 
 

@@ -159,6 +159,15 @@ def test_committed_real_weight_set_verifies_and_covers_every_iquant():
     assert ROWS_GGUF.stat().st_size < 3_000_000
 
 
+def test_verify_notices_a_changed_source_gguf(tmp_path):
+    shutil.copy(ROWS_GGUF, tmp_path / ROWS_GGUF.name)
+    (fix,) = fixture_from_gguf(tmp_path / ROWS_GGUF.name, "iq2_xs", rows=(0, 2))
+    save_fixture(fix, tmp_path)
+    assert verify_fixtures(tmp_path) == []
+    _tamper(tmp_path / ROWS_GGUF.name)
+    assert [p for p in verify_fixtures(tmp_path) if "has changed" in p]
+
+
 def test_from_gguf_reads_every_tensor_of_the_committed_file():
     fixtures = fixture_from_gguf(ROWS_GGUF, ".")
     assert len(fixtures) == len(list_fixtures(COMMITTED))
