@@ -26,9 +26,9 @@ def command() -> None:
 @click.argument("directory", required=False, default=DEFAULT_DIR, type=click.Path(file_okay=False))
 @output_format_option(choices=("table", "json"))
 def verify(directory: str, output: str) -> None:
-    """Fail (exit 1) unless every results summary under DIRECTORY is current.
+    """Check that stored results are current (exit 1 if any is not).
 
-    A summary is current when its kernels_src hash equals the hash of the sources checked out now,
+    Every results summary under DIRECTORY is checked. A summary is current when its kernels_src hash equals the hash of the sources checked out now,
     it records no failures, and its records (.jsonl) file is present. DIRECTORY defaults to results/.
 
     \b
@@ -79,7 +79,10 @@ def _verdicts_json(current: str, verdicts) -> dict:
 @command.command("list")
 @click.argument("directory", required=False, default=DEFAULT_DIR, type=click.Path(file_okay=False))
 def list_results(directory: str) -> None:
-    """List the results summaries under DIRECTORY (default results/): kind, time, device, failures.
+    """List stored results summaries.
+
+    Shows each summary under DIRECTORY (default results/) with its kind, time, device, record count,
+    failures and whether its kernels_src hash is the current one.
 
     \b
     Example:
