@@ -214,3 +214,19 @@ def test_compile_real_kernels_src_for_ci_archs(kernel_dir, case_file, family_reg
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     assert " 0 failed" in result.stdout
+
+
+@pytest.mark.nvrtc
+def test_shared_headers_of_kernels_src_compile_for_oldest_and_newest_arch(tmp_path, cubin_cache):
+    """The headers every family includes (common/, generated/) compile on their own for sm_75 and sm_120."""
+    from strata_bench.sources import kernels_dir, source_files
+
+    shared = [p.relative_to(kernels_dir()).as_posix() for p in source_files()
+              if p.suffix in (".cuh", ".h") and p.relative_to(kernels_dir()).parts[0] in ("common", "generated")]
+    assert shared, "kernels_src has no shared headers"
+    unit = tmp_path / "headers.cu"
+    unit.write_text("".join(f'#include "{h}"\n' for h in shared)
+                    + 'extern "C" __global__ void touch(int* x) { x[0] = 1; }\n')
+    for arch in ("sm_75", "sm_120"):
+        outcome = buildplan.run_job(buildplan.CompileJob("headers", "headers.cu", arch, ("touch",), tmp_path))
+        assert outcome.ok, outcome.error
