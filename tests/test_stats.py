@@ -134,6 +134,9 @@ def test_drift_in_differences_is_flagged_but_common_drift_is_only_noted():
     growing = S.compare(np.ones(n) + _noisy(0, n, 0.001, 11), 1.0 + trend)
     assert growing.drift.flagged
     assert "B-A drifts" in growing.drift.note
+    # Significant but tiny (0.01% of the mean over the whole run): noted, not flagged.
+    creep = S.compare(np.ones(n), 1.0 + np.linspace(0, 1e-4, n) + _noisy(0, n, 1e-6, 12))
+    assert not creep.drift.flagged and "within the same band" in creep.drift.note
 
 
 def test_dominance_and_overlap():
