@@ -65,14 +65,7 @@ def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str
     if kernels_dir and not cases_file:
         raise InputError(f"--kernels {kernels_dir} needs --cases FILE.py naming the families that use it")
     if cases_file:
-        before = dict(registry)
-        cases.load_user_cases(cases_file)
-        root = _kernels_root(kernels_dir)
-        # New instances, compared by identity: loading the same file twice re-registers the same names.
-        for name in [n for n, fam in registry.items() if fam is not before.get(n)]:
-            # A user family compiles from its --kernels DIR unless its case file chose a root itself.
-            if root is not None and getattr(registry[name], "kernels_root", None) is None:
-                registry[name].kernels_root = root
+        cases.load_user_cases(cases_file, kernels_dir)
     unknown = [n for n in names if n not in registry]
     if unknown:
         raise InputError(f"unknown family {unknown[0]!r}; families: {', '.join(sorted(registry)) or '(none)'}")
@@ -80,15 +73,6 @@ def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str
     if not chosen:
         raise InputError("no kernel family is registered (strata_bench/families is empty and no --cases given)")
     return chosen
-
-
-def _kernels_root(kernels_dir: str | None) -> Path | None:
-    if kernels_dir is None:
-        return None
-    root = Path(kernels_dir).resolve()
-    if not root.is_dir():
-        raise InputError(f"--kernels {kernels_dir}: not a directory")
-    return root
 
 
 def plan(families: dict[str, Any], archs: Sequence[str]) -> list[CompileJob]:

@@ -158,18 +158,32 @@ def load_builtin_families() -> dict[str, Family]:
     return FAMILIES
 
 
-def load_user_cases(path: str) -> None:
-    """Execute a user's case file; its Family subclasses register themselves like the built-ins."""
-    import importlib.util
+def load_user_cases(path: str, kernels_dir: str | None = None) -> list[str]:
+    """Execute a user's case file; its Family subclasses register themselves like the built-ins.
 
+    Families it registers compile from `kernels_dir` (their --kernels DIR) unless the file set a
+    `kernels_root` itself. Returns the names it registered."""
+    import importlib.util
+    from pathlib import Path
+
+    root = None
+    if kernels_dir is not None:
+        root = Path(kernels_dir).resolve()
+        if not root.is_dir():
+            raise InputError(f"--kernels {kernels_dir}: not a directory")
+    if not Path(path).is_file():
+        raise InputError(f"case file not found: {path}")
     spec = importlib.util.spec_from_file_location("strata_user_cases", path)
     if spec is None or spec.loader is None:
         raise InputError(f"cannot load case file {path!r}")
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except FileNotFoundError:
-        raise InputError(f"case file not found: {path}") from None
+    before = dict(FAMILIES)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    # New instances, compared by identity: loading the same file twice re-registers the same names.
+    added = [name for name, fam in FAMILIES.items() if fam is not before.get(name)]
+    for name in added:
+        if root is not None and getattr(FAMILIES[name], "kernels_root", None) is None:
+            FAMILIES[name].kernels_root = root
+    return added
 
 
 @dataclass(frozen=True)

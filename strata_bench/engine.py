@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from strata_bench.cases import FAMILIES, Case, CaseFilter, load_builtin_families, load_user_cases, select_cases
-from strata_bench.errors import KernelFault
+from strata_bench.errors import InputError, KernelFault
 
 
 def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: str | None = None,
                   purpose: str = "parity") -> list[Case]:
     """Load built-in families (and a user's case file), then select the cases matching the filter."""
     load_builtin_families()
+    if kernels_dir and not cases_file:
+        raise InputError(f"--kernels {kernels_dir} needs --cases FILE.py naming the families that use it")
     if cases_file:
-        before = set(FAMILIES)
-        load_user_cases(cases_file)
-        for name in set(FAMILIES) - before:
-            if kernels_dir:
-                FAMILIES[name].kernels_root = Path(kernels_dir).resolve()
+        load_user_cases(cases_file, kernels_dir)
     return select_cases(flt, purpose=purpose)
 
 
