@@ -511,6 +511,20 @@ def finish(writer: ResultsWriter, outcomes: Sequence[AbOutcome], interrupted: bo
     return writer.finish(body, failures=sum(len(o.failures) for o in outcomes))
 
 
+def _finish_partial(writer: ResultsWriter) -> None:
+    """After Ctrl-C or a crash: a summary of the runs that finished, marked interrupted. Never masks
+    the original exception (the records file alone is still a complete account)."""
+    from strata_bench.results import read_records
+
+    try:
+        writer.close()
+        outcomes = outcomes_from_records(read_records(writer.records_path))
+        body = {"cases": [o.summary() for o in outcomes], "interrupted": True}
+        writer.finish(body, failures=sum(len(o.failures) for o in outcomes))
+    except Exception:  # noqa: BLE001 - best effort only
+        pass
+
+
 def results_directory(root: Path, provenance: Mapping[str, Any]) -> Path:
     """results/<device-slug>: the first GPU's name when provenance lists one, else 'cpu'."""
     devices = provenance.get("devices") or []
@@ -556,7 +570,7 @@ def run_command_ab(spec_a: CommandSpec, spec_b: CommandSpec, plan: Plan, results
             outcome = run_ab(arm_a, arm_b, plan, writer, case, advance)
     except BaseException:
         if writer is not None:
-            writer.close()
+            _finish_partial(writer)
         raise
     summary = finish(writer, [outcome]) if writer else None
     return AbReport((outcome,), summary, writer.records_path if writer else None)

@@ -64,6 +64,8 @@ def load(path: str | Path) -> Loaded:
     if path.suffix not in (".json", ".jsonl"):
         raise InputError(f"results file must be a .json summary or a .jsonl record file, got {path.name!r}")
     summary = read_summary(path) if path.suffix == ".json" else None
+    if summary is not None and not path.with_name(str(summary.get("records_file", ""))).is_file():
+        raise InputError(f"{path.name}: its records file {summary.get('records_file')!r} is missing beside it")
     records = read_records(path)
     return Loaded(path, infer_kind(path, summary, records), summary, records)
 

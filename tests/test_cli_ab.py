@@ -144,3 +144,24 @@ def test_orders_agree_with_the_runner():
 def test_help_has_an_example(name):
     res = CliRunner().invoke(cli, [name, "--help"])
     assert res.exit_code == 0 and "Example" in res.output
+
+
+def test_ctrl_c_keeps_records_and_writes_a_partial_summary(tmp_path, monkeypatch):
+    from strata_bench import abrun
+
+    calls = iter([0.1, 0.2, 0.1, KeyboardInterrupt()])
+
+    def fake_run(spec):
+        value = next(calls)
+        if isinstance(value, BaseException):
+            raise value
+        return abrun.Sample(value, {"exit_code": 0})
+
+    monkeypatch.setattr(abrun, "run_command", fake_run)
+    res = _run(["--pairs", "5", "--warmup", "0", "--", "true"], tmp_path)
+    assert res.exit_code == 130 and "interrupted" in res.output
+    records = read_records(next(tmp_path.rglob("ab-*.jsonl")))
+    assert [r["record"] for r in records] == ["plan", "run", "run", "run", "interrupted"]
+    summary = json.loads(next(tmp_path.rglob("ab-*.json")).read_text())
+    assert summary["summary"]["interrupted"] is True
+    assert summary["summary"]["cases"][0]["comparison"]["paired"]["n"] == 1

@@ -92,6 +92,10 @@ def test_bad_files_are_input_errors(tmp_path):
     bad.write_text("hi")
     with pytest.raises(InputError, match=".json summary or a .jsonl"):
         report.load(bad)
+    summary = _records_file(tmp_path / "s", "bench", [{"case": "c"}])
+    summary.with_suffix(".jsonl").unlink()
+    with pytest.raises(InputError, match="records file .* is missing"):
+        report.load(summary)
 
 
 def _bench(tmp_path, medians):
