@@ -232,6 +232,8 @@ class AbOutcome:
     def notes(self) -> list[str]:
         """What a reader must know beyond the numbers: discarded warm-ups, excluded pairs, outliers."""
         notes = []
+        if self.arms.get("A") and self.arms.get("A") == self.arms.get("B"):
+            notes.append("A and B are the same (an A/A run): any difference is noise")
         if self.warmups:
             vals = ", ".join(f"{r.arm}={format_value(r.value, self.plan.unit)}" if r.ok else f"{r.arm}=failed"
                              for r in self.warmups)

@@ -65,6 +65,7 @@ def test_markdown_output(tmp_path):
                tmp_path)
     assert res.exit_code == 0, res.output
     assert "| arm | command |" in res.stdout and "| **verdict** | SAME" in res.stdout
+    assert "an A/A run" in res.stdout
 
 
 def test_failing_command_too_many_failures_exit_1(tmp_path):

@@ -46,8 +46,8 @@ ORDERS = ("abba", "ab", "random")
 @click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json.")
 @click.option("--output", "-o", "output", type=click.Choice(["table", "md", "json"]), default=None,
-              help="Rich table (default), markdown for a pull request, or JSON. Without --family, "
-                   "--format table|md|json means the same.")
+              help="Rich table (default), markdown for a pull request, or JSON. --format table|md|json "
+                   "means the same (other --format values filter quant formats with --family).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, warmup, seed, env_a, env_b,
@@ -77,8 +77,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     from strata_bench.report import render_ab
     from strata_bench.stats import Criteria
 
-    if not families:
-        formats, output = split_output_format(formats, output)
+    formats, output = split_output_format(formats, output)  # --format md|json means the output format
     criteria = Criteria(higher_is_better=higher_is_better, same_band=band_pct / 100,
                         fail_on_regression=None if fail_pct is None else fail_pct / 100)
     metric_regex = abrun.compile_metric(metric)
