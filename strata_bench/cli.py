@@ -6,6 +6,7 @@ group); this module discovers them so adding a command touches one file.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -25,6 +26,12 @@ class StrataGroup(click.Group):
             return super().invoke(ctx)
         except StrataError as exc:
             click.echo(_one_line(exc), err=True)
+            if _context_poisoned(exc):
+                # After a kernel fault the CUDA context is unusable: tearing down its modules at interpreter
+                # exit only prints driver errors. Results are already on disk, so leave at once.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(exc.exit_code)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted: results written so far are kept", err=True)
@@ -32,6 +39,16 @@ class StrataGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(super().list_commands(ctx))
+
+
+def _context_poisoned(exc: BaseException) -> bool:
+    from strata_bench.errors import KernelFault
+
+    while exc is not None:
+        if isinstance(exc, KernelFault):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _one_line(exc: StrataError) -> str:

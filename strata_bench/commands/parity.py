@@ -65,6 +65,10 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         finally:
             summary_path = writer.finish(run.summary(devices), run.failures)
     _render(run, devices, output or "table", summary_path)
+    faults = run.summary(devices)["faults"]
+    if faults:
+        raise KernelFault(f"parity: kernel fault in {faults[0]}; {run.failures} of {len(run.results)} cases failed "
+                          f"(details in {summary_path})")
     if run.failures:
         raise CheckFailed(f"parity: {run.failures} of {len(run.results)} cases failed (details in {summary_path})")
 
