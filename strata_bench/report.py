@@ -40,7 +40,7 @@ VIEWS: dict[str, View] = {
     "parity": View(("case", "status", "worst_ratio", "device", "seconds", "error"),
                    key=("case",), values=()),
     "bench": View(("case", "variant", "ncols", "median_us", "min_us", "max_us", "ci_rel", "gbps",
-                   "pct_read_ceiling", "pct_copy_ceiling", "tflops", "speedup", "status", "note"),
+                   "frac_read", "frac_copy", "tflops", "trials", "copies", "status"),
                   key=("case", "variant"), values=("median_us", "us_per_call", "us", "time_us", "value")),
     "ab": View(("case", "run_index", "pair", "position", "arm", "warmup", "value", "failure", "exit_code",
                 "wall_s"), key=("case", "arm"), values=("value",), record_filter={"record": "run"}),
