@@ -5,14 +5,20 @@ module from `gguf.quants` class attributes (`grid_hex`, `grid_map`, `grid_shape`
 `init_grid()`, `IQ2_XXS.ksigns`, `IQ4_NL.kvalues`), and `is_current()` / `--check` tell whether the
 committed header still matches what the installed gguf generates.
 
-GPU layouts (all little-endian; element i of a grid entry is byte i of its word):
+GPU layouts (all little-endian; element i of a grid entry = byte i of its word, or nibble i):
 - `iq2xxs_grid[256]`, `iq2xs_grid[512]`, `iq2s_grid[1024]`: uint64, 8 unsigned magnitudes each
   (values 0x08, 0x19, 0x2b), exactly ggml's iq2 grids.
+- `iq2xxs_grid_nib[256]`, `iq2xs_grid_nib[512]`, `iq2s_grid_nib[1024]`: the same grids as uint32
+  with element i's code (its index into gguf's `grid_map`, 0..2) in bits 4i..4i+3, so the low 16
+  bits are `__byte_perm` selectors for elements 0..3 and the high 16 bits for 4..7 against
+  `STRATA_IQ2_GRID_MAP` (the grid_map bytes). Half the bytes of the uint64 form, and one 32-bit
+  shared-memory access per 8 values instead of a 64-bit one.
 - `iq3xxs_grid[256]`, `iq3s_grid[512]`: uint32, 4 unsigned magnitudes each.
 - `iq1s_grid[2048]`: uint64, 8 int8 values in {-1, 0, 1} (two's complement bytes).
-- `iq1s_grid_nib[2048]`: uint32, the same grid as 4-bit codes g+1 in {0, 1, 2}: byte j holds
-  element j in its low nibble and element j+4 in its high nibble, so `v & 0x0F0F0F0F` gives
-  elements 0..3 and `(v >> 4) & 0x0F0F0F0F` elements 4..7 as bytes, ready for `__dp4a`.
+- `iq1s_grid_nib[2048]`: uint32, the same grid as codes g+1 in {0, 1, 2}, element i in bits 4i..4i+3
+  (`__byte_perm` selectors against `STRATA_IQ1_W_POS` / `STRATA_IQ1_W_NEG`, whose bytes are
+  8*g+1 and 8*g-1 for g = -1, 0, 1: the IQ1 values times 8 with the +-1/8 delta folded in;
+  or-ing 0x44444444 into a selector picks the negative-delta word).
 - `ksigns_iq2xs[128]`: uint8, ggml's 7-bit sign index -> 8 sign bits (bit 7 = parity).
 - `ksigns_mask64[128]`: uint64, the same signs as byte masks (byte i = 0xFF when element i is
   negative), so `(g ^ m) - m` per byte negates exactly the marked elements.
@@ -60,11 +66,42 @@ def _pack_bytes(values: np.ndarray, dtype) -> np.ndarray:
     return np.ascontiguousarray(as_bytes).view(np.dtype(dtype).newbyteorder("<")).reshape(-1)
 
 
-def _pack_nibbles(grid: np.ndarray) -> np.ndarray:
-    """IQ1 grid as 4-bit codes g+1: byte j = code(j) | code(j+4) << 4."""
-    codes = (grid + 1).astype(np.uint8)
-    packed = codes[:, :4] | (codes[:, 4:] << 4)
-    return np.ascontiguousarray(packed).view("<u4").reshape(-1)
+def _grid_codes(cls) -> np.ndarray:
+    """Each grid value's index into gguf's grid_map, (entries, values)."""
+    grid = _grid_values(cls)
+    grid_map = np.array(cls.grid_map, dtype=np.int64)
+    codes = np.searchsorted(grid_map, grid)
+    if not np.array_equal(grid_map[codes], grid):
+        raise ValueError(f"{cls.__name__} grid values are not in its grid_map")
+    return codes
+
+
+def _pack_nibbles(codes: np.ndarray) -> np.ndarray:
+    """Rows of 8 codes (< 8, so no __byte_perm sign-replicate bit) -> uint32, code i in bits 4i."""
+    if codes.max() >= 8:
+        raise ValueError("codes must be < 8 to be __byte_perm selectors")
+    shifts = 4 * np.arange(codes.shape[1], dtype=np.uint64)
+    return (codes.astype(np.uint64) << shifts).sum(axis=1).astype(np.uint32)
+
+
+def _bytes_word(values) -> int:
+    """Up to 4 small signed integers as one little-endian uint32 (two's complement bytes)."""
+    return sum((int(v) & 0xFF) << (8 * i) for i, v in enumerate(values))
+
+
+def constants() -> dict[str, int]:
+    """Scalar #defines derived from gguf: byte tables for __byte_perm lookups."""
+    from gguf import quants
+
+    delta8 = float(quants.IQ1_S.delta) * 8  # the +-1/8 delta in units of 1/8
+    if delta8 != 1.0 or tuple(quants.IQ1_S.grid_map) != (-1, 0, 1):
+        raise ValueError("IQ1 delta/grid_map changed; the kernels' 8*g +- 1 contract needs review")
+    iq1 = [8 * g for g in quants.IQ1_S.grid_map]
+    return {
+        "STRATA_IQ2_GRID_MAP": _bytes_word(quants.IQ2_XXS.grid_map),
+        "STRATA_IQ1_W_POS": _bytes_word([v + 1 for v in iq1]),
+        "STRATA_IQ1_W_NEG": _bytes_word([v - 1 for v in iq1]),
+    }
 
 
 def _byte_masks(sign_bytes: np.ndarray) -> np.ndarray:
@@ -80,16 +117,22 @@ def table_arrays() -> dict[str, tuple[str, np.ndarray]]:
     ksigns = np.frombuffer(quants.IQ2_XXS.ksigns, dtype=np.uint8)
     kvalues = np.array(quants.IQ4_NL.kvalues, dtype=np.int64)
     iq1 = _grid_values(quants.IQ1_S)
+    for cls in (quants.IQ2_XS, quants.IQ2_S):
+        if tuple(cls.grid_map) != tuple(quants.IQ2_XXS.grid_map):
+            raise ValueError(f"{cls.__name__} grid_map differs from IQ2_XXS; one STRATA_IQ2_GRID_MAP assumed")
     if not np.array_equal(_grid_values(quants.IQ1_M), iq1):
         raise ValueError("IQ1_M grid differs from IQ1_S grid; the kernels assume one shared grid")
     return {
         "iq2xxs_grid": ("uint64_t", _pack_bytes(_grid_values(quants.IQ2_XXS), np.uint64)),
         "iq2xs_grid": ("uint64_t", _pack_bytes(_grid_values(quants.IQ2_XS), np.uint64)),
         "iq2s_grid": ("uint64_t", _pack_bytes(_grid_values(quants.IQ2_S), np.uint64)),
+        "iq2xxs_grid_nib": ("uint32_t", _pack_nibbles(_grid_codes(quants.IQ2_XXS))),
+        "iq2xs_grid_nib": ("uint32_t", _pack_nibbles(_grid_codes(quants.IQ2_XS))),
+        "iq2s_grid_nib": ("uint32_t", _pack_nibbles(_grid_codes(quants.IQ2_S))),
         "iq3xxs_grid": ("uint32_t", _pack_bytes(_grid_values(quants.IQ3_XXS), np.uint32)),
         "iq3s_grid": ("uint32_t", _pack_bytes(_grid_values(quants.IQ3_S), np.uint32)),
         "iq1s_grid": ("uint64_t", _pack_bytes(iq1, np.uint64)),
-        "iq1s_grid_nib": ("uint32_t", _pack_nibbles(iq1)),
+        "iq1s_grid_nib": ("uint32_t", _pack_nibbles(_grid_codes(quants.IQ1_S))),
         "ksigns_iq2xs": ("uint8_t", ksigns.astype(np.int64)),
         "ksigns_mask64": ("uint64_t", _byte_masks(ksigns)),
         "sign_mask64": ("uint64_t", _byte_masks(np.arange(256, dtype=np.uint8))),
@@ -129,6 +172,7 @@ def render_header() -> str:
         "// in the docstring of strata_bench/tables.py.\n"
         "// Builtin C types only, so the header needs no include path of its own.\n#pragma once\n"
     ]
+    parts.append("".join(f"#define {name} 0x{value:08x}u\n" for name, value in constants().items()))
     for name, (ctype, values) in table_arrays().items():
         parts.append(_array_text(name, ctype, values))
     return "\n".join(parts)

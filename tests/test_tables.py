@@ -65,6 +65,7 @@ def test_sizes():
     sizes = {name: len(v) for name, (_, v) in tables.table_arrays().items()}
     assert sizes == {
         "iq2xxs_grid": 256, "iq2xs_grid": 512, "iq2s_grid": 1024, "iq3xxs_grid": 256,
+        "iq2xxs_grid_nib": 256, "iq2xs_grid_nib": 512, "iq2s_grid_nib": 1024,
         "iq3s_grid": 512, "iq1s_grid": 2048, "iq1s_grid_nib": 2048, "ksigns_iq2xs": 128,
         "ksigns_mask64": 128, "sign_mask64": 256, "kvalues_iq4nl": 16, "kvalues_iq4nl_u32": 4,
     }
@@ -76,9 +77,38 @@ def test_iq1_layouts_agree():
     nib = arrays["iq1s_grid_nib"][1].astype(np.uint64)
     for entry in (0, 1, 777, 2047):
         as_int8 = np.array([(int(grid[entry]) >> (8 * i)) & 0xFF for i in range(8)], np.uint8).view(np.int8)
-        codes = [(int(nib[entry]) >> (8 * (i % 4) + 4 * (i // 4))) & 0xF for i in range(8)]
+        codes = [(int(nib[entry]) >> (4 * i)) & 0xF for i in range(8)]
         assert (as_int8 + 1).tolist() == codes
         assert set(codes) <= {0, 1, 2}
+
+
+@pytest.mark.parametrize("name", ["iq2xxs", "iq2xs", "iq2s"])
+def test_iq2_nibble_grids_select_the_uint64_grid(name):
+    # Emulates __byte_perm(STRATA_IQ2_GRID_MAP, 0, selector): byte i = grid_map byte (nibble i).
+    arrays = tables.table_arrays()
+    grid = arrays[f"{name}_grid"][1]
+    nib = arrays[f"{name}_grid_nib"][1]
+    grid_map = tables.constants()["STRATA_IQ2_GRID_MAP"]
+    for entry in range(len(grid)):
+        selected = [(grid_map >> (8 * ((int(nib[entry]) >> (4 * i)) & 0xF))) & 0xFF for i in range(8)]
+        assert selected == [(int(grid[entry]) >> (8 * i)) & 0xFF for i in range(8)]
+
+
+def test_iq1_words_are_eight_times_value_with_delta():
+    from gguf import quants
+
+    consts = tables.constants()
+    as_bytes = lambda w: np.array([(w >> (8 * i)) & 0xFF for i in range(3)], np.uint8).view(np.int8)
+    grid_map = np.array(quants.IQ1_S.grid_map, dtype=np.float64)
+    delta = float(quants.IQ1_S.delta)
+    assert as_bytes(consts["STRATA_IQ1_W_POS"]).tolist() == (8 * (grid_map + delta)).tolist()
+    assert as_bytes(consts["STRATA_IQ1_W_NEG"]).tolist() == (8 * (grid_map - delta)).tolist()
+
+
+def test_ksigns_is_index_plus_parity_bit():
+    # The kernels compute ksigns arithmetically (no table lookup); this proves the formula on gguf's table.
+    ksigns = tables.table_arrays()["ksigns_iq2xs"][1]
+    assert [k | ((bin(k).count("1") & 1) << 7) for k in range(128)] == ksigns.tolist()
 
 
 def test_sign_masks_follow_ksigns():
