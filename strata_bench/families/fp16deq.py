@@ -1,0 +1,181 @@
+"""fp16deq: dense dequantization of Q8_0 and IQ4_XS to FP16: generic kernel (old) vs 16-byte stores (new).
+
+Kernels: kernels_src/fp16deq/fp16deq.cu. Its ARITHMETIC CONTRACT proves that every value is formed
+exactly in fp32 (at most 18 significant bits for Q8_0, 23 for IQ4_XS, never fp32-subnormal) and rounded
+once to FP16, so both kernels write the correctly rounded value and each other's bits.
+
+Variant "new" is the production entry point: `choose_kernel` takes the 16-byte-store kernel when the
+output pointer is 16-byte aligned and the leading dimension a multiple of 8 (and, for IQ4_XS, the source
+8-byte aligned), else the generic kernel. The kernel each launch ran is recorded in `dispatch_log`, and a
+case that names the path it must take (param `path`) fails when the dispatcher chose the other one.
+
+Float64 reference: the exact value (gguf-py's unit dequantization times the fp16 scales, in float64,
+`QuantFormat.dequantize_f64`) rounded with numpy to float16 (round to nearest even; overflow gives
++-inf). Tolerance 0: the output must be that value (non-finite values must match exactly; padding
+elements, which must stay unwritten, are NaN in the reference so the poison matches).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from strata_bench.cases import Case, Expected, Family
+from strata_bench.errors import CheckFailed, InputError
+from strata_bench.families._data import parse_data
+
+THREADS = 256
+GENERIC, VEC16 = "generic", "vec16"
+FORMATS = {"q8_0": (32, 34), "iq4_xs": (256, 136)}  # values and bytes per block
+SRC_ALIGN = {"q8_0": 2, "iq4_xs": 8}  # source alignment the 16-byte kernel's loads need
+
+
+def _case(fmt: str, rows: int, cols: int, data: str, path: str, **params: int) -> Case:
+    extra = tuple((k, v) for k, v in params.items()) + (("path", path),)
+    return Case("fp16deq", fmt, rows, cols, 1, data, params=extra)
+
+
+def choose_kernel(fmt: str, dst_ptr: int, ld: int, src_ptr: int) -> str:
+    """The dispatcher of the production entry point: which kernel converts this call."""
+    if dst_ptr % 16 == 0 and ld % 8 == 0 and src_ptr % SRC_ALIGN[fmt] == 0:
+        return VEC16
+    return GENERIC
+
+
+class Fp16Deq(Family):
+    name = "fp16deq"
+    sources = ("fp16deq/fp16deq.cu",)
+    description = "Q8_0 / IQ4_XS -> FP16: one thread per 32 values vs 16-byte stores, correctly rounded"
+
+    def __init__(self) -> None:
+        self.dispatch_log: dict[tuple[str, str], str] = {}
+
+    # --- cases ------------------------------------------------------------------------------------
+    def default_cases(self) -> Iterable[Case]:
+        cases = []
+        for fmt, slice_cols in (("q8_0", 1056), ("iq4_xs", 2304)):
+            cases += [
+                _case(fmt, 96, 4096, "seed:1", VEC16),
+                _case(fmt, 64, 2048, "edge:2", VEC16),  # zero, subnormal and overflowing scales
+                # Rows 37..86 of a 128-row tensor: the source starts mid-tensor (Q8_0: 2-byte aligned).
+                _case(fmt, 50, slice_cols, "seed:3", VEC16, row0=37, of=128),
+                _case(fmt, 40, 2048, "seed:4", VEC16, ld=2048 + 8),    # padded, still 16-byte rows
+                _case(fmt, 40, 2048, "seed:5", GENERIC, ld=2048 + 3),  # padded, rows not 16-byte aligned
+                _case(fmt, 40, 2048, "edge:6", GENERIC, offset=1),     # output 2 bytes past alignment
+                _case(fmt, 64, 1536, f"fixture:smollm2-ffn_down.{fmt}", VEC16),
+            ]
+        return cases
+
+    def bench_cases(self) -> Iterable[Case]:
+        return [_case(fmt, rows, 8192, "seed:1", VEC16) for fmt in FORMATS for rows in (8192, 16384)]
+
+    # --- geometry ---------------------------------------------------------------------------------
+    @staticmethod
+    def geometry(case: Case) -> dict[str, int]:
+        if case.fmt not in FORMATS:
+            raise InputError(f"fp16deq: format must be one of {', '.join(FORMATS)}, got {case.fmt!r}")
+        values, nbytes = FORMATS[case.fmt]
+        if case.cols <= 0 or case.cols % values:
+            raise InputError(f"fp16deq: {case.fmt} rows must be a positive multiple of {values}, got {case.cols}")
+        geo = {"row0": int(case.param("row0", 0)), "of": int(case.param("of", case.rows)),
+               "ld": int(case.param("ld", case.cols)), "offset": int(case.param("offset", 0)),
+               "row_bytes": case.cols // values * nbytes}
+        if geo["ld"] < case.cols or not 0 <= geo["row0"] <= geo["of"] - case.rows:
+            raise InputError(f"fp16deq: bad geometry for {case.name}: ld {geo['ld']} < cols or rows outside the tensor")
+        return geo
+
+    # --- data -------------------------------------------------------------------------------------
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        geo = self.geometry(case)
+        src = parse_data(case.data)
+        if src.kind == "fixture":
+            from strata_bench.fixtures import load_fixture
+
+            fix = load_fixture(src.fixture)
+            if fix.fmt != case.fmt or fix.cols != case.cols:
+                raise InputError(f"fp16deq: fixture {src.fixture} is {fix.fmt} x {fix.cols}, the case "
+                                 f"{case.fmt} x {case.cols}")
+            raw = np.tile(fix.raw, (math.ceil(geo["of"] / fix.rows), 1))[: geo["of"]]
+        else:
+            from strata_bench.fixtures import synthetic_weights
+
+            raw = synthetic_weights(case.fmt, geo["of"], case.cols, src.seed, edge=src.edge)
+        return {"w": np.ascontiguousarray(raw)}
+
+    def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {"w": cupy.asarray(host["w"])}
+
+    def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        geo = self.geometry(case)
+        size = case.rows * geo["ld"]
+        buf = cupy.empty(geo["offset"] + size, dtype=cupy.float16)
+        return {"y": buf[geo["offset"]:].reshape(case.rows, geo["ld"])}  # contiguous view
+
+    def written_mask(self, case: Case, output: str) -> Any:
+        geo = self.geometry(case)
+        if geo["ld"] == case.cols:
+            return None
+        mask = np.zeros((case.rows, geo["ld"]), dtype=bool)
+        mask[:, : case.cols] = True
+        return mask
+
+    def allows_nonfinite(self, case: Case, output: str) -> bool:
+        """Edge data overflows FP16 on purpose: those elements must be +-inf (checked against the reference)."""
+        return parse_data(case.data).edge
+
+    # --- launch -----------------------------------------------------------------------------------
+    def name_expressions(self, source: str) -> list[str]:
+        return [f"fp16deq_{path}_{fmt}" for path in (GENERIC, VEC16) for fmt in FORMATS]
+
+    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
+               outs: Mapping[str, Any], stream: Any = None) -> None:
+        geo = self.geometry(case)
+        src = dev["w"][geo["row0"]: geo["row0"] + case.rows]
+        dst = outs["y"]
+        if variant == "old":
+            path = GENERIC
+        elif variant == "new":
+            path = choose_kernel(case.fmt, dst.data.ptr, geo["ld"], src.data.ptr)
+            expected = case.param("path")
+            if expected is not None and path != expected:
+                raise CheckFailed(f"{case.name}: the dispatcher chose the {path} kernel, the case requires {expected}")
+        else:
+            raise InputError(f"fp16deq: unknown variant {variant!r} (old, new)")
+        self.dispatch_log[(case.name, variant)] = path
+        per_thread = 32 if path == GENERIC else 8
+        threads = case.rows * case.cols // per_thread
+        fn = kernels.get(f"fp16deq_{path}_{case.fmt}")
+        fn((math.ceil(threads / THREADS),), (THREADS,),
+           (src, np.int32(case.rows), np.int32(case.cols), dst, np.int64(geo["ld"])), stream=stream)
+
+    # --- reference --------------------------------------------------------------------------------
+    def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
+        geo = self.geometry(case)
+        ref = np.full((case.rows, geo["ld"]), np.nan)
+        ref[:, : case.cols] = exact_fp16(case.fmt, host["w"][geo["row0"]: geo["row0"] + case.rows])
+        return [Expected("y", ref, 0.0, label="f64 exact -> fp16 RNE",
+                         why="each value is exact in fp32 and rounded once (fp16deq.cu contract)")]
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        row, col = index
+        values, _ = FORMATS[case.fmt]
+        return (f"row {row + self.geometry(case)['row0']} of the tensor, column {col} "
+                f"(block {col // values}, value {col % values})")
+
+    def bytes_moved(self, case: Case) -> int:
+        geo = self.geometry(case)
+        return case.rows * geo["row_bytes"] + case.rows * case.cols * 2
+
+
+def exact_fp16(fmt: str, raw: np.ndarray) -> np.ndarray:
+    """The exact values rounded to float16 (nearest even, overflow -> inf), as float64."""
+    from strata_bench.formats import get_format
+
+    exact = get_format(fmt).dequantize_f64(raw)
+    with np.errstate(over="ignore"):
+        return exact.astype(np.float16).astype(np.float64)

@@ -1,0 +1,242 @@
+"""moe_combine: MoE combine + residual update + RMS norm: two kernels (old) vs one fused kernel (new).
+
+Kernels: kernels_src/fused/moe_combine.cu (semantics, fixed reduction orders and the bitwise argument are
+its ARITHMETIC CONTRACT). A case is T tokens (`rows`) of hidden size H (`cols`) with top-k K (`ncols`);
+params: `lo` (1: also write xn16_lo), `ld` (token stride in elements, default H), `eps`.
+
+Why the residual is R_in -> R_out and not updated in place: the parity engine launches each variant twice
+over poisoned outputs and bench replays a variant thousands of times; an in-place update would make every
+launch start from the previous one's result, so neither the poison check nor the timing would see the same
+inputs twice. The kernels allow R_out == R_in (each element is read, then written, by one thread), which
+is how an engine calls them; the harness passes two buffers so every launch is the same computation.
+Input padding (ld > H) is NaN, so a kernel that read it would write NaN and fail the finite check.
+
+Float64 references (derivation: docs/ARITHMETIC_ISSUE4.md, section C3), each tolerance the largest
+per-element bound (u = 2^-24):
+- R_out: e_R = |beta| e_c (1 + u) + u |R|, e_c = gamma_{K+1} (sum_k |w_k Y_k| + |S|).
+- rs: rs * (rho + u (1 + rho)), rho the relative bound of mean(x^2) + eps propagated from
+  e_x = gamma_4 sum_r |alpha_r| (|R_r| + e_R) + sum_r |alpha_r| e_R, the fp32 sum of squares
+  (gamma_{H/256+12}) and the division and the eps addition.
+- xn16: halfulp16(|y| + e_y) + e_y, e_y from e_x and the rs bound and the two fp32 products.
+- "xn16+lo" (derived output: float(xn16) + float(xn16_lo), needs the engine's output_values hook):
+  halfulp16(halfulp16(|y| + e_y)) + e_y, since y - xn16 is exact in fp32 and xn16_lo rounds it once.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from strata_bench.cases import Case, Expected, Family
+from strata_bench.errors import InputError
+from strata_bench.families._data import parse_data
+from strata_bench.families._q8_1 import U32, U64, fp16_half_ulp, gamma
+
+THREADS = 256
+RESIDUAL_ROWS = 4
+FUSED_TOPK = (8,)  # fused kernel instances: TOPK x EPT (H = 256 * EPT)
+FUSED_EPT = (8, 16)
+DEFAULT_EPS = 1e-6
+
+
+def _case(tokens: int, data: str, lo: bool, hidden: int = 2048, topk: int = 8, ld: int | None = None) -> Case:
+    params: tuple[tuple[str, Any], ...] = (("lo", int(lo)),)
+    if ld is not None:
+        params += (("ld", ld),)
+    return Case("moe_combine", "f32", tokens, hidden, topk, data, params=params)
+
+
+def _engine_has_derived_outputs() -> bool:
+    return "output_values" in vars(Family)
+
+
+class MoeCombine(Family):
+    name = "moe_combine"
+    sources = ("fused/moe_combine.cu",)
+    description = "MoE combine + 4-row residual + RMS norm (fp16 hi/lo): two kernels vs fused, bitwise"
+
+    # --- cases ------------------------------------------------------------------------------------
+    def default_cases(self) -> Iterable[Case]:
+        return [
+            _case(1, "seed:1", True), _case(1, "seed:1", False),
+            _case(333, "seed:2", True), _case(333, "seed:2", False),
+            _case(1000, "seed:3", True),
+            _case(517, "seed:4", True, ld=2048 + 64), _case(517, "seed:4", False, ld=2048 + 64),
+            _case(333, "edge:5", True),  # a zero token (x = 0, rs = 1/sqrt(eps)) and a 1e3-scale token
+        ]
+
+    def bench_cases(self) -> Iterable[Case]:
+        return [_case(t, "seed:1", lo) for t in (1000, 4096) for lo in (True, False)]
+
+    @staticmethod
+    def geometry(case: Case) -> dict[str, Any]:
+        hidden, topk = case.cols, case.ncols
+        ld = int(case.param("ld", hidden))
+        if hidden <= 0 or hidden % THREADS:
+            raise InputError(f"moe_combine: hidden size must be a positive multiple of {THREADS}, got {hidden}")
+        if topk < 1 or ld < hidden:
+            raise InputError(f"moe_combine: bad top-k {topk} or token stride {ld} (< hidden {hidden})")
+        return {"T": case.rows, "H": hidden, "K": topk, "ld": ld, "lo": bool(case.param("lo", 0)),
+                "eps": float(case.param("eps", DEFAULT_EPS))}
+
+    # --- data -------------------------------------------------------------------------------------
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        geo = self.geometry(case)
+        src = parse_data(case.data)
+        if src.kind == "fixture":
+            raise InputError("moe_combine: cases use seed:N or edge:N data")
+        t, h, k, ld = geo["T"], geo["H"], geo["K"], geo["ld"]
+        rng = np.random.default_rng(src.seed)
+        raw_w = rng.random((t, k), dtype=np.float32) + np.float32(0.05)
+        w = (raw_w / raw_w.sum(axis=1, keepdims=True)).astype(np.float32)  # router weights, sum ~1
+        y = _padded(rng.standard_normal((t, k, h), dtype=np.float32), ld)
+        s = _padded(rng.standard_normal((t, h), dtype=np.float32), ld)
+        r_in = _padded(rng.standard_normal((RESIDUAL_ROWS, t, h), dtype=np.float32) * np.float32(2), ld)
+        beta = rng.uniform(0.5, 1.5, (RESIDUAL_ROWS, t)).astype(np.float32)
+        alpha = rng.uniform(0.1, 0.5, (RESIDUAL_ROWS, t)).astype(np.float32)
+        g = (1 + 0.1 * rng.standard_normal(h)).astype(np.float32)
+        if src.edge:
+            y[0, :, :h], s[0, :h], r_in[:, 0, :h] = 0.0, 0.0, 0.0
+            if t > 1:
+                y[1, :, :h] *= np.float32(1e3)
+                r_in[:, 1, :h] *= np.float32(1e3)
+        return {"w": w, "Y": y, "S": s, "R_in": r_in, "beta": beta, "alpha": alpha, "g": g}
+
+    def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {name: cupy.asarray(arr) for name, arr in host.items()}
+
+    def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        geo = self.geometry(case)
+        t, ld = geo["T"], geo["ld"]
+        outs = {"R_out": cupy.empty((RESIDUAL_ROWS, t, ld), dtype=cupy.float32),
+                "rs": cupy.empty(t, dtype=cupy.float32),
+                "xn16": cupy.empty((t, ld), dtype=cupy.float16)}
+        if geo["lo"]:
+            outs["xn16_lo"] = cupy.empty((t, ld), dtype=cupy.float16)
+        return outs
+
+    def written_mask(self, case: Case, output: str) -> Any:
+        geo = self.geometry(case)
+        if geo["ld"] == geo["H"] or output == "rs":
+            return None
+        shape = (RESIDUAL_ROWS, geo["T"], geo["ld"]) if output == "R_out" else (geo["T"], geo["ld"])
+        mask = np.zeros(shape, dtype=bool)
+        mask[..., : geo["H"]] = True
+        return mask
+
+    # --- launch -----------------------------------------------------------------------------------
+    def name_expressions(self, source: str) -> list[str]:
+        names = ["moe_combine_residual", "rms_norm_residual4<true>", "rms_norm_residual4<false>"]
+        names += [f"moe_combine_norm_fused<{e}, {k}, {lo}>" for e in FUSED_EPT for k in FUSED_TOPK
+                  for lo in ("true", "false")]
+        return names
+
+    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
+               outs: Mapping[str, Any], stream: Any = None) -> None:
+        geo = self.geometry(case)
+        t, h, k = np.int32(geo["T"]), np.int32(geo["H"]), np.int32(geo["K"])
+        ld, eps, lo = np.int64(geo["ld"]), np.float32(geo["eps"]), "true" if geo["lo"] else "false"
+        xn_lo = outs["xn16_lo"] if geo["lo"] else np.uint64(0)  # a null pointer when not written
+        grid, block = (geo["T"],), (THREADS,)
+        if variant == "old":
+            kernels.get("moe_combine_residual")(grid, block, (dev["w"], dev["Y"], dev["S"], dev["beta"], dev["R_in"],
+                                                              outs["R_out"], t, h, k, ld), stream=stream)
+            kernels.get(f"rms_norm_residual4<{lo}>")(grid, block, (outs["R_out"], dev["alpha"], dev["g"], eps, t, h, ld,
+                                                                   outs["rs"], outs["xn16"], xn_lo), stream=stream)
+        elif variant == "new":
+            ept = geo["H"] // THREADS
+            if ept not in FUSED_EPT or geo["K"] not in FUSED_TOPK:
+                raise InputError(f"moe_combine: no fused instance for H={geo['H']}, K={geo['K']} "
+                                 f"(H/256 in {FUSED_EPT}, K in {FUSED_TOPK})")
+            fn = kernels.get(f"moe_combine_norm_fused<{ept}, {geo['K']}, {lo}>")
+            fn(grid, block, (dev["w"], dev["Y"], dev["S"], dev["beta"], dev["alpha"], dev["g"], eps, dev["R_in"],
+                             outs["R_out"], t, ld, outs["rs"], outs["xn16"], xn_lo), stream=stream)
+        else:
+            raise InputError(f"moe_combine: unknown variant {variant!r} (old, new)")
+
+    # --- reference --------------------------------------------------------------------------------
+    def output_values(self, case: Case, name: str, outputs: Mapping[str, Any]) -> np.ndarray:
+        """Float64 values of an output, or of "xn16+lo": float(xn16) + float(xn16_lo), exact in float64."""
+        if name == "xn16+lo":
+            return outputs["xn16"].astype(np.float64) + outputs["xn16_lo"].astype(np.float64)
+        return np.asarray(outputs[name], dtype=np.float64)
+
+    def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
+        geo = self.geometry(case)
+        ref = moe_reference(host, geo["H"], geo["eps"])
+        ld = geo["ld"]
+        out = [
+            Expected("R_out", _padded(ref["R"], ld, fill=np.nan), ref["tol_R"], label="f64",
+                     why="|beta| gamma_{K+1}(sum|w Y| + |S|)(1+u) + u|R|"),
+            Expected("rs", ref["rs"], ref["tol_rs"], label="f64",
+                     why="rs (rho + u(1+rho)), rho from x's bound, gamma_{H/256+12} sum x^2, / H, + eps"),
+            Expected("xn16", _padded(ref["y"], ld, fill=np.nan), ref["tol_xn"], label="f64",
+                     why="halfulp16(|y| + e_y) + e_y"),
+        ]
+        if geo["lo"] and _engine_has_derived_outputs():
+            out.append(Expected("xn16+lo", _padded(ref["y"], ld, fill=np.nan), ref["tol_pair"], label="f64 hi+lo",
+                                why="halfulp16(halfulp16(|y| + e_y)) + e_y: y - xn16 exact, rounded once"))
+        return out
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        if output == "R_out":
+            r, t, i = index
+            return f"residual row {r}, token {t}, element {i}"
+        if output == "rs":
+            return f"token {index[0]}"
+        t, i = index
+        return f"token {t}, element {i}"
+
+    def bytes_moved(self, case: Case) -> int:
+        geo = self.geometry(case)
+        t, h, k = geo["T"], geo["H"], geo["K"]
+        reads = 4 * (t * k + t * k * h + t * h + 2 * RESIDUAL_ROWS * t + h + RESIDUAL_ROWS * t * h)
+        writes = 4 * (RESIDUAL_ROWS * t * h + t) + 2 * t * h * (2 if geo["lo"] else 1)
+        return reads + writes
+
+
+def _padded(a: np.ndarray, ld: int, fill: float = np.nan) -> np.ndarray:
+    """Pad the last axis to ld with `fill` (NaN: inputs a kernel must not read, outputs it must not write)."""
+    if a.shape[-1] == ld:
+        return np.ascontiguousarray(a)
+    out = np.full(a.shape[:-1] + (ld,), fill, dtype=a.dtype)
+    out[..., : a.shape[-1]] = a
+    return out
+
+
+def moe_reference(inp: Mapping[str, Any], hidden: int, eps: float) -> dict[str, Any]:
+    """Float64 R, rs, y = x * rs * g and the bounds of the kernels' fp32 results (see the docstring)."""
+    f64 = {k: np.asarray(v, dtype=np.float64) for k, v in inp.items()}
+    w, beta, alpha, g = f64["w"], f64["beta"], f64["alpha"], f64["g"]
+    y_in, s, r_in = f64["Y"][..., :hidden], f64["S"][..., :hidden], f64["R_in"][..., :hidden]
+    topk = w.shape[1]
+    wy = w[:, :, None] * y_in
+    c = wy.sum(axis=1) + s
+    e_c = float(gamma(topk + 1)) * (np.abs(wy).sum(axis=1) + np.abs(s))
+    r = r_in + beta[:, :, None] * c[None]
+    e_r = np.abs(beta)[:, :, None] * e_c[None] * (1 + U32) + U32 * np.abs(r) + 4 * U64 * np.abs(r)
+    a = np.abs(alpha)[:, :, None]
+    x = (alpha[:, :, None] * r).sum(axis=0)
+    e_x = float(gamma(4)) * (a * (np.abs(r) + e_r)).sum(axis=0) + (a * e_r).sum(axis=0)
+    sumsq = (x * x).sum(axis=1)
+    depth = hidden // THREADS + 12  # thread chain + 5 butterfly + 7 cross-warp adds
+    e_sum = (float(gamma(depth)) * ((np.abs(x) + e_x) ** 2).sum(axis=1)
+             + (e_x * (2 * np.abs(x) + e_x)).sum(axis=1) + hidden * U64 * sumsq)
+    v = sumsq / hidden + eps
+    e_v = e_sum / hidden + U32 * (sumsq + e_sum) / hidden + U32 * (v + e_sum / hidden)
+    rho = e_v / v
+    rs = 1.0 / np.sqrt(v)
+    e_rs = rs * (rho + U32 * (1 + rho))
+    y = x * rs[:, None] * g
+    rs_hi = (rs + e_rs)[:, None]
+    e_y = (float(gamma(2)) * np.abs(g) * (np.abs(x) + e_x) * rs_hi
+           + np.abs(g) * (e_x * rs_hi + np.abs(x) * e_rs[:, None]) + 4 * U64 * np.abs(y))
+    y_hi = np.abs(y) + e_y
+    return {"R": r, "rs": rs, "y": y,
+            "tol_R": float(e_r.max()), "tol_rs": float(e_rs.max()),
+            "tol_xn": float((fp16_half_ulp(y_hi) + e_y).max()),
+            "tol_pair": float((fp16_half_ulp(fp16_half_ulp(y_hi)) + e_y).max())}

@@ -1,0 +1,211 @@
+"""q2warp: Q2_0 mat-vec over q8_1 activations, 1 to 4 columns: the exact layout (old) vs rows per warp (new).
+
+Kernels: kernels_src/q2warp/q2warp.cu (its ARITHMETIC CONTRACT says why the variants are bitwise equal).
+Output y is float32 (ncols, rows). Activations are seeded standard-normal columns quantized on the host
+to q8_1 exactly as the device's quantize_q8_1_lane would (_q8_1.quantize_q8_1).
+
+Float64 references and their tolerances (docs/ARITHMETIC_ISSUE4.md, section A, derives them):
+- "f64(q8_1 acts)": y = sum_h d_w,h * d_a,h * S_h, exact products summed in float64. The kernel's
+  fp32 result differs by at most gamma_{m+9} * sum_h |d_w d_a S_h| (m = ceil(2nb/128) fused
+  multiply-adds per thread chain, 3 cross-warp adds, 5 butterfly adds, 1 rounding of d_w*d_a), plus
+  the float64 summation's own gamma64_{2nb}.
+- "f64(raw acts)": y = W x with the exact weights and the unquantized activations. Adds the q8_1
+  rounding of the activations, sum_j |w_j| |x_j - xq_j|, evaluated exactly from the case's inputs
+  (a priori <= sum_j |w_j| (d_j (0.5 + 128u) + 127 * halfulp16(d_j))), and float64's gamma64_K.
+Each tolerance is the maximum over outputs of the per-output bound.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from strata_bench.cases import Case, Expected, Family
+from strata_bench.errors import InputError
+from strata_bench.families._data import allow_dynamic_shared, parse_data
+from strata_bench.families._q8_1 import Q8_1_BYTES, U64, dequantize_q8_1, gamma, quantize_q8_1, unpack_q8_1
+
+BLOCK_VALUES = 64
+BLOCK_BYTES = 18
+OLD_THREADS = 128
+NEW_WARPS = 4  # warps per CTA of the new kernel: 16 rows per CTA
+ROWS_PER_WARP = 4
+REF_CHUNK_ROWS = 2048  # rows per float64 reference chunk (bounds host memory at the 12288 x 2560 shape)
+ACT_SEED_OFFSET = 7919  # activations get their own stream, so weights and activations are independent
+OUTLIER = 3.0e4
+FIXTURE_FORMAT_NOTE = "fixture rows are requantized to Q2_0 (Q2_0.quantize) and tiled to the case's rows"
+
+
+def _case(rows: int, cols: int, ncols: int, data: str) -> Case:
+    return Case("q2warp", "q2_0", rows, cols, ncols, data)
+
+
+class Q2Warp(Family):
+    name = "q2warp"
+    sources = ("q2warp/q2warp.cu",)
+    description = "Q2_0 x q8_1 mat-vec, 1-4 columns: exact layout (4 warps/row) vs 4 rows/warp, bitwise"
+
+    # --- cases ------------------------------------------------------------------------------------
+    def default_cases(self) -> Iterable[Case]:
+        cases = [_case(12288, 2560, n, "seed:1") for n in (1, 2, 3, 4)]  # the attention projection
+        # Uneven shapes: 39 blocks (78 half-blocks: chunk 2 partial, chunk 3 idle), odd row strides
+        # (702 bytes: rows alternate 2- and 4-byte alignment), rows not a multiple of 4 or 16.
+        cases += [_case(1001, 2496, n, "seed:2") for n in (1, 2, 3, 4)]
+        cases += [
+            _case(1001, 2496, 4, "edge:3"),  # zero, subnormal, 65504 scales; zero and 3e4 activations
+            _case(13, 8320, 3, "seed:4"),    # 260 half-blocks: 9 groups, the last of 4 half-blocks
+            _case(7, 64, 2, "seed:5"),       # one block per row: two lanes of one warp do everything
+            _case(6, 192, 1, "edge:6"),      # 3 blocks per row; 6 rows: the second warp has 2 of its 4 rows
+            _case(64, 1536, 2, "fixture:smollm2-ffn_down.q8_0"),
+        ]
+        return cases
+
+    def bench_cases(self) -> Iterable[Case]:
+        shapes = ((12288, 2560), (131072, 8192))  # attention projection; PEER.md's DRAM shape
+        return [_case(r, k, n, "seed:1") for r, k in shapes for n in (1, 2, 3, 4)]
+
+    def related_cases(self, case: Case) -> list[tuple[Case, str, Any]]:
+        """Column 0 of an n-column call equals the 1-column call (column 0 is the same activation)."""
+        if case.ncols == 1 or case.rows * case.cols > 64 * 1024 * 1024:
+            return []
+        return [(replace(case, ncols=1), "y", lambda outs: outs["y"][0:1])]
+
+    # --- data -------------------------------------------------------------------------------------
+    @staticmethod
+    def _check_shape(case: Case) -> None:
+        if case.cols % BLOCK_VALUES or case.cols <= 0:
+            raise InputError(f"q2warp: inputs per row must be a positive multiple of 64, got {case.cols}")
+        if not 1 <= case.ncols <= 4:
+            raise InputError(f"q2warp: 1 to 4 columns, got {case.ncols}")
+
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        self._check_shape(case)
+        src = parse_data(case.data)
+        weights = _weights(case, src)
+        x = _activations(case.cols, case.ncols, src.seed if src.kind != "fixture" else 0, edge=src.edge)
+        return {"w": weights, "x": x, "act": quantize_q8_1(x)}
+
+    def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {"w": cupy.asarray(host["w"]), "act": cupy.asarray(host["act"])}
+
+    def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {"y": cupy.empty((case.ncols, case.rows), dtype=cupy.float32)}
+
+    # --- launch -----------------------------------------------------------------------------------
+    def name_expressions(self, source: str) -> list[str]:
+        return ([f"q2warp_old<{n}>" for n in (1, 2, 3, 4)]
+                + [f"q2warp_new<{n}, {NEW_WARPS}>" for n in (1, 2, 3, 4)])
+
+    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
+               outs: Mapping[str, Any], stream: Any = None) -> None:
+        nb = case.cols // BLOCK_VALUES
+        args = (dev["w"], dev["act"], outs["y"], np.int32(case.rows), np.int32(nb))
+        if variant == "old":
+            fn = kernels.get(f"q2warp_old<{case.ncols}>")
+            fn((case.rows,), (OLD_THREADS,), args, stream=stream)
+        elif variant == "new":
+            fn = kernels.get(f"q2warp_new<{case.ncols}, {NEW_WARPS}>")
+            shared = new_kernel_shared_bytes(dev["act"].data.ptr, case.ncols, nb)
+            allow_dynamic_shared(fn, shared, static_bytes=NEW_WARPS * 4 * 20 * 16)
+            rows_per_cta = ROWS_PER_WARP * NEW_WARPS
+            fn((math.ceil(case.rows / rows_per_cta),), (32 * NEW_WARPS,), args, shared_mem=shared, stream=stream)
+        else:
+            raise InputError(f"q2warp: unknown variant {variant!r} (old, new)")
+
+    # --- reference ----------------------------------------------------------------------------------
+    def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
+        ref = q2_reference(host["w"], host["x"], host["act"], case.rows, case.cols)
+        return [
+            Expected("y", ref["y_q"], ref["tol_q"], label="f64(q8_1 acts)",
+                     why="gamma_{m+9} * sum_h |d_w d_a S_h| (fp32 fma chain, 3+5 adds, d_w*d_a) + gamma64"),
+            Expected("y", ref["y_raw"], ref["tol_raw"], label="f64(raw acts)",
+                     why="the q8_1 bound + sum_j |w_j||x_j - xq_j| (activation rounding) + gamma64_K"),
+        ]
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        col, row = index
+        return f"column {col}, row {row}"
+
+    def bytes_moved(self, case: Case) -> int:
+        nb = case.cols // BLOCK_VALUES
+        return case.rows * nb * BLOCK_BYTES + case.ncols * 2 * nb * Q8_1_BYTES + case.ncols * case.rows * 4
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+def new_kernel_shared_bytes(act_ptr: int, ncols: int, nb: int) -> int:
+    """Dynamic shared memory of q2warp_new: the 16-byte granules covering every activation byte."""
+    head = act_ptr & 15
+    return (head + ncols * 2 * nb * Q8_1_BYTES + 15) // 16 * 16
+
+
+def _weights(case: Case, src) -> np.ndarray:
+    from strata_bench.fixtures import load_fixture, synthetic_weights
+    from strata_bench.formats import get_format
+
+    if src.kind != "fixture":
+        return synthetic_weights("q2_0", case.rows, case.cols, src.seed, edge=src.edge)
+    fix = load_fixture(src.fixture)
+    if fix.cols != case.cols:
+        raise InputError(f"q2warp: fixture {src.fixture} has {fix.cols} inputs per row, the case {case.cols}")
+    raw = get_format("q2_0").quantize(fix.values())  # real weights, requantized to Q2_0
+    reps = math.ceil(case.rows / fix.rows)
+    return np.ascontiguousarray(np.tile(raw, (reps, 1))[: case.rows])
+
+
+def _activations(cols: int, ncols: int, seed: int, edge: bool) -> np.ndarray:
+    """Columns of a (4, cols) seeded draw, so column 0 is the same for every column count."""
+    from strata_bench.fixtures import seeded_activations
+
+    x = seeded_activations(seed + ACT_SEED_OFFSET, (4, cols))[:ncols].copy()
+    if edge:
+        x[:, :32] = 0.0  # an all-zero q8_1 block: d = 0, q = 0
+        if cols > 32:
+            x[:, 32] = OUTLIER  # one block dominated by an outlier: its other codes round to 0 or +-1
+    return x
+
+
+def decode_q2_0(raw: np.ndarray, rows: int, nb: int) -> tuple[np.ndarray, np.ndarray]:
+    """(levels int8 (rows, 2nb, 32) in {-3,-1,1,3}, d float64 (rows, nb)) of Q2_0 rows, by half-block."""
+    blocks = np.ascontiguousarray(raw, dtype=np.uint8).reshape(rows, nb, BLOCK_BYTES)
+    d = blocks[..., :2].copy().view(np.float16)[..., 0].astype(np.float64)
+    shifts = np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)
+    codes = (blocks[:, :, None, 2:] >> shifts) & np.uint8(3)  # [r, b, k, c] = element 16k + c
+    levels = codes.astype(np.int8) * np.int8(2) - np.int8(3)
+    return levels.reshape(rows, 2 * nb, 32), d
+
+
+def q2_reference(raw: np.ndarray, x: np.ndarray, act: np.ndarray, rows: int, cols: int) -> dict[str, Any]:
+    """Both float64 references of y (ncols, rows) and their tolerances, in row chunks."""
+    nb = cols // BLOCK_VALUES
+    nh = 2 * nb
+    d_a, _, q_a = unpack_q8_1(act)  # (ncols, nh), (ncols, nh, 32)
+    xq = dequantize_q8_1(act)  # (ncols, cols)
+    x64 = x.astype(np.float64)
+    q_t = np.ascontiguousarray(q_a.astype(np.float32).transpose(1, 2, 0))  # (nh, 32, ncols)
+    chain = math.ceil(nh / OLD_THREADS)
+    rel_q = float(gamma(chain + 9)) + float(gamma(nh, U64))
+    y_q, y_raw, tol_q, tol_raw = [], [], 0.0, 0.0
+    for r0 in range(0, rows, REF_CHUNK_ROWS):
+        n = min(REF_CHUNK_ROWS, rows - r0)
+        levels, d_w = decode_q2_0(raw[r0:r0 + n], n, nb)
+        d_w_h = np.repeat(d_w, 2, axis=1)  # (n, nh)
+        # S[h, r, c]: exact in float32 (integers, every partial sum below 2^24).
+        s = np.matmul(np.ascontiguousarray(levels.astype(np.float32).transpose(1, 0, 2)), q_t).astype(np.float64)
+        terms = d_w_h.T[:, :, None] * d_a.T[:, None, :] * s  # exact products, (nh, n, ncols)
+        chunk_q = terms.sum(axis=0)
+        bound_q = np.abs(terms).sum(axis=0) * rel_q
+        w64 = (levels.astype(np.float64) * d_w_h[..., None]).reshape(n, cols)
+        chunk_raw = w64 @ x64.T
+        rounding = np.abs(w64) @ np.abs(x64 - xq).T + float(gamma(cols, U64)) * (np.abs(w64) @ np.abs(x64).T)
+        y_q.append(chunk_q)
+        y_raw.append(chunk_raw)
+        tol_q = max(tol_q, float(bound_q.max()))
+        tol_raw = max(tol_raw, float((bound_q + rounding).max()))
+    return {"y_q": np.concatenate(y_q).T.copy(), "y_raw": np.concatenate(y_raw).T.copy(),
+            "tol_q": tol_q, "tol_raw": tol_raw}

@@ -1,0 +1,186 @@
+"""swiglu_q8: h = silu(gate) * up quantized to q8_1 rows: two kernels (old) vs one fused kernel (new).
+
+Kernels: kernels_src/fused/swiglu_q8.cu (its ARITHMETIC CONTRACT says why every q8_1 byte is equal).
+A case's `fmt` is the down projection's weight type, which fixes the row length granularity the down
+mat-vec reads (64 for Q2_0, 32 for IQ4_NL and Q8_0); the widths are real MoE expert FFN sizes:
+768 (Qwen3-30B-A3B, Q2_0 down), 1408 (Qwen1.5-MoE-A2.7B, IQ4_NL down), 1536 (SmolLM2, Q8_0 down).
+Param `layout`: "split" (gate and up are two [T, F] arrays) or "concat" (one [T, 2F] array per row:
+F gate values then F up values, as a fused gate/up GEMM over concatenated weight rows writes it).
+Edge data: row 0 is all zero (every block quantizes to d = 0, q = 0); the last row has h = 3e4
+(gate 3e4, up 1) at element 5 and h = -0 (gate -3e4: expf overflows, g / inf = -0) at element 40.
+
+Float64 references (docs/ARITHMETIC_ISSUE4.md, section C2), through the derived outputs of
+`output_values` (the q8_1 bytes are not floats):
+- "q:values" = float(d16) * q per element vs silu(g)*u in float64. Per block:
+  8u*amax + eta + q8_1_value_error(amax*(1+8u) + eta), where 8u bounds the fp32 h (expf <= 2 ulp,
+  then an add, a division and a multiply: 7u + O(u^2)), eta = 2^-120 (1 + |u|) covers expf's
+  overflow and fp32 subnormals, and q8_1_value_error is d/2 (1 + 256u) + 127 halfulp16(d).
+- "q:sums" = the fp16 s field vs sum of silu(g)*u in float64: halfulp16 + gamma_5 sum|h| (butterfly)
+  + sum |h32 - h|.
+The tolerance is the largest block bound, so in edge cases the 3e4 block sets it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from strata_bench.cases import Case, Expected, Family
+from strata_bench.errors import InputError
+from strata_bench.families._data import parse_data
+from strata_bench.families._q8_1 import (Q8_1_BYTES, Q8_1_VALUES, U32, U64, dequantize_q8_1, fp16_half_ulp,
+                                         gamma, q8_1_value_error, unpack_q8_1)
+
+DOWN_WIDTHS = {"q2_0": 768, "iq4_nl": 1408, "q8_0": 1536}  # F per down type (see the docstring)
+GRANULE = {"q2_0": 64, "iq4_nl": 32, "q8_0": 32}  # values per block of the down type
+LAYOUTS = ("split", "concat")
+WARPS, BLOCKS_PER_WARP = 8, 4  # kernels' CTA shape (swiglu_q8.cu)
+OUTLIER = 3.0e4
+H_REL = 8 * U32  # relative bound of the fp32 h (see the docstring)
+FIELDS = {0: "d", 1: "d", 2: "s", 3: "s"}
+
+
+def _case(fmt: str, rows: int, data: str, layout: str) -> Case:
+    return Case("swiglu_q8", fmt, rows, DOWN_WIDTHS[fmt], 1, data, params=(("layout", layout),))
+
+
+def _engine_has_derived_outputs() -> bool:
+    return "output_values" in vars(Family)
+
+
+class SwigluQ8(Family):
+    name = "swiglu_q8"
+    sources = ("fused/swiglu_q8.cu",)
+    description = "silu(gate)*up -> q8_1 rows: FP32 h through memory + quantize vs one fused kernel, bitwise"
+
+    # --- cases ------------------------------------------------------------------------------------
+    def default_cases(self) -> Iterable[Case]:
+        cases = [_case(fmt, t, "seed:1", lay) for t in (1, 37, 4113) for fmt in DOWN_WIDTHS for lay in LAYOUTS]
+        cases += [_case(fmt, t, "edge:2", lay) for t in (1, 37) for fmt in DOWN_WIDTHS for lay in LAYOUTS]
+        return cases
+
+    def bench_cases(self) -> Iterable[Case]:
+        return [_case("q8_0", t, "seed:1", lay) for t in (4113, 16384) for lay in LAYOUTS]
+
+    @staticmethod
+    def _check(case: Case) -> str:
+        layout = case.param("layout", "split")
+        if layout not in LAYOUTS:
+            raise InputError(f"swiglu_q8: layout must be split or concat, got {layout!r}")
+        granule = GRANULE.get(case.fmt)
+        if granule is None:
+            raise InputError(f"swiglu_q8: down type must be one of {', '.join(GRANULE)}, got {case.fmt!r}")
+        if case.cols <= 0 or case.cols % granule:
+            raise InputError(f"swiglu_q8: F = {case.cols} is not a multiple of {granule} ({case.fmt} down rows)")
+        return layout
+
+    # --- data -------------------------------------------------------------------------------------
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        self._check(case)
+        src = parse_data(case.data)
+        if src.kind == "fixture":
+            raise InputError("swiglu_q8: cases use seed:N or edge:N data (activations, not weights)")
+        rng = np.random.default_rng(src.seed)
+        gate = (rng.standard_normal((case.rows, case.cols), dtype=np.float32) * np.float32(2.0))
+        up = rng.standard_normal((case.rows, case.cols), dtype=np.float32)
+        if src.edge:
+            gate[0] = 0.0
+            up[0] = 0.0
+            gate[-1, 5], up[-1, 5] = OUTLIER, 1.0
+            gate[-1, 40], up[-1, 40] = -OUTLIER, 1.0
+        return {"gate": gate, "up": up}
+
+    def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        layout = self._check(case)
+        dev: dict[str, Any] = {"h": cupy.empty((case.rows, case.cols), dtype=cupy.float32)}  # old's workspace
+        if layout == "split":
+            dev["gate"], dev["up"] = cupy.asarray(host["gate"]), cupy.asarray(host["up"])
+        else:
+            dev["gate_up"] = cupy.asarray(np.concatenate([host["gate"], host["up"]], axis=1))
+        return dev
+
+    def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {"q": cupy.empty((case.rows, case.cols // Q8_1_VALUES * Q8_1_BYTES), dtype=cupy.uint8)}
+
+    # --- launch -----------------------------------------------------------------------------------
+    def name_expressions(self, source: str) -> list[str]:
+        return ["swiglu_h_f32", "quantize_rows_q8_1", "swiglu_q8_1_fused"]
+
+    @staticmethod
+    def _gate_up(case: Case, dev: Mapping[str, Any]) -> tuple[Any, Any, int]:
+        if "gate_up" in dev:
+            both = dev["gate_up"]
+            return both, both[:, case.cols:], 2 * case.cols  # views: the kernel gets their first element
+        return dev["gate"], dev["up"], case.cols
+
+    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
+               outs: Mapping[str, Any], stream: Any = None) -> None:
+        gate, up, ld = self._gate_up(case, dev)
+        t, f = np.int32(case.rows), np.int32(case.cols)
+        blocks = case.rows * case.cols // Q8_1_VALUES
+        if variant == "old":
+            kernels.get("swiglu_h_f32")((math.ceil(case.rows * case.cols / 256),), (256,),
+                                        (gate, up, np.int64(ld), t, f, dev["h"]), stream=stream)
+            kernels.get("quantize_rows_q8_1")((math.ceil(blocks / WARPS),), (32 * WARPS,),
+                                              (dev["h"], t, f, outs["q"]), stream=stream)
+        elif variant == "new":
+            kernels.get("swiglu_q8_1_fused")((math.ceil(blocks / (WARPS * BLOCKS_PER_WARP)),), (32 * WARPS,),
+                                             (gate, up, np.int64(ld), t, f, outs["q"]), stream=stream)
+        else:
+            raise InputError(f"swiglu_q8: unknown variant {variant!r} (old, new)")
+
+    # --- reference --------------------------------------------------------------------------------
+    def output_values(self, case: Case, name: str, outputs: Mapping[str, Any]) -> np.ndarray:
+        """Float64 values of a derived output: "q:values" (d16 * q) or "q:sums" (the s fields)."""
+        if name == "q:values":
+            return dequantize_q8_1(outputs["q"])
+        if name == "q:sums":
+            return unpack_q8_1(outputs["q"])[1]
+        return np.asarray(outputs[name], dtype=np.float64)
+
+    def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
+        if not _engine_has_derived_outputs():
+            return []  # the parity engine cannot compare q8_1 bytes with floats without output_values
+        ref = swiglu_reference(host["gate"], host["up"])
+        return [
+            Expected("q:values", ref["h"], ref["tol_values"], label="f64 silu(g)*u",
+                     why="8u|h| + eta (fp32 h) + d/2(1+256u) + 127 halfulp16(d) (q8_1 rounding), worst block"),
+            Expected("q:sums", ref["sums"], ref["tol_sums"], label="f64 block sums",
+                     why="halfulp16(s) + gamma_5 sum|h| (butterfly) + sum|h32 - h|, worst block"),
+        ]
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        row, col = index
+        if output == "q":
+            block, byte = divmod(col, Q8_1_BYTES)
+            field = FIELDS.get(byte, f"qs[{byte - 4}]")
+            return f"row {row}, q8_1 block {block} (inputs {32 * block}..{32 * block + 31}), field {field}"
+        return f"row {row}, element {col}"
+
+    def bytes_moved(self, case: Case) -> int:
+        return case.rows * case.cols * 4 * 2 + case.rows * case.cols // Q8_1_VALUES * Q8_1_BYTES
+
+
+def swiglu_reference(gate: np.ndarray, up: np.ndarray) -> dict[str, Any]:
+    """silu(g)*u in float64, block sums, and the per-block bounds reduced to their maximum."""
+    g = gate.astype(np.float64)
+    u = up.astype(np.float64)
+    with np.errstate(over="ignore"):
+        h = g / (1.0 + np.exp(-g)) * u
+    eta = 2.0 ** -120 * (1.0 + np.abs(u))  # expf overflow (h32 = -0) and fp32 subnormal slack
+    err_h = (H_REL + 4 * U64) * np.abs(h) + eta  # |h32 - h| per element, plus float64's own error
+    blocks = h.reshape(h.shape[0], -1, Q8_1_VALUES)
+    err_blocks = err_h.reshape(blocks.shape)
+    amax = np.abs(blocks).max(axis=-1)
+    amax32 = amax + err_blocks.max(axis=-1)  # a bound on the fp32 block maximum
+    tol_values = err_blocks.max(axis=-1) + q8_1_value_error(amax32)
+    sums = blocks.sum(axis=-1)
+    abs_h32 = (np.abs(blocks) + err_blocks).sum(axis=-1)
+    err_sum32 = float(gamma(5)) * abs_h32 + err_blocks.sum(axis=-1) + 32 * U64 * np.abs(blocks).sum(axis=-1)
+    tol_sums = fp16_half_ulp(np.abs(sums) + err_sum32) + err_sum32
+    return {"h": h, "sums": sums, "tol_values": float(tol_values.max()), "tol_sums": float(tol_sums.max())}
