@@ -1,0 +1,347 @@
+"""pfgemm: FP16 tensor-core prompt-expert GEMM (nvcuda::wmma) over token rows sorted by expert.
+
+For expert e and each token row t of its group (offsets[e] <= t < offsets[e+1]):
+    Y[t, n] = sum_k X[t, k] * W_e[n, k]
+with X fp16 (T, K), W_e the expert's N quantized rows of K values, fp32 accumulation and fp32 output.
+
+Kernels (kernels_src/pfgemm/, each states its ARITHMETIC CONTRACT):
+- "old": pfgemm_old.cu, the existing kernel: a K chunk of 128 of a block's 128 weight rows is dequantized
+  to fp16 in shared memory, then wmma 16x16x16. IQ2_S, IQ4_NL and Q2_0.
+- "new": pfgemm_new.cu, for IQ2_S (K % 512 == 0) and IQ4_NL (K % 128 == 0) with N % 128 == 0: 128 weight
+  rows x 64 tokens per block, raw weight stages in shared memory, one 32-value sub-block per thread per
+  stage, register-staged pipelining.
+- "auto": the one entry point a production engine calls: `choose_kernel` takes "new" where it applies,
+  "old" everywhere else; STRATA_PF_WMMA2=1 forces new (an InputError where new cannot run), =0 forces
+  old. `ran` records which kernel each (case, variant) launched.
+
+Parity: tensor-core accumulation order is the hardware's, so variants are not compared bit for bit
+(compared_outputs() is empty); each is checked against the float64 reference (exact weights x the fp16
+activations) within the tolerance derived in docs/PFGEMM.md, and errors_must_match() makes the engine
+require the same max |err| for every variant: both kernels feed identical fp16 weights and activations
+to the same accumulator chain in the same k order.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from strata_bench.cases import Case, Expected, Family
+from strata_bench.errors import InputError
+from strata_bench.families._data import parse_data
+
+FAMILY = "pfgemm"
+FORMAT_IDS = {"iq2_s": 0, "iq4_nl": 1, "q2_0": 2}  # template argument of both kernels
+NEW_FORMATS = {"iq2_s": 512, "iq4_nl": 128}  # format -> K multiple the new kernel needs
+OLD_ROWS, OLD_TILE_ROWS = 128, 32  # weight rows x token rows per block
+NEW_ROWS, NEW_TILE_ROWS = 128, 64
+THREADS = 256
+ENV_SWITCH = "STRATA_PF_WMMA2"
+ACT_SEED_OFFSET = 4099  # activations get their own stream, independent of the weights
+FIXTURE_ROLL = 7  # expert e's rows are the tiled fixture rows rolled by 7e, so experts differ
+
+# Uneven groups: empty experts, groups of 1, 15, 16 and 17 rows (around one 16-row fragment), 33 and 64
+# (around the 32- and 64-row token tiles), and a trailing small group.
+GROUPS_A = "0,1,15,16,17,33,64,4"
+GROUPS_B = "70,0,3,129,0,16,48,1"  # leading large group, empties in the middle, 129 = 2 tiles + 1 row
+BENCH_GROUPS = "64x128"  # 8192 token rows over 128 experts
+
+# Tolerance constants (docs/PFGEMM.md): fp16 rounding of a weight (relative 2^-11 for normal results,
+# absolute 2^-25 below 2^-14), and truncating tensor-core accumulation: at most 2^-22 of the running
+# magnitude per k value, i.e. K * 2^-22 * sum_k |x_k w16_k| over the whole sum.
+FP16_REL = 2.0 ** -11
+FP16_SUBNORMAL_ABS = 2.0 ** -25
+TC_ACC_PER_TERM = 2.0 ** -22
+F64_REL = 2.0 ** -53
+
+
+def _case(fmt: str, n: int, k: int, groups: str, data: str = "seed:1",
+          variants: tuple[str, ...] = ("old", "new", "auto"), bench: bool = False) -> Case:
+    params: tuple[tuple[str, Any], ...] = (("groups", groups),) + ((("bench", True),) if bench else ())
+    return Case(FAMILY, fmt, n, k, int(group_sizes_of(groups).sum()), data, variants, params)
+
+
+def group_sizes_of(spec: str) -> np.ndarray:
+    """Token rows per expert from "a,b,c" or "GxE" (E experts of G rows each)."""
+    try:
+        if "x" in spec:
+            rows, experts = (int(v) for v in spec.split("x"))
+            sizes = np.full(experts, rows, dtype=np.int64)
+        else:
+            sizes = np.array([int(v) for v in spec.split(",")], dtype=np.int64)
+    except ValueError:
+        raise InputError(f"pfgemm: bad groups {spec!r}: expected 'a,b,c' or 'GxE'") from None
+    if sizes.size == 0 or (sizes < 0).any():
+        raise InputError(f"pfgemm: bad groups {spec!r}: need at least one expert and no negative size")
+    return sizes
+
+
+def group_sizes(case: Case) -> np.ndarray:
+    return group_sizes_of(str(case.param("groups", GROUPS_A)))
+
+
+# --- which kernel ---------------------------------------------------------------------------------------
+def old_supports(fmt: str, n: int, k: int) -> bool:
+    """The existing kernel: its three formats, 16-row weight fragments and 32-value k chunks."""
+    from strata_bench.formats import get_format
+
+    return fmt in FORMAT_IDS and n % 16 == 0 and k > 0 and k % 32 == 0 and k % get_format(fmt).block_size == 0
+
+
+def new_supports(fmt: str, n: int, k: int) -> bool:
+    """The second kernel: IQ2_S with K % 512 == 0 (4-byte aligned rows), IQ4_NL with K % 128 == 0, N % 128."""
+    return fmt in NEW_FORMATS and k > 0 and k % NEW_FORMATS[fmt] == 0 and n > 0 and n % NEW_ROWS == 0
+
+
+def choose_kernel(fmt: str, n: int, k: int, env: Mapping[str, str] | None = None) -> str:
+    """The dispatcher behind the single entry point: "new" where it applies, else "old";
+    STRATA_PF_WMMA2=1 forces "new", =0 forces "old"."""
+    env = os.environ if env is None else env
+    switch = env.get(ENV_SWITCH, "").strip()
+    if switch not in ("", "0", "1"):
+        raise InputError(f"{ENV_SWITCH} must be 0 or 1, got {switch!r}")
+    if switch == "1" and not new_supports(fmt, n, k):
+        raise InputError(f"{ENV_SWITCH}=1 but the new kernel does not support {fmt} {n}x{k} "
+                         f"(IQ2_S needs K % 512 == 0, IQ4_NL K % 128 == 0, both N % 128 == 0)")
+    if switch == "0" or (switch == "" and not new_supports(fmt, n, k)):
+        return "old"
+    return "new"
+
+
+def kernel_expression(kernel: str, fmt: str) -> str:
+    return f"pfgemm_{kernel}<{FORMAT_IDS[fmt]}>"
+
+
+def token_tiles(sizes: np.ndarray, tile_rows: int) -> int:
+    """Blocks along y: each expert's group in tiles of `tile_rows` token rows."""
+    return int(sum(-(-int(s) // tile_rows) for s in sizes))
+
+
+class PfGemm(Family):
+    name = FAMILY
+    sources = ("pfgemm/pfgemm_old.cu", "pfgemm/pfgemm_new.cu")
+    description = "FP16 wmma grouped expert GEMM over sorted tokens: dequantize-to-smem (old) vs pipelined (new)"
+
+    def __init__(self) -> None:
+        self.ran: dict[tuple[str, str], str] = {}  # (case name, variant) -> kernel name expression launched
+
+    # --- cases ------------------------------------------------------------------------------------
+    def default_cases(self) -> Iterable[Case]:
+        return [
+            _case("iq2_s", 1280, 2560, GROUPS_A),                       # gate/up
+            _case("iq2_s", 2560, 1024, GROUPS_B, "seed:2"),             # down-like (K=640 is no IQ2_S row)
+            _case("iq2_s", 256, 768, GROUPS_A, "seed:3", ("old", "auto")),    # K % 512 != 0: auto -> old
+            _case("iq4_nl", 1280, 2560, GROUPS_B, "seed:4"),
+            _case("iq4_nl", 2560, 640, GROUPS_A, "seed:5"),             # down
+            _case("iq4_nl", 256, 608, GROUPS_B, "seed:6", ("old", "auto")),   # K % 128 != 0: auto -> old
+            _case("iq4_nl", 144, 512, GROUPS_A, "seed:9", ("old", "auto")),   # N % 128 != 0: auto -> old
+            _case("q2_0", 1280, 2560, GROUPS_A, "seed:7", ("old", "auto")),
+            _case("q2_0", 2560, 640, GROUPS_B, "seed:8", ("old", "auto")),
+            _case("iq2_s", 256, 1536, GROUPS_A, "fixture:smollm2-ffn_down.iq2_s"),
+            _case("iq4_nl", 256, 1536, GROUPS_B, "fixture:smollm2-ffn_down.iq4_nl"),
+        ]
+
+    def bench_cases(self) -> Iterable[Case]:
+        """8192 token rows over 128 experts (issue 6): IQ2_S gate/up 1280 x 2560, IQ4_NL down 2560 x 1280,
+        and IQ4_NL at the gate/up shape."""
+        return [
+            _case("iq2_s", 1280, 2560, BENCH_GROUPS, bench=True),
+            _case("iq4_nl", 2560, 1280, BENCH_GROUPS, bench=True),
+            _case("iq4_nl", 1280, 2560, BENCH_GROUPS, bench=True),
+        ]
+
+    def compared_outputs(self, case: Case) -> tuple[str, ...] | None:
+        return ()  # tensor-core sums: checked by equal max |err| against float64, not bit for bit
+
+    def errors_must_match(self, case: Case) -> bool:
+        return True
+
+    # --- data -------------------------------------------------------------------------------------
+    def _check(self, case: Case) -> np.ndarray:
+        sizes = group_sizes(case)
+        if case.fmt not in FORMAT_IDS:
+            raise InputError(f"pfgemm: format {case.fmt!r} has no kernel; formats: {', '.join(FORMAT_IDS)}")
+        if not old_supports(case.fmt, case.rows, case.cols):
+            raise InputError(f"pfgemm: shape {case.rows}x{case.cols} unsupported (N % 16 == 0 and K a multiple "
+                             f"of 32 and of the {case.fmt} block needed)")
+        if int(sizes.sum()) != case.ncols:
+            raise InputError(f"pfgemm: groups sum to {int(sizes.sum())} token rows, the case says {case.ncols}")
+        return sizes
+
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        sizes = self._check(case)
+        src = parse_data(case.data)
+        if src.edge:
+            raise InputError("pfgemm: edge data has fp16-overflowing weights (65504 scales); use seed:N or fixture:NAME")
+        experts = sizes.size
+        weights = _weights(case, src, experts)
+        seed = src.seed if src.kind == "seed" else 0
+        x = np.random.default_rng(seed + ACT_SEED_OFFSET).standard_normal((case.ncols, case.cols), dtype=np.float32)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+        return {"x": x.astype(np.float16), "w": weights, "offsets": offsets, "sizes": sizes}
+
+    def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {"x": cupy.asarray(host["x"]), "w": cupy.asarray(host["w"]),
+                "offsets": cupy.asarray(host["offsets"]), "experts": int(host["sizes"].size),
+                "tiles_old": token_tiles(host["sizes"], OLD_TILE_ROWS),
+                "tiles_new": token_tiles(host["sizes"], NEW_TILE_ROWS)}
+
+    def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {"y": cupy.empty((case.ncols, case.rows), dtype=cupy.float32)}
+
+    # --- launch -----------------------------------------------------------------------------------
+    def name_expressions(self, source: str) -> list[str]:
+        if source.endswith("pfgemm_old.cu"):
+            return [kernel_expression("old", f) for f in FORMAT_IDS]
+        return [kernel_expression("new", f) for f in NEW_FORMATS]
+
+    def kernel_for(self, case: Case, variant: str) -> str:
+        """"old" or "new": what a variant launches for this case (auto asks the dispatcher)."""
+        if variant == "auto":
+            return choose_kernel(case.fmt, case.rows, case.cols)
+        if variant == "new" and not new_supports(case.fmt, case.rows, case.cols):
+            raise InputError(f"pfgemm: the new kernel does not support {case.fmt} {case.rows}x{case.cols}")
+        if variant not in ("old", "new"):
+            raise InputError(f"pfgemm: unknown variant {variant!r} (old, new, auto)")
+        return variant
+
+    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
+               outs: Mapping[str, Any], stream: Any = None) -> None:
+        kernel = self.kernel_for(case, variant)
+        expr = kernel_expression(kernel, case.fmt)
+        self.ran[(case.name, variant)] = expr
+        rows_per_block = OLD_ROWS if kernel == "old" else NEW_ROWS
+        tiles = dev["tiles_old"] if kernel == "old" else dev["tiles_new"]
+        if tiles == 0:
+            return  # no token rows at all: nothing to write
+        args = (dev["x"], dev["w"], dev["offsets"], outs["y"], np.int32(case.rows), np.int32(case.cols),
+                np.int32(dev["experts"]))
+        grid = (math.ceil(case.rows / rows_per_block), tiles)
+        kernels.get(expr)(grid, (THREADS,), args, stream=stream)
+
+    # --- reference ----------------------------------------------------------------------------------
+    def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
+        ref, tol = pf_reference(case.fmt, host["w"], host["x"], host["offsets"], case.rows, case.cols)
+        return [Expected("y", ref, tol, label="f64",
+                         why="fp16 weight rounding 2^-11|x||w| + 2^-25|x| + truncating tensor-core sums "
+                             "K 2^-22 |x||w16| + float64's own K 2^-53 (docs/PFGEMM.md)")]
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        t, n = index
+        offsets = np.concatenate([[0], np.cumsum(group_sizes(case))])
+        e = int(np.searchsorted(offsets, t, side="right") - 1)
+        return f"token row {t} (expert {e}, row {t - int(offsets[e])} of its group), weight row {n}"
+
+    def bytes_moved(self, case: Case) -> int:
+        """Weights of every expert with tokens (read once), fp16 activations, fp32 outputs, offsets."""
+        from strata_bench.formats import get_format
+
+        sizes = group_sizes(case)
+        row_bytes = get_format(case.fmt).bytes_per_row(case.cols)
+        return (int((sizes > 0).sum()) * case.rows * row_bytes + case.ncols * case.cols * 2
+                + case.ncols * case.rows * 4 + (sizes.size + 1) * 4)
+
+    def flops(self, case: Case) -> int:
+        return 2 * case.ncols * case.rows * case.cols
+
+    # --- the tensor-core rate this GEMM is measured against (issue 6) -------------------------------
+    def cublas_reference_tflops(self, case: Case, repeats: int = 20, warmup: int = 3) -> dict[str, float]:
+        """cuBLAS (cupy.matmul, fp16 in and out, fp32 compute) on the case's weights pre-dequantized to fp16:
+        one strided-batched GEMM when every group has the same size, else one GEMM per non-empty group.
+        Returns {"us": mean microseconds per call, "tflops": flops(case) / time}. Needs a GPU."""
+        import cupy
+
+        host = self.make_inputs(case)
+        sizes = host["sizes"]
+        w16 = _dequantize_fp16(case.fmt, host["w"]).reshape(sizes.size, case.rows, case.cols)
+        x = cupy.asarray(host["x"])
+        w = cupy.asarray(w16)
+        if (sizes == sizes[0]).all():
+            xb = x.reshape(sizes.size, int(sizes[0]), case.cols)
+
+            def run() -> Any:
+                return cupy.matmul(xb, w.transpose(0, 2, 1))
+        else:
+            bounds = np.concatenate([[0], np.cumsum(sizes)])
+            live = [e for e in range(sizes.size) if sizes[e]]
+
+            def run() -> Any:
+                return [cupy.matmul(x[bounds[e]:bounds[e + 1]], w[e].T) for e in live]
+        for _ in range(warmup):
+            run()
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(repeats):
+            run()
+        stop.record()
+        stop.synchronize()
+        us = cupy.cuda.get_elapsed_time(start, stop) * 1e3 / repeats
+        return {"us": us, "tflops": self.flops(case) / (us * 1e-6) / 1e12}
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+def _weights(case: Case, src, experts: int) -> np.ndarray:
+    """(experts * N, bytes_per_row) uint8: seeded blocks, or a fixture's real rows tiled per expert."""
+    from strata_bench.fixtures import load_fixture, synthetic_weights
+
+    rows = experts * case.rows
+    if src.kind != "fixture":
+        return synthetic_weights(case.fmt, rows, case.cols, src.seed)
+    fix = load_fixture(src.fixture)
+    if fix.fmt != case.fmt or fix.cols != case.cols:
+        raise InputError(f"pfgemm: fixture {src.fixture} is {fix.fmt} with {fix.cols} inputs per row; "
+                         f"the case needs {case.fmt} with {case.cols}")
+    tiled = np.tile(fix.raw, (math.ceil(case.rows / fix.rows) + 1, 1))
+    per_expert = [np.roll(tiled, -FIXTURE_ROLL * e, axis=0)[: case.rows] for e in range(experts)]
+    return np.ascontiguousarray(np.concatenate(per_expert))
+
+
+def exact_weights(fmt: str, raw: np.ndarray) -> np.ndarray:
+    """float64 exact weight values. For these three formats the oracle's float32 values are already exact
+    (at most 22 significant bits, far from fp32's range limits: the kernels' ARITHMETIC CONTRACT), so
+    the float32 oracle is used, twice as fast as the generic dequantize_f64; a test checks they agree."""
+    from strata_bench.formats import get_format
+
+    return get_format(fmt).dequantize(raw).astype(np.float64)
+
+
+def _dequantize_fp16(fmt: str, raw: np.ndarray) -> np.ndarray:
+    """The kernels' fp16 weights: exact values rounded to nearest even (numpy's float64 -> float16)."""
+    return exact_weights(fmt, raw).astype(np.float16)
+
+
+def pf_reference(fmt: str, raw: np.ndarray, x16: np.ndarray, offsets: np.ndarray, n: int,
+                 k: int) -> tuple[np.ndarray, float]:
+    """Float64 reference of Y (T, N) and the tolerance (the largest per-element bound), expert by expert.
+
+    Per element (docs/PFGEMM.md): |kernel - exact| <= 2^-11 sum|x||w| + 2^-25 sum|x|  (fp16 weights)
+    + K 2^-22 sum|x||w16| (truncating tensor-core accumulation), and the float64 sum itself is within
+    K 2^-53 sum|x||w| of exact.
+    """
+    from strata_bench.formats import get_format
+
+    fmt_obj = get_format(fmt)
+    row_bytes = fmt_obj.bytes_per_row(k)
+    total = int(offsets[-1])
+    ref = np.zeros((total, n), dtype=np.float64)
+    tol = 0.0
+    for e in range(len(offsets) - 1):
+        t0, t1 = int(offsets[e]), int(offsets[e + 1])
+        if t1 == t0:
+            continue
+        w = exact_weights(fmt, raw[e * n:(e + 1) * n].reshape(n, row_bytes))
+        w16 = w.astype(np.float16).astype(np.float64)
+        x = x16[t0:t1].astype(np.float64)
+        ax = np.abs(x)
+        ref[t0:t1] = x @ w.T
+        abs_w = ax @ np.abs(w).T
+        bound = (FP16_REL + k * F64_REL) * abs_w + FP16_SUBNORMAL_ABS * ax.sum(axis=1, keepdims=True) \
+            + k * TC_ACC_PER_TERM * (ax @ np.abs(w16).T)
+        tol = max(tol, float(bound.max()))
+    return ref, tol
