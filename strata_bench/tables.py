@@ -11,7 +11,8 @@ GPU layouts (all little-endian; element i of a grid entry = byte i of its word, 
 - `iq2xxs_grid_nib[256]`, `iq2xs_grid_nib[512]`, `iq2s_grid_nib[1024]`: the same grids as uint32
   with element i's code (its index into gguf's `grid_map`, 0..2) in bits 4i..4i+3, so the low 16
   bits are `__byte_perm` selectors for elements 0..3 and the high 16 bits for 4..7 against
-  `STRATA_IQ2_GRID_MAP` (the grid_map bytes). Half the bytes of the uint64 form, and one 32-bit
+  `STRATA_IQ2_GRID_MAP` (the grid_map bytes) and, with 4 added to a selector nibble, against
+  `STRATA_IQ2_GRID_MAP_NEG` (the negated bytes): sign and magnitude in one prmt. Half the bytes of the uint64 form, and one 32-bit
   shared-memory access per 8 values instead of a 64-bit one.
 - `iq3xxs_grid[256]`, `iq3s_grid[512]`: uint32, 4 unsigned magnitudes each.
 - `iq1s_grid[2048]`: uint64, 8 int8 values in {-1, 0, 1} (two's complement bytes).
@@ -99,6 +100,7 @@ def constants() -> dict[str, int]:
     iq1 = [8 * g for g in quants.IQ1_S.grid_map]
     return {
         "STRATA_IQ2_GRID_MAP": _bytes_word(quants.IQ2_XXS.grid_map),
+        "STRATA_IQ2_GRID_MAP_NEG": _bytes_word([-v for v in quants.IQ2_XXS.grid_map]),
         "STRATA_IQ1_W_POS": _bytes_word([v + 1 for v in iq1]),
         "STRATA_IQ1_W_NEG": _bytes_word([v - 1 for v in iq1]),
     }

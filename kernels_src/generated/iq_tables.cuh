@@ -6,6 +6,7 @@
 #pragma once
 
 #define STRATA_IQ2_GRID_MAP 0x002b1908u
+#define STRATA_IQ2_GRID_MAP_NEG 0x00d5e7f8u
 #define STRATA_IQ1_W_POS 0x000901f9u
 #define STRATA_IQ1_W_NEG 0x0007fff7u
 

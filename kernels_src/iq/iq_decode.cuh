@@ -1,0 +1,356 @@
+// iq_decode.cuh: the decode contract every i-quant kernel here shares (mmvq and grouped, old and new).
+//
+// ARITHMETIC CONTRACT (see docs/ARITHMETIC.md for the proofs and the tolerance derivations)
+//   A "chunk" is 32 consecutive weights of a row, aligned with one q8_1 activation block. Each format's
+//   decode() turns a chunk into
+//     w[8]      32 small exact integers, 4 per int32 word (int8 lanes, ready for __dp4a),
+//     ls0, ls1  integer sub-scales of the first and second 16 values (equal where the format has one
+//               scale per 32 values),
+//     dw        a float with  value[i] = dw * ls_half(i) * w[i]  EXACTLY (in real numbers):
+//       q8_0     dw = d,    ls = 1,          w = q
+//       q2_0     dw = d,    ls = 1,          w = 2q - 3                 (two chunks per 64-value block)
+//       iq4_nl   dw = d,    ls = 1,          w = kvalues[code]
+//       iq4_xs   dw = d,    ls = scale - 32, w = kvalues[code]
+//       iq2_xxs  dw = d/8,  ls = 2s + 1,     w = +-grid byte
+//       iq2_xs   dw = d/8,  ls = 2s + 1 per 16 values, w = +-grid byte
+//       iq2_s    dw = d/8,  ls = 2s + 1 per 16 values, w = +-grid byte
+//       iq3_xxs  dw = d/4,  ls = 2s + 1,     w = +-grid byte
+//       iq3_s    dw = d,    ls = 2s + 1,     w = +-grid byte
+//       iq1_s    dw = d/8,  ls = 2s + 1,     w = 8*g +- 1 (g in {-1,0,1}, the delta +-1/8 folded in)
+//       iq1_m    dw = d/8,  ls = 2s + 1 per 16 values, w = 8*g +- 1 (delta per 8 values)
+//   d is the block's fp16 scale; d/8 and d/4 are exact in float32.
+//   The dot of a chunk with a q8_1 block (codes q, fp16 scale d_act) is
+//     isum = ls0 * sum_{i<16} w[i] q[i] + ls1 * sum_{i>=16} w[i] q[i]      (int32, exact:
+//            |isum| <= 32 * 32 * 127 * 127 < 2^24 for the widest format, iq4_xs, so float(isum) is exact)
+//     acc  = fmaf(dw * d_act, (float)isum, acc)
+//   dw * d_act is exact (two 11-bit significands, no underflow: both >= 2^-27), and fmaf rounds once,
+//   so every chunk's term is exact and the only roundings are the additions into acc. The integer
+//   result does not depend on how it is computed (old kernels read tables from global memory, new ones
+//   from shared memory; both give the same integers), so two kernels that feed the same chunks in the
+//   same order into acc, and reduce lanes with the same tree, give the same bits.
+#pragma once
+#include "common/strata_common.cuh"
+#include "generated/iq_tables.cuh"
+
+namespace siq {
+
+struct Chunk {
+    int w[8];  // 32 int8 weights: words 0-3 = values 0-15, words 4-7 = values 16-31
+    int ls0;   // integer scale of values 0-15
+    int ls1;   // integer scale of values 16-31
+    float dw;  // float factor, exact
+};
+
+// ---- loads: blocks start at 2-byte aligned addresses (every block size is even) ---------------------
+__device__ __forceinline__ uint32_t ld_u8(const uint8_t* p) { return *p; }
+__device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+// Four bytes at a 2-byte aligned address.
+__device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
+__device__ __forceinline__ float ld_half(const uint8_t* p) { return fp16_bits_to_float((uint16_t)ld_u16(p)); }
+
+// ---- byte tricks ------------------------------------------------------------------------------------
+// PTX prmt in its default mode: selector nibble bits 2:0 pick one of the 8 bytes of (a, b); bit 3 set
+// replicates that byte's sign bit. (__byte_perm ignores bit 3, so the sign-replicate needs asm.)
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
+// ggml's 7-bit sign index -> 8 sign bits: bit 7 makes the popcount even (tests/test_tables.py checks
+// this formula against gguf's ksigns table).
+__device__ __forceinline__ uint32_t ksigns8(uint32_t k7) { return k7 | ((__popc(k7) & 1u) << 7); }
+
+// Byte masks (0xFF where the sign bit is set) for sign bits 0-3 and 4-7 of s8: the multiply moves bit k
+// of the nibble to bit 8k+7 (the four copies do not overlap), then prmt replicates each byte's top bit.
+__device__ __forceinline__ uint32_t sign_mask_lo(uint32_t s8) { return prmt((s8 & 0x0Fu) * 0x10204080u, 0u, 0xBA98u); }
+__device__ __forceinline__ uint32_t sign_mask_hi(uint32_t s8) { return prmt((s8 & 0xF0u) * 0x01020408u, 0u, 0xBA98u); }
+
+// Sign bit i of s8 (i < 8) -> bit 4i+2: bit 2 of selector nibble i, which moves a prmt lookup from the
+// positive table word to the negative one. Three spread steps (4+4, 2+2, 1+1 bits).
+__device__ __forceinline__ uint32_t sign_nibbles(uint32_t s8) {
+    uint32_t x = (s8 | (s8 << 12)) & 0x000F000Fu;
+    x = (x | (x << 6)) & 0x03030303u;
+    return ((x << 2) | (x << 5)) & 0x44444444u;
+}
+
+// IQ2 group of 8: nibble codes (0..2) and 8 sign bits -> two words of signed grid bytes.
+__device__ __forceinline__ void iq2_group(uint32_t nib, uint32_t s8, int& lo, int& hi) {
+    const uint32_t sel = nib | sign_nibbles(s8);
+    lo = (int)prmt(STRATA_IQ2_GRID_MAP, STRATA_IQ2_GRID_MAP_NEG, sel);
+    hi = (int)prmt(STRATA_IQ2_GRID_MAP, STRATA_IQ2_GRID_MAP_NEG, sel >> 16);
+}
+
+// Negate the bytes of g selected by mask m. Needs every byte of g non-zero (true of every grid
+// magnitude here): then 0x01010100 - g is the bytewise negation (no borrow crosses a byte).
+__device__ __forceinline__ int apply_signs(uint32_t g, uint32_t m) {
+    const uint32_t ng = 0x01010100u - g;
+    return (int)((g & ~m) | (ng & m));
+}
+
+// 16-entry signed lookup (iq4 kvalues) of the 8 nibbles of x: byte j of x holds code(value j) in its
+// low nibble and code(value j+16) in its high nibble. Returns values 0-3 in lo, 16-19 in hi.
+// kv[4] are the 16 table bytes as 4 words. prmt can pick among 8 bytes, so each half of the table is
+// looked up with the low 3 bits and the code's bit 3 chooses the half.
+__device__ __forceinline__ void lookup16(uint32_t x, const uint32_t kv[4], int& lo, int& hi) {
+    const uint32_t sel = x & 0x77777777u;
+    const uint32_t half = 0x32103210u | ((x & 0x88888888u) >> 1);  // nibble i: i%4, +4 if code >= 8
+    const uint32_t t0 = prmt(prmt(kv[0], kv[1], sel), prmt(kv[2], kv[3], sel), half);
+    const uint32_t t1 = prmt(prmt(kv[0], kv[1], sel >> 16), prmt(kv[2], kv[3], sel >> 16), half >> 16);
+    // t0 = values (0, 16, 1, 17), t1 = (2, 18, 3, 19): gather the even and the odd bytes.
+    lo = (int)prmt(t0, t1, 0x6420u);
+    hi = (int)prmt(t0, t1, 0x7531u);
+}
+
+// ---- integer dot and the one float step (identical in every kernel) ---------------------------------
+__device__ __forceinline__ int chunk_isum(const Chunk& c, const int q[8]) {
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s0 = __dp4a(c.w[i], q[i], s0);
+#pragma unroll
+    for (int i = 4; i < 8; ++i) s1 = __dp4a(c.w[i], q[i], s1);
+    return c.ls0 * s0 + c.ls1 * s1;
+}
+
+__device__ __forceinline__ float chunk_fma(const Chunk& c, float d_act, int isum, float acc) {
+    return fmaf(c.dw * d_act, (float)isum, acc);
+}
+
+// One q8_1 block as 8 code words and its float scale (block_q8_1 is 4-byte aligned: qs at offset 4).
+__device__ __forceinline__ float load_q8_1(const block_q8_1* xb, int q[8]) {
+    const int* qs = reinterpret_cast<const int*>(xb->qs);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[i] = qs[i];
+    return __half2float(xb->d);
+}
+
+// ---- formats ----------------------------------------------------------------------------------------
+// Each format: QK values and BYTES bytes per block, CHUNKS = QK/32, TABLE_WORDS (0 = no table) and
+// table() (its generated global table), decode(block, j, tab, out) for chunk j of the block, where tab
+// points at the table in global or shared memory (same words either way).
+
+struct fmt_q8_0 {
+    static constexpr int QK = 32, BYTES = 34, CHUNKS = 1, TABLE_WORDS = 0;
+    static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int, const uint32_t*, Chunk& c) {
+        c.dw = ld_half(b);
+        c.ls0 = c.ls1 = 1;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) c.w[i] = (int)ld_u32_a2(b + 2 + 4 * i);
+    }
+};
+
+struct fmt_q2_0 {
+    static constexpr int QK = 64, BYTES = 18, CHUNKS = 2, TABLE_WORDS = 0;
+    static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
+    // codes c (bytes 0..3) -> 2c - 3 as int8: 2c + 0x7D never carries, and xor 0x80 subtracts 0x80.
+    static __device__ __forceinline__ int level(uint32_t c) { return (int)(((c << 1) + 0x7D7D7D7Du) ^ 0x80808080u); }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t*, Chunk& c) {
+        c.dw = ld_half(b);
+        c.ls0 = c.ls1 = 1;
+        // value e of chunk j (element 32j+e): byte e%16, shift 4j (e<16) or 4j+2 (e>=16)
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            const uint32_t x = ld_u32_a2(b + 2 + 4 * t);
+            c.w[t] = level((x >> (4 * j)) & 0x03030303u);
+            c.w[4 + t] = level((x >> (4 * j + 2)) & 0x03030303u);
+        }
+    }
+};
+
+struct fmt_iq4_nl {
+    static constexpr int QK = 32, BYTES = 18, CHUNKS = 1, TABLE_WORDS = 4;
+    static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int, const uint32_t* tab, Chunk& c) {
+        const uint32_t kv[4] = {tab[0], tab[1], tab[2], tab[3]};
+        c.dw = ld_half(b);
+        c.ls0 = c.ls1 = 1;
+#pragma unroll
+        for (int t = 0; t < 4; ++t) lookup16(ld_u32_a2(b + 2 + 4 * t), kv, c.w[t], c.w[4 + t]);
+    }
+};
+
+struct fmt_iq4_xs {
+    static constexpr int QK = 256, BYTES = 136, CHUNKS = 8, TABLE_WORDS = 4;
+    static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+        const uint32_t kv[4] = {tab[0], tab[1], tab[2], tab[3]};
+        c.dw = ld_half(b);
+        const uint32_t lo = (ld_u8(b + 4 + j / 2) >> (4 * (j & 1))) & 0x0Fu;
+        const uint32_t hi = (ld_u16(b + 2) >> (2 * j)) & 0x03u;
+        c.ls0 = c.ls1 = (int)(lo | (hi << 4)) - 32;
+#pragma unroll
+        for (int t = 0; t < 4; ++t) lookup16(ld_u32_a2(b + 8 + 16 * j + 4 * t), kv, c.w[t], c.w[4 + t]);
+    }
+};
+
+struct fmt_iq2_xxs {
+    static constexpr int QK = 256, BYTES = 66, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2XXS_GRID_NIB_SIZE;
+    static __device__ __forceinline__ const uint32_t* table() { return iq2xxs_grid_nib; }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+        const uint32_t idx = ld_u32_a2(b + 2 + 8 * j);   // four grid indexes
+        const uint32_t aux = ld_u32_a2(b + 6 + 8 * j);   // four 7-bit sign indexes, scale in bits 28-31
+        c.dw = ld_half(b) * 0.125f;
+        c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t nib = tab[(idx >> (8 * g)) & 0xFFu];
+            const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
+            iq2_group(nib, s8, c.w[2 * g], c.w[2 * g + 1]);
+        }
+    }
+};
+
+struct fmt_iq2_xs {
+    static constexpr int QK = 256, BYTES = 74, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2XS_GRID_NIB_SIZE;
+    static __device__ __forceinline__ const uint32_t* table() { return iq2xs_grid_nib; }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+        const uint32_t q01 = ld_u32_a2(b + 2 + 8 * j);  // u16 entries: 9-bit grid index, 7-bit sign index
+        const uint32_t q23 = ld_u32_a2(b + 6 + 8 * j);
+        const uint32_t sc = ld_u8(b + 66 + j);
+        c.dw = ld_half(b) * 0.125f;
+        c.ls0 = 2 * (int)(sc & 0x0Fu) + 1;
+        c.ls1 = 2 * (int)(sc >> 4) + 1;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t v = ((g < 2 ? q01 : q23) >> (16 * (g & 1))) & 0xFFFFu;
+            const uint32_t nib = tab[v & 0x1FFu];
+            const uint32_t s8 = ksigns8(v >> 9);
+            iq2_group(nib, s8, c.w[2 * g], c.w[2 * g + 1]);
+        }
+    }
+};
+
+struct fmt_iq2_s {
+    static constexpr int QK = 256, BYTES = 82, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2S_GRID_NIB_SIZE;
+    static __device__ __forceinline__ const uint32_t* table() { return iq2s_grid_nib; }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+        const uint32_t qs = ld_u32_a2(b + 2 + 4 * j);    // low 8 bits of four grid indexes
+        const uint32_t sg = ld_u32_a2(b + 34 + 4 * j);   // four sign bytes
+        const uint32_t qh = ld_u8(b + 66 + j);           // high 2 bits of the four indexes
+        const uint32_t sc = ld_u8(b + 74 + j);
+        c.dw = ld_half(b) * 0.125f;
+        c.ls0 = 2 * (int)(sc & 0x0Fu) + 1;
+        c.ls1 = 2 * (int)(sc >> 4) + 1;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (2 * g)) & 0x3u) << 8);
+            const uint32_t nib = tab[index];
+            const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
+            iq2_group(nib, s8, c.w[2 * g], c.w[2 * g + 1]);
+        }
+    }
+};
+
+struct fmt_iq3_xxs {
+    static constexpr int QK = 256, BYTES = 98, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3XXS_GRID_SIZE;
+    static __device__ __forceinline__ const uint32_t* table() { return iq3xxs_grid; }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+        const uint32_t i0 = ld_u32_a2(b + 2 + 8 * j);    // grid indexes 0-3 (4 values each)
+        const uint32_t i1 = ld_u32_a2(b + 6 + 8 * j);    // grid indexes 4-7
+        const uint32_t aux = ld_u32_a2(b + 66 + 4 * j);  // four 7-bit sign indexes, scale in bits 28-31
+        c.dw = ld_half(b) * 0.25f;
+        c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t idx = g < 2 ? i0 : i1;
+            const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
+            c.w[2 * g] = apply_signs(tab[(idx >> (16 * (g & 1))) & 0xFFu], sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(tab[(idx >> (16 * (g & 1) + 8)) & 0xFFu], sign_mask_hi(s8));
+        }
+    }
+};
+
+struct fmt_iq3_s {
+    static constexpr int QK = 256, BYTES = 110, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3S_GRID_SIZE;
+    static __device__ __forceinline__ const uint32_t* table() { return iq3s_grid; }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+        const uint32_t i0 = ld_u32_a2(b + 2 + 8 * j);    // low 8 bits of grid indexes 0-3
+        const uint32_t i1 = ld_u32_a2(b + 6 + 8 * j);    // indexes 4-7
+        const uint32_t qh = ld_u8(b + 66 + j);           // 9th bit of the eight indexes
+        const uint32_t sg = ld_u32_a2(b + 74 + 4 * j);   // four sign bytes
+        const uint32_t sc = (ld_u8(b + 106 + j / 2) >> (4 * (j & 1))) & 0x0Fu;
+        c.dw = ld_half(b);
+        c.ls0 = c.ls1 = 2 * (int)sc + 1;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t idx = g < 2 ? i0 : i1;
+            const int e = 2 * g;  // first of this group's two grid entries
+            const uint32_t lo = ((idx >> (16 * (g & 1))) & 0xFFu) | (((qh >> e) & 1u) << 8);
+            const uint32_t hi = ((idx >> (16 * (g & 1) + 8)) & 0xFFu) | (((qh >> (e + 1)) & 1u) << 8);
+            const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
+            c.w[2 * g] = apply_signs(tab[lo], sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(tab[hi], sign_mask_hi(s8));
+        }
+    }
+};
+
+// IQ1: nibble codes g+1 select bytes of STRATA_IQ1_W_POS (8g+1) or, with 4 added to every selector,
+// of STRATA_IQ1_W_NEG (8g-1).
+__device__ __forceinline__ void iq1_group(uint32_t nib, bool neg, int& lo, int& hi) {
+    const uint32_t sel = neg ? (nib | 0x44444444u) : nib;
+    lo = (int)prmt(STRATA_IQ1_W_POS, STRATA_IQ1_W_NEG, sel);
+    hi = (int)prmt(STRATA_IQ1_W_POS, STRATA_IQ1_W_NEG, sel >> 16);
+}
+
+struct fmt_iq1_s {
+    static constexpr int QK = 256, BYTES = 50, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1S_GRID_NIB_SIZE;
+    static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+        const uint32_t qs = ld_u32_a2(b + 2 + 4 * j);  // low 8 bits of four 11-bit grid indexes
+        const uint32_t qh = ld_u16(b + 34 + 2 * j);    // 3 high bits x4, scale bits 12-14, delta sign bit 15
+        c.dw = ld_half(b) * 0.125f;
+        c.ls0 = c.ls1 = 2 * (int)((qh >> 12) & 7u) + 1;
+        const bool neg = (qh & 0x8000u) != 0;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (3 * g)) & 7u) << 8);
+            iq1_group(tab[index], neg, c.w[2 * g], c.w[2 * g + 1]);
+        }
+    }
+};
+
+struct fmt_iq1_m {
+    static constexpr int QK = 256, BYTES = 56, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1S_GRID_NIB_SIZE;
+    static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
+    // The fp16 d is spread over the top nibbles of the four u16 scale words at byte 48.
+    static __device__ __forceinline__ float block_d(const uint8_t* b) {
+        const uint32_t bits = (ld_u16(b + 48) >> 12) | ((ld_u16(b + 50) >> 8) & 0x00F0u)
+                            | ((ld_u16(b + 52) >> 4) & 0x0F00u) | (ld_u16(b + 54) & 0xF000u);
+        return fp16_bits_to_float((uint16_t)bits);
+    }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+        const uint32_t qs = ld_u32_a2(b + 4 * j);       // low 8 bits of four 11-bit grid indexes
+        const uint32_t qh = ld_u16(b + 32 + 2 * j);     // per group a nibble: 3 high bits, delta sign bit 3
+        const uint32_t sw = ld_u16(b + 48 + 2 * (j / 2));  // scales 2j, 2j+1: 3 bits each
+        const int shift = 6 * (j & 1);
+        c.dw = block_d(b) * 0.125f;
+        c.ls0 = 2 * (int)((sw >> shift) & 7u) + 1;
+        c.ls1 = 2 * (int)((sw >> (shift + 3)) & 7u) + 1;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t h = (qh >> (4 * g)) & 0xFu;
+            const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | ((h & 7u) << 8);
+            iq1_group(tab[index], (h & 8u) != 0, c.w[2 * g], c.w[2 * g + 1]);
+        }
+    }
+};
+
+// Lane -> chunk walk along a row: lane l takes chunks l, l+32, l+64, ... Because 32 is a multiple of
+// CHUNKS (1, 2 or 8), the chunk's index inside its block (l % CHUNKS) is the same at every step and the
+// block pointer advances by a constant, so no division runs in the loop.
+template <class F>
+struct LaneWalk {
+    int j;        // chunk inside the block, fixed for the lane
+    int first;    // byte offset of the lane's first block in a row
+    static constexpr int STEP = (32 / F::CHUNKS) * F::BYTES;  // bytes between the lane's blocks
+    __device__ __forceinline__ explicit LaneWalk(int lane) : j(lane % F::CHUNKS), first((lane / F::CHUNKS) * F::BYTES) {}
+};
+
+// Copy a format's table into shared memory (every thread of the block calls it; sync afterwards).
+template <class F>
+__device__ __forceinline__ void stage_table(uint32_t* dst) {
+    for (int i = threadIdx.x; i < F::TABLE_WORDS; i += blockDim.x) dst[i] = F::table()[i];
+}
+
+}  // namespace siq

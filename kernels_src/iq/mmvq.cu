@@ -1,0 +1,105 @@
+// mmvq.cu: quantized matrix x activation columns, y[c][row] = sum_k W[row][k] * x[c][k], with the
+// activations already quantized to q8_1 (quantize_q8_1 in q8_1.cu runs first, in the same launch).
+//
+// ARITHMETIC CONTRACT (both variants; iq_decode.cuh has the per-chunk part)
+//   Row `row`, column `c`: lane l of the row's warp takes chunks l, l+32, l+64, ... in increasing order
+//   and does acc = fmaf(dw * d_act, (float)isum, acc) for each, starting from acc = 0.0f. Every term is
+//   exact (iq_decode.cuh), so the roundings are exactly: one per chunk (the fmaf's addition), in that
+//   order, then the 31 additions of warp_sum_f32's butterfly (xor 16, 8, 4, 2, 1). Lane 0 stores.
+//   Nothing else touches the value: no shared-memory partial sums, no atomics.
+// Why old and new are bitwise equal: both run the same decode (same integers: the table words are the
+//   same in global and shared memory), the same chunk_isum and chunk_fma, the same lane -> chunk
+//   mapping and chunk order per (row, column), and the same butterfly. `new` only changes which loop is
+//   outside: it decodes a chunk once and applies it to NC columns and R rows before moving on, where
+//   `old` decodes it again for every column. The per-(row, column) chain of roundings is unchanged.
+#include "iq/iq_decode.cuh"
+
+using namespace siq;
+
+#define MMVQ_OLD_WARPS 4
+#define MMVQ_NEW_WARPS 8
+
+// OLD: one warp per row; for each column in turn the whole row is re-read and every chunk decoded
+// again (the format's dot called once per column), tables read from global memory.
+template <class F>
+__global__ void __launch_bounds__(MMVQ_OLD_WARPS * 32)
+mmvq_old(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
+         const block_q8_1* __restrict__ X, int ncols, float* __restrict__ Y) {
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * MMVQ_OLD_WARPS + threadIdx.x / 32;
+    if (row >= rows) return;  // whole warps only: rows are per warp
+    const LaneWalk<F> walk(lane);
+    const uint8_t* wrow = W + row * row_stride + walk.first;
+    for (int col = 0; col < ncols; ++col) {
+        const block_q8_1* x = X + (long long)col * nchunks;
+        float acc = 0.0f;
+        for (int c = lane, off = 0; c < nchunks; c += 32, off += LaneWalk<F>::STEP) {
+            Chunk ch;
+            F::decode(wrow + off, walk.j, F::table(), ch);
+            int q[8];
+            const float d_act = load_q8_1(x + c, q);
+            acc = chunk_fma(ch, d_act, chunk_isum(ch, q), acc);
+        }
+        acc = warp_sum_f32(acc);
+        if (lane == 0) Y[(long long)col * rows + row] = acc;
+    }
+}
+
+// Shared memory of mmvq_new: the format's table, then NC columns of q8_1 blocks.
+template <class F>
+__host__ __device__ constexpr int table_words_padded() { return (F::TABLE_WORDS + 3) / 4 * 4; }
+
+// NEW: each warp owns R rows; a chunk of each row is decoded once (tables in shared memory) and applied
+// to all NC columns of this pass (activations staged in shared memory once per block, read back with
+// conflict-free 4-byte loads: a q8_1 block is 9 words, odd, so 32 lanes hit 32 banks). Blocks loop over
+// row groups so the staging is paid once per block. Rows past the end are clamped for reading and not
+// stored. The host runs passes of NC = 8, 4, 2, 1 columns (8 at a time beyond 8).
+template <class F, int NC, int R>
+__global__ void __launch_bounds__(MMVQ_NEW_WARPS * 32)
+mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
+         const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
+    extern __shared__ uint32_t smem[];
+    uint32_t* tab = smem;
+    block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem + table_words_padded<F>());
+    stage_table<F>(tab);
+    const uint32_t* xsrc = reinterpret_cast<const uint32_t*>(X);
+    uint32_t* xdst = reinterpret_cast<uint32_t*>(xs);
+    for (int i = threadIdx.x; i < NC * nchunks * 9; i += blockDim.x) xdst[i] = xsrc[i];
+    __syncthreads();
+
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const LaneWalk<F> walk(lane);
+    const int groups = (rows + MMVQ_NEW_WARPS * R - 1) / (MMVQ_NEW_WARPS * R);
+    for (int grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+        const int row0 = (grp * MMVQ_NEW_WARPS + warp) * R;
+        const uint8_t* wr[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) wr[r] = W + (long long)min(row0 + r, rows - 1) * row_stride + walk.first;
+        float acc[R][NC];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int col = 0; col < NC; ++col) acc[r][col] = 0.0f;
+
+        for (int c = lane, off = 0; c < nchunks; c += 32, off += LaneWalk<F>::STEP) {
+            Chunk ch[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r) F::decode(wr[r] + off, walk.j, tab, ch[r]);
+#pragma unroll
+            for (int col = 0; col < NC; ++col) {
+                int q[8];
+                const float d_act = load_q8_1(xs + col * nchunks + c, q);
+#pragma unroll
+                for (int r = 0; r < R; ++r) acc[r][col] = chunk_fma(ch[r], d_act, chunk_isum(ch[r], q), acc[r][col]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int col = 0; col < NC; ++col) {
+                const float v = warp_sum_f32(acc[r][col]);
+                if (lane == 0 && row0 + r < rows) Y[(long long)col * y_stride + row0 + r] = v;
+            }
+    }
+}
