@@ -360,3 +360,24 @@ def test_parity_on_the_gpu(case):
     errs = {c.variant: c.max_err for c in result.checks if c.check == "f64"}
     assert len(set(errs.values())) == 1, errs
     assert FAMILY.ran[(case.name, "auto")] == pf.kernel_expression(FAMILY.kernel_for(case, "auto"), case.fmt)
+
+
+@pytest.mark.gpu
+def test_environment_switch_changes_what_auto_launches(monkeypatch):
+    from strata_bench.build import load_kernels
+    from strata_bench.run import run_variant
+
+    case = small_case("iq4_nl", 128, 256, "17,40")
+    kernels = load_kernels(FAMILY, 0)
+    dev = FAMILY.to_device(case, FAMILY.make_inputs(case))
+    for switch, kernel in (("0", "old"), ("1", "new")):
+        monkeypatch.setenv("STRATA_PF_WMMA2", switch)
+        run_variant(FAMILY, case, "auto", kernels, dev)
+        assert FAMILY.ran[(case.name, "auto")] == pf.kernel_expression(kernel, "iq4_nl")
+
+
+@pytest.mark.gpu
+def test_cublas_reference_rate_is_positive_for_equal_and_uneven_groups():
+    for groups in ("64x4", "5,0,70"):
+        rate = FAMILY.cublas_reference_tflops(small_case("iq4_nl", 256, 512, groups), repeats=3, warmup=1)
+        assert rate["us"] > 0 and rate["tflops"] > 0
