@@ -135,6 +135,17 @@ def test_reference_matches_a_slow_exact_loop():
     assert np.allclose(ref["y_raw"], (w64 @ host["x"].astype(np.float64).T).T, rtol=1e-13)
 
 
+@pytest.mark.parametrize("ncols", [1, 3])
+def test_column_sliced_reference_equals_a_direct_one(ncols):
+    case = mod._case(1001, 2496, ncols, "edge:3")
+    host = FAMILY.make_inputs(case)
+    sliced = {e.label: e for e in FAMILY.reference(case, host)}
+    direct = mod.q2_reference(host["w"], host["x"], host["act"], 1001, 2496)
+    assert np.array_equal(sliced["f64(q8_1 acts)"].ref, direct["y_q"])
+    assert np.array_equal(sliced["f64(raw acts)"].ref, direct["y_raw"])
+    assert sliced["f64(q8_1 acts)"].tol == direct["tol_q"] and sliced["f64(raw acts)"].tol == direct["tol_raw"]
+
+
 def test_tolerances_are_positive_finite_and_cover_an_fp32_emulation():
     case = mod._case(13, 8320, 3, "seed:4")
     host = FAMILY.make_inputs(case)

@@ -16,6 +16,7 @@ Each tolerance is the maximum over outputs of the per-output bound.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
@@ -120,7 +121,7 @@ class Q2Warp(Family):
 
     # --- reference ----------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
-        ref = q2_reference(host["w"], host["x"], host["act"], case.rows, case.cols)
+        ref = _reference_for_columns(case, host)
         return [
             Expected("y", ref["y_q"], ref["tol_q"], label="f64(q8_1 acts)",
                      why="gamma_{m+9} * sum_h |d_w d_a S_h| (fp32 fma chain, 3+5 adds, d_w*d_a) + gamma64"),
@@ -180,8 +181,29 @@ def decode_q2_0(raw: np.ndarray, rows: int, nb: int) -> tuple[np.ndarray, np.nda
     return levels.reshape(rows, 2 * nb, 32), d
 
 
-def q2_reference(raw: np.ndarray, x: np.ndarray, act: np.ndarray, rows: int, cols: int) -> dict[str, Any]:
-    """Both float64 references of y (ncols, rows) and their tolerances, in row chunks."""
+def _reference_for_columns(case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+    """q2_reference of this case, sliced from the 4-column one of the same weights when the inputs are
+    those of that case's first columns (they are for every seeded case: one reference serves n = 1..4)."""
+    full_case = replace(case, ncols=4)
+    full = _full_reference(full_case)
+    if np.array_equal(full["w"], host["w"]) and np.array_equal(full["x"][: case.ncols], host["x"]):
+        n = case.ncols
+        return {"y_q": full["y_q"][:n], "y_raw": full["y_raw"][:n],
+                "tol_q": float(full["bound_q"][:n].max()), "tol_raw": float(full["bound_raw"][:n].max())}
+    return q2_reference(host["w"], host["x"], host["act"], case.rows, case.cols)
+
+
+@functools.lru_cache(maxsize=2)
+def _full_reference(case: Case) -> dict[str, Any]:
+    host = Q2Warp().make_inputs(case)
+    ref = q2_reference(host["w"], host["x"], host["act"], case.rows, case.cols, per_output=True)
+    return {**ref, "w": host["w"], "x": host["x"]}
+
+
+def q2_reference(raw: np.ndarray, x: np.ndarray, act: np.ndarray, rows: int, cols: int,
+                 per_output: bool = False) -> dict[str, Any]:
+    """Both float64 references of y (ncols, rows) and their tolerances (the largest per-output bound;
+    with per_output, the bounds themselves as bound_q and bound_raw), computed in row chunks."""
     nb = cols // BLOCK_VALUES
     nh = 2 * nb
     d_a, _, q_a = unpack_q8_1(act)  # (ncols, nh), (ncols, nh, 32)
@@ -190,7 +212,7 @@ def q2_reference(raw: np.ndarray, x: np.ndarray, act: np.ndarray, rows: int, col
     q_t = np.ascontiguousarray(q_a.astype(np.float32).transpose(1, 2, 0))  # (nh, 32, ncols)
     chain = math.ceil(nh / OLD_THREADS)
     rel_q = float(gamma(chain + 9)) + float(gamma(nh, U64))
-    y_q, y_raw, tol_q, tol_raw = [], [], 0.0, 0.0
+    y_q, y_raw, b_q, b_raw = [], [], [], []
     for r0 in range(0, rows, REF_CHUNK_ROWS):
         n = min(REF_CHUNK_ROWS, rows - r0)
         levels, d_w = decode_q2_0(raw[r0:r0 + n], n, nb)
@@ -205,7 +227,11 @@ def q2_reference(raw: np.ndarray, x: np.ndarray, act: np.ndarray, rows: int, col
         rounding = np.abs(w64) @ np.abs(x64 - xq).T + float(gamma(cols, U64)) * (np.abs(w64) @ np.abs(x64).T)
         y_q.append(chunk_q)
         y_raw.append(chunk_raw)
-        tol_q = max(tol_q, float(bound_q.max()))
-        tol_raw = max(tol_raw, float((bound_q + rounding).max()))
-    return {"y_q": np.concatenate(y_q).T.copy(), "y_raw": np.concatenate(y_raw).T.copy(),
-            "tol_q": tol_q, "tol_raw": tol_raw}
+        b_q.append(bound_q)
+        b_raw.append(bound_q + rounding)
+    out = {"y_q": np.concatenate(y_q).T.copy(), "y_raw": np.concatenate(y_raw).T.copy()}
+    bound_q, bound_raw = np.concatenate(b_q).T, np.concatenate(b_raw).T
+    out.update({"tol_q": float(bound_q.max()), "tol_raw": float(bound_raw.max())})
+    if per_output:
+        out.update({"bound_q": bound_q, "bound_raw": bound_raw})
+    return out

@@ -1,0 +1,176 @@
+"""What the i-quant families (dequant, q8_1, mmvq, grouped) share: formats and their CUDA traits, weight
+data (seeded, edge, real-weight fixtures), padded device layout, and the float64 mat-vec reference with
+the tolerances of docs/ARITHMETIC.md.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from strata_bench.errors import InputError
+from strata_bench.families._data import DataSource
+from strata_bench.families._q8_1 import U64, dequantize_q8_1, gamma, q8_1_value_error
+
+# Formats of kernels_src/iq, in the order the case lists use; value = the CUDA traits struct.
+FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "q8_0", "q2_0")
+ROW_ALIGN = 16  # device rows start 16-byte aligned (row stride rounded up)
+TAIL_SLACK = 16  # readable bytes after the last row: the kernels' aligned word loads may touch them
+ACT_SEED_OFFSET = 104729  # activations get their own random stream, independent of the weights
+OUTLIER = 3.0e4
+Q2_0_FIXTURE_SOURCE = "q8_0"  # q2_0 has no GGUF type: its fixture rows are the q8_0 rows requantized
+
+
+def traits(fmt: str) -> str:
+    """The CUDA traits struct of a format, as used in name expressions."""
+    if fmt not in FORMATS:
+        raise InputError(f"format {fmt!r} has no i-quant kernel; formats: {', '.join(FORMATS)}")
+    return f"siq::fmt_{fmt}"
+
+
+def row_stride(fmt: str, cols: int) -> int:
+    from strata_bench.formats import get_format
+
+    return -(-get_format(fmt).bytes_per_row(cols) // ROW_ALIGN) * ROW_ALIGN
+
+
+def chunks_per_row(cols: int) -> int:
+    if cols <= 0 or cols % 32:
+        raise InputError(f"inputs per row must be a positive multiple of 32, got {cols}")
+    return cols // 32
+
+
+def check_shape(fmt: str, cols: int) -> None:
+    from strata_bench.formats import get_format
+
+    block = get_format(fmt).block_size
+    if cols <= 0 or cols % block:
+        raise InputError(f"{fmt}: inputs per row must be a positive multiple of {block}, got {cols}")
+
+
+# --- weights ----------------------------------------------------------------------------------------
+def weights(fmt: str, rows: int, cols: int, src: DataSource, salt: int = 0) -> tuple[np.ndarray, str]:
+    """Raw blocks (rows, bytes_per_row) and a note on where they came from.
+
+    Fixture rows are tiled (repeated) to `rows` when the fixture has fewer; q2_0 takes the q8_0
+    fixture's values requantized by Q2_0.quantize. `salt` separates several matrices of one case.
+    """
+    from strata_bench.fixtures import load_fixture, synthetic_weights
+    from strata_bench.formats import get_format
+
+    if src.kind != "fixture":
+        return synthetic_weights(fmt, rows, cols, src.seed * 1009 + salt, edge=src.edge), f"{src.kind}:{src.seed}"
+    fix = load_fixture(src.fixture)
+    if fix.cols != cols:
+        raise InputError(f"fixture {src.fixture} has {fix.cols} inputs per row, the case {cols}")
+    if fix.fmt == fmt:
+        raw = fix.raw
+    elif fmt == "q2_0":
+        raw = get_format("q2_0").quantize(fix.values())
+    else:
+        raise InputError(f"fixture {src.fixture} is {fix.fmt}, the case {fmt}")
+    reps = math.ceil(rows / fix.rows)
+    note = f"fixture {src.fixture}" + (f" tiled x{reps}" if reps > 1 else "") + (
+        " requantized to q2_0" if fmt != fix.fmt else "")
+    return np.ascontiguousarray(np.tile(raw, (reps, 1))[:rows]), note
+
+
+def exact_weights(fmt: str, raw: np.ndarray) -> np.ndarray:
+    """float64 (rows, cols) exact weight values.
+
+    gguf-py's float32 dequantization is exact for every format here (docs/ARITHMETIC.md, section 1:
+    each value is a product of factors whose significands fit in 24 bits), so widening it loses
+    nothing; tests/test_families_dequant.py checks it against the formats' dequantize_f64.
+    """
+    from strata_bench.formats import get_format
+
+    return get_format(fmt).dequantize(raw).astype(np.float64)
+
+
+def padded(fmt: str, raw: np.ndarray) -> np.ndarray:
+    """Flat uint8: rows at a 16-byte aligned stride, zero padding, TAIL_SLACK bytes after the last row."""
+    rows, nbytes = raw.shape
+    stride = -(-nbytes // ROW_ALIGN) * ROW_ALIGN
+    out = np.zeros(rows * stride + TAIL_SLACK, dtype=np.uint8)
+    out[: rows * stride].reshape(rows, stride)[:, :nbytes] = raw
+    return out
+
+
+def activations(cols: int, n: int, src: DataSource, salt: int = 0) -> np.ndarray:
+    """float32 (n, cols) seeded standard-normal activations; with edge data, block 0 of every column is
+    all zero (q8_1 d = 0) and block 1 starts with an outlier (the rest of its codes round to 0 or +-1)."""
+    from strata_bench.fixtures import seeded_activations
+
+    seed = src.seed if src.kind != "fixture" else 0
+    x = seeded_activations(seed * 7 + ACT_SEED_OFFSET + salt, (n, cols))
+    if src.edge:
+        x[:, :32] = 0.0
+        if cols > 32:
+            x[:, 32] = OUTLIER
+    return x
+
+
+# --- float64 reference of y = W x over q8_1 activations -----------------------------------------------
+@dataclass(frozen=True)
+class MatvecRef:
+    """Per output (ncols, rows): both float64 references and the per-output bounds of the kernels' error."""
+
+    y_q: np.ndarray      # exact weights x q8_1-dequantized activations
+    y_raw: np.ndarray    # exact weights x raw activations
+    bound_q: np.ndarray  # |y_dev - y_q| <= bound_q
+    bound_raw: np.ndarray  # |y_dev - y_raw| <= bound_raw
+
+
+def chain_depth(nchunks: int) -> int:
+    """Most roundings any chunk term meets: its lane's fmaf chain (the first fmaf is exact: 0 + an exact
+    term) plus the 5 butterfly additions."""
+    return max(math.ceil(nchunks / 32) - 1, 0) + 5
+
+
+def matvec_reference(w64: np.ndarray, x: np.ndarray, act: np.ndarray, ref_rows: int = 4096) -> MatvecRef:
+    """References and bounds for y[c][r] = sum_k w64[r,k] x[c,k] computed by the kernels' contract.
+
+    w64 (rows, K) exact weights; x (n, K) float32 raw activations; act (n, K/32*36) their q8_1 blocks.
+    Bound (q8_1 acts): gamma_h * sum_k |w||xq| + gamma64_K (float64's own); (raw acts) adds
+    sum_k |w_k| E_k with E the a-priori q8_1 error bound of k's block (docs/ARITHMETIC.md, section 3).
+    """
+    rows, k = w64.shape
+    xq = dequantize_q8_1(act)  # (n, K) float64, exact
+    x64 = x.astype(np.float64)
+    amax = np.abs(x64).reshape(x.shape[0], -1, 32).max(axis=-1)
+    err = np.repeat(q8_1_value_error(amax), 32, axis=1)  # (n, K)
+    rel = float(gamma(chain_depth(k // 32))) + float(gamma(k, U64))
+    rhs = np.concatenate([xq, x64], axis=0).T  # (K, 2n)
+    rhs_abs = np.concatenate([np.abs(xq), err, np.abs(x64)], axis=0).T  # (K, 3n)
+    n = x.shape[0]
+    y, mags = [], []
+    for r0 in range(0, rows, ref_rows):
+        block = w64[r0:r0 + ref_rows]
+        y.append(block @ rhs)
+        mags.append(np.abs(block) @ rhs_abs)
+    y = np.concatenate(y).T
+    mags = np.concatenate(mags).T
+    bound_q = rel * mags[:n]
+    bound_raw = bound_q + mags[n:2 * n] + float(gamma(k, U64)) * mags[2 * n:]
+    return MatvecRef(y[:n].copy(), y[n:].copy(), bound_q, bound_raw)
+
+
+def column_passes(ncols: int) -> list[int]:
+    """Columns per pass of the new kernels: 8 at a time, then the binary digits of the rest (1, 2, 4)."""
+    passes = [8] * (ncols // 8)
+    rest = ncols % 8
+    passes += [p for p in (4, 2, 1) if rest & p]
+    return passes
+
+
+def resident_blocks(fn: Any, threads: int, shared: int, device: int | None = None) -> int:
+    """How many blocks of this kernel fit on the whole device at once (for persistent grids)."""
+    import cupy
+    from cupy_backends.cuda.api import driver, runtime
+
+    dev = cupy.cuda.Device().id if device is None else device
+    sms = runtime.getDeviceProperties(dev)["multiProcessorCount"]
+    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, threads, shared)
+    return max(1, per_sm) * sms

@@ -1,0 +1,225 @@
+"""mmvq: quantized weights x 1..N activation columns, y[c][row] = sum_k W[row][k] x[c][k].
+
+Kernels: kernels_src/iq/mmvq.cu (`mmvq_old<F>`, `mmvq_new<F, NC, R>`) after `quantize_q8_1` (q8_1.cu).
+Each launch quantizes the float32 activations to q8_1 on the device first (as llama.cpp's MMVQ path does,
+so bench times compare with PEER.md's figures), then runs the variant:
+- old: one warp per row; for each column the row is re-read and every chunk decoded again (the format's
+  dot called once per column), tables in global memory;
+- new: R rows per warp, tables and the pass's activations in shared memory; each weight chunk is decoded
+  once and applied to NC = 8, 4, 2 or 1 columns per pass (column_passes: 11 = 8 + 2 + 1).
+Both keep the lane -> chunk mapping, the per-(row, column) fmaf chain and the butterfly, so `new` must
+equal `old` bitwise (mmvq.cu's ARITHMETIC CONTRACT), and every column of an N-column call must equal the
+1-column call on that column's activations (related_cases, case param col=j).
+
+Weights live on the device at a 16-byte aligned row stride with 16 readable bytes after the last row.
+Activations: a fixed seeded draw of 11 columns per (shape, data); an N-column case uses the first N.
+
+Float64 references (docs/ARITHMETIC.md, section 3, derives the tolerances):
+- "f64(q8_1 acts)": exact weights x q8_1-dequantized activations; tol = max over outputs of
+  gamma_h * sum_k |w_k| |xq_k| + gamma64_K * (same), h = ceil(K/32/32) - 1 + 5 roundings per term.
+- "f64(raw acts)": exact weights x raw activations; adds sum_k |w_k| E_k, E the a-priori q8_1 rounding
+  bound of k's block, and float64's gamma64_K * sum |w||x|.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from strata_bench.cases import Case, Expected, Family
+from strata_bench.errors import InputError
+from strata_bench.families import _iq
+from strata_bench.families._data import allow_dynamic_shared, parse_data
+from strata_bench.families._q8_1 import Q8_1_BYTES, quantize_q8_1
+
+OLD_WARPS = 4  # MMVQ_OLD_WARPS in mmvq.cu
+NEW_WARPS = 8  # MMVQ_NEW_WARPS
+ROWS_PER_WARP = {1: 4, 2: 4, 4: 4, 8: 2}  # R of mmvq_new<F, NC, R> for each pass width NC
+MAX_COLUMNS = 11  # activations are drawn for this many columns; a case uses the first ncols
+DEFAULT_NCOLS = (1, 2, 3, 4, 5, 6, 7, 8, 11)
+SHAPES = ((8192, 2560), (32768, 1024))  # the issue's shape and a tall one (one chunk per lane per row)
+FIXTURE_NCOLS = (1, 3, 8, 11)
+EDGE_NCOLS = (1, 4, 11)
+BENCH_SHAPES = ((131072, 8192), (4096, 14336))  # PEER.md's DRAM shape and its built-in shape
+BENCH_NCOLS = (1, 2, 4, 8)
+
+
+def fixture_name(fmt: str) -> str:
+    return f"smollm2-ffn_down.{_iq.Q2_0_FIXTURE_SOURCE if fmt == 'q2_0' else fmt}"
+
+
+def _case(fmt: str, rows: int, cols: int, ncols: int, data: str, **params: Any) -> Case:
+    return Case("mmvq", fmt, rows, cols, ncols, data, params=tuple(params.items()))
+
+
+def _table_words(fmt: str) -> int:
+    """Words of mmvq_new's shared table, padded as table_words_padded<F>() pads them."""
+    words = {"iq2_xxs": 256, "iq2_xs": 512, "iq2_s": 1024, "iq3_xxs": 256, "iq3_s": 512,
+             "iq1_s": 2048, "iq1_m": 2048, "iq4_nl": 4, "iq4_xs": 4, "q8_0": 0, "q2_0": 0}[fmt]
+    return -(-words // 4) * 4
+
+
+def new_shared_bytes(fmt: str, nc: int, nchunks: int) -> int:
+    return 4 * _table_words(fmt) + nc * nchunks * Q8_1_BYTES
+
+
+class Mmvq(Family):
+    name = "mmvq"
+    sources = ("iq/q8_1.cu", "iq/mmvq.cu")
+    description = "i-quant/q8_0/q2_0 mat-vec over q8_1, 1-11 columns: dot per column (old) vs decode once (new)"
+
+    # --- cases ------------------------------------------------------------------------------------
+    def default_cases(self) -> Iterable[Case]:
+        from strata_bench.fixtures import read_manifest
+
+        have = set(read_manifest()["fixtures"])
+        cases = []
+        for fmt in _iq.FORMATS:
+            for rows, cols in SHAPES:
+                cases += [_case(fmt, rows, cols, n, "seed:1") for n in DEFAULT_NCOLS]
+            cases += [_case(fmt, 8192, 2560, n, "edge:2") for n in EDGE_NCOLS]
+            if fixture_name(fmt) in have:
+                cases += [_case(fmt, 64, 1536, n, f"fixture:{fixture_name(fmt)}") for n in FIXTURE_NCOLS]
+        return cases
+
+    def bench_cases(self) -> Iterable[Case]:
+        return [_case(fmt, r, k, n, "seed:1") for fmt in _iq.FORMATS for r, k in BENCH_SHAPES for n in BENCH_NCOLS]
+
+    def related_cases(self, case: Case) -> list[tuple[Case, str, Any]]:
+        """Column j of an N-column call equals the 1-column call on column j's activations."""
+        if case.ncols == 1 or case.param("col") is not None:
+            return []
+        out = []
+        for j in range(case.ncols):
+            other = replace(case, ncols=1, params=(("col", j),))
+            out.append((other, "y", lambda outs, j=j: outs["y"][j:j + 1]))
+        return out
+
+    # --- data ---------------------------------------------------------------------------------------
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        _iq.check_shape(case.fmt, case.cols)
+        if not 1 <= case.ncols <= MAX_COLUMNS:
+            raise InputError(f"mmvq: 1 to {MAX_COLUMNS} columns, got {case.ncols}")
+        data = _weight_data(case.fmt, case.rows, case.cols, case.data)
+        col = case.param("col")
+        cols = slice(col, col + 1) if col is not None else slice(0, case.ncols)
+        x = data["x"][cols]
+        return {"raw": data["raw"], "padded": data["padded"], "x": x, "act": data["act"][cols],
+                "ref": data, "cols": cols, "note": data["note"]}
+
+    def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        nchunks = case.cols // 32
+        return {"w": _device_weights(host["padded"], cupy.cuda.Device().id),
+                "x": cupy.asarray(host["x"]),
+                "xq": cupy.empty((case.ncols, nchunks * Q8_1_BYTES), dtype=cupy.uint8)}
+
+    def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {"y": cupy.empty((case.ncols, case.rows), dtype=cupy.float32)}
+
+    # --- launch ---------------------------------------------------------------------------------------
+    def name_expressions(self, source: str) -> list[str]:
+        if source == "iq/q8_1.cu":
+            return ["quantize_q8_1"]
+        exprs = []
+        for fmt in _iq.FORMATS:
+            exprs.append(f"mmvq_old<{_iq.traits(fmt)}>")
+            exprs += [f"mmvq_new<{_iq.traits(fmt)}, {nc}, {ROWS_PER_WARP[nc]}>" for nc in (1, 2, 4, 8)]
+        return exprs
+
+    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
+               outs: Mapping[str, Any], stream: Any = None) -> None:
+        nchunks = case.cols // 32
+        quantize(kernels, dev["x"], dev["xq"], case.ncols * nchunks, stream)
+        stride = np.int64(_iq.row_stride(case.fmt, case.cols))
+        if variant == "old":
+            fn = kernels.get(f"mmvq_old<{_iq.traits(case.fmt)}>")
+            grid = (-(-case.rows // OLD_WARPS),)
+            fn(grid, (32 * OLD_WARPS,), (dev["w"], stride, np.int32(case.rows), np.int32(nchunks), dev["xq"],
+                                          np.int32(case.ncols), outs["y"]), stream=stream)
+        elif variant == "new":
+            col0 = 0
+            for nc in _iq.column_passes(case.ncols):
+                self._launch_new(case, kernels, dev, outs, col0, nc, stream)
+                col0 += nc
+        else:
+            raise InputError(f"mmvq: unknown variant {variant!r} (old, new)")
+
+    def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    col0: int, nc: int, stream: Any) -> None:
+        nchunks = case.cols // 32
+        rows_per_warp = ROWS_PER_WARP[nc]
+        fn = kernels.get(f"mmvq_new<{_iq.traits(case.fmt)}, {nc}, {rows_per_warp}>")
+        shared = new_shared_bytes(case.fmt, nc, nchunks)
+        allow_dynamic_shared(fn, shared)
+        groups = -(-case.rows // (NEW_WARPS * rows_per_warp))
+        grid = (min(groups, _iq.resident_blocks(fn, 32 * NEW_WARPS, shared)),)
+        args = (dev["w"], np.int64(_iq.row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),
+                dev["xq"][col0:col0 + nc], outs["y"][col0:col0 + nc], np.int32(case.rows))
+        fn(grid, (32 * NEW_WARPS,), args, shared_mem=shared, stream=stream)
+
+    # --- reference ------------------------------------------------------------------------------------
+    def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
+        ref: _iq.MatvecRef = host["ref"]["matvec"]
+        cols = host["cols"]
+        return [
+            Expected("y", ref.y_q[cols], float(ref.bound_q[cols].max()), label="f64(q8_1 acts)",
+                     why="gamma_h * sum|w||xq| (exact chunk terms, fmaf chain + butterfly) + gamma64_K"),
+            Expected("y", ref.y_raw[cols], float(ref.bound_raw[cols].max()), label="f64(raw acts)",
+                     why="q8_1 acts bound + sum|w_k| E_k (a-priori q8_1 rounding) + gamma64_K"),
+        ]
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        col, row = index
+        return f"column {col}, row {row}"
+
+    def bytes_moved(self, case: Case) -> int:
+        from strata_bench.formats import get_format
+
+        nchunks = case.cols // 32
+        weights = case.rows * get_format(case.fmt).bytes_per_row(case.cols)
+        acts = case.ncols * (case.cols * 4 + 2 * nchunks * Q8_1_BYTES)  # read x, write and read q8_1
+        return weights + acts + case.ncols * case.rows * 4
+
+    def flops(self, case: Case) -> int:
+        return 2 * case.rows * case.cols * case.ncols
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+def quantize(kernels: Any, x: Any, xq: Any, n_blocks: int, stream: Any) -> None:
+    """quantize_q8_1: one warp per 32 values, 8 warps per block."""
+    fn = kernels.get("quantize_q8_1")
+    fn((-(-n_blocks // 8),), (256,), (x, np.int64(n_blocks), xq), stream=stream)
+
+
+@lru_cache(maxsize=1)
+def _weight_data(fmt: str, rows: int, cols: int, data: str) -> dict[str, Any]:
+    """Weights, the 11-column activation draw and its q8_1 blocks, and the float64 references of all 11
+    columns: computed once per (format, shape, data) and shared by every column count (cases of one
+    weight set are listed together, so one cached entry suffices)."""
+    src = parse_data(data)
+    raw, note = _iq.weights(fmt, rows, cols, src)
+    x = _iq.activations(cols, MAX_COLUMNS, src)
+    act = quantize_q8_1(x)
+    matvec = _iq.matvec_reference(_iq.exact_weights(fmt, raw), x, act)
+    return {"raw": raw, "padded": _iq.padded(fmt, raw), "x": x, "act": act, "matvec": matvec, "note": note}
+
+
+_DEVICE_CACHE: dict[tuple[int, int], Any] = {}
+
+
+def _device_weights(padded: np.ndarray, device: int) -> Any:
+    """The padded weights on `device`, uploaded once per host array (one entry per device)."""
+    import cupy
+
+    key = (id(padded), device)
+    if key not in _DEVICE_CACHE:
+        for old in [k for k in _DEVICE_CACHE if k[1] == device]:
+            del _DEVICE_CACHE[old]
+        _DEVICE_CACHE[key] = (padded, cupy.asarray(padded))  # keep the host array alive: id() stays unique
+    return _DEVICE_CACHE[key][1]
