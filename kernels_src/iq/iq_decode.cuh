@@ -52,9 +52,21 @@ __device__ __forceinline__ float ld_half(const uint8_t* p) { return fp16_bits_to
 // PTX prmt in its default mode: selector nibble bits 2:0 pick one of the 8 bytes of (a, b); bit 3 set
 // replicates that byte's sign bit. (__byte_perm ignores bit 3, so the sign-replicate needs asm.)
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+#ifdef __CUDA_ARCH__
     uint32_t r;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
     return r;
+#else  // the host emulation of tests/iq_host compiles this header with a C++ compiler
+    const uint64_t src = ((uint64_t)b << 32) | a;
+    uint32_t r = 0;
+    for (int i = 0; i < 4; ++i) {
+        const uint32_t s = (sel >> (4 * i)) & 0xFu;
+        uint32_t byte = (uint32_t)(src >> (8 * (s & 7u))) & 0xFFu;
+        if (s & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u;
+        r |= byte << (8 * i);
+    }
+    return r;
+#endif
 }
 
 // ggml's 7-bit sign index -> 8 sign bits: bit 7 makes the popcount even (tests/test_tables.py checks
