@@ -184,8 +184,9 @@ __device__ __forceinline__ float staged_block(const uint32_t* words, int r, int 
 }
 
 // Occupancy asked of ptxas (resident warps per SM): the accumulators grow with the column count,
-// and these caps are the largest that compile without spills at sm_90.
-__host__ __device__ constexpr int min_warps_per_sm(int ncols) { return ncols == 1 ? 32 : (ncols < 4 ? 20 : 16); }
+// and these caps are the largest that compile without spills for every supported architecture
+// (sm_75 to sm_120).
+__host__ __device__ constexpr int min_warps_per_sm(int ncols) { return ncols == 1 ? 32 : (ncols == 2 ? 20 : 16); }
 
 }  // namespace q2w
 
