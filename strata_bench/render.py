@@ -10,6 +10,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 
+PIPED_WIDTH = 200  # wide enough that case names and hashes stay on one line in a log or a pipe
+
+
+def stdout_console() -> Console:
+    """A console on stdout: the terminal's width on a terminal, PIPED_WIDTH when piped or captured."""
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_WIDTH)
+
+
 @contextmanager
 def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator:
     """A rich progress bar with ETA on stderr; yields `advance()`. Silent when not a terminal."""
@@ -24,11 +33,11 @@ def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator:
 
 
 def _checks_text(result) -> str:
-    """One glyph-free summary per check kind: 'bitwise ok, columns ok, f64 FAIL'."""
+    """The check kinds run, failed ones in capitals: 'written finite bitwise COLUMNS f64'."""
     kinds: dict[str, bool] = {}
     for check in result.checks:
         kinds[check.check] = kinds.get(check.check, True) and check.ok
-    return ", ".join(f"{k} {'ok' if ok else 'FAIL'}" for k, ok in kinds.items()) or result.error[:60]
+    return " ".join(k if ok else k.upper() for k, ok in kinds.items()) or result.error[:60]
 
 
 def _ratio_text(result) -> str:
@@ -43,7 +52,7 @@ def _first_failure(result) -> str:
 
 
 def print_parity_table(results, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or stdout_console()
     table = Table(title="strata-bench parity", show_lines=False)
     for col in ("case", "variants", "checks", "max|err|/max|ref|", "verdict"):
         table.add_column(col, overflow="fold")
