@@ -49,16 +49,22 @@ __device__ __forceinline__ int act_sum(const int (&a)[8]) {
     return s;
 }
 
-// S_h = sum_i (2 q_i - 3) a_i for half `half` of a block whose 16 code bytes are `qs` (little-endian
-// words), given asum = sum_i a_i. Exact integer arithmetic.
-__device__ __forceinline__ int half_dot(const uint32_t (&qs)[4], int half, const int (&a)[8], int asum) {
+// The 32 codes of half `half` of a block whose 16 code bytes are `qs` (little-endian words), one byte
+// each, in activation order: word k < 4 holds elements 4k..4k+3, word 4+k elements 16+4k..16+4k+3.
+__device__ __forceinline__ void half_codes(const uint32_t (&qs)[4], int half, int (&codes)[8]) {
     const int shift = 4 * half;
-    int sqa = 0;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-        sqa = __dp4a((int)((qs[k] >> shift) & 0x03030303u), a[k], sqa);            // elements 4k..4k+3
-        sqa = __dp4a((int)((qs[k] >> (shift + 2)) & 0x03030303u), a[4 + k], sqa);  // elements 16+4k..
+        codes[k] = (int)((qs[k] >> shift) & 0x03030303u);
+        codes[4 + k] = (int)((qs[k] >> (shift + 2)) & 0x03030303u);
     }
+}
+
+// S_h = sum_i (2 q_i - 3) a_i = 2 sum_i q_i a_i - 3 sum_i a_i, given asum = sum_i a_i. Exact.
+__device__ __forceinline__ int half_dot(const int (&codes)[8], const int (&a)[8], int asum) {
+    int sqa = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sqa = __dp4a(codes[k], a[k], sqa);
     return 2 * sqa - 3 * asum;
 }
 
@@ -100,11 +106,13 @@ q2warp_old(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float
         uint32_t qs[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) qs[k] = (uint32_t)b16[1 + 2 * k] | ((uint32_t)b16[2 + 2 * k] << 16);
+        int codes[8];
+        half_codes(qs, h & 1, codes);
 #pragma unroll
         for (int c = 0; c < NCOLS; ++c) {
             int a[8];
             const float da = load_act(act + ((size_t)c * nh + h) * kQ81Bytes, a);
-            acc[c] = accumulate(acc[c], dw, da, half_dot(qs, h & 1, a, act_sum(a)));
+            acc[c] = accumulate(acc[c], dw, da, half_dot(codes, a, act_sum(a)));
         }
     }
 
@@ -183,10 +191,15 @@ __device__ __forceinline__ float staged_block(const uint32_t* words, int r, int 
     return __half2float(__ushort_as_half((unsigned short)(__funnelshift_rc(wd[0], wd[1], sh) & 0xffffu)));
 }
 
-// Occupancy asked of ptxas (resident warps per SM): the accumulators grow with the column count,
-// and these caps are the largest that compile without spills for every supported architecture
-// (sm_75 to sm_120).
-__host__ __device__ constexpr int min_warps_per_sm(int ncols) { return ncols == 1 ? 32 : (ncols == 2 ? 20 : 16); }
+// Occupancy asked of ptxas (resident warps per SM): the accumulators grow with the column count, and
+// these are the largest that compile without spills (sm_100 and newer need a few more registers).
+__host__ __device__ constexpr int min_warps_per_sm(int ncols) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+    return ncols == 1 ? 24 : (ncols == 2 ? 20 : 12);
+#else
+    return ncols == 1 ? 32 : (ncols == 2 ? 20 : 16);
+#endif
+}
 
 }  // namespace q2w
 
@@ -234,21 +247,23 @@ q2warp_new(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float
 
         const int h = g * kGroupHalves + lane;
         if (h < nh) {
-            const int k = lane >> 1;
-            uint32_t qs[4][4];
-            float dw[4];
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int head = (int)(rs.group_start(r, g) & 15);
-                dw[r] = staged_block(wwords, r, head, k, qs[r]);
-            }
+            // This half-block's activations for every column, then one row at a time: its codes are
+            // extracted once and dotted with each column (the integers are the exact layout's).
+            int a[NCOLS][8], asum[NCOLS];
+            float da[NCOLS];
 #pragma unroll
             for (int c = 0; c < NCOLS; ++c) {
-                int a[8];
-                const float da = load_act(abytes + ((size_t)c * nh + h) * kQ81Bytes, a);
-                const int asum = act_sum(a);
+                da[c] = load_act(abytes + ((size_t)c * nh + h) * kQ81Bytes, a[c]);
+                asum[c] = act_sum(a[c]);
+            }
 #pragma unroll
-                for (int r = 0; r < 4; ++r) p[r][c] = accumulate(p[r][c], dw[r], da, half_dot(qs[r], lane & 1, a, asum));
+            for (int r = 0; r < 4; ++r) {
+                uint32_t qs[4];
+                int codes[8];
+                const float dw = staged_block(wwords, r, (int)(rs.group_start(r, g) & 15), lane >> 1, qs);
+                half_codes(qs, lane & 1, codes);
+#pragma unroll
+                for (int c = 0; c < NCOLS; ++c) p[r][c] = accumulate(p[r][c], dw, da[c], half_dot(codes, a[c], asum[c]));
             }
         }
         if (chunk_ends) {  // contract step 3, incrementally: s = p(chunk 0) + p(chunk 1) + ...
