@@ -18,6 +18,9 @@ using namespace siq;
 
 #define MMVQ_OLD_WARPS 4
 #define MMVQ_NEW_WARPS 8
+// Blocks per SM the register budget must allow: 3 (<= 85 registers, 24 warps) for one column, where
+// memory parallelism matters most; 2 (<= 128) for wider passes, which hold R x NC accumulators.
+#define MMVQ_NEW_MIN_BLOCKS(NC) ((NC) == 1 ? 3 : 2)
 
 // OLD: one warp per row; for each column in turn the whole row is re-read and every chunk decoded
 // again (the format's dot called once per column), tables read from global memory.
@@ -55,7 +58,7 @@ __host__ __device__ constexpr int table_words_padded() { return (F::TABLE_WORDS 
 // row groups so the staging is paid once per block. Rows past the end are clamped for reading and not
 // stored. The host runs passes of NC = 8, 4, 2, 1 columns (8 at a time beyond 8).
 template <class F, int NC, int R>
-__global__ void __launch_bounds__(MMVQ_NEW_WARPS * 32)
+__global__ void __launch_bounds__(MMVQ_NEW_WARPS * 32, MMVQ_NEW_MIN_BLOCKS(NC))
 mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
     extern __shared__ uint32_t smem[];

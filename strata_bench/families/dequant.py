@@ -1,0 +1,109 @@
+"""dequant: quantized rows -> float32 on the device, bit-identical to gguf-py (the numpy Q2_0 reference
+for q2_0).
+
+Kernel: kernels_src/iq/dequant.cu (`dequant_f32<F>`, one thread per 32-value chunk). One variant.
+Outputs: y float32 (rows, cols), and y_bits, the same memory as uint32, so the oracle comparison
+includes the sign of zero (a float compare cannot see -0.0 vs 0.0).
+
+References (docs/ARITHMETIC.md, section 1):
+- "gguf f32 bits": y_bits against gguf-py's float32 output's bit patterns, tolerance 0.
+- "gguf f32": y against gguf-py's float32 output widened to float64, tolerance 0.
+- "f64 exact": y against the format's exact float64 values (dequantize_f64), tolerance half an fp32
+  ulp of the largest value, 2^-24 max|ref| (the products are in fact exact, so the error is 0).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from strata_bench.cases import Case, Expected, Family
+from strata_bench.errors import InputError
+from strata_bench.families import _iq
+from strata_bench.families._data import parse_data
+
+THREADS = 256
+VARIANTS = ("dequant",)
+
+
+def _case(fmt: str, rows: int, cols: int, data: str) -> Case:
+    return Case("dequant", fmt, rows, cols, 1, data, variants=VARIANTS)
+
+
+def fixture_name(fmt: str) -> str:
+    return f"smollm2-ffn_down.{_iq.Q2_0_FIXTURE_SOURCE if fmt == 'q2_0' else fmt}"
+
+
+class Dequant(Family):
+    name = "dequant"
+    sources = ("iq/dequant.cu",)
+    description = "quantized rows -> float32, bitwise against gguf-py (numpy reference for q2_0)"
+
+    def default_cases(self) -> Iterable[Case]:
+        from strata_bench.fixtures import read_manifest
+
+        have = set(read_manifest()["fixtures"])
+        cases = []
+        for fmt in _iq.FORMATS:
+            cases.append(_case(fmt, 1024, 2560, "seed:1"))
+            cases.append(_case(fmt, 7, 768, "edge:2"))  # edge blocks first; 7 rows of 3 blocks (or 12/24)
+            if fixture_name(fmt) in have:
+                cases.append(_case(fmt, 64, 1536, f"fixture:{fixture_name(fmt)}"))
+        return cases
+
+    def bench_cases(self) -> Iterable[Case]:
+        return [_case(fmt, 8192, 8192, "seed:1") for fmt in _iq.FORMATS]
+
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        _iq.check_shape(case.fmt, case.cols)
+        raw, note = _iq.weights(case.fmt, case.rows, case.cols, parse_data(case.data))
+        return {"raw": raw, "padded": _iq.padded(case.fmt, raw), "note": note}
+
+    def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {"w": cupy.asarray(host["padded"])}
+
+    def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        y = cupy.empty((case.rows, case.cols), dtype=cupy.float32)
+        return {"y": y, "y_bits": y.view(cupy.uint32)}
+
+    def name_expressions(self, source: str) -> list[str]:
+        return [f"dequant_f32<{_iq.traits(fmt)}>" for fmt in _iq.FORMATS]
+
+    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
+               outs: Mapping[str, Any], stream: Any = None) -> None:
+        if variant not in VARIANTS:
+            raise InputError(f"dequant: unknown variant {variant!r} ({', '.join(VARIANTS)})")
+        nchunks = case.cols // 32
+        fn = kernels.get(f"dequant_f32<{_iq.traits(case.fmt)}>")
+        grid = (-(-case.rows * nchunks // THREADS),)
+        fn(grid, (THREADS,), (dev["w"], np.int64(_iq.row_stride(case.fmt, case.cols)), np.int32(case.rows),
+                              np.int32(nchunks), outs["y"]), stream=stream)
+
+    def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
+        from strata_bench.formats import get_format
+
+        fmt = get_format(case.fmt)
+        oracle = fmt.dequantize(host["raw"])  # float32 (rows, cols)
+        exact = fmt.dequantize_f64(host["raw"])
+        return [
+            Expected("y_bits", oracle.view(np.uint32).astype(np.float64), 0.0, label="gguf f32 bits",
+                     why="bit-identical to gguf-py's float32 (sign of zero included)"),
+            Expected("y", oracle.astype(np.float64), 0.0, label="gguf f32", why="bit-identical to gguf-py"),
+            Expected("y", exact, 2.0 ** -24 * float(np.abs(exact).max()), label="f64 exact",
+                     why="one fp32 rounding at most: 2^-24 max|ref| (the products are exact: error 0)"),
+        ]
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        from strata_bench.formats import get_format
+
+        row, col = index
+        return f"row {row}, column {col}, block {col // get_format(case.fmt).block_size}"
+
+    def bytes_moved(self, case: Case) -> int:
+        from strata_bench.formats import get_format
+
+        return case.rows * get_format(case.fmt).bytes_per_row(case.cols) + case.rows * case.cols * 4

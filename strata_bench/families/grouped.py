@@ -1,0 +1,248 @@
+"""grouped: mixture-of-experts FFN over token entries sorted by expert (old: a dot per entry; new: each
+weight chunk decoded once per pass of 4 entries), bitwise equal.
+
+Kernels: kernels_src/iq/grouped.cu (`grouped_gateup_{old,new}<F>`, `grouped_down_{old,new}<G>`) with
+`quantize_q8_1` (q8_1.cu) before each. A case: fmt = gate/up format, param down = down format,
+rows = d_ff, cols = d_model, ncols = entries, param groups = entries per expert ("5-0-1-..."). One launch:
+  x (entries, d_model) -> q8_1 -> H = silu(gate_e x) * (up_e x) (entries, d_ff) -> q8_1 -> Y = down_e H.
+Outputs H and Y are both compared bitwise between the variants.
+
+Float64 references (docs/ARITHMETIC.md, section 4, derives the tolerances). For the gate and up dots
+the mmvq bounds B (matvec_reference) hold per output. With L = 1.1 >= max |silu'|:
+  |H_dev - silu(G) U| <= L Bg (|U| + Bu) + |silu(G)| Bu + 8u (|silu(G) U| + the same terms)
+(the fp32 chain g/(1+expf(-g))*u has relative error <= 2^-22 (expf, 2 ulp) + 3u), against both the
+raw-x chain ("f64(raw acts)") and the q8_1-x chain ("f64(q8_1 acts)"). Y is checked against down_e
+times the float64 H of the same chain; its bound adds to the accumulation bound the H error and the
+a-priori q8_1 rounding of H, both propagated through |down|.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from strata_bench.cases import Case, Expected, Family
+from strata_bench.errors import InputError
+from strata_bench.families import _iq
+from strata_bench.families._data import allow_dynamic_shared, parse_data
+from strata_bench.families._q8_1 import U32, U64, Q8_1_BYTES, dequantize_q8_1, gamma, q8_1_value_error, quantize_q8_1
+
+WARPS = 4            # GROUPED_WARPS in grouped.cu
+ENTRIES_PER_PASS = 4  # GROUPED_ENTRIES
+ROWS_PER_WARP = 2    # R of the new kernels
+GATE_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_m", "iq4_xs", "q2_0")
+DOWN_FORMATS = ("iq4_nl", "q2_0", "iq4_xs")
+DEFAULT_GROUPS = (5, 0, 1, 8, 3, 6, 2, 7, 3)  # 9 experts, 35 entries: an empty group and a group of 1
+D_MODEL, D_FF = 1024, 512
+SILU_LIPSCHITZ = 1.1  # max |silu'(t)| = 1.0998 (at t ~ 2.4)
+SILU_REL = 8 * U32    # expf (2 ulp = 2^-22 = 4u) + add, divide, multiply (3u), rounded up
+BENCH_SHAPE = (16, 2048, 768)  # experts, d_model, d_ff
+BENCH_PAIRS = (("iq2_xxs", "iq4_nl"), ("iq3_s", "iq4_xs"), ("iq4_xs", "iq4_xs"), ("q2_0", "q2_0"))
+
+
+def _case(gate: str, down: str, d_ff: int, d_model: int, groups: tuple[int, ...], data: str) -> Case:
+    return Case("grouped", gate, d_ff, d_model, sum(groups), data,
+                params=(("down", down), ("groups", "-".join(str(g) for g in groups))))
+
+
+def groups_of(case: Case) -> tuple[int, ...]:
+    text = case.param("groups", "")
+    try:
+        groups = tuple(int(g) for g in text.split("-"))
+    except ValueError:
+        raise InputError(f"grouped: bad groups {text!r}: expected entries per expert like 5-0-1") from None
+    if not groups or min(groups) < 0 or sum(groups) != case.ncols:
+        raise InputError(f"grouped: groups {text!r} must be >= 0 and add up to {case.ncols} entries")
+    return groups
+
+
+def silu(t: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return t / (1.0 + np.exp(-t))
+
+
+class Grouped(Family):
+    name = "grouped"
+    sources = ("iq/q8_1.cu", "iq/grouped.cu")
+    description = "MoE gate/up (SwiGLU) and down over expert groups: dot per entry (old) vs 4 entries per decode (new)"
+
+    # --- cases ------------------------------------------------------------------------------------
+    def default_cases(self) -> Iterable[Case]:
+        return [_case(g, d, D_FF, D_MODEL, DEFAULT_GROUPS, "seed:1") for g in GATE_FORMATS for d in DOWN_FORMATS]
+
+    def bench_cases(self) -> Iterable[Case]:
+        experts, d_model, d_ff = BENCH_SHAPE
+        return [_case(g, d, d_ff, d_model, (per,) * experts, "seed:1")
+                for g, d in BENCH_PAIRS for per in (8, 32)]
+
+    # --- data ---------------------------------------------------------------------------------------
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        down = case.param("down")
+        if case.fmt not in GATE_FORMATS or down not in DOWN_FORMATS:
+            raise InputError(f"grouped: gate/up format must be one of {', '.join(GATE_FORMATS)} and down one of "
+                             f"{', '.join(DOWN_FORMATS)}; got {case.fmt} / {down}")
+        groups = groups_of(case)
+        d_ff, d_model = case.rows, case.cols
+        _iq.check_shape(case.fmt, d_model)
+        _iq.check_shape(down, d_ff)
+        src = parse_data(case.data)
+        experts = len(groups)
+        gate = _expert_weights(case.fmt, experts, d_ff, d_model, case.data, 1)
+        up = _expert_weights(case.fmt, experts, d_ff, d_model, case.data, 2)
+        dn = _expert_weights(down, experts, d_model, d_ff, case.data, 3)
+        x = _iq.activations(d_model, case.ncols, src)
+        offsets = np.concatenate([[0], np.cumsum(groups)]).astype(np.int32)
+        return {"gate": gate, "up": up, "down": dn, "x": x, "offsets": offsets, "groups": groups}
+
+    def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        n = case.ncols
+        return {"gate": cupy.asarray(host["gate"]["padded"]), "up": cupy.asarray(host["up"]["padded"]),
+                "down": cupy.asarray(host["down"]["padded"]), "x": cupy.asarray(host["x"]),
+                "offsets": cupy.asarray(host["offsets"]),
+                "xq": cupy.empty((max(n, 1), case.cols // 32 * Q8_1_BYTES), dtype=cupy.uint8),
+                "hq": cupy.empty((max(n, 1), case.rows // 32 * Q8_1_BYTES), dtype=cupy.uint8)}
+
+    def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        return {"H": cupy.empty((case.ncols, case.rows), dtype=cupy.float32),
+                "Y": cupy.empty((case.ncols, case.cols), dtype=cupy.float32)}
+
+    # --- launch ---------------------------------------------------------------------------------------
+    def name_expressions(self, source: str) -> list[str]:
+        if source == "iq/q8_1.cu":
+            return ["quantize_q8_1"]
+        exprs = []
+        for fmt in GATE_FORMATS:
+            exprs += [f"grouped_gateup_old<{_iq.traits(fmt)}>", f"grouped_gateup_new<{_iq.traits(fmt)}, {ROWS_PER_WARP}>"]
+        for fmt in DOWN_FORMATS:
+            exprs += [f"grouped_down_old<{_iq.traits(fmt)}>", f"grouped_down_new<{_iq.traits(fmt)}, {ROWS_PER_WARP}>"]
+        return exprs
+
+    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
+               outs: Mapping[str, Any], stream: Any = None) -> None:
+        if variant not in ("old", "new"):
+            raise InputError(f"grouped: unknown variant {variant!r} (old, new)")
+        from strata_bench.families.mmvq import quantize
+
+        down = case.param("down")
+        experts = len(groups_of(case))
+        d_ff, d_model = case.rows, case.cols
+        quantize(kernels, dev["x"], dev["xq"], case.ncols * d_model // 32, stream)
+        self._matrix(kernels, variant, "gateup", case.fmt, d_ff, d_model, experts, dev,
+                     (dev["gate"], dev["up"]), dev["xq"], outs["H"], stream)
+        quantize(kernels, outs["H"], dev["hq"], case.ncols * d_ff // 32, stream)
+        self._matrix(kernels, variant, "down", down, d_model, d_ff, experts, dev, (dev["down"],), dev["hq"],
+                     outs["Y"], stream)
+
+    @staticmethod
+    def _matrix(kernels: Any, variant: str, kind: str, fmt: str, rows: int, k: int, experts: int,
+                dev: Mapping[str, Any], weights: tuple[Any, ...], act: Any, out: Any, stream: Any) -> None:
+        stride = _iq.row_stride(fmt, k)
+        args = (*weights, np.int64(stride), np.int64(stride * rows), np.int32(rows), np.int32(k // 32),
+                dev["offsets"], act, out)
+        if variant == "old":
+            fn = kernels.get(f"grouped_{kind}_old<{_iq.traits(fmt)}>")
+            fn((-(-rows // WARPS), experts), (32 * WARPS,), args, stream=stream)
+            return
+        fn = kernels.get(f"grouped_{kind}_new<{_iq.traits(fmt)}, {ROWS_PER_WARP}>")
+        from strata_bench.families.mmvq import new_shared_bytes
+
+        shared = new_shared_bytes(fmt, ENTRIES_PER_PASS, k // 32)
+        allow_dynamic_shared(fn, shared)
+        fn((-(-rows // (WARPS * ROWS_PER_WARP)), experts), (32 * WARPS,), args, shared_mem=shared, stream=stream)
+
+    # --- reference ------------------------------------------------------------------------------------
+    def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
+        ref = grouped_reference(host, case.rows, case.cols)
+        out = []
+        for chain in ("raw", "q"):
+            label = "f64(raw acts)" if chain == "raw" else "f64(q8_1 acts)"
+            out.append(Expected("H", ref[f"H_{chain}"], float(ref[f"tH_{chain}"].max(initial=0.0)), label=label,
+                                why="L*Bg*(|U|+Bu) + |silu(G)|*Bu + 8u*|H| (mmvq bounds through SwiGLU)"))
+            out.append(Expected("Y", ref[f"Y_{chain}"], float(ref[f"tY_{chain}"].max(initial=0.0)), label=label,
+                                why="accumulation + |down| (H error + a-priori q8_1 rounding of H)"))
+        return out
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        entry, col = index
+        offsets = np.cumsum((0,) + groups_of(case))
+        expert = int(np.searchsorted(offsets, entry, side="right") - 1)
+        return f"entry {entry} (expert {expert}), {'f' if output == 'H' else 'o'} {col}"
+
+    def bytes_moved(self, case: Case) -> int:
+        from strata_bench.formats import get_format
+
+        groups = groups_of(case)
+        used = sum(1 for g in groups if g)  # experts with no entries are not read
+        gate_bytes = 2 * case.rows * get_format(case.fmt).bytes_per_row(case.cols)
+        down_bytes = case.cols * get_format(case.param("down")).bytes_per_row(case.rows)
+        acts = case.ncols * (case.cols + case.rows) * (4 + 4 + 2 * Q8_1_BYTES / 32)
+        return int(used * (gate_bytes + down_bytes) + acts)
+
+    def flops(self, case: Case) -> int:
+        return 2 * case.ncols * 3 * case.rows * case.cols
+
+
+# --- data and reference helpers ------------------------------------------------------------------------
+@lru_cache(maxsize=8)
+def _expert_weights(fmt: str, experts: int, rows: int, cols: int, data: str, salt: int) -> dict[str, Any]:
+    """One matrix per expert, stacked: raw (experts, rows, bytes), device layout, exact float64 values."""
+    src = parse_data(data)
+    raw, _ = _iq.weights(fmt, experts * rows, cols, src, salt=salt)
+    return {"raw": raw.reshape(experts, rows, -1), "padded": _iq.padded(fmt, raw),
+            "w64": _iq.exact_weights(fmt, raw).reshape(experts, rows, cols)}
+
+
+def _matvec_parts(w64: np.ndarray, x: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(y_q, y_raw, bound_q, bound_raw) of one expert's matrix over its entries, each (entries, rows)."""
+    ref = _iq.matvec_reference(w64, x, act)
+    return ref.y_q, ref.y_raw, ref.bound_q, ref.bound_raw
+
+
+def swiglu_bound(g: np.ndarray, u: np.ndarray, bg: np.ndarray, bu: np.ndarray) -> np.ndarray:
+    """Bound on |h_dev - silu(g) u| given |g_dev - g| <= bg and |u_dev - u| <= bu."""
+    prop = SILU_LIPSCHITZ * bg * (np.abs(u) + bu) + np.abs(silu(g)) * bu
+    return prop + SILU_REL * (np.abs(silu(g) * u) + prop) + 1e-30
+
+
+def grouped_reference(host: Mapping[str, Any], d_ff: int, d_model: int) -> dict[str, np.ndarray]:
+    """Float64 H and Y of both chains (raw x, q8_1 x) with per-element bounds of the device's error."""
+    x = host["x"]
+    xq8 = quantize_q8_1(x)
+    groups = host["groups"]
+    n = x.shape[0]
+    out = {f"{k}_{c}": np.zeros((n, d_ff if k in ("H", "tH") else d_model))
+           for k in ("H", "tH", "Y", "tY") for c in ("raw", "q")}
+    start = 0
+    for e, size in enumerate(groups):
+        rows = slice(start, start + size)
+        start += size
+        if size == 0:
+            continue
+        gq, graw, bgq, bgraw = _matvec_parts(host["gate"]["w64"][e], x[rows], xq8[rows])
+        uq, uraw, buq, buraw = _matvec_parts(host["up"]["w64"][e], x[rows], xq8[rows])
+        d64 = host["down"]["w64"][e]
+        for chain, g, u, bg, bu in (("raw", graw, uraw, bgraw, buraw), ("q", gq, uq, bgq, buq)):
+            h = silu(g) * u
+            th = swiglu_bound(g, u, bg, bu)
+            out[f"H_{chain}"][rows], out[f"tH_{chain}"][rows] = h, th
+            out[f"Y_{chain}"][rows], out[f"tY_{chain}"][rows] = _down_chain(d64, h, th)
+    return out
+
+
+def _down_chain(d64: np.ndarray, h: np.ndarray, th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Y = down h in float64, and the bound of the device's Y computed from its own H (within th of h)."""
+    n, k = h.shape
+    amax = (np.abs(h) + th).reshape(n, -1, 32).max(axis=-1)
+    eq = np.repeat(q8_1_value_error(amax), 32, axis=1)  # q8_1 rounding of the device's H
+    rel = float(gamma(_iq.chain_depth(k // 32))) + float(gamma(k, U64))
+    # One product for every magnitude: |q8_1(H_dev)| <= |h| + th + eq, the H error th + eq, and |h|.
+    lhs = np.concatenate([np.abs(h) + th + eq, th + eq, np.abs(h)], axis=0)
+    mags = lhs @ np.abs(d64).T
+    bound = rel * mags[:n] + mags[n:2 * n] + float(gamma(k, U64)) * mags[2 * n:]
+    return h @ d64.T, bound
