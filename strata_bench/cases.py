@@ -120,6 +120,13 @@ class Family(ABC):
         to the slice that must equal it). mmvq uses it for 'every column equals the 1-column call'."""
         return []
 
+    def output_values(self, case: Case, name: str, outputs: Mapping[str, Any]) -> Any:
+        """Float64 values an Expected named `name` is checked against. Default: that output, widened;
+        a family overrides it for derived values (q8_1 bytes decoded, a hi+lo fp16 pair summed)."""
+        import numpy as np
+
+        return np.asarray(outputs[name], dtype=np.float64)
+
     def written_mask(self, case: Case, output: str) -> Any:
         """Bool mask of the elements a variant must write (None: all). Elements outside it (padding)
         must stay unwritten: a kernel that writes into padding fails too."""

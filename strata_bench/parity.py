@@ -161,11 +161,12 @@ def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) 
     return out
 
 
-def _reference_checks(case: Case, runs: Mapping[str, VariantRun], refs: Iterable[Expected]) -> list[CheckResult]:
+def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
+                      refs: Iterable[Expected]) -> list[CheckResult]:
     out = []
     for exp in refs:
         for variant, run in runs.items():
-            got = run.outputs[exp.output].astype(np.float64)
+            got = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
             ref = np.asarray(exp.ref, dtype=np.float64)
             with np.errstate(invalid="ignore", over="ignore"):
                 err = np.abs(got - ref)
@@ -232,7 +233,7 @@ def check_case(family: Family, case: Case, kernels: Any, device: int) -> CaseRes
         checks += _written_checks(family, case, run) + _finite_checks(family, case, run)
     checks += _bitwise_checks(family, case, runs)
     checks += _related_checks(family, case, runs, run_case)
-    checks += _reference_checks(case, runs, family.reference(case, host))
+    checks += _reference_checks(family, case, runs, family.reference(case, host))
     checks += _error_equal_checks(family, case, checks)
     status = Status.PASS if all(c.ok for c in checks) else Status.FAIL
     return CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)

@@ -70,20 +70,20 @@ def test_unwritten_elements_are_the_ones_whose_bytes_differ_between_poisons():
 
 def test_reference_check_fails_above_tolerance_and_on_nan():
     ref = np.array([1.0, 2.0])
-    ok = _reference_checks(CASE, {"old": _run("old", np.array([1.0, 2.0 + 1e-6], np.float32))},
+    ok = _reference_checks(_Fam(), CASE, {"old": _run("old", np.array([1.0, 2.0 + 1e-6], np.float32))},
                            [Expected("y", ref, tol=1e-5, why="t")])
     assert ok[0].ok and ok[0].max_err == pytest.approx(np.float32(2.0 + 1e-6) - 2.0)
-    bad = _reference_checks(CASE, {"old": _run("old", np.array([1.0, 2.1], np.float32))},
+    bad = _reference_checks(_Fam(), CASE, {"old": _run("old", np.array([1.0, 2.1], np.float32))},
                             [Expected("y", ref, tol=1e-5, why="t")])
     assert not bad[0].ok and "max|err|" in bad[0].detail
-    nan = _reference_checks(CASE, {"old": _run("old", np.array([np.nan, 2.0], np.float32))},
+    nan = _reference_checks(_Fam(), CASE, {"old": _run("old", np.array([np.nan, 2.0], np.float32))},
                             [Expected("y", ref, tol=1.0, why="t")])
     assert not nan[0].ok
 
 
 def test_zero_output_cannot_pass_a_relative_reference():
     ref = np.full(4, 3.0)
-    res = _reference_checks(CASE, {"old": _run("old", np.zeros(4, np.float32))},
+    res = _reference_checks(_Fam(), CASE, {"old": _run("old", np.zeros(4, np.float32))},
                             [Expected("y", ref, tol=1e-3, why="t")])
     assert not res[0].ok
 
@@ -93,7 +93,7 @@ def test_error_equal_enforced_only_where_the_family_requires_it():
         def errors_must_match(self, case): return True
 
     ref = np.array([1.0])
-    checks = _reference_checks(CASE, {"old": _run("old", np.array([1.0], np.float32)),
+    checks = _reference_checks(_Fam(), CASE, {"old": _run("old", np.array([1.0], np.float32)),
                                       "new": _run("new", np.array([1.0 + 2**-20], np.float32))},
                                [Expected("y", ref, tol=1e-3, why="t")])
     assert _error_equal_checks(_Fam(), CASE, checks)[0].ok
