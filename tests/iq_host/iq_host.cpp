@@ -3,6 +3,10 @@
 // usage: iq_host FORMAT BLOCKS.bin Q.bin OUT.bin
 //   BLOCKS.bin: n raw blocks of FORMAT; Q.bin: one int8 q8_1 code block (32 bytes) per chunk.
 //   OUT.bin per chunk: int32 w[8], int32 ls0, int32 ls1, float dw, float dequant[32], int32 isum.
+// usage: iq_host dot FORMAT ROWS COLS W.bin X.bin N OUT.bin
+//   W.bin: ROWS rows of raw blocks; X.bin: N rows of q8_1 blocks (COLS/32 each).
+//   OUT.bin: float y[N][ROWS], each computed as one warp of mmvq.cu computes it: lane l takes chunks
+//   l, l+32, ... with acc = fmaf(dw * d_act, (float)isum, acc), then warp_sum_f32's butterfly.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +53,61 @@ static void run(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& 
     }
 }
 
+// The butterfly of warp_sum_f32: every lane adds its xor partner's value, offsets 16, 8, 4, 2, 1.
+static float butterfly(float v[32]) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float next[32];
+        for (int l = 0; l < 32; ++l) next[l] = v[l] + v[l ^ offset];
+        memcpy(v, next, sizeof next);
+    }
+    return v[0];
+}
+
+template <class F>
+static void dot(const std::vector<uint8_t>& w, int rows, int cols, const std::vector<uint8_t>& x, int n, FILE* out) {
+    const int nchunks = cols / 32;
+    const size_t row_bytes = (size_t)cols / F::QK * F::BYTES;
+    std::vector<uint8_t> padded(w);
+    padded.resize(w.size() + 16, 0);
+    const block_q8_1* xb = reinterpret_cast<const block_q8_1*>(x.data());
+    for (int c = 0; c < n; ++c) {
+        for (int r = 0; r < rows; ++r) {
+            float lanes[32];
+            for (int l = 0; l < 32; ++l) {
+                const LaneWalk<F> walk(l);
+                float acc = 0.0f;
+                for (int k = l, off = 0; k < nchunks; k += 32, off += LaneWalk<F>::STEP) {
+                    Chunk ch;
+                    F::decode(padded.data() + r * row_bytes + walk.first + off, walk.j, F::table(), ch);
+                    int q[8];
+                    const float d_act = load_q8_1(xb + (size_t)c * nchunks + k, q);
+                    acc = chunk_fma(ch, d_act, chunk_isum(ch, q), acc);
+                }
+                lanes[l] = acc;
+            }
+            const float y = butterfly(lanes);
+            fwrite(&y, 4, 1, out);
+        }
+    }
+}
+
+static int dot_main(int argc, char** argv) {
+    if (argc != 9) { fprintf(stderr, "usage: iq_host dot FORMAT ROWS COLS W.bin X.bin N OUT.bin\n"); return 2; }
+    const char* f = argv[2];
+    const int rows = atoi(argv[3]), cols = atoi(argv[4]), n = atoi(argv[7]);
+    const std::vector<uint8_t> w = read_file(argv[5]);
+    const std::vector<uint8_t> x = read_file(argv[6]);
+    FILE* out = fopen(argv[8], "wb");
+    if (!out) { perror(argv[8]); return 2; }
+#define DOT(name) if (!strcmp(f, #name)) dot<fmt_##name>(w, rows, cols, x, n, out); else
+    DOT(q8_0) DOT(q2_0) DOT(iq4_nl) DOT(iq4_xs) DOT(iq2_xxs) DOT(iq2_xs) DOT(iq2_s)
+    DOT(iq3_xxs) DOT(iq3_s) DOT(iq1_s) DOT(iq1_m) { fprintf(stderr, "unknown format %s\n", f); return 2; }
+    fclose(out);
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && !strcmp(argv[1], "dot")) return dot_main(argc, argv);
     if (argc != 5) { fprintf(stderr, "usage: iq_host FORMAT BLOCKS.bin Q.bin OUT.bin\n"); return 2; }
     const std::vector<uint8_t> blocks = read_file(argv[2]);
     const std::vector<uint8_t> q = read_file(argv[3]);
