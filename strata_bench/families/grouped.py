@@ -11,9 +11,13 @@ Float64 references (docs/ARITHMETIC.md, section 4, derives the tolerances). For 
 the mmvq bounds B (matvec_reference) hold per output. With L = 1.1 >= max |silu'|:
   |H_dev - silu(G) U| <= L Bg (|U| + Bu) + |silu(G)| Bu + 8u (|silu(G) U| + the same terms)
 (the fp32 chain g/(1+expf(-g))*u has relative error <= 2^-22 (expf, 2 ulp) + 3u), against both the
-raw-x chain ("f64(raw acts)") and the q8_1-x chain ("f64(q8_1 acts)"). Y is checked against down_e
-times the float64 H of the same chain; its bound adds to the accumulation bound the H error and the
-a-priori q8_1 rounding of H, both propagated through |down|.
+raw-x chain ("f64(raw acts)") and the q8_1-x chain ("f64(q8_1 acts)").
+Y, "f64(q8_1 acts)": down_e times q8_1(float32(H_q)) dequantized (H_q the q8_1-x chain's float64 H); the
+device quantizes its own H, which lies within the H bound of H_q, so _iq.q8_1_deviation follows
+quantize_q8_1_lane through intervals to bound how far each of its dequantized values can move (zero
+for most: only codes near a rounding boundary, or scales near an fp16 boundary, can change).
+Y, "f64(raw acts)": down_e times the raw-x chain's float64 H; the bound adds the H bound and the
+a-priori q8_1 rounding of H through |down| (loose: it is the whole q8_1 loss of the chain).
 """
 from __future__ import annotations
 
@@ -231,7 +235,8 @@ def grouped_reference(host: Mapping[str, Any], d_ff: int, d_model: int) -> dict[
             h = silu(g) * u
             th = swiglu_bound(g, u, bg, bu)
             out[f"H_{chain}"][rows], out[f"tH_{chain}"][rows] = h, th
-            out[f"Y_{chain}"][rows], out[f"tY_{chain}"][rows] = _down_chain(d64, h, th)
+            down_chain = _down_chain if chain == "raw" else _down_chain_q8
+            out[f"Y_{chain}"][rows], out[f"tY_{chain}"][rows] = down_chain(d64, h, th)
     return out
 
 
@@ -246,3 +251,14 @@ def _down_chain(d64: np.ndarray, h: np.ndarray, th: np.ndarray) -> tuple[np.ndar
     mags = lhs @ np.abs(d64).T
     bound = rel * mags[:n] + mags[n:2 * n] + float(gamma(k, U64)) * mags[2 * n:]
     return h @ d64.T, bound
+
+
+def _down_chain_q8(d64: np.ndarray, h: np.ndarray, th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Y = down q8_1(h) in float64 (the q8_1-dequantized activations of the down product), and the bound
+    of the device's Y, whose q8_1 of its own H can differ only where th lets a code or scale move."""
+    k = h.shape[1]
+    ref, dev, mag = _iq.q8_1_deviation(h, th)
+    rel = float(gamma(_iq.chain_depth(k // 32))) + float(gamma(k, U64))
+    n = h.shape[0]
+    mags = np.concatenate([mag, dev], axis=0) @ np.abs(d64).T
+    return ref @ d64.T, rel * mags[:n] + mags[n:]
