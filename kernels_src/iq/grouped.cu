@@ -30,7 +30,7 @@ __device__ __forceinline__ float row_dot(const uint8_t* row_lane, const LaneWalk
     float acc = 0.0f;
     for (int c = lane, off = 0; c < nchunks; c += 32, off += LaneWalk<F>::STEP) {
         Chunk ch;
-        F::decode(row_lane + off, walk.j, F::table(), ch);
+        F::decode(row_lane + off, walk.j, global_tab<F>(), ch);
         int q[8];
         const float d_act = load_q8_1(x + c, q);
         acc = chunk_fma(ch, d_act, chunk_isum(ch, q), acc);
@@ -77,10 +77,8 @@ grouped_down_old(const uint8_t* __restrict__ down, long long row_stride, long lo
     }
 }
 
-// Shared memory of the new kernels: the table, then GROUPED_ENTRIES rows of q8_1 activations.
-template <class F>
-__host__ __device__ constexpr int grouped_table_words() { return (F::TABLE_WORDS + 3) / 4 * 4; }
-
+// Shared memory of the new kernels: the table (static), GROUPED_ENTRIES rows of q8_1 activations
+// (dynamic).
 // Stage the activations of entries first .. first+n-1 (n <= GROUPED_ENTRIES) into shared memory.
 __device__ __forceinline__ void stage_entries(const block_q8_1* src, int nchunks, int n, block_q8_1* dst) {
     const uint32_t* from = reinterpret_cast<const uint32_t*>(src);
@@ -95,10 +93,10 @@ __global__ void __launch_bounds__(GROUPED_WARPS * 32)
 grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up, long long row_stride,
                    long long expert_stride, int d_ff, int nchunks, const int* __restrict__ offsets,
                    const block_q8_1* __restrict__ XQ, float* __restrict__ H) {
+    __shared__ uint32_t staged[SharedTab<F>::WORDS];
     extern __shared__ uint32_t smem[];
-    uint32_t* tab = smem;
-    block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem + grouped_table_words<F>());
-    stage_table<F>(tab);
+    block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem);
+    stage_table<F>(staged);
     const int lane = threadIdx.x % 32;
     const int e = blockIdx.y;
     const int f0 = (blockIdx.x * GROUPED_WARPS + threadIdx.x / 32) * R;
@@ -117,6 +115,7 @@ grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
         __syncthreads();  // the previous pass is done with xs (and the table is staged on the first)
         stage_entries(XQ + (long long)first * nchunks, nchunks, n, xs);
         __syncthreads();
+        const Tab tab = shared_tab<F>(staged);
         float acc_g[R][GROUPED_ENTRIES], acc_u[R][GROUPED_ENTRIES];
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -162,10 +161,10 @@ __global__ void __launch_bounds__(GROUPED_WARPS * 32)
 grouped_down_new(const uint8_t* __restrict__ down, long long row_stride, long long expert_stride, int d_out,
                  int nchunks, const int* __restrict__ offsets, const block_q8_1* __restrict__ HQ,
                  float* __restrict__ Y) {
+    __shared__ uint32_t staged[SharedTab<F>::WORDS];
     extern __shared__ uint32_t smem[];
-    uint32_t* tab = smem;
-    block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem + grouped_table_words<F>());
-    stage_table<F>(tab);
+    block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem);
+    stage_table<F>(staged);
     const int lane = threadIdx.x % 32;
     const int e = blockIdx.y;
     const int o0 = (blockIdx.x * GROUPED_WARPS + threadIdx.x / 32) * R;
@@ -180,6 +179,7 @@ grouped_down_new(const uint8_t* __restrict__ down, long long row_stride, long lo
         __syncthreads();
         stage_entries(HQ + (long long)first * nchunks, nchunks, n, xs);
         __syncthreads();
+        const Tab tab = shared_tab<F>(staged);
         float acc[R][GROUPED_ENTRIES];
 #pragma unroll
         for (int r = 0; r < R; ++r)

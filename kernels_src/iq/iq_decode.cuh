@@ -41,12 +41,77 @@ struct Chunk {
     float dw;  // float factor, exact
 };
 
+// Where decode() finds its table: `words` (global memory in old kernels, shared memory in new ones; the
+// same words) and two byte-table constants (IQ2: grid magnitudes and their negations; IQ1: 8g+1 and
+// 8g-1). New kernels read the constants from shared memory once so that they stay in registers rather
+// than being re-materialized at every use.
+struct Tab {
+    const uint32_t* words;
+    uint32_t k0;
+    uint32_t k1;
+};
+
 // ---- loads: blocks start at 2-byte aligned addresses (every block size is even) ---------------------
 __device__ __forceinline__ uint32_t ld_u8(const uint8_t* p) { return *p; }
 __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 // Four bytes at a 2-byte aligned address.
 __device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
 __device__ __forceinline__ float ld_half(const uint8_t* p) { return fp16_bits_to_float((uint16_t)ld_u16(p)); }
+
+// N consecutive 4-byte values at a 2-byte aligned address, from N+1 aligned 32-bit loads and N funnel
+// shifts: fewer, wider loads than 2N 16-bit ones (a warp's load instruction costs about one L1
+// wavefront per cache line it touches, however few bytes it takes from each). The last aligned word
+// may lie up to 2 bytes past the values: device buffers keep 16 readable bytes after the last row.
+template <int N>
+__device__ __forceinline__ void ld_words_a2(const uint8_t* p, uint32_t (&out)[N]) {
+    const uint32_t* a = reinterpret_cast<const uint32_t*>(reinterpret_cast<unsigned long long>(p) & ~(unsigned long long)3);
+    const uint32_t shift = (uint32_t)(reinterpret_cast<unsigned long long>(p) & 2u) * 8u;
+    uint32_t lo = __ldg(a);  // weights are global and read-only: the non-coherent path, as LDG
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const uint32_t hi = __ldg(a + i + 1);
+        out[i] = __funnelshift_r(lo, hi, shift);
+        lo = hi;
+    }
+}
+
+// 8 bytes at an 8-byte aligned address (blocks of 56 and 136 bytes are 8-aligned: rows start 16-aligned).
+__device__ __forceinline__ uint2 ld_u64_a8(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+
+// The 16-byte aligned window around a 2-byte aligned block: NW uint4 loads (the fewest L1 wavefronts
+// for a warp whose lanes read blocks at a stride that is not a multiple of 16), rotated by whole words
+// so that field(f) returns the 4 bytes at block offset f with one funnel shift. The rotation amount
+// (block address mod 16) is the same at every step of a lane's walk (STEP is a multiple of 16 where
+// this is used), so the selects cost the same every step but never index registers dynamically.
+template <int NW>
+struct Window {
+    uint32_t u[4 * NW - 2];  // window words from the block's word onwards
+    uint32_t shift2;         // 16 when the block starts 2 bytes into a word, else 0
+
+    __device__ __forceinline__ explicit Window(const uint8_t* block) {
+        const unsigned long long addr = reinterpret_cast<unsigned long long>(block);
+        const uint4* base = reinterpret_cast<const uint4*>(addr & ~(unsigned long long)15);
+        uint32_t w[4 * NW];
+#pragma unroll
+        for (int i = 0; i < NW; ++i) {
+            const uint4 v = __ldg(base + i);
+            w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+        }
+        const uint32_t words = (uint32_t)(addr >> 2) & 3u;  // whole words to skip
+        uint32_t v[4 * NW - 1];
+#pragma unroll
+        for (int i = 0; i < 4 * NW - 1; ++i) v[i] = (words & 2u) && i + 2 < 4 * NW ? w[i + 2] : w[i];
+#pragma unroll
+        for (int i = 0; i < 4 * NW - 2; ++i) u[i] = (words & 1u) ? v[i + 1] : v[i];
+        shift2 = (uint32_t)(addr & 2u) * 8u;
+    }
+    // 4 bytes at block offset F (even, F + 4 <= block bytes): a shift of 32 (clamped) selects u[F/4+1].
+    template <int F>
+    __device__ __forceinline__ uint32_t field() const {
+        static_assert(F % 2 == 0 && F / 4 + 1 < 4 * NW - 2, "field outside the window");
+        return __funnelshift_rc(u[F / 4], u[F / 4 + 1], 8u * (F & 2) + shift2);
+    }
+};
 
 // ---- byte tricks ------------------------------------------------------------------------------------
 // PTX prmt in its default mode: selector nibble bits 2:0 pick one of the 8 bytes of (a, b); bit 3 set
@@ -87,10 +152,11 @@ __device__ __forceinline__ uint32_t sign_nibbles(uint32_t s8) {
 }
 
 // IQ2 group of 8: nibble codes (0..2) and 8 sign bits -> two words of signed grid bytes.
-__device__ __forceinline__ void iq2_group(uint32_t nib, uint32_t s8, int& lo, int& hi) {
+// t.k0 = STRATA_IQ2_GRID_MAP, t.k1 = STRATA_IQ2_GRID_MAP_NEG.
+__device__ __forceinline__ void iq2_group(const Tab& t, uint32_t nib, uint32_t s8, int& lo, int& hi) {
     const uint32_t sel = nib | sign_nibbles(s8);
-    lo = (int)prmt(STRATA_IQ2_GRID_MAP, STRATA_IQ2_GRID_MAP_NEG, sel);
-    hi = (int)prmt(STRATA_IQ2_GRID_MAP, STRATA_IQ2_GRID_MAP_NEG, sel >> 16);
+    lo = (int)prmt(t.k0, t.k1, sel);
+    hi = (int)prmt(t.k0, t.k1, sel >> 16);
 }
 
 // Negate the bytes of g selected by mask m. Needs every byte of g non-zero (true of every grid
@@ -143,82 +209,99 @@ __device__ __forceinline__ float load_q8_1(const block_q8_1* xb, int q[8]) {
 
 struct fmt_q8_0 {
     static constexpr int QK = 32, BYTES = 34, CHUNKS = 1, TABLE_WORDS = 0;
+    static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int, const uint32_t*, Chunk& c) {
-        c.dw = ld_half(b);
+    static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab&, Chunk& c) {
+        const Window<3> win(b);  // 34 bytes from any even offset fit in 48
+        c.dw = fp16_bits_to_float((uint16_t)(win.field<0>() & 0xFFFFu));
         c.ls0 = c.ls1 = 1;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) c.w[i] = (int)ld_u32_a2(b + 2 + 4 * i);
+        c.w[0] = (int)win.field<2>(); c.w[1] = (int)win.field<6>(); c.w[2] = (int)win.field<10>();
+        c.w[3] = (int)win.field<14>(); c.w[4] = (int)win.field<18>(); c.w[5] = (int)win.field<22>();
+        c.w[6] = (int)win.field<26>(); c.w[7] = (int)win.field<30>();
     }
 };
 
 struct fmt_q2_0 {
     static constexpr int QK = 64, BYTES = 18, CHUNKS = 2, TABLE_WORDS = 0;
+    static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     // codes c (bytes 0..3) -> 2c - 3 as int8: 2c + 0x7D never carries, and xor 0x80 subtracts 0x80.
     static __device__ __forceinline__ int level(uint32_t c) { return (int)(((c << 1) + 0x7D7D7D7Du) ^ 0x80808080u); }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t*, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab&, Chunk& c) {
+        // (Window<2> would take 2 loads instead of 5 but costs more instructions than q2_0 can spare.)
         c.dw = ld_half(b);
         c.ls0 = c.ls1 = 1;
+        uint32_t qs[4];
+        ld_words_a2(b + 2, qs);
         // value e of chunk j (element 32j+e): byte e%16, shift 4j (e<16) or 4j+2 (e>=16)
 #pragma unroll
         for (int t = 0; t < 4; ++t) {
-            const uint32_t x = ld_u32_a2(b + 2 + 4 * t);
-            c.w[t] = level((x >> (4 * j)) & 0x03030303u);
-            c.w[4 + t] = level((x >> (4 * j + 2)) & 0x03030303u);
+            c.w[t] = level((qs[t] >> (4 * j)) & 0x03030303u);
+            c.w[4 + t] = level((qs[t] >> (4 * j + 2)) & 0x03030303u);
         }
     }
 };
 
 struct fmt_iq4_nl {
     static constexpr int QK = 32, BYTES = 18, CHUNKS = 1, TABLE_WORDS = 4;
+    static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int, const uint32_t* tab, Chunk& c) {
-        const uint32_t kv[4] = {tab[0], tab[1], tab[2], tab[3]};
-        c.dw = ld_half(b);
+    static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab& t, Chunk& c) {
+        const uint32_t kv[4] = {t.words[0], t.words[1], t.words[2], t.words[3]};
+        const Window<2> win(b);  // 18 bytes from any even offset fit in 32
+        c.dw = fp16_bits_to_float((uint16_t)(win.field<0>() & 0xFFFFu));
         c.ls0 = c.ls1 = 1;
+        const uint32_t qs[4] = {win.field<2>(), win.field<6>(), win.field<10>(), win.field<14>()};
 #pragma unroll
-        for (int t = 0; t < 4; ++t) lookup16(ld_u32_a2(b + 2 + 4 * t), kv, c.w[t], c.w[4 + t]);
+        for (int t = 0; t < 4; ++t) lookup16(qs[t], kv, c.w[t], c.w[4 + t]);
     }
 };
 
 struct fmt_iq4_xs {
     static constexpr int QK = 256, BYTES = 136, CHUNKS = 8, TABLE_WORDS = 4;
+    static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
-        const uint32_t kv[4] = {tab[0], tab[1], tab[2], tab[3]};
-        c.dw = ld_half(b);
-        const uint32_t lo = (ld_u8(b + 4 + j / 2) >> (4 * (j & 1))) & 0x0Fu;
-        const uint32_t hi = (ld_u16(b + 2) >> (2 * j)) & 0x03u;
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        const uint32_t kv[4] = {t.words[0], t.words[1], t.words[2], t.words[3]};
+        const uint2 head = ld_u64_a8(b);  // d, scales_h (u16), scales_l[4]
+        c.dw = fp16_bits_to_float((uint16_t)(head.x & 0xFFFFu));
+        const uint32_t lo = (head.y >> (4 * j)) & 0x0Fu;  // nibble j of scales_l
+        const uint32_t hi = (head.x >> (16 + 2 * j)) & 0x03u;
         c.ls0 = c.ls1 = (int)(lo | (hi << 4)) - 32;
+        const uint2 q0 = ld_u64_a8(b + 8 + 16 * j), q1 = ld_u64_a8(b + 16 + 16 * j);
+        const uint32_t qs[4] = {q0.x, q0.y, q1.x, q1.y};
 #pragma unroll
-        for (int t = 0; t < 4; ++t) lookup16(ld_u32_a2(b + 8 + 16 * j + 4 * t), kv, c.w[t], c.w[4 + t]);
+        for (int t = 0; t < 4; ++t) lookup16(qs[t], kv, c.w[t], c.w[4 + t]);
     }
 };
 
 struct fmt_iq2_xxs {
     static constexpr int QK = 256, BYTES = 66, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2XXS_GRID_NIB_SIZE;
+    static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xxs_grid_nib; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
-        const uint32_t idx = ld_u32_a2(b + 2 + 8 * j);   // four grid indexes
-        const uint32_t aux = ld_u32_a2(b + 6 + 8 * j);   // four 7-bit sign indexes, scale in bits 28-31
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        uint32_t f[2];  // four grid indexes; four 7-bit sign indexes with the scale in bits 28-31
+        ld_words_a2(b + 2 + 8 * j, f);
+        const uint32_t idx = f[0], aux = f[1];
         c.dw = ld_half(b) * 0.125f;
         c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
-            const uint32_t nib = tab[(idx >> (8 * g)) & 0xFFu];
+            const uint32_t nib = t.words[(idx >> (8 * g)) & 0xFFu];
             const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
-            iq2_group(nib, s8, c.w[2 * g], c.w[2 * g + 1]);
+            iq2_group(t, nib, s8, c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 
 struct fmt_iq2_xs {
     static constexpr int QK = 256, BYTES = 74, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2XS_GRID_NIB_SIZE;
+    static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xs_grid_nib; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
-        const uint32_t q01 = ld_u32_a2(b + 2 + 8 * j);  // u16 entries: 9-bit grid index, 7-bit sign index
-        const uint32_t q23 = ld_u32_a2(b + 6 + 8 * j);
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        uint32_t f[2];  // four u16 entries: 9-bit grid index, 7-bit sign index
+        ld_words_a2(b + 2 + 8 * j, f);
+        const uint32_t q01 = f[0], q23 = f[1];
         const uint32_t sc = ld_u8(b + 66 + j);
         c.dw = ld_half(b) * 0.125f;
         c.ls0 = 2 * (int)(sc & 0x0Fu) + 1;
@@ -226,17 +309,18 @@ struct fmt_iq2_xs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t v = ((g < 2 ? q01 : q23) >> (16 * (g & 1))) & 0xFFFFu;
-            const uint32_t nib = tab[v & 0x1FFu];
+            const uint32_t nib = t.words[v & 0x1FFu];
             const uint32_t s8 = ksigns8(v >> 9);
-            iq2_group(nib, s8, c.w[2 * g], c.w[2 * g + 1]);
+            iq2_group(t, nib, s8, c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 
 struct fmt_iq2_s {
     static constexpr int QK = 256, BYTES = 82, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2S_GRID_NIB_SIZE;
+    static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2s_grid_nib; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         const uint32_t qs = ld_u32_a2(b + 2 + 4 * j);    // low 8 bits of four grid indexes
         const uint32_t sg = ld_u32_a2(b + 34 + 4 * j);   // four sign bytes
         const uint32_t qh = ld_u8(b + 66 + j);           // high 2 bits of the four indexes
@@ -247,19 +331,21 @@ struct fmt_iq2_s {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (2 * g)) & 0x3u) << 8);
-            const uint32_t nib = tab[index];
+            const uint32_t nib = t.words[index];
             const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
-            iq2_group(nib, s8, c.w[2 * g], c.w[2 * g + 1]);
+            iq2_group(t, nib, s8, c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 
 struct fmt_iq3_xxs {
     static constexpr int QK = 256, BYTES = 98, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3XXS_GRID_SIZE;
+    static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3xxs_grid; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
-        const uint32_t i0 = ld_u32_a2(b + 2 + 8 * j);    // grid indexes 0-3 (4 values each)
-        const uint32_t i1 = ld_u32_a2(b + 6 + 8 * j);    // grid indexes 4-7
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        uint32_t f[2];  // grid indexes 0-3 and 4-7 (4 values each)
+        ld_words_a2(b + 2 + 8 * j, f);
+        const uint32_t i0 = f[0], i1 = f[1];
         const uint32_t aux = ld_u32_a2(b + 66 + 4 * j);  // four 7-bit sign indexes, scale in bits 28-31
         c.dw = ld_half(b) * 0.25f;
         c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
@@ -267,18 +353,20 @@ struct fmt_iq3_xxs {
         for (int g = 0; g < 4; ++g) {
             const uint32_t idx = g < 2 ? i0 : i1;
             const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
-            c.w[2 * g] = apply_signs(tab[(idx >> (16 * (g & 1))) & 0xFFu], sign_mask_lo(s8));
-            c.w[2 * g + 1] = apply_signs(tab[(idx >> (16 * (g & 1) + 8)) & 0xFFu], sign_mask_hi(s8));
+            c.w[2 * g] = apply_signs(t.words[(idx >> (16 * (g & 1))) & 0xFFu], sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu], sign_mask_hi(s8));
         }
     }
 };
 
 struct fmt_iq3_s {
     static constexpr int QK = 256, BYTES = 110, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3S_GRID_SIZE;
+    static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3s_grid; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
-        const uint32_t i0 = ld_u32_a2(b + 2 + 8 * j);    // low 8 bits of grid indexes 0-3
-        const uint32_t i1 = ld_u32_a2(b + 6 + 8 * j);    // indexes 4-7
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        uint32_t f[2];  // low 8 bits of grid indexes 0-3 and 4-7
+        ld_words_a2(b + 2 + 8 * j, f);
+        const uint32_t i0 = f[0], i1 = f[1];
         const uint32_t qh = ld_u8(b + 66 + j);           // 9th bit of the eight indexes
         const uint32_t sg = ld_u32_a2(b + 74 + 4 * j);   // four sign bytes
         const uint32_t sc = (ld_u8(b + 106 + j / 2) >> (4 * (j & 1))) & 0x0Fu;
@@ -291,24 +379,26 @@ struct fmt_iq3_s {
             const uint32_t lo = ((idx >> (16 * (g & 1))) & 0xFFu) | (((qh >> e) & 1u) << 8);
             const uint32_t hi = ((idx >> (16 * (g & 1) + 8)) & 0xFFu) | (((qh >> (e + 1)) & 1u) << 8);
             const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
-            c.w[2 * g] = apply_signs(tab[lo], sign_mask_lo(s8));
-            c.w[2 * g + 1] = apply_signs(tab[hi], sign_mask_hi(s8));
+            c.w[2 * g] = apply_signs(t.words[lo], sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(t.words[hi], sign_mask_hi(s8));
         }
     }
 };
 
 // IQ1: nibble codes g+1 select bytes of STRATA_IQ1_W_POS (8g+1) or, with 4 added to every selector,
 // of STRATA_IQ1_W_NEG (8g-1).
-__device__ __forceinline__ void iq1_group(uint32_t nib, bool neg, int& lo, int& hi) {
+// t.k0 = STRATA_IQ1_W_POS, t.k1 = STRATA_IQ1_W_NEG.
+__device__ __forceinline__ void iq1_group(const Tab& t, uint32_t nib, bool neg, int& lo, int& hi) {
     const uint32_t sel = neg ? (nib | 0x44444444u) : nib;
-    lo = (int)prmt(STRATA_IQ1_W_POS, STRATA_IQ1_W_NEG, sel);
-    hi = (int)prmt(STRATA_IQ1_W_POS, STRATA_IQ1_W_NEG, sel >> 16);
+    lo = (int)prmt(t.k0, t.k1, sel);
+    hi = (int)prmt(t.k0, t.k1, sel >> 16);
 }
 
 struct fmt_iq1_s {
     static constexpr int QK = 256, BYTES = 50, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1S_GRID_NIB_SIZE;
+    static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         const uint32_t qs = ld_u32_a2(b + 2 + 4 * j);  // low 8 bits of four 11-bit grid indexes
         const uint32_t qh = ld_u16(b + 34 + 2 * j);    // 3 high bits x4, scale bits 12-14, delta sign bit 15
         c.dw = ld_half(b) * 0.125f;
@@ -317,33 +407,37 @@ struct fmt_iq1_s {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (3 * g)) & 7u) << 8);
-            iq1_group(tab[index], neg, c.w[2 * g], c.w[2 * g + 1]);
+            iq1_group(t, t.words[index], neg, c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 
 struct fmt_iq1_m {
     static constexpr int QK = 256, BYTES = 56, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1S_GRID_NIB_SIZE;
+    static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
-    // The fp16 d is spread over the top nibbles of the four u16 scale words at byte 48.
-    static __device__ __forceinline__ float block_d(const uint8_t* b) {
-        const uint32_t bits = (ld_u16(b + 48) >> 12) | ((ld_u16(b + 50) >> 8) & 0x00F0u)
-                            | ((ld_u16(b + 52) >> 4) & 0x0F00u) | (ld_u16(b + 54) & 0xF000u);
+    // The fp16 d is spread over the top nibbles of the four u16 scale words at byte 48 (sc = those
+    // 8 bytes as two words).
+    static __device__ __forceinline__ float block_d(uint2 sc) {
+        const uint32_t bits = ((sc.x >> 12) & 0x000Fu) | ((sc.x >> 24) & 0x00F0u)
+                            | ((sc.y >> 4) & 0x0F00u) | ((sc.y >> 16) & 0xF000u);
         return fp16_bits_to_float((uint16_t)bits);
     }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const uint32_t* tab, Chunk& c) {
-        const uint32_t qs = ld_u32_a2(b + 4 * j);       // low 8 bits of four 11-bit grid indexes
+    static __device__ __forceinline__ float block_d(const uint8_t* b) { return block_d(ld_u64_a8(b + 48)); }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        const uint32_t qs = __ldg(reinterpret_cast<const uint32_t*>(b + 4 * j));  // low 8 bits of 4 indexes
         const uint32_t qh = ld_u16(b + 32 + 2 * j);     // per group a nibble: 3 high bits, delta sign bit 3
-        const uint32_t sw = ld_u16(b + 48 + 2 * (j / 2));  // scales 2j, 2j+1: 3 bits each
+        const uint2 sc = ld_u64_a8(b + 48);             // 16 3-bit scales and d's nibbles
+        const uint32_t sw = (j < 4 ? sc.x : sc.y) >> (16 * ((j / 2) & 1));  // scales 2j, 2j+1
         const int shift = 6 * (j & 1);
-        c.dw = block_d(b) * 0.125f;
+        c.dw = block_d(sc) * 0.125f;
         c.ls0 = 2 * (int)((sw >> shift) & 7u) + 1;
         c.ls1 = 2 * (int)((sw >> (shift + 3)) & 7u) + 1;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t h = (qh >> (4 * g)) & 0xFu;
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | ((h & 7u) << 8);
-            iq1_group(tab[index], (h & 8u) != 0, c.w[2 * g], c.w[2 * g + 1]);
+            iq1_group(t, t.words[index], (h & 8u) != 0, c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
@@ -359,10 +453,31 @@ struct LaneWalk {
     __device__ __forceinline__ explicit LaneWalk(int lane) : j(lane % F::CHUNKS), first((lane / F::CHUNKS) * F::BYTES) {}
 };
 
-// Copy a format's table into shared memory (every thread of the block calls it; sync afterwards).
+// The format's table in global memory with its constants as compile-time values (old kernels).
+template <class F>
+__device__ __forceinline__ Tab global_tab() { return Tab{F::table(), F::K0, F::K1}; }
+
+// Shared-memory words a new kernel declares for a format: the table, then K0 and K1.
+template <class F>
+struct SharedTab {
+    static constexpr int WORDS = F::TABLE_WORDS + 2;
+};
+
+// Copy a format's table and constants into shared memory (every thread of the block calls it; sync
+// before shared_tab reads them back).
 template <class F>
 __device__ __forceinline__ void stage_table(uint32_t* dst) {
     for (int i = threadIdx.x; i < F::TABLE_WORDS; i += blockDim.x) dst[i] = F::table()[i];
+    if (threadIdx.x == 0) {
+        dst[F::TABLE_WORDS] = F::K0;
+        dst[F::TABLE_WORDS + 1] = F::K1;
+    }
+}
+
+// The staged table, with the constants loaded into registers (after the barrier).
+template <class F>
+__device__ __forceinline__ Tab shared_tab(const uint32_t* staged) {
+    return Tab{staged, staged[F::TABLE_WORDS], staged[F::TABLE_WORDS + 1]};
 }
 
 }  // namespace siq

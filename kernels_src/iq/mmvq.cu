@@ -38,7 +38,7 @@ mmvq_old(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
         float acc = 0.0f;
         for (int c = lane, off = 0; c < nchunks; c += 32, off += LaneWalk<F>::STEP) {
             Chunk ch;
-            F::decode(wrow + off, walk.j, F::table(), ch);
+            F::decode(wrow + off, walk.j, global_tab<F>(), ch);
             int q[8];
             const float d_act = load_q8_1(x + c, q);
             acc = chunk_fma(ch, d_act, chunk_isum(ch, q), acc);
@@ -48,27 +48,26 @@ mmvq_old(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
     }
 }
 
-// Shared memory of mmvq_new: the format's table, then NC columns of q8_1 blocks.
-template <class F>
-__host__ __device__ constexpr int table_words_padded() { return (F::TABLE_WORDS + 3) / 4 * 4; }
-
-// NEW: each warp owns R rows; a chunk of each row is decoded once (tables in shared memory) and applied
-// to all NC columns of this pass (activations staged in shared memory once per block, read back with
+// NEW: each warp owns R rows; a chunk of each row is decoded once (the table in static shared memory,
+// so lookups address it with an immediate offset) and applied to all NC columns of this pass (the
+// pass's q8_1 activations in dynamic shared memory, staged once per block and read back with
 // conflict-free 4-byte loads: a q8_1 block is 9 words, odd, so 32 lanes hit 32 banks). Blocks loop over
-// row groups so the staging is paid once per block. Rows past the end are clamped for reading and not
-// stored. The host runs passes of NC = 8, 4, 2, 1 columns (8 at a time beyond 8).
+// row groups so the staging is paid once per block; each row's pointer advances by a constant per
+// step. Rows past the end are clamped for reading and not stored. The host runs passes of NC = 8, 4,
+// 2, 1 columns (8 at a time beyond 8).
 template <class F, int NC, int R>
 __global__ void __launch_bounds__(MMVQ_NEW_WARPS * 32, MMVQ_NEW_MIN_BLOCKS(NC))
 mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
+    __shared__ uint32_t staged[SharedTab<F>::WORDS];
     extern __shared__ uint32_t smem[];
-    uint32_t* tab = smem;
-    block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem + table_words_padded<F>());
-    stage_table<F>(tab);
+    block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem);
+    stage_table<F>(staged);
     const uint32_t* xsrc = reinterpret_cast<const uint32_t*>(X);
-    uint32_t* xdst = reinterpret_cast<uint32_t*>(xs);
+    uint32_t* xdst = smem;
     for (int i = threadIdx.x; i < NC * nchunks * 9; i += blockDim.x) xdst[i] = xsrc[i];
     __syncthreads();
+    const Tab tab = shared_tab<F>(staged);
 
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;
@@ -76,7 +75,7 @@ mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
     const int groups = (rows + MMVQ_NEW_WARPS * R - 1) / (MMVQ_NEW_WARPS * R);
     for (int grp = blockIdx.x; grp < groups; grp += gridDim.x) {
         const int row0 = (grp * MMVQ_NEW_WARPS + warp) * R;
-        const uint8_t* wr[R];
+        const uint8_t* wr[R];  // the lane's current block in each row
 #pragma unroll
         for (int r = 0; r < R; ++r) wr[r] = W + (long long)min(row0 + r, rows - 1) * row_stride + walk.first;
         float acc[R][NC];
@@ -85,10 +84,13 @@ mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
 #pragma unroll
             for (int col = 0; col < NC; ++col) acc[r][col] = 0.0f;
 
-        for (int c = lane, off = 0; c < nchunks; c += 32, off += LaneWalk<F>::STEP) {
+        for (int c = lane; c < nchunks; c += 32) {
             Chunk ch[R];
 #pragma unroll
-            for (int r = 0; r < R; ++r) F::decode(wr[r] + off, walk.j, tab, ch[r]);
+            for (int r = 0; r < R; ++r) {
+                F::decode(wr[r], walk.j, tab, ch[r]);
+                wr[r] += LaneWalk<F>::STEP;
+            }
 #pragma unroll
             for (int col = 0; col < NC; ++col) {
                 int q[8];

@@ -154,10 +154,10 @@ class Grouped(Family):
             fn((-(-rows // WARPS), experts), (32 * WARPS,), args, stream=stream)
             return
         fn = kernels.get(f"grouped_{kind}_new<{_iq.traits(fmt)}, {ROWS_PER_WARP}>")
-        from strata_bench.families.mmvq import new_shared_bytes
+        from strata_bench.families.mmvq import new_shared_bytes, table_bytes
 
-        shared = new_shared_bytes(fmt, ENTRIES_PER_PASS, k // 32)
-        allow_dynamic_shared(fn, shared)
+        shared = new_shared_bytes(ENTRIES_PER_PASS, k // 32)
+        allow_dynamic_shared(fn, shared, static_bytes=table_bytes(fmt))
         fn((-(-rows // (WARPS * ROWS_PER_WARP)), experts), (32 * WARPS,), args, shared_mem=shared, stream=stream)
 
     # --- reference ------------------------------------------------------------------------------------

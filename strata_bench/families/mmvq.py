@@ -61,15 +61,19 @@ def _case(fmt: str, rows: int, cols: int, ncols: int, data: str, **params: Any) 
     return Case("mmvq", fmt, rows, cols, ncols, data, params=tuple(params.items()))
 
 
-def _table_words(fmt: str) -> int:
-    """Words of mmvq_new's shared table, padded as table_words_padded<F>() pads them."""
-    words = {"iq2_xxs": 256, "iq2_xs": 512, "iq2_s": 1024, "iq3_xxs": 256, "iq3_s": 512,
-             "iq1_s": 2048, "iq1_m": 2048, "iq4_nl": 4, "iq4_xs": 4, "q8_0": 0, "q2_0": 0}[fmt]
-    return -(-words // 4) * 4
+TABLE_WORDS = {"iq2_xxs": 256, "iq2_xs": 512, "iq2_s": 1024, "iq3_xxs": 256, "iq3_s": 512,
+               "iq1_s": 2048, "iq1_m": 2048, "iq4_nl": 4, "iq4_xs": 4, "q8_0": 0, "q2_0": 0}
 
 
-def new_shared_bytes(fmt: str, nc: int, nchunks: int) -> int:
-    return 4 * _table_words(fmt) + nc * nchunks * Q8_1_BYTES
+def table_bytes(fmt: str) -> int:
+    """Static shared memory of a new kernel: the format's decode table and its two constants
+    (SharedTab<F>::WORDS)."""
+    return 4 * (TABLE_WORDS[fmt] + 2)
+
+
+def new_shared_bytes(nc: int, nchunks: int) -> int:
+    """Dynamic shared memory of mmvq_new and the grouped new kernels: nc rows of q8_1 blocks."""
+    return nc * nchunks * Q8_1_BYTES
 
 
 class Mmvq(Family):
@@ -166,8 +170,8 @@ class Mmvq(Family):
         nchunks = case.cols // 32
         r = rows_per_warp(case.fmt, nc)
         fn = kernels.get(f"mmvq_new<{_iq.traits(case.fmt)}, {nc}, {r}>")
-        shared = new_shared_bytes(case.fmt, nc, nchunks)
-        allow_dynamic_shared(fn, shared)
+        shared = new_shared_bytes(nc, nchunks)
+        allow_dynamic_shared(fn, shared, static_bytes=table_bytes(case.fmt))
         groups = -(-case.rows // (NEW_WARPS * r))
         grid = (min(groups, _iq.resident_blocks(fn, 32 * NEW_WARPS, shared)),)
         args = (dev["w"], np.int64(_iq.row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),

@@ -37,7 +37,7 @@ static void run(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& 
         for (int j = 0; j < F::CHUNKS; ++j) {
             const uint8_t* blk = padded.data() + b * F::BYTES;
             Chunk c;
-            F::decode(blk, j, F::table(), c);
+            F::decode(blk, j, global_tab<F>(), c);
             float v[32];
             deq::Deq<F>::chunk(blk, j, v);
             int qw[8];
@@ -78,7 +78,7 @@ static void dot(const std::vector<uint8_t>& w, int rows, int cols, const std::ve
                 float acc = 0.0f;
                 for (int k = l, off = 0; k < nchunks; k += 32, off += LaneWalk<F>::STEP) {
                     Chunk ch;
-                    F::decode(padded.data() + r * row_bytes + walk.first + off, walk.j, F::table(), ch);
+                    F::decode(padded.data() + r * row_bytes + walk.first + off, walk.j, global_tab<F>(), ch);
                     int q[8];
                     const float d_act = load_q8_1(xb + (size_t)c * nchunks + k, q);
                     acc = chunk_fma(ch, d_act, chunk_isum(ch, q), acc);

@@ -31,6 +31,22 @@ inline __half __ushort_as_half(uint16_t bits) { return __half{bits}; }
 inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
 inline int __shfl_xor_sync(unsigned, int v, int) { return v; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
+struct uint2 {
+    unsigned x, y;
+};
+struct uint4 {
+    unsigned x, y, z, w;
+};
+template <class T>
+inline T __ldg(const T* p) { return *p; }
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned shift) {
+    if (shift >= 32u) return hi;
+    return shift ? (lo >> shift) | (hi << (32u - shift)) : lo;
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+    shift &= 31u;
+    return shift ? (lo >> shift) | (hi << (32u - shift)) : lo;
+}
 inline int __dp4a(int a, int b, int c) {
     for (int i = 0; i < 4; ++i) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
     return c;
