@@ -111,6 +111,23 @@ def test_ksigns_is_index_plus_parity_bit():
     assert [k | ((bin(k).count("1") & 1) << 7) for k in range(128)] == ksigns.tolist()
 
 
+def _spread_loop(s8: int) -> int:
+    """Sign bit i -> bit 4i+2, the plain way."""
+    return sum(((s8 >> i) & 1) << (4 * i + 2) for i in range(8))
+
+
+def test_sign_nibble_multiplies_match_a_bit_loop():
+    # iq_decode.cuh's sign_nibbles / ksign_nibbles, transcribed: one multiply per parity of bit position.
+    even = lambda s: ((s & 0x55) * 0x104104) & 0x04040404
+    odd = lambda s: ((s & 0xAA) * 0x820820) & 0x40404040
+    ksigns = tables.table_arrays()["ksigns_iq2xs"][1]
+    for s8 in range(256):
+        assert (even(s8) | odd(s8)) & 0xFFFFFFFF == _spread_loop(s8)
+    for k in range(128):
+        kodd = (((k & 0x2A) * 0x820820) | (bin(k).count("1") << 30)) & 0x40404040
+        assert (even(k) | kodd) & 0xFFFFFFFF == _spread_loop(int(ksigns[k]))
+
+
 def test_sign_masks_follow_ksigns():
     arrays = tables.table_arrays()
     ksigns = arrays["ksigns_iq2xs"][1]

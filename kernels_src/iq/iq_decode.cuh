@@ -144,17 +144,26 @@ __device__ __forceinline__ uint32_t sign_mask_lo(uint32_t s8) { return prmt((s8 
 __device__ __forceinline__ uint32_t sign_mask_hi(uint32_t s8) { return prmt((s8 & 0xF0u) * 0x01020408u, 0u, 0xBA98u); }
 
 // Sign bit i of s8 (i < 8) -> bit 4i+2: bit 2 of selector nibble i, which moves a prmt lookup from the
-// positive table word to the negative one. Three spread steps (4+4, 2+2, 1+1 bits).
+// positive table word to the negative one. One multiply spreads the even bits: bit i of
+// (s8 & 0x55) * 0x104104 lands at 4i+2 and the other copies at distinct places, except three pairs
+// that collide at 8, 14 and 20 and carry into 9, 15 and 21, none of which is kept. Likewise the odd
+// bits with 0x820820 (collisions at 12, 18, 24 carry into 13, 19, 25). tests/test_tables.py checks
+// both formulas exhaustively against a plain bit loop.
 __device__ __forceinline__ uint32_t sign_nibbles(uint32_t s8) {
-    uint32_t x = (s8 | (s8 << 12)) & 0x000F000Fu;
-    x = (x | (x << 6)) & 0x03030303u;
-    return ((x << 2) | (x << 5)) & 0x44444444u;
+    return (((s8 & 0x55u) * 0x104104u) & 0x04040404u) | (((s8 & 0xAAu) * 0x820820u) & 0x40404040u);
 }
 
-// IQ2 group of 8: nibble codes (0..2) and 8 sign bits -> two words of signed grid bytes.
+// ggml's 7-bit sign index -> the same selector bits; the 8th sign (the index's parity, as in ksigns)
+// goes to bit 30, where the odd spread has nothing.
+__device__ __forceinline__ uint32_t ksign_nibbles(uint32_t k7) {
+    const uint32_t odd = ((k7 & 0x2Au) * 0x820820u) | ((uint32_t)__popc(k7) << 30);
+    return (((k7 & 0x55u) * 0x104104u) & 0x04040404u) | (odd & 0x40404040u);
+}
+
+// IQ2 group of 8: nibble codes (0..2) and the sign selector bits -> two words of signed grid bytes.
 // t.k0 = STRATA_IQ2_GRID_MAP, t.k1 = STRATA_IQ2_GRID_MAP_NEG.
-__device__ __forceinline__ void iq2_group(const Tab& t, uint32_t nib, uint32_t s8, int& lo, int& hi) {
-    const uint32_t sel = nib | sign_nibbles(s8);
+__device__ __forceinline__ void iq2_group(const Tab& t, uint32_t nib, uint32_t signs, int& lo, int& hi) {
+    const uint32_t sel = nib | signs;
     lo = (int)prmt(t.k0, t.k1, sel);
     hi = (int)prmt(t.k0, t.k1, sel >> 16);
 }
@@ -288,8 +297,7 @@ struct fmt_iq2_xxs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t nib = t.words[(idx >> (8 * g)) & 0xFFu];
-            const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
-            iq2_group(t, nib, s8, c.w[2 * g], c.w[2 * g + 1]);
+            iq2_group(t, nib, ksign_nibbles((aux >> (7 * g)) & 0x7Fu), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
@@ -310,8 +318,7 @@ struct fmt_iq2_xs {
         for (int g = 0; g < 4; ++g) {
             const uint32_t v = ((g < 2 ? q01 : q23) >> (16 * (g & 1))) & 0xFFFFu;
             const uint32_t nib = t.words[v & 0x1FFu];
-            const uint32_t s8 = ksigns8(v >> 9);
-            iq2_group(t, nib, s8, c.w[2 * g], c.w[2 * g + 1]);
+            iq2_group(t, nib, ksign_nibbles(v >> 9), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
@@ -332,8 +339,7 @@ struct fmt_iq2_s {
         for (int g = 0; g < 4; ++g) {
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (2 * g)) & 0x3u) << 8);
             const uint32_t nib = t.words[index];
-            const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
-            iq2_group(t, nib, s8, c.w[2 * g], c.w[2 * g + 1]);
+            iq2_group(t, nib, sign_nibbles((sg >> (8 * g)) & 0xFFu), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
