@@ -20,6 +20,9 @@ using namespace siq;
 
 #define GROUPED_WARPS 4
 #define GROUPED_ENTRIES 4  // entries per pass of the new kernels
+// At least 4 blocks per SM (<= 128 registers): with no minimum, ptxas chose 56 registers and a spill for
+// grouped_down_new<iq4_xs>.
+#define GROUPED_MIN_BLOCKS 4
 
 __device__ __forceinline__ float silu_mul(float g, float u) { return (g / (1.0f + expf(-g))) * u; }
 
@@ -33,7 +36,7 @@ __device__ __forceinline__ float row_dot(const uint8_t* row_lane, const LaneWalk
         F::decode(row_lane + off, walk.j, global_tab<F>(), ch);
         int q[8];
         const float d_act = load_q8_1(x + c, q);
-        acc = chunk_fma(ch, d_act, chunk_isum(ch, q), acc);
+        acc = chunk_fma(ch, d_act, chunk_isum<F>(ch, q), acc);
     }
     return warp_sum_f32(acc);
 }
@@ -41,7 +44,7 @@ __device__ __forceinline__ float row_dot(const uint8_t* row_lane, const LaneWalk
 // OLD gate/up: one warp per (expert, row f); for each entry the gate and up rows are re-read and
 // re-decoded. grid = (ceil(d_ff / GROUPED_WARPS), n_experts).
 template <class F>
-__global__ void __launch_bounds__(GROUPED_WARPS * 32)
+__global__ void __launch_bounds__(GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_gateup_old(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up, long long row_stride,
                    long long expert_stride, int d_ff, int nchunks, const int* __restrict__ offsets,
                    const block_q8_1* __restrict__ XQ, float* __restrict__ H) {
@@ -61,7 +64,7 @@ grouped_gateup_old(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
 
 // OLD down: one warp per (expert, output row o), one dot per entry.
 template <class F>
-__global__ void __launch_bounds__(GROUPED_WARPS * 32)
+__global__ void __launch_bounds__(GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_down_old(const uint8_t* __restrict__ down, long long row_stride, long long expert_stride, int d_out,
                  int nchunks, const int* __restrict__ offsets, const block_q8_1* __restrict__ HQ,
                  float* __restrict__ Y) {
@@ -89,7 +92,7 @@ __device__ __forceinline__ void stage_entries(const block_q8_1* src, int nchunks
 // NEW gate/up: each warp owns R rows of gate and of up; per pass of up to 4 entries a chunk of those
 // 2R rows is decoded once and applied to every entry of the pass. grid = (ceil(d_ff / (WARPS*R)), E).
 template <class F, int R>
-__global__ void __launch_bounds__(GROUPED_WARPS * 32)
+__global__ void __launch_bounds__(GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up, long long row_stride,
                    long long expert_stride, int d_ff, int nchunks, const int* __restrict__ offsets,
                    const block_q8_1* __restrict__ XQ, float* __restrict__ H) {
@@ -135,8 +138,8 @@ grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
                     const float d_act = load_q8_1(xs + k * nchunks + c, q);
 #pragma unroll
                     for (int r = 0; r < R; ++r) {
-                        acc_g[r][k] = chunk_fma(cg[r], d_act, chunk_isum(cg[r], q), acc_g[r][k]);
-                        acc_u[r][k] = chunk_fma(cu[r], d_act, chunk_isum(cu[r], q), acc_u[r][k]);
+                        acc_g[r][k] = chunk_fma(cg[r], d_act, chunk_isum<F>(cg[r], q), acc_g[r][k]);
+                        acc_u[r][k] = chunk_fma(cu[r], d_act, chunk_isum<F>(cu[r], q), acc_u[r][k]);
                     }
                 }
             }
@@ -157,7 +160,7 @@ grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
 
 // NEW down: R rows per warp, each chunk decoded once per pass of up to 4 entries.
 template <class F, int R>
-__global__ void __launch_bounds__(GROUPED_WARPS * 32)
+__global__ void __launch_bounds__(GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_down_new(const uint8_t* __restrict__ down, long long row_stride, long long expert_stride, int d_out,
                  int nchunks, const int* __restrict__ offsets, const block_q8_1* __restrict__ HQ,
                  float* __restrict__ Y) {
@@ -195,7 +198,7 @@ grouped_down_new(const uint8_t* __restrict__ down, long long row_stride, long lo
                     int q[8];
                     const float d_act = load_q8_1(xs + k * nchunks + c, q);
 #pragma unroll
-                    for (int r = 0; r < R; ++r) acc[r][k] = chunk_fma(ch[r], d_act, chunk_isum(ch[r], q), acc[r][k]);
+                    for (int r = 0; r < R; ++r) acc[r][k] = chunk_fma(ch[r], d_act, chunk_isum<F>(ch[r], q), acc[r][k]);
                 }
             }
         }

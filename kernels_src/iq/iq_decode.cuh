@@ -190,7 +190,16 @@ __device__ __forceinline__ void lookup16(uint32_t x, const uint32_t kv[4], int& 
 }
 
 // ---- integer dot and the one float step (identical in every kernel) ---------------------------------
+// The integer is exact however it is summed (|partial sums| < 2^24 < 2^31), so formats with one scale
+// per chunk (ONE_SCALE) use one dp4a chain and one multiply; the value is the same.
+template <class F>
 __device__ __forceinline__ int chunk_isum(const Chunk& c, const int q[8]) {
+    if (F::ONE_SCALE) {
+        int s = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s = __dp4a(c.w[i], q[i], s);
+        return c.ls0 * s;
+    }
     int s0 = 0, s1 = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) s0 = __dp4a(c.w[i], q[i], s0);
@@ -218,6 +227,7 @@ __device__ __forceinline__ float load_q8_1(const block_q8_1* xb, int q[8]) {
 
 struct fmt_q8_0 {
     static constexpr int QK = 32, BYTES = 34, CHUNKS = 1, TABLE_WORDS = 0;
+    static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab&, Chunk& c) {
@@ -232,6 +242,7 @@ struct fmt_q8_0 {
 
 struct fmt_q2_0 {
     static constexpr int QK = 64, BYTES = 18, CHUNKS = 2, TABLE_WORDS = 0;
+    static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     // codes c (bytes 0..3) -> 2c - 3 as int8: 2c + 0x7D never carries, and xor 0x80 subtracts 0x80.
@@ -253,6 +264,7 @@ struct fmt_q2_0 {
 
 struct fmt_iq4_nl {
     static constexpr int QK = 32, BYTES = 18, CHUNKS = 1, TABLE_WORDS = 4;
+    static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab& t, Chunk& c) {
@@ -268,6 +280,7 @@ struct fmt_iq4_nl {
 
 struct fmt_iq4_xs {
     static constexpr int QK = 256, BYTES = 136, CHUNKS = 8, TABLE_WORDS = 4;
+    static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -286,6 +299,7 @@ struct fmt_iq4_xs {
 
 struct fmt_iq2_xxs {
     static constexpr int QK = 256, BYTES = 66, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2XXS_GRID_NIB_SIZE;
+    static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xxs_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -304,6 +318,7 @@ struct fmt_iq2_xxs {
 
 struct fmt_iq2_xs {
     static constexpr int QK = 256, BYTES = 74, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2XS_GRID_NIB_SIZE;
+    static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xs_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -325,6 +340,7 @@ struct fmt_iq2_xs {
 
 struct fmt_iq2_s {
     static constexpr int QK = 256, BYTES = 82, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2S_GRID_NIB_SIZE;
+    static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2s_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -346,6 +362,7 @@ struct fmt_iq2_s {
 
 struct fmt_iq3_xxs {
     static constexpr int QK = 256, BYTES = 98, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3XXS_GRID_SIZE;
+    static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3xxs_grid; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -367,6 +384,7 @@ struct fmt_iq3_xxs {
 
 struct fmt_iq3_s {
     static constexpr int QK = 256, BYTES = 110, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3S_GRID_SIZE;
+    static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3s_grid; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -402,6 +420,7 @@ __device__ __forceinline__ void iq1_group(const Tab& t, uint32_t nib, bool neg, 
 
 struct fmt_iq1_s {
     static constexpr int QK = 256, BYTES = 50, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1S_GRID_NIB_SIZE;
+    static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -420,6 +439,7 @@ struct fmt_iq1_s {
 
 struct fmt_iq1_m {
     static constexpr int QK = 256, BYTES = 56, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1S_GRID_NIB_SIZE;
+    static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
     // The fp16 d is spread over the top nibbles of the four u16 scale words at byte 48 (sc = those

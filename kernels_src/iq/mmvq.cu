@@ -41,7 +41,7 @@ mmvq_old(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
             F::decode(wrow + off, walk.j, global_tab<F>(), ch);
             int q[8];
             const float d_act = load_q8_1(x + c, q);
-            acc = chunk_fma(ch, d_act, chunk_isum(ch, q), acc);
+            acc = chunk_fma(ch, d_act, chunk_isum<F>(ch, q), acc);
         }
         acc = warp_sum_f32(acc);
         if (lane == 0) Y[(long long)col * rows + row] = acc;
@@ -96,7 +96,7 @@ mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
                 int q[8];
                 const float d_act = load_q8_1(xs + col * nchunks + c, q);
 #pragma unroll
-                for (int r = 0; r < R; ++r) acc[r][col] = chunk_fma(ch[r], d_act, chunk_isum(ch[r], q), acc[r][col]);
+                for (int r = 0; r < R; ++r) acc[r][col] = chunk_fma(ch[r], d_act, chunk_isum<F>(ch[r], q), acc[r][col]);
             }
         }
 #pragma unroll

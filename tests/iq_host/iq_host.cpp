@@ -42,7 +42,7 @@ static void run(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& 
             deq::Deq<F>::chunk(blk, j, v);
             int qw[8];
             memcpy(qw, q.data() + (b * F::CHUNKS + j) * 32, 32);
-            const int isum = chunk_isum(c, qw);
+            const int isum = chunk_isum<F>(c, qw);
             fwrite(c.w, 4, 8, out);
             fwrite(&c.ls0, 4, 1, out);
             fwrite(&c.ls1, 4, 1, out);
@@ -81,7 +81,7 @@ static void dot(const std::vector<uint8_t>& w, int rows, int cols, const std::ve
                     F::decode(padded.data() + r * row_bytes + walk.first + off, walk.j, global_tab<F>(), ch);
                     int q[8];
                     const float d_act = load_q8_1(xb + (size_t)c * nchunks + k, q);
-                    acc = chunk_fma(ch, d_act, chunk_isum(ch, q), acc);
+                    acc = chunk_fma(ch, d_act, chunk_isum<F>(ch, q), acc);
                 }
                 lanes[l] = acc;
             }
