@@ -3,7 +3,8 @@
 //   down:    Y[i][o] = down_e[o] . q8_1(H_i)
 // Groups: entries offsets[e] .. offsets[e+1]-1 belong to expert e (empty groups allowed). Activations
 // (x, then H) are quantized to q8_1 per entry row by quantize_q8_1 (q8_1.cu) before each kernel.
-// Weights: expert e's matrix starts at e * expert_stride bytes; its rows are row_stride bytes apart.
+// Weights: expert e's matrix starts at e * expert_stride bytes; its rows are row_stride bytes apart
+// (a multiple of 16), with 16 readable bytes after the last row (the decoders' aligned loads).
 //
 // ARITHMETIC CONTRACT
 //   Each dot (gate_e[f] . x_i, up_e[f] . x_i, down_e[o] . hq_i) is computed exactly as one mmvq output

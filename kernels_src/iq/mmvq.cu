@@ -12,6 +12,9 @@
 //   mapping and chunk order per (row, column), and the same butterfly. `new` only changes which loop is
 //   outside: it decodes a chunk once and applies it to NC columns and R rows before moving on, where
 //   `old` decodes it again for every column. The per-(row, column) chain of roundings is unchanged.
+// Layout: W rows start 16-byte aligned (row_stride a multiple of 16) and 16 bytes after the last row
+//   are readable: the decoders read aligned words around each block. X is [columns][K/32] q8_1 blocks,
+//   Y is [columns][rows] float32.
 #include "iq/iq_decode.cuh"
 
 using namespace siq;
