@@ -199,7 +199,19 @@ def _expert_weights(fmt: str, experts: int, rows: int, cols: int, data: str, sal
     src = parse_data(data)
     raw, _ = _iq.weights(fmt, experts * rows, cols, src, salt=salt)
     return {"raw": raw.reshape(experts, rows, -1), "padded": _iq.padded(fmt, raw),
-            "w64": _iq.exact_weights(fmt, raw).reshape(experts, rows, cols)}
+            "key": (fmt, experts, rows, cols, data, salt)}
+
+
+def exact_experts(weights: Mapping[str, Any]) -> np.ndarray:
+    """float64 (experts, rows, cols) exact values of one stacked expert matrix (references only, so bench
+    never builds them)."""
+    return _exact_experts(*weights["key"])
+
+
+@lru_cache(maxsize=8)
+def _exact_experts(fmt: str, experts: int, rows: int, cols: int, data: str, salt: int) -> np.ndarray:
+    raw = _expert_weights(fmt, experts, rows, cols, data, salt)["raw"]
+    return _iq.exact_weights(fmt, raw.reshape(-1, raw.shape[-1])).reshape(experts, rows, cols)
 
 
 def _matvec_parts(w64: np.ndarray, x: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -222,15 +234,16 @@ def grouped_reference(host: Mapping[str, Any], d_ff: int, d_model: int) -> dict[
     n = x.shape[0]
     out = {f"{k}_{c}": np.zeros((n, d_ff if k in ("H", "tH") else d_model))
            for k in ("H", "tH", "Y", "tY") for c in ("raw", "q")}
+    gate, up, down = (exact_experts(host[k]) for k in ("gate", "up", "down"))
     start = 0
     for e, size in enumerate(groups):
         rows = slice(start, start + size)
         start += size
         if size == 0:
             continue
-        gq, graw, bgq, bgraw = _matvec_parts(host["gate"]["w64"][e], x[rows], xq8[rows])
-        uq, uraw, buq, buraw = _matvec_parts(host["up"]["w64"][e], x[rows], xq8[rows])
-        d64 = host["down"]["w64"][e]
+        gq, graw, bgq, bgraw = _matvec_parts(gate[e], x[rows], xq8[rows])
+        uq, uraw, buq, buraw = _matvec_parts(up[e], x[rows], xq8[rows])
+        d64 = down[e]
         for chain, g, u, bg, bu in (("raw", graw, uraw, bgraw, buraw), ("q", gq, uq, bgq, buq)):
             h = silu(g) * u
             th = swiglu_bound(g, u, bg, bu)
