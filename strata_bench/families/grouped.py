@@ -21,7 +21,6 @@ a-priori q8_1 rounding of H through |down| (loose: it is the whole q8_1 loss of 
 """
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
@@ -31,7 +30,7 @@ from strata_bench.cases import Case, Expected, Family
 from strata_bench.errors import InputError
 from strata_bench.families import _iq
 from strata_bench.families._data import allow_dynamic_shared, parse_data
-from strata_bench.families._q8_1 import U32, U64, Q8_1_BYTES, dequantize_q8_1, gamma, q8_1_value_error, quantize_q8_1
+from strata_bench.families._q8_1 import U32, U64, Q8_1_BYTES, gamma, q8_1_value_error, quantize_q8_1
 
 WARPS = 4            # GROUPED_WARPS in grouped.cu
 ENTRIES_PER_PASS = 4  # GROUPED_ENTRIES
