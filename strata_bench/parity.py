@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -199,10 +199,9 @@ def _error_equal_checks(family: Family, case: Case, checks: list[CheckResult]) -
 
 
 def _related_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
-                    run_case: Callable[[Case], Mapping[str, VariantRun]]) -> list[CheckResult]:
+                    related: list[tuple[Case, str, Any, Mapping[str, VariantRun]]]) -> list[CheckResult]:
     out = []
-    for other_case, output, select in family.related_cases(case):
-        other_runs = run_case(other_case)
+    for other_case, output, select, other_runs in related:
         for variant in case.variants:
             mine = np.ascontiguousarray(select(runs[variant].outputs))
             theirs = other_runs[variant].outputs[output]
@@ -216,24 +215,40 @@ def _related_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
     return out
 
 
-def check_case(family: Family, case: Case, kernels: Any, device: int) -> CaseResult:
+@dataclass(frozen=True)
+class PreparedCase:
+    """Host-side work of a case, done ahead on a worker thread: inputs, references, related cases."""
+
+    host: Mapping[str, Any]
+    refs: tuple[Expected, ...]
+    related: tuple[tuple[Case, str, Any, Mapping[str, Any]], ...]  # (case, output, select, its host inputs)
+
+
+def prepare_case(family: Family, case: Case) -> PreparedCase:
+    """Everything a case needs from the CPU (numpy releases the GIL, so several run at once)."""
+    host = family.make_inputs(case)
+    related = tuple((other, output, select, family.make_inputs(other))
+                    for other, output, select in family.related_cases(case))
+    return PreparedCase(host, tuple(family.reference(case, host)), related)
+
+
+def check_case(family: Family, case: Case, kernels: Any, device: int,
+               prepared: PreparedCase | None = None) -> CaseResult:
     """Run every variant of one case on the current device and check it. KernelFault propagates."""
     start = time.perf_counter()
+    prepared = prepared or prepare_case(family, case)
 
-    def run_case(c: Case) -> dict[str, VariantRun]:
-        host = family.make_inputs(c)
+    def run_all(c: Case, host: Mapping[str, Any]) -> dict[str, VariantRun]:
         dev = family.to_device(c, host)
         return {v: run_variant(family, c, v, kernels, dev) for v in c.variants}
 
-    host = family.make_inputs(case)
-    dev = family.to_device(case, host)
-    runs = {v: run_variant(family, case, v, kernels, dev) for v in case.variants}
+    runs = run_all(case, prepared.host)
     checks: list[CheckResult] = []
     for run in runs.values():
         checks += _written_checks(family, case, run) + _finite_checks(family, case, run)
     checks += _bitwise_checks(family, case, runs)
-    checks += _related_checks(family, case, runs, run_case)
-    checks += _reference_checks(family, case, runs, family.reference(case, host))
+    checks += _related_checks(family, case, runs, [(c, o, sel, run_all(c, h)) for c, o, sel, h in prepared.related])
+    checks += _reference_checks(family, case, runs, prepared.refs)
     checks += _error_equal_checks(family, case, checks)
     status = Status.PASS if all(c.ok for c in checks) else Status.FAIL
     return CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
