@@ -12,8 +12,6 @@ import pytest
 from strata_bench.gpu import probe
 from strata_bench.sources import kernels_dir
 
-pytestmark = pytest.mark.gpu
-
 ORIGINAL = "warp_sum_f32(acc[r][col])"  # the new kernel's per-column butterfly
 MUTANT = "warp_sum_f32_mutant(acc[r][col])"
 # The same 31 additions as warp_sum_f32, in the opposite xor order (1, 2, 4, 8, 16): only the order changes.
@@ -39,6 +37,7 @@ def test_mutation_changes_only_the_new_kernel():
     assert mutated.count(MUTANT) == 1 and ORIGINAL not in mutated
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not probe().usable, reason=f"needs a usable CUDA GPU ({probe().reason})")
 def test_mutated_new_kernel_fails_bitwise_with_diagnosis(tmp_path):
     copy = tmp_path / "kernels_src"
