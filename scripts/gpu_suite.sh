@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU suite, end to end, on a CUDA host: env -> compile -> parity (cold, then warm cache) -> GPU tests
-# -> bench -> kernel and command A/B quality runs. Every step's log and exit code land in $OUT (default
+# -> bench -> measurement quality (A/A, planted 3%, repeatability) -> workload and its command A/B. Every step's log and exit code land in $OUT (default
 # gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
@@ -19,7 +19,7 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity gputests bench ab)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity gputests bench quality workload)
 
 sb() { python3 -m strata_bench "$@"; }
 step() {  # step NAME CMD...: run, log, record status and seconds
@@ -31,6 +31,9 @@ step() {  # step NAME CMD...: run, log, record status and seconds
     tail -n 4 "$out/$name.log"
 }
 
+AB_CASE=(--family mmvq --format iq2_xs -k '4096x14336/n1/')
+REP_CASE=(--family mmvq --format iq4_xs -k '131072x8192/n1/' --cols 1)
+METRIC='prefill \d+ tokens in (?P<value>[0-9.]+) ms'
 for s in "${steps[@]}"; do
     case $s in
         env) step env sb env ;;
@@ -41,12 +44,20 @@ for s in "${steps[@]}"; do
             step parity-warm sb parity -q ;;
         gputests) step gputests python3 -m pytest -q -m gpu -ra tests ;;
         bench)
-            step bench-mmvq sb bench -q --family mmvq --cols 1,4,8 --budget 1
-            step bench-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,8 --budget 1
-            step bench-other sb bench -q --family q2warp,fp16deq,swiglu_q8,moe_combine,grouped,pfgemm --budget 1 ;;
-        ab)
-            step ab-aa sb ab --family mmvq --format iq2_xxs -k n1/ --a new --b new --pairs 20 -q
-            step ab-kernel sb ab --family mmvq --format iq2_xxs -k n4/ --a old --b new --pairs 20 -q ;;
+            step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
+            step bench-mmvq-peer sb bench -q --family mmvq --shape 4096x14336 --cols 1,4,8 --budget 1
+            step bench-families sb bench -q --family q2warp,grouped,fp16deq,swiglu_q8,moe_combine,pfgemm --budget 1
+            step pfgemm-cublas python3 -c "from strata_bench.families import pfgemm as p; from strata_bench.cases import FAMILIES; f=FAMILIES['pfgemm']; [print(c.name, f.cublas_reference_tflops(c)) for c in f.bench_cases()]" ;;
+        quality)
+            step ab-kernel-aa sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a new --b new
+            step ab-kernel-planted sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a new --b 'new*1.03'
+            step ab-kernel-old-new sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a old --b new
+            for i in 1 2 3 4 5; do step "bench-repeat-$i" sb bench -q "${REP_CASE[@]}" --results "$out/repeat"; done
+            step bench-spread python3 scripts/bench_spread.py "$out"/repeat/*/bench-*.json ;;
+        workload)
+            step workload sb workload
+            step ab-workload sb ab -q --order abba --pairs 6 --warmup 1 --env-a STRATA_OLD_IQ_MMVQ=1 \
+                --env-b STRATA_OLD_IQ_MMVQ=0 --metric "$METRIC" --timeout 300 -- python3 -m strata_bench workload ;;
         *) echo "unknown step $s" | tee -a "$out/status.txt" ;;
     esac
 done
