@@ -52,8 +52,9 @@ for s in "${steps[@]}"; do
             step ab-kernel-aa sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a new --b new
             step ab-kernel-planted sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a new --b 'new*1.03'
             step ab-kernel-old-new sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a old --b new
-            for i in 1 2 3 4 5; do step "bench-repeat-$i" sb bench -q "${REP_CASE[@]}" --results "$out/repeat"; done
-            step bench-spread python3 scripts/bench_spread.py "$out"/repeat/*/bench-*.json ;;
+            rm -rf results/repeat
+            for i in 1 2 3 4 5; do step "bench-repeat-$i" sb bench -q "${REP_CASE[@]}" --results results/repeat; done
+            step bench-spread python3 scripts/bench_spread.py results/repeat/*/bench-*.json ;;
         workload)
             step workload sb workload
             step ab-workload sb ab -q --order abba --pairs 6 --warmup 1 --env-a STRATA_OLD_IQ_MMVQ=1 \
@@ -61,5 +62,8 @@ for s in "${steps[@]}"; do
         *) echo "unknown step $s" | tee -a "$out/status.txt" ;;
     esac
 done
+# Keep what every step printed beside the results it wrote.
+logs="results/logs/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$logs" && cp "$out"/*.log "$out/status.txt" "$logs"/
 tar czf "$out/results.tgz" results
 cat "$out/status.txt"
