@@ -115,6 +115,9 @@ def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm
     arch = normalize_arch(arch)
     root = kernels_dir() if root is None else Path(root).resolve()
     path = root / source
+    if not path.is_file() and (kernels_dir() / source).is_file():
+        # A user family may list built-in sources beside its own (a new variant next to the old one).
+        root, path = kernels_dir(), kernels_dir() / source
     if not path.is_file():
         raise InputError(f"kernel source not found: {source} (in {root})")
     options = compile_options(arch, extra_options, root)
