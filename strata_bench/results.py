@@ -24,10 +24,18 @@ SCHEMA_VERSION = 1
 
 
 def git_state(repo: Path) -> dict[str, Any]:
-    """Commit and dirty flag of the checkout the sources come from (None outside git)."""
+    """Commit and dirty flag of the checkout the sources come from (None outside git).
+
+    A copy of a working tree without its history (a remote GPU host) cannot know its commit; whoever
+    sent it may state it in STRATA_GIT_COMMIT / STRATA_GIT_DIRTY, and the record says it was stated.
+    The kernels_src hash, recomputed from the files, stays the proof of what ran."""
+    stated = os.environ.get("STRATA_GIT_COMMIT")
+    if stated:
+        return {"commit": stated, "dirty": os.environ.get("STRATA_GIT_DIRTY", "") == "1", "stated": True}
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                                text=True, timeout=10).stdout.strip() or None
+        head = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=repo, capture_output=True,
+                              text=True, timeout=10)
+        commit = head.stdout.strip() if head.returncode == 0 else None
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "kernels_src", "strata_bench"],
                                     cwd=repo, capture_output=True, text=True, timeout=10).stdout.strip())
     except (OSError, subprocess.SubprocessError):
