@@ -12,6 +12,9 @@
 //   mapping and chunk order per (row, column), and the same butterfly. `new` only changes which loop is
 //   outside: it decodes a chunk once and applies it to NC columns and R rows before moving on, where
 //   `old` decodes it again for every column. The per-(row, column) chain of roundings is unchanged.
+//   `new` reads the q8_1 blocks from a shared-memory copy split into planes (StagedActs): the same
+//   code words bit for bit and the same float(d16), so chunk_isum and chunk_fma see the same inputs.
+//   Its L2 prefetches are hints with no result.
 // Layout: W rows start 16-byte aligned (row_stride a multiple of 16) and 16 bytes after the last row
 //   are readable: the decoders read aligned words around each block. X is [columns][K/32] q8_1 blocks,
 //   Y is [columns][rows] float32.
@@ -51,24 +54,67 @@ mmvq_old(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
     }
 }
 
+// How far ahead (in lane steps) a new kernel asks L2 for its rows' weights: a prefetch is a hint (no
+// register, no result), issued so that DRAM requests start a whole step of compute earlier than the
+// loads that consume them (more bytes in flight per SM: Little's law). 0 turns it off.
+#ifndef MMVQ_PREFETCH_STEPS
+#define MMVQ_PREFETCH_STEPS 2
+#endif
+
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+#ifdef __CUDA_ARCH__
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
+// The pass's q8_1 activations as staged in shared memory: three planes instead of 36-byte blocks, so a
+// lane reads one block with two 16-byte loads and one 4-byte load (3 LDS instead of 9 LDS.32 and a
+// half->float conversion per block and column). Lanes of a warp read consecutive chunks, so each
+// plane access is a contiguous 512-byte (or 128-byte) warp access: no bank conflicts. The values are
+// the same: qs words copied bit for bit, d converted by the same __half2float load_q8_1 uses.
+// Bytes: 36 per block, as before (new_shared_bytes in families/mmvq.py).
+struct StagedActs {
+    const uint4* lo;  // qs words 0-3 of block i
+    const uint4* hi;  // qs words 4-7
+    const float* d;   // float(d16)
+
+    __device__ __forceinline__ float load(int i, int q[8]) const {
+        const uint4 a = lo[i], b = hi[i];
+        q[0] = (int)a.x; q[1] = (int)a.y; q[2] = (int)a.z; q[3] = (int)a.w;
+        q[4] = (int)b.x; q[5] = (int)b.y; q[6] = (int)b.z; q[7] = (int)b.w;
+        return d[i];
+    }
+};
+
+// Every thread of the block copies some of the n blocks into the planes (sync before reading).
+__device__ __forceinline__ StagedActs stage_acts(const block_q8_1* __restrict__ X, int n, uint32_t* smem) {
+    uint4* lo = reinterpret_cast<uint4*>(smem);
+    uint4* hi = lo + n;
+    float* d = reinterpret_cast<float*>(hi + n);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(X + i);
+        lo[i] = make_uint4(src[1], src[2], src[3], src[4]);
+        hi[i] = make_uint4(src[5], src[6], src[7], src[8]);
+        d[i] = __half2float(X[i].d);
+    }
+    return StagedActs{lo, hi, d};
+}
+
 // NEW: each warp owns R rows; a chunk of each row is decoded once (the table in static shared memory,
 // so lookups address it with an immediate offset) and applied to all NC columns of this pass (the
-// pass's q8_1 activations in dynamic shared memory, staged once per block and read back with
-// conflict-free 4-byte loads: a q8_1 block is 9 words, odd, so 32 lanes hit 32 banks). Blocks loop over
-// row groups so the staging is paid once per block; each row's pointer advances by a constant per
-// step. Rows past the end are clamped for reading and not stored. The host runs passes of NC = 8, 4,
-// 2, 1 columns (8 at a time beyond 8).
+// pass's q8_1 activations in dynamic shared memory as StagedActs planes, staged once per block).
+// Blocks loop over row groups so the staging is paid once per block; each row's pointer advances by a
+// constant per step, and the rows' blocks MMVQ_PREFETCH_STEPS steps ahead are prefetched into L2.
+// Rows past the end are clamped for reading and not stored. The host runs passes of NC = 8, 4, 2, 1
+// columns (8 at a time beyond 8).
 template <class F, int NC, int R>
 __global__ void __launch_bounds__(MMVQ_NEW_WARPS * 32, MMVQ_NEW_MIN_BLOCKS(NC))
 mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
     __shared__ uint32_t staged[SharedTab<F>::WORDS];
-    extern __shared__ uint32_t smem[];
-    block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem);
+    extern __shared__ __align__(16) uint32_t smem[];
     stage_table<F>(staged);
-    const uint32_t* xsrc = reinterpret_cast<const uint32_t*>(X);
-    uint32_t* xdst = smem;
-    for (int i = threadIdx.x; i < NC * nchunks * 9; i += blockDim.x) xdst[i] = xsrc[i];
+    const StagedActs xs = stage_acts(X, NC * nchunks, smem);
     __syncthreads();
     const Tab tab = shared_tab<F>(staged);
 
@@ -88,6 +134,12 @@ mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
             for (int col = 0; col < NC; ++col) acc[r][col] = 0.0f;
 
         for (int c = lane; c < nchunks; c += 32) {
+#if MMVQ_PREFETCH_STEPS > 0
+            if (c + 32 * MMVQ_PREFETCH_STEPS < nchunks) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) prefetch_l2(wr[r] + MMVQ_PREFETCH_STEPS * LaneWalk<F>::STEP);
+            }
+#endif
             Chunk ch[R];
 #pragma unroll
             for (int r = 0; r < R; ++r) {
@@ -97,7 +149,7 @@ mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
 #pragma unroll
             for (int col = 0; col < NC; ++col) {
                 int q[8];
-                const float d_act = load_q8_1(xs + col * nchunks + c, q);
+                const float d_act = xs.load(col * nchunks + c, q);
 #pragma unroll
                 for (int r = 0; r < R; ++r) acc[r][col] = chunk_fma(ch[r], d_act, chunk_isum<F>(ch[r], q), acc[r][col]);
             }

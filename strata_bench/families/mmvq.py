@@ -38,7 +38,8 @@ OLD_WARPS = 4  # MMVQ_OLD_WARPS in mmvq.cu
 NEW_WARPS = 8  # MMVQ_NEW_WARPS
 ROWS_PER_WARP = 4  # R of mmvq_new<F, NC, R>: rows sharing one load of each activation block
 # Formats whose decode holds more registers: R = 2 keeps them inside the register budget (no spills).
-ROWS_PER_WARP_OVERRIDE = {("iq3_s", 1): 2, ("iq3_s", 2): 2, ("iq3_s", 4): 2, ("iq1_m", 4): 2}
+ROWS_PER_WARP_OVERRIDE = {("iq3_s", 1): 2, ("iq3_s", 2): 2, ("iq3_s", 4): 2, ("iq1_m", 4): 2,
+                          ("iq2_xs", 2): 2, ("iq2_xs", 4): 2, ("iq2_s", 4): 2, ("iq2_s", 8): 2}
 
 
 def rows_per_warp(fmt: str, nc: int) -> int:
