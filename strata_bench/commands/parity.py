@@ -39,7 +39,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         strata-bench parity --kernels my_kernels/ --cases my_cases.py --family my_mmvq
     """
     from strata_bench import engine, gpu
-    from strata_bench.parity import ParityRun, check_case, fault_result, prepare_case
+    from strata_bench.parity import ParityRun, check_case, fault_result
 
     formats, output = split_output_format(formats, output)
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir)
@@ -61,7 +61,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     from strata_bench.render import progress_bar
     with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance:
         try:
-            engine.run_on_devices(cases, devices, check_case, keep, fault_result, advance, prepare=prepare_case)
+            engine.run_on_devices(cases, devices, check_case, keep, fault_result, advance)
         finally:
             summary_path = writer.finish(run.summary(devices), run.failures)
     _render(run, devices, output or "table", summary_path)

@@ -4,6 +4,7 @@ the tolerances of docs/ARITHMETIC.md.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -168,11 +169,19 @@ def column_passes(ncols: int) -> list[int]:
 def resident_blocks(fn: Any, threads: int, shared: int, device: int | None = None) -> int:
     """How many blocks of this kernel fit on the whole device at once (for persistent grids)."""
     import cupy
-    from cupy_backends.cuda.api import driver, runtime
 
     dev = cupy.cuda.Device().id if device is None else device
+    return _resident_blocks(fn.ptr, threads, shared, dev)
+
+
+@functools.lru_cache(maxsize=None)
+def _resident_blocks(fn_ptr: int, threads: int, shared: int, dev: int) -> int:
+    # Cached: getDeviceProperties costs about a millisecond of host time, far more than a launch, and
+    # neither the SM count nor a kernel's occupancy changes within a process.
+    from cupy_backends.cuda.api import driver, runtime
+
     sms = runtime.getDeviceProperties(dev)["multiProcessorCount"]
-    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, threads, shared)
+    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(fn_ptr, threads, shared)
     return max(1, per_sm) * sms
 
 
