@@ -19,11 +19,19 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity gputests bench quality workload)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity bench-dram quality workload gputests bench-families)
 
 sb() { python3 -m strata_bench "$@"; }
+# STRATA_SUITE_DEADLINE=S: steps that would start after S seconds are skipped (and said so), so a run
+# under an outer time limit still packs what it made.
+deadline=${STRATA_SUITE_DEADLINE:-0}
+suite_start=$EPOCHREALTIME
 step() {  # step NAME CMD...: run, log, record status and seconds
     local name=$1; shift
+    if [ "$deadline" != 0 ] && awk "BEGIN{exit !($EPOCHREALTIME - $suite_start > $deadline)}"; then
+        printf '%-24s skipped: past the %ss deadline\n' "$name" "$deadline" | tee -a "$out/status.txt"
+        return
+    fi
     local t0=$EPOCHREALTIME
     "$@" > "$out/$name.log" 2>&1
     local rc=$?
@@ -43,9 +51,9 @@ for s in "${steps[@]}"; do
             step parity-cold sb parity -q
             step parity-warm sb parity -q ;;
         gputests) step gputests python3 -m pytest -q -m gpu -ra tests ;;
-        bench)
-            step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
-            step bench-mmvq-peer sb bench -q --family mmvq --shape 4096x14336 --cols 1,4,8 --budget 1
+        bench-dram) step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1 ;;
+        bench-peer) step bench-mmvq-peer sb bench -q --family mmvq --shape 4096x14336 --cols 1,4,8 --budget 1 ;;
+        bench-families)
             step bench-families sb bench -q --family q2warp,grouped,fp16deq,swiglu_q8,moe_combine,pfgemm --budget 1
             step pfgemm-cublas python3 -c "from strata_bench.families import pfgemm as p; from strata_bench.cases import FAMILIES; f=FAMILIES['pfgemm']; [print(c.name, f.cublas_reference_tflops(c)) for c in f.bench_cases()]" ;;
         quality)
@@ -57,8 +65,8 @@ for s in "${steps[@]}"; do
             step bench-spread python3 scripts/bench_spread.py results/repeat/*/bench-*.json ;;
         workload)
             step workload sb workload
-            step ab-workload sb ab -q --order abba --pairs 6 --warmup 1 --env-a STRATA_OLD_IQ_MMVQ=1 \
-                --env-b STRATA_OLD_IQ_MMVQ=0 --metric "$METRIC" --timeout 300 -- python3 -m strata_bench workload ;;
+            step ab-workload sb ab -q --order abba --pairs 5 --warmup 1 --env-a STRATA_OLD_IQ_MMVQ=1 \
+                --env-b STRATA_OLD_IQ_MMVQ=0 --metric "$METRIC" --timeout 300 -- python3 -m strata_bench workload --layers 2 ;;
         *) echo "unknown step $s" | tee -a "$out/status.txt" ;;
     esac
 done
