@@ -10,6 +10,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
+# Step logs go to their own folder and travel inside results.tgz: a remote run may bring back only a
+# few files from $out.
+logdir=$(mktemp -d)
 mkdir -p "$out"
 if ! python3 -c "import gguf" 2>/dev/null && [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -29,14 +32,14 @@ suite_start=$EPOCHREALTIME
 step() {  # step NAME CMD...: run, log, record status and seconds
     local name=$1; shift
     if [ "$deadline" != 0 ] && awk "BEGIN{exit !($EPOCHREALTIME - $suite_start > $deadline)}"; then
-        printf '%-24s skipped: past the %ss deadline\n' "$name" "$deadline" | tee -a "$out/status.txt"
+        printf '%-24s skipped: past the %ss deadline\n' "$name" "$deadline" | tee -a "$logdir/status.txt"
         return
     fi
     local t0=$EPOCHREALTIME
-    "$@" > "$out/$name.log" 2>&1
+    "$@" > "$logdir/$name.log" 2>&1
     local rc=$?
-    printf '%-24s rc=%-3s %6.1fs\n' "$name" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $t0}")" | tee -a "$out/status.txt"
-    tail -n 4 "$out/$name.log"
+    printf '%-24s rc=%-3s %6.1fs\n' "$name" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $t0}")" | tee -a "$logdir/status.txt"
+    tail -n 4 "$logdir/$name.log"
 }
 
 AB_CASE=(--family mmvq --format iq2_xs -k '4096x14336/n1/')
@@ -67,11 +70,11 @@ for s in "${steps[@]}"; do
             step workload sb workload
             step ab-workload sb ab -q --order abba --pairs 5 --warmup 1 --env-a STRATA_OLD_IQ_MMVQ=1 \
                 --env-b STRATA_OLD_IQ_MMVQ=0 --metric "$METRIC" --timeout 300 -- python3 -m strata_bench workload --layers 2 ;;
-        *) echo "unknown step $s" | tee -a "$out/status.txt" ;;
+        *) echo "unknown step $s" | tee -a "$logdir/status.txt" ;;
     esac
 done
 # Keep what every step printed beside the results it wrote.
 logs="results/logs/$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$logs" && cp "$out"/*.log "$out/status.txt" "$logs"/
+mkdir -p "$logs" && cp "$logdir"/*.log "$logdir/status.txt" "$logs"/
 tar czf "$out/results.tgz" results
-cat "$out/status.txt"
+cat "$logdir/status.txt"
