@@ -18,17 +18,6 @@ from iq_host import harness  # noqa: E402
 FAMILY = load_builtin_families()["grouped"]
 
 
-@pytest.mark.nvrtc
-def test_sources_compile_for_sm90_without_spills(cubin_cache):
-    from strata_bench.build import compile_source, parse_resources
-
-    for src in FAMILY.sources:
-        comp = compile_source(src, FAMILY.name_expressions(src), "sm_90")
-        res = {r.kernel: r for r in parse_resources(comp.log, comp.lowered)}
-        assert set(FAMILY.name_expressions(src)) <= set(res)
-        assert all(r.spill_stores == 0 and r.stack_bytes == 0 for r in res.values())
-
-
 def test_default_cases_are_the_24_pairings_over_uneven_groups():
     cases = list(FAMILY.default_cases())
     assert len(cases) == 24
