@@ -24,6 +24,14 @@ ENV_PREFIX = "STRATA_"
 MiB = 1 << 20
 
 
+def command_line(argv: list[str]) -> list[str]:
+    """sys.argv with paths inside the repository made relative to it, so results name no machine's folders."""
+    from strata_bench.sources import REPO_ROOT
+
+    root = str(REPO_ROOT) + "/"
+    return [a[len(root):] if a.startswith(root) else a for a in argv]
+
+
 def collect(device_ids: list[int] | None = None, extra: dict | None = None,
             archs: list[str] | None = None) -> dict[str, Any]:
     """Provenance of a run on `device_ids` (None: every usable device).
@@ -39,7 +47,7 @@ def collect(device_ids: list[int] | None = None, extra: dict | None = None,
     return {
         "schema": PROVENANCE_SCHEMA,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": list(sys.argv),
+        "command": command_line(sys.argv),
         "host": host_info(),
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation()},
         "packages": package_versions(),

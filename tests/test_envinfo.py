@@ -147,3 +147,11 @@ def test_env_on_a_gpu_host_lists_every_device():
     devices = json.loads(result.stdout)["devices"]
     assert len(devices) == gpu.probe().count
     assert all(d["sm_count"] > 0 and d["l2_bytes"] > 0 for d in devices)
+
+
+def test_recorded_command_line_names_no_folder_of_this_machine():
+    from strata_bench import provenance
+    from strata_bench.sources import REPO_ROOT
+
+    argv = [str(REPO_ROOT / "strata_bench" / "__main__.py"), "parity", "/elsewhere/x.py"]
+    assert provenance.command_line(argv) == ["strata_bench/__main__.py", "parity", "/elsewhere/x.py"]
