@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from strata_bench.results import read_records
+from strata_bench.results.store import read_records
 
 
 def main(paths: list[str]) -> int:

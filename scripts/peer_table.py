@@ -8,7 +8,7 @@ import sys
 
 import pandas as pd
 
-from strata_bench.results import read_records
+from strata_bench.results.store import read_records
 
 
 def main(bench: str, peer: str = "docs/peer_llamacpp_h200.csv") -> None:

@@ -1,3 +1,3 @@
-from strata_bench.cli import main
+from strata_bench.cli.main import main
 
 main()

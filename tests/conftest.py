@@ -12,7 +12,7 @@ import pytest
 
 def gpu_skip_reason() -> str | None:
     """None when a CUDA GPU is usable, else the probe's one-line reason."""
-    from strata_bench.gpu import probe
+    from strata_bench.runner.devices import probe
 
     status = probe()
     return None if status.usable else f"no usable CUDA GPU ({status.reason})"
@@ -42,7 +42,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture
 def gpu():
     """The GpuProbe of this host; skips the test (with the reason) when no GPU is usable."""
-    from strata_bench.gpu import probe
+    from strata_bench.runner.devices import probe
 
     if reason := gpu_skip_reason():
         pytest.skip(reason)

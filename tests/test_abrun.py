@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from strata_bench import abrun as R
+from strata_bench.ab import runner as R
 from strata_bench.errors import CheckFailed, InputError
-from strata_bench.results import ResultsWriter, read_records
-from strata_bench.stats import Verdict
+from strata_bench.results.store import ResultsWriter, read_records
+from strata_bench.stats.core import Verdict
 
 PY = sys.executable
 
@@ -131,7 +131,7 @@ def test_outcome_rebuilt_from_records_matches_live(tmp_path):
 
 
 def test_regression_check_raises():
-    from strata_bench.stats import Criteria
+    from strata_bench.stats.core import Criteria
 
     plan = R.make_plan("abba", pairs=6, warmup=0, criteria=Criteria(fail_on_regression=0.02))
     outcome = R.run_ab(_arm("A", [1.0, 1.01, 0.99, 1.0, 1.0, 1.01]), _arm("B", [1.1, 1.11, 1.09, 1.1, 1.1, 1.11]), plan)

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench import build, buildplan
-from strata_bench.cli import cli
+from strata_bench.kernels import build
+
+from strata_bench.kernels import jobs as buildplan
+from strata_bench.cli.main import cli
 from strata_bench.errors import InputError
 
 CASE_FILE = '''
@@ -138,7 +140,7 @@ def test_bad_arch_exits_2():
     assert "sm_70" in result.stderr
 
 
-@pytest.mark.skipif("__import__('strata_bench.gpu').gpu.probe().usable", reason="host has a GPU")
+@pytest.mark.skipif("__import__('strata_bench.runner.devices').runner.devices.probe().usable", reason="host has a GPU")
 def test_no_arch_on_gpu_less_host_exits_77(kernel_dir, case_file, family_registry):
     result = CliRunner().invoke(cli, ["compile", "--kernels", str(kernel_dir), "--cases", str(case_file),
                                       "--family", "tiny_test"])
@@ -219,7 +221,7 @@ def test_compile_real_kernels_src_for_ci_archs(kernel_dir, case_file, family_reg
 @pytest.mark.nvrtc
 def test_shared_headers_of_kernels_src_compile_for_oldest_and_newest_arch(tmp_path, cubin_cache):
     """The headers every family includes (common/, generated/) compile on their own for sm_75 and sm_120."""
-    from strata_bench.sources import kernels_dir, source_files
+    from strata_bench.kernels.sources import kernels_dir, source_files
 
     shared = [p.relative_to(kernels_dir()).as_posix() for p in source_files()
               if p.suffix in (".cuh", ".h") and p.relative_to(kernels_dir()).parts[0] in ("common", "generated")]

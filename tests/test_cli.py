@@ -5,8 +5,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.cli import cli
-from strata_bench.gpu import probe
+from strata_bench.cli.main import cli
+from strata_bench.runner.devices import probe
 
 
 def _all_commands(group: click.Group, prefix=()):

@@ -8,9 +8,9 @@ import types
 import pytest
 from click.testing import CliRunner
 
-import strata_bench
-from strata_bench.cli import cli
-from strata_bench.results import read_records
+import strata_bench.ab
+from strata_bench.cli.main import cli
+from strata_bench.results.store import read_records
 
 PY = sys.executable
 METRIC = r"v=(?P<value>[0-9.]+)"
@@ -20,7 +20,7 @@ PRINT_V = "import os; print('v=' + os.environ.get('STRATA_TEST_V', '10'))"
 @pytest.fixture(autouse=True)
 def _fast_provenance(monkeypatch):
     # provenance.collect probes the GPU and packages; these tests check the A/B logic only.
-    import strata_bench.commands.ab as ab_cmd
+    import strata_bench.cli.ab as ab_cmd
 
     monkeypatch.setattr(ab_cmd, "_provenance", lambda: {"devices": []})
 
@@ -103,15 +103,15 @@ def test_usage_errors_exit_2(tmp_path, args, message):
 
 
 def test_kernel_ab_unavailable(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "strata_bench.kernel_ab", None)
-    monkeypatch.delattr(strata_bench, "kernel_ab", raising=False)
+    monkeypatch.setitem(sys.modules, "strata_bench.ab.kernel", None)
+    monkeypatch.delattr(strata_bench.ab, "kernel", raising=False)
     res = _run(["--family", "mmvq", "--a", "old", "--b", "new"], tmp_path)
     assert res.exit_code == 2 and "kernel A/B is unavailable" in res.output
 
 
 def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
     """A stand-in kernel_ab gets the filter, variants and plan, and its AbReport renders like a command A/B."""
-    from strata_bench import abrun
+    from strata_bench.ab import runner as abrun
 
     seen = {}
 
@@ -123,10 +123,10 @@ def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
         outcome = abrun.run_ab(arm(variant_a), arm(variant_b), plan, None, case="mmvq/iq2_xxs")
         return abrun.AbReport((outcome,), None, None)
 
-    fake = types.ModuleType("strata_bench.kernel_ab")
+    fake = types.ModuleType("strata_bench.ab.kernel")
     fake.run_kernel_ab = run_kernel_ab
-    monkeypatch.setitem(sys.modules, "strata_bench.kernel_ab", fake)
-    monkeypatch.setattr(strata_bench, "kernel_ab", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "strata_bench.ab.kernel", fake)
+    monkeypatch.setattr(strata_bench.ab, "kernel", fake, raising=False)
     res = _run(["--family", "mmvq", "--format", "iq2_xxs", "--a", "A", "--b", "B", "--pairs", "3",
                 "--warmup", "0", "--order", "ab", "-o", "md"], tmp_path)
     assert res.exit_code == 0, res.output
@@ -135,8 +135,8 @@ def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
 
 
 def test_orders_agree_with_the_runner():
-    from strata_bench import abrun
-    from strata_bench.commands import ab
+    from strata_bench.ab import runner as abrun
+    from strata_bench.cli import ab
 
     assert ab.ORDERS == abrun.ORDERS
 
@@ -148,7 +148,7 @@ def test_help_has_an_example(name):
 
 
 def test_ctrl_c_keeps_records_and_writes_a_partial_summary(tmp_path, monkeypatch):
-    from strata_bench import abrun
+    from strata_bench.ab import runner as abrun
 
     calls = iter([0.1, 0.2, 0.1, KeyboardInterrupt()])
 

@@ -7,9 +7,13 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from strata_bench import envinfo, gpu, provenance
-from strata_bench.cli import cli
-from strata_bench.sources import kernels_src_hash
+from strata_bench.report import env as envinfo
+
+from strata_bench.runner import devices as gpu
+
+from strata_bench.results import provenance
+from strata_bench.cli.main import cli
+from strata_bench.kernels.sources import kernels_src_hash
 
 H200_PROPS = {
     "name": b"NVIDIA H200", "major": 9, "minor": 0, "multiProcessorCount": 132, "l2CacheSize": 62914560,
@@ -133,7 +137,7 @@ def test_env_json_without_gpu_is_valid_json_and_exits_77(no_gpu):
     assert body["devices"] == [] and body["kernels_src_hash"] == kernels_src_hash()
 
 
-@pytest.mark.skipif("__import__('strata_bench.gpu').gpu.probe().usable", reason="host has a GPU")
+@pytest.mark.skipif("__import__('strata_bench.runner.devices').runner.devices.probe().usable", reason="host has a GPU")
 def test_env_on_this_gpu_less_host_exits_77_with_the_real_reason():
     result = CliRunner().invoke(cli, ["env"])
     assert result.exit_code == 77
@@ -150,8 +154,8 @@ def test_env_on_a_gpu_host_lists_every_device():
 
 
 def test_recorded_command_line_names_no_folder_of_this_machine():
-    from strata_bench import provenance
-    from strata_bench.sources import REPO_ROOT
+    from strata_bench.results import provenance
+    from strata_bench.kernels.sources import REPO_ROOT
 
     argv = [str(REPO_ROOT / "strata_bench" / "__main__.py"), "parity", "/elsewhere/x.py"]
     assert provenance.command_line(argv) == ["strata_bench/__main__.py", "parity", "/elsewhere/x.py"]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.cli import cli
-from strata_bench.gpu import probe
+from strata_bench.cli.main import cli
+from strata_bench.runner.devices import probe
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "dequant_rows"
 ARGS = ["--kernels", str(EXAMPLE), "--cases", str(EXAMPLE / "cases.py"), "--family", "my_dequant"]

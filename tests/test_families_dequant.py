@@ -10,7 +10,7 @@ import pytest
 
 from strata_bench.cases import load_builtin_families
 from strata_bench.families import _iq
-from strata_bench.fixtures import synthetic_weights
+from strata_bench.data.fixtures import synthetic_weights
 from strata_bench.formats import get_format
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -69,7 +69,7 @@ def test_float32_dequantization_is_exact(fmt):
 # --- the family ---------------------------------------------------------------------------------------------
 @pytest.mark.nvrtc
 def test_source_compiles_for_sm90_without_spills(cubin_cache):
-    from strata_bench.build import compile_source, parse_resources
+    from strata_bench.kernels.build import compile_source, parse_resources
 
     comp = compile_source("iq/dequant.cu", FAMILY.name_expressions("iq/dequant.cu"), "sm_90")
     res = parse_resources(comp.log, comp.lowered)
@@ -110,8 +110,8 @@ def test_padded_layout_keeps_rows_and_adds_slack():
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(FAMILY.default_cases()), ids=lambda c: c.name)
 def test_parity_on_gpu(case):
-    from strata_bench.build import load_kernels
-    from strata_bench.parity import Status, check_case
+    from strata_bench.kernels.build import load_kernels
+    from strata_bench.checks.parity import Status, check_case
 
     result = check_case(FAMILY, case, load_kernels(FAMILY, 0), 0)
     assert result.status is Status.PASS, [c.detail for c in result.checks if not c.ok]

@@ -114,7 +114,7 @@ def emulate(fmt: str, path: str, raw: np.ndarray, rows: int, cols: int) -> np.nd
 @pytest.mark.parametrize("path", ["generic", "vec16"])
 @pytest.mark.parametrize("edge", [False, True])
 def test_kernel_emulations_equal_the_correctly_rounded_reference(fmt, path, edge):
-    from strata_bench.fixtures import synthetic_weights
+    from strata_bench.data.fixtures import synthetic_weights
 
     raw = synthetic_weights(fmt, 6, 512, seed=11, edge=edge)
     if edge:
@@ -140,8 +140,8 @@ def test_edge_cases_allow_infinities_and_seeded_ones_do_not():
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(FAMILY.default_cases()), ids=lambda c: c.name)
 def test_parity_on_gpu(case):
-    from strata_bench.build import load_kernels
-    from strata_bench.parity import Status, check_case
+    from strata_bench.kernels.build import load_kernels
+    from strata_bench.checks.parity import Status, check_case
 
     result = check_case(FAMILY, case, load_kernels(FAMILY, 0), 0)
     assert result.status is Status.PASS, [c.detail for c in result.checks if not c.ok]

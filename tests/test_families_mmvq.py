@@ -28,7 +28,7 @@ ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_120")
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_architecture_compiles_a_sample(arch, cubin_cache):
     """dp4a, prmt and the shared-memory tables on every target (a sample; `compile --arch` builds all)."""
-    from strata_bench.build import compile_source
+    from strata_bench.kernels.build import compile_source
 
     exprs = [e for e in FAMILY.name_expressions("iq/mmvq.cu")
              if ("iq2_xxs" in e or "iq4_xs" in e) and ("old" in e or ", 1," in e or ", 8," in e)]
@@ -143,8 +143,8 @@ def test_fixture_case_tiles_and_notes_its_source():
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(FAMILY.default_cases()), ids=lambda c: c.name)
 def test_parity_on_gpu(case):
-    from strata_bench.build import load_kernels
-    from strata_bench.parity import Status, check_case
+    from strata_bench.kernels.build import load_kernels
+    from strata_bench.checks.parity import Status, check_case
 
     result = check_case(FAMILY, case, load_kernels(FAMILY, 0), 0)
     assert result.status is Status.PASS, [c.detail for c in result.checks if not c.ok]

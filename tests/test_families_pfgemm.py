@@ -21,7 +21,7 @@ def small_case(fmt: str, n: int, k: int, groups: str, seed: int = 3) -> Case:
 @pytest.mark.nvrtc
 @pytest.mark.parametrize("source", pf.PfGemm.sources)
 def test_sources_compile_for_sm90_without_spills_in_48k_static_shared(source, cubin_cache):
-    from strata_bench import build
+    from strata_bench.kernels import build
 
     compiled = build.compile_source(source, FAMILY.name_expressions(source), "sm_90", use_cache=False)
     resources = build.parse_resources(compiled.log, compiled.lowered)
@@ -282,7 +282,7 @@ def test_new_iq2s_decoder_gives_the_exact_values_rounded_once_to_fp16():
 
 
 def test_new_iq4nl_decoder_gives_the_exact_values_rounded_once_to_fp16():
-    from strata_bench.tables import table_arrays
+    from strata_bench.kernels.tables import table_arrays
 
     f = get_format("iq4_nl")
     rng = np.random.default_rng(12)
@@ -352,8 +352,8 @@ def test_token_tiles_cover_every_group_row_once(tile_rows):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(FAMILY.default_cases()), ids=lambda c: c.name)
 def test_parity_on_the_gpu(case):
-    from strata_bench.build import load_kernels
-    from strata_bench.parity import Status, check_case
+    from strata_bench.kernels.build import load_kernels
+    from strata_bench.checks.parity import Status, check_case
 
     result = check_case(FAMILY, case, load_kernels(FAMILY, 0), 0)
     assert result.status == Status.PASS, [c for c in result.checks if not c.ok]
@@ -364,8 +364,8 @@ def test_parity_on_the_gpu(case):
 
 @pytest.mark.gpu
 def test_environment_switch_changes_what_auto_launches(monkeypatch):
-    from strata_bench.build import load_kernels
-    from strata_bench.run import run_variant
+    from strata_bench.kernels.build import load_kernels
+    from strata_bench.runner.launch import run_variant
 
     case = small_case("iq4_nl", 128, 256, "17,40")
     kernels = load_kernels(FAMILY, 0)

@@ -93,7 +93,7 @@ def test_butterfly_sum_is_the_xor_tree():
 
 # --- references ----------------------------------------------------------------------------------
 def test_decode_matches_the_format_oracle():
-    from strata_bench.fixtures import synthetic_weights
+    from strata_bench.data.fixtures import synthetic_weights
     from strata_bench.formats import get_format
 
     raw = synthetic_weights("q2_0", 5, 192, seed=3, edge=True)
@@ -260,8 +260,8 @@ def test_new_kernel_shared_bytes_cover_every_activation_byte():
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(FAMILY.default_cases()), ids=lambda c: c.name)
 def test_parity_on_gpu(case):
-    from strata_bench.build import load_kernels
-    from strata_bench.parity import Status, check_case
+    from strata_bench.kernels.build import load_kernels
+    from strata_bench.checks.parity import Status, check_case
 
     result = check_case(FAMILY, case, load_kernels(FAMILY, 0), 0)
     assert result.status is Status.PASS, [c.detail for c in result.checks if not c.ok]

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.cli import cli
+from strata_bench.cli.main import cli
 from strata_bench.errors import InputError
-from strata_bench.fixtures import (Fixture, fixture_from_gguf, list_fixtures, load_fixture, make_synthetic,
+from strata_bench.data.fixtures import (Fixture, fixture_from_gguf, list_fixtures, load_fixture, make_synthetic,
                                    parse_rows, read_manifest, save_fixture, seeded_activations, sha256_file,
                                    synthetic_weights, verify_fixtures)
 from strata_bench.formats import get_format
-from strata_bench.sources import REPO_ROOT
+from strata_bench.kernels.sources import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "fixtures"
 ROWS_GGUF = COMMITTED / "smollm2-rows.gguf"
@@ -74,8 +74,8 @@ def test_save_load_round_trip_with_manifest(tmp_path):
     assert _files(tmp_path) == ["iq3_s-4x512-s5-edge.npz", "manifest.json"]
     entry = read_manifest(tmp_path)["fixtures"][fix.name]
     assert entry["sha256"] == sha256_file(path)
-    assert entry["provenance"] == {"kind": "synthetic", "seed": 5, "generator": "strata_bench.fixtures.synthetic_weights",
-                                   "edge": True, "activations": {"generator": "strata_bench.fixtures.seeded_activations",
+    assert entry["provenance"] == {"kind": "synthetic", "seed": 5, "generator": "strata_bench.data.fixtures.synthetic_weights",
+                                   "edge": True, "activations": {"generator": "strata_bench.data.fixtures.seeded_activations",
                                                                  "seed": 5}}
     back = load_fixture(fix.name, tmp_path)
     np.testing.assert_array_equal(back.raw, fix.raw)

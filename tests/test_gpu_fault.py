@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from strata_bench.gpu import probe
+from strata_bench.runner.devices import probe
 
 DATA = Path(__file__).parent / "data" / "fault_family"
 

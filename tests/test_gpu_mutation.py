@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from strata_bench.gpu import probe
-from strata_bench.sources import kernels_dir
+from strata_bench.runner.devices import probe
+from strata_bench.kernels.sources import kernels_dir
 
 ORIGINAL = "warp_sum_f32(acc[r][col])"  # the new kernel's per-column butterfly
 MUTANT = "warp_sum_f32_mutant(acc[r][col])"

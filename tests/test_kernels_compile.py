@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata_bench.build import compile_source, parse_resources
+from strata_bench.kernels.build import compile_source, parse_resources
 from strata_bench.cases import load_builtin_families
 
 FAMILIES = load_builtin_families()

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from strata_bench.cases import Case, Expected, Family
-from strata_bench.parity import (_bitwise_checks, _error_equal_checks, _reference_checks, _written_checks,
+from strata_bench.checks.parity import (_bitwise_checks, _error_equal_checks, _reference_checks, _written_checks,
                                  diagnose, ulp_distance)
-from strata_bench.run import VariantRun, _differs
+from strata_bench.runner.launch import VariantRun, _differs
 
 
 class _Fam(Family):

@@ -8,11 +8,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from strata_bench import abrun as R
-from strata_bench import report
-from strata_bench.cli import cli
+from strata_bench.ab import runner as R
+from strata_bench.report import files as report
+from strata_bench.cli.main import cli
 from strata_bench.errors import InputError
-from strata_bench.results import ResultsWriter
+from strata_bench.results.store import ResultsWriter
 
 
 def _values(values):

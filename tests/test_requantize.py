@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from strata_bench import requantize
-from strata_bench.cli import cli
+from strata_bench.data import requantize
+from strata_bench.cli.main import cli
 from strata_bench.errors import InputError
-from strata_bench.fixtures import load_fixture
+from strata_bench.data.fixtures import load_fixture
 from strata_bench.formats import get_format
-from strata_bench.sources import REPO_ROOT
+from strata_bench.kernels.sources import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "fixtures"
 needs_libggml = pytest.mark.skipif(importlib.util.find_spec("libggml") is None,

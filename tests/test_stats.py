@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from strata_bench import stats as S
+from strata_bench.stats import core as S
 
 
 def _noisy(mean: float, n: int, sd: float, seed: int) -> np.ndarray:

@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from strata_bench import tables
+from strata_bench.kernels import tables
 
 
 def _parsed_array(text: str, name: str) -> list[int]:
@@ -20,7 +20,7 @@ def _parsed_array(text: str, name: str) -> list[int]:
 
 def test_committed_header_is_current():
     # Fails when gguf's tables change (or someone edits the header) until the header is regenerated.
-    assert tables.is_current(), "run `python -m strata_bench.tables` and commit the header"
+    assert tables.is_current(), "run `python -m strata_bench.kernels.tables` and commit the header"
 
 
 def test_header_names_gguf_version_and_says_generated():

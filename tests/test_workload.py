@@ -1,7 +1,7 @@
 """The workload's kernel choice follows the environment switches (no GPU needed to check the choice)."""
 import pytest
 
-from strata_bench import workload
+from strata_bench.workloads import decoder as workload
 from strata_bench.errors import InputError
 
 

@@ -1,5 +1,5 @@
 """I-quants (llama.cpp's lattice/codebook formats). gguf-py is the oracle; it has no quantizer for them,
-so real i-quant weights come from llama.cpp's reference quantizer (`strata_bench.requantize`).
+so real i-quant weights come from llama.cpp's reference quantizer (`strata_bench.data.requantize`).
 
 Every i-quant except IQ1_M starts with an fp16 d; IQ1_M spreads its d over the top nibbles of the
 four u16 scale words that end the block.

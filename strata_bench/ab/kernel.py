@@ -1,0 +1,118 @@
+"""Kernel A/B: two variants of the same case timed in one process, run by run in ABBA (or AB, random) order.
+
+Each arm replays a CUDA graph of the variant's launches (the same graph every run, built once, cold
+weights by rotation as in bench) and reports microseconds per call. The two graphs share inputs, so a
+pair differs only in the variant. A variant may carry a work factor, `new*1.03`: its graph holds 3%
+more launches than the other arm's while its time is still divided by the same count; this is the planted
+slowdown that shows whether a comparison can see 3%.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from strata_bench.ab import runner as abrun
+from strata_bench.cases import FAMILIES, Case, CaseFilter
+from strata_bench.errors import InputError
+
+_VARIANT = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)(?:\*(?P<factor>[0-9.]+))?$")
+
+
+def parse_variant(spec: str) -> tuple[str, float]:
+    """'new' -> ('new', 1.0); 'new*1.03' -> ('new', 1.03)."""
+    m = _VARIANT.match(spec)
+    if not m:
+        raise InputError(f"bad variant {spec!r}: expected NAME or NAME*FACTOR (e.g. new*1.03)")
+    factor = float(m.group("factor") or 1.0)
+    if not 0.5 <= factor <= 4:
+        raise InputError(f"work factor in {spec!r} must be between 0.5 and 4")
+    return m.group("name"), factor
+
+
+class _GraphArm:
+    """One variant's graph on one case; calling it replays once and returns us per call."""
+
+    def __init__(self, family, case: Case, variant: str, factor: float, kernels, prep, launches: int, stream):
+        from strata_bench.timing.core import _capture
+
+        self.launches = launches
+        self.stream = stream
+        # The extra launches are not rounded up to whole rotations of the input copies: that rounding
+        # once turned a planted 3% into 10% (143 launches over 11 copies -> 154).
+        total = max(1, round(launches * factor))
+        self.factor = total / launches
+        with stream:
+            self.graph = _capture(family, case, variant, kernels, prep, total, stream)
+
+    def __call__(self) -> float:
+        from strata_bench.timing.core import _replay_seconds
+
+        return _replay_seconds(self.graph, self.stream) / self.launches * 1e6
+
+
+def _arms_for_case(family, case: Case, spec_a: str, spec_b: str, device: int):
+    import cupy
+
+    from strata_bench.kernels.build import load_kernels
+    from strata_bench.timing.core import _replay_seconds, _capture, check_variants_agree, prepare_copies
+
+    (name_a, fa), (name_b, fb) = parse_variant(spec_a), parse_variant(spec_b)
+    for name in (name_a, name_b):
+        if name not in case.variants:
+            raise InputError(f"variant {name!r} is not one of {case.name}'s: {', '.join(case.variants)}")
+    kernels = load_kernels(family, device)
+    l2 = cupy.cuda.runtime.getDeviceProperties(device)["l2CacheSize"]
+    prep = prepare_copies(family, case, family.make_inputs(case), hot=False, l2_bytes=l2)
+    problem = check_variants_agree(family, replace(case, variants=tuple(dict.fromkeys((name_a, name_b)))),
+                                   kernels, prep)
+    if problem:
+        raise InputError(f"{case.name}: {problem}; fix parity before timing")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        probe = _capture(family, case, name_a, kernels, prep, len(prep.devs), stream)
+        one = _replay_seconds(probe, stream) / len(prep.devs)
+    # At least 200 launches a run, so a work factor is rounded to within 0.25%.
+    launches = max(200, len(prep.devs), min(2000, int(2e-3 / max(one, 1e-7))))
+    launches = math.ceil(launches / len(prep.devs)) * len(prep.devs)
+    arm_a = _GraphArm(family, case, name_a, fa, kernels, prep, launches, stream)
+    arm_b = _GraphArm(family, case, name_b, fb, kernels, prep, launches, stream)
+    for arm in (arm_a, arm_b, arm_a, arm_b):
+        arm()  # warm-up replays outside the schedule (the plan's warm-up pairs come on top)
+    describe = {"case": case.name, "launches_per_run": launches, "weight_copies": len(prep.devs)}
+    return (abrun.Arm("A", arm_a, {**describe, "variant": spec_a, "work_factor": arm_a.factor}),
+            abrun.Arm("B", arm_b, {**describe, "variant": spec_b, "work_factor": arm_b.factor}))
+
+
+def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan: abrun.Plan, results_dir: Path,
+                  kernels_dir: str | None = None, cases_file: str | None = None, quiet: bool = False,
+                  device: int = 0) -> abrun.AbReport:
+    """A/B of two kernel variants on every selected case; records under results/<device>/ab-*.jsonl."""
+    import cupy
+
+    from strata_bench.runner import loop as engine
+
+    from strata_bench.runner import devices as gpu
+
+    from strata_bench.results import provenance
+    from strata_bench.results.store import ResultsWriter, slug
+
+    cases = list(dict.fromkeys(engine.prepare_cases(case_filter, cases_file, kernels_dir, purpose="bench")))
+    devices = gpu.select_devices(str(device))
+    plan = replace(plan, unit="us", metric="kernel us per call")
+    prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
+                                                     "seed": plan.seed}})
+    writer = ResultsWriter(Path(results_dir) / slug(engine.device_name(devices[0])), "ab", prov)
+    outcomes = []
+    try:
+        with cupy.cuda.Device(devices[0]):
+            for case in cases:
+                arm_a, arm_b = _arms_for_case(FAMILIES[case.family], case, variant_a, variant_b, devices[0])
+                with abrun.progress_bar(plan.total_runs, case.name, quiet) as advance:
+                    outcomes.append(abrun.run_ab(arm_a, arm_b, plan, writer, case.name, advance))
+    except BaseException:
+        abrun._finish_partial(writer)
+        raise
+    summary = abrun.finish(writer, outcomes)
+    return abrun.AbReport(tuple(outcomes), summary, writer.records_path)

@@ -1,0 +1,1 @@
+"""Thin click commands, one module each; `main` is the console entry point."""

@@ -1,0 +1,109 @@
+"""`strata-bench bench`: micro-benchmarks of kernel variants (us/call, GB/s, fraction of the ceilings)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from strata_bench.cli.options import case_filter_options, make_filter, split_output_format
+from strata_bench.errors import InputError, NoGpu
+
+
+def _parse_shape(value: str | None) -> tuple[int, int] | None:
+    if not value:
+        return None
+    try:
+        rows, cols = (int(v) for v in value.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--shape must be ROWSxCOLS, got {value!r}") from None
+    if rows <= 0 or cols <= 0:
+        raise InputError(f"--shape must be positive, got {value!r}")
+    return rows, cols
+
+
+def _parse_cols(value: str | None) -> tuple[int, ...] | None:
+    if not value:
+        return None
+    try:
+        cols = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"--cols must be a comma list of integers, got {value!r}") from None
+    if not cols or min(cols) <= 0:
+        raise InputError(f"--cols must be positive integers, got {value!r}")
+    return cols
+
+
+@click.command("bench")
+@case_filter_options
+@click.option("--shape", metavar="ROWSxCOLS", help="Replace each case's shape (e.g. 131072x8192, the DRAM shape).")
+@click.option("--cols", "cols_spec", metavar="N[,N]", help="Sweep the column count (e.g. 1,2,4,8).")
+@click.option("--hot", is_flag=True, help="Time with warm caches (one input copy) instead of rotating cold copies.")
+@click.option("--budget", type=float, default=2.0, show_default=True, help="Seconds of trials per variant at most.")
+@click.option("--rel-ci", type=float, default=0.01, show_default=True,
+              help="Stop a variant's trials when the 95% CI of the median is within this fraction.")
+@click.option("--device", "device_spec", default="0", show_default=True, metavar="N|all")
+@click.option("--output", "-o", "output", type=click.Choice(["table", "md", "json"]), default=None)
+@click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results", show_default=True)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spec, hot, budget, rel_ci,
+            device_spec, output, results_dir, quiet):
+    """Time kernel variants: us per call, GB/s, fraction of the measured read and copy ceilings.
+
+    Each case runs its variants once at the timed shape and must agree bitwise before it is timed.
+    Launches are captured in a CUDA graph and timed with events around replays; weights are kept cold
+    by rotating through input copies totalling at least 3x the L2 (unless --hot). The table has a row
+    per call and a column per column count: old / new and the speedup.
+
+    \b
+    Examples:
+        strata-bench bench --family mmvq --format iq2_xxs --cols 1,4,8
+        strata-bench bench --family mmvq --shape 131072x8192 --cols 1,8 --format md
+    """
+    from strata_bench.runner import loop as engine
+    from strata_bench.runner import devices as gpu
+    from strata_bench.timing.core import TimingConfig, bench_case, measure_ceilings, sweep
+
+    formats, output = split_output_format(formats, output)
+    base = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench")
+    shape_v, cols_v = _parse_shape(shape), _parse_cols(cols_spec)
+    cases = list(dict.fromkeys(c for case in base for c in sweep(case, shape_v, cols_v)))
+    try:
+        devices = gpu.select_devices(device_spec)
+    except NoGpu as exc:
+        raise NoGpu(f"{exc}; {len(cases)} cases selected, none timed") from None
+    cfg = TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget)
+    writer = _writer(Path(results_dir), devices, cfg)
+    timings = []
+
+    def per_case(family, case, kernels, device):
+        return bench_case(family, case, kernels, device, cfg, measure_ceilings(device))
+
+    def keep(result):
+        for timing in result:
+            timings.append(timing)
+            writer.append(timing.to_record())
+
+    def on_fault(case, device, exc, seconds):
+        raise exc
+
+    from strata_bench.report.live import progress_bar
+    with progress_bar("bench", total=len(cases) * len(devices), enabled=not quiet) as advance:
+        try:
+            engine.run_on_devices(cases, devices, per_case, keep, on_fault, advance)
+        finally:
+            ceil = {str(d): vars(measure_ceilings(d)) for d in devices}
+            path = writer.finish({"timings": len(timings), "ceilings": ceil, "hot": hot},
+                                 sum(t.status != "timed" for t in timings))
+    from strata_bench.report import bench as benchtable
+    click.echo(benchtable.render([t.to_record() for t in timings], output or "table"))
+    click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {path}", err=True)
+
+
+def _writer(results_dir: Path, devices: list[int], cfg):
+    from strata_bench.runner import loop as engine
+    from strata_bench.results import provenance
+    from strata_bench.results.store import ResultsWriter, slug
+
+    prov = provenance.collect(devices)
+    prov["timing"] = vars(cfg)
+    return ResultsWriter(results_dir / slug(engine.device_name(devices[0])), "bench", prov)

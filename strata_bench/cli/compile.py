@@ -1,0 +1,111 @@
+"""`strata-bench compile`: build every family's kernel sources for named architectures, no GPU needed."""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import click
+
+from strata_bench.cli.options import _split
+
+
+@click.command("compile")
+@click.option("--arch", "archs", multiple=True, metavar="SM[,SM]",
+              help="Architectures, e.g. 75,80,86,89,90,120 (default: the local GPU's).")
+@click.option("--family", "families", multiple=True, metavar="NAME[,NAME]", help="Only these kernel families.")
+@click.option("--kernels", "kernels_dir", type=click.Path(file_okay=False),
+              help="Directory of the kernel sources the --cases file's families compile.")
+@click.option("--cases", "cases_file", type=click.Path(dir_okay=False),
+              help="Python file declaring extra families (same API as the built-ins).")
+@click.option("--resources", is_flag=True, help="Also print registers, spills, shared memory and stack per kernel.")
+@click.option("--no-cache", is_flag=True, help="Compile again even where the cubin cache has the result.")
+@click.option("-j", "--jobs", "workers", type=click.IntRange(1, 64), default=None,
+              help="Parallel NVRTC compiles (default: CPU count).")
+def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | None, cases_file: str | None,
+            resources: bool, no_cache: bool, workers: int | None) -> None:
+    """Compile kernel sources through NVRTC with the options results record.
+
+    Without --arch it builds for the local GPU (exit 77 if there is none); with --arch it needs no GPU,
+    only NVRTC. Cubins are cached under $STRATA_CACHE_DIR (default ~/.cache/strata-bench/cubin), keyed
+    by every source and header byte, the options, the NVRTC version and the architecture. A compile
+    error prints the NVRTC log (file(line): error ...) and exits 2.
+
+    \b
+    Example:
+        strata-bench compile --arch 75,80,86,89,90,120
+        strata-bench compile --arch 90 --family mmvq --resources
+        strata-bench compile --arch 90 --kernels my_kernels --cases my_cases.py
+    """
+    from strata_bench.cli.console import stdout_console
+
+    from strata_bench.kernels import jobs as buildplan
+
+    arch_list = buildplan.parse_archs(archs) if archs else None  # bad --arch fails before any import
+    chosen = buildplan.load_families(_split(tuple(families)), cases_file, kernels_dir)
+    arch_list = arch_list or buildplan.local_archs()
+    jobs = buildplan.plan(chosen, arch_list)
+    outcomes = _run_with_progress(jobs, not no_cache, workers or os.cpu_count() or 1)
+    console = stdout_console()
+    console.print(summary_table(outcomes, arch_list))
+    if resources:
+        console.print(resources_table(outcomes))
+    ok = sum(o.ok for o in outcomes)
+    console.print(f"{len(outcomes)} compile(s): {ok} ok ({sum(o.cache_hit for o in outcomes)} cached), "
+                  f"{len(outcomes) - ok} failed")
+    buildplan.raise_for_failures(outcomes)
+
+
+def _run_with_progress(jobs, use_cache: bool, workers: int):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from strata_bench.kernels import jobs as buildplan
+
+    # The bar goes to stderr and vanishes when done, so stdout holds only the tables.
+    columns = (TextColumn("compile"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    console = Console(stderr=True)
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("compile", total=len(jobs))
+        return buildplan.run_all(jobs, use_cache, workers, on_done=lambda _o: progress.advance(task))
+
+
+def summary_table(outcomes, archs: Sequence[str]):
+    """A row per family source, a column per architecture: ok with seconds, cached, or FAILED."""
+    from rich.table import Table
+
+    table = Table(title="Compile")
+    table.add_column("source")
+    for arch in archs:
+        table.add_column(arch, justify="right")
+    cells: dict[str, dict[str, str]] = {}
+    for o in outcomes:
+        cells.setdefault(o.job.label, {})[o.job.arch] = _cell(o)
+    for label, by_arch in cells.items():
+        table.add_row(label, *(by_arch.get(a, "-") for a in archs))
+    return table
+
+
+def _cell(outcome) -> str:
+    if not outcome.ok:
+        return "[red]FAILED[/red]"
+    if outcome.cache_hit:
+        return "cached"
+    return f"ok {outcome.seconds:.2f}s"
+
+
+def resources_table(outcomes):
+    """Registers, spill stores/loads, static shared memory and stack per kernel and architecture."""
+    from rich.table import Table
+
+    table = Table(title="Kernel resources (ptxas; bytes except registers)")
+    table.add_column("kernel", no_wrap=True)
+    table.add_column("arch", no_wrap=True)
+    for name in ("regs", "spill st", "spill ld", "smem", "stack"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for o in outcomes:
+        for r in o.resources:
+            spills = r.spill_stores or r.spill_loads
+            style = "yellow" if spills else None
+            table.add_row(r.kernel, o.job.arch, str(r.registers), str(r.spill_stores), str(r.spill_loads),
+                          str(r.shared_bytes), str(r.stack_bytes), style=style)
+    return table

@@ -1,0 +1,95 @@
+"""Thin click front end: parse, call the library, render. Typed errors become exit codes here only.
+
+Each command lives in `strata_bench/cli/<name>.py` and exposes `command` (a click command or
+group); this module discovers them so adding a command touches one file.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+
+import click
+
+from strata_bench import __version__
+from strata_bench.errors import StrataError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SKIP = 0, 1, 2, 77
+
+
+class StrataGroup(click.Group):
+    """Maps library errors to one stderr line and their exit code; never a traceback for bad input."""
+
+    def invoke(self, ctx: click.Context):  # noqa: D401
+        try:
+            return super().invoke(ctx)
+        except StrataError as exc:
+            click.echo(_one_line(exc), err=True)
+            if _context_poisoned(exc):
+                # After a kernel fault the CUDA context is unusable: tearing down its modules at interpreter
+                # exit only prints driver errors. Results are already on disk, so leave at once.
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(exc.exit_code)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted: results written so far are kept", err=True)
+            ctx.exit(130)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(super().list_commands(ctx))
+
+
+def _context_poisoned(exc: BaseException) -> bool:
+    from strata_bench.errors import KernelFault
+
+    while exc is not None:
+        if isinstance(exc, KernelFault):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _one_line(exc: StrataError) -> str:
+    text = str(exc).strip()
+    # Compile errors carry the NVRTC log on purpose; every other error is one line.
+    if exc.__class__.__name__ == "CompileError":
+        return text
+    return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+@click.group(cls=StrataGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="strata-bench")
+def cli() -> None:
+    """Parity and benchmark harness for CUDA kernels over GGUF-style quantized weights.
+
+    Exit codes: 0 ok, 1 a check failed or a regression was found, 2 usage or input error,
+    77 needs a GPU and none is usable.
+
+    \b
+    Example:
+        strata-bench parity --family mmvq --format iq2_xxs
+    """
+
+
+def _register_commands() -> None:
+    import strata_bench.cli as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        command = getattr(module, "command", None)
+        if isinstance(command, click.Command):
+            cli.add_command(command)
+
+
+_register_commands()
+
+
+def main() -> None:
+    # click's own usage errors already exit 2; library errors are mapped in StrataGroup.
+    cli(prog_name="strata-bench")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

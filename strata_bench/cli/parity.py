@@ -1,0 +1,102 @@
+"""`strata-bench parity`: bitwise and float64 parity for every case that matches the filters."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from strata_bench.cli.options import case_filter_options, make_filter, split_output_format
+from strata_bench.errors import CheckFailed, KernelFault, NoGpu
+
+
+@click.command("parity")
+@case_filter_options
+@click.option("--device", "device_spec", default="0", show_default=True, metavar="N|all",
+              help="GPU index, or 'all' to run every case on each GPU.")
+@click.option("--output", "-o", "output", type=click.Choice(["table", "md", "json"]), default=None,
+              help="Print as a rich table (default), markdown for a pull request, or JSON.")
+@click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results", show_default=True,
+              help="Where to keep the raw records and the summary (results/<device>/parity-*.json).")
+@click.option("--list", "list_only", is_flag=True, help="List the selected cases and exit (no GPU needed).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, list_only, quiet):
+    """Check bitwise and float64 parity of kernel variants, case by case.
+
+    Every variant runs twice over two poisons (an unwritten element fails), every variant is compared
+    byte for byte with the baseline (first and worst difference, decoded), every column of a
+    multi-column call with the 1-column call, and every output with a float64 reference within the
+    tolerance its arithmetic contract allows. `--format md|json` is accepted as --output.
+
+    Exit codes: 0 all pass, 1 a check failed or a kernel faulted, 2 bad usage (a filter that matches
+    nothing lists the families and formats), 77 no usable GPU (after selecting the cases).
+
+    \b
+    Examples:
+        strata-bench parity
+        strata-bench parity --family mmvq --format iq2_xxs,iq3_s -k n8
+        strata-bench parity --format md > parity.md
+        strata-bench parity --kernels my_kernels/ --cases my_cases.py --family my_mmvq
+    """
+    from strata_bench.runner import loop as engine
+    from strata_bench.runner import devices as gpu
+    from strata_bench.checks.parity import ParityRun, check_case, fault_result
+
+    formats, output = split_output_format(formats, output)
+    cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir)
+    if list_only:
+        for case in cases:
+            click.echo(case.name)
+        return
+    try:
+        devices = gpu.select_devices(device_spec)
+    except NoGpu as exc:
+        raise NoGpu(f"{exc}; {len(cases)} cases selected, none run") from None
+    writer = _results_writer(Path(results_dir), devices)
+    run = ParityRun()
+
+    def keep(result) -> None:
+        run.results.append(result)
+        writer.append(result.to_record())
+
+    from strata_bench.report.live import progress_bar
+    with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance:
+        try:
+            engine.run_on_devices(cases, devices, check_case, keep, fault_result, advance)
+        finally:
+            summary_path = writer.finish(run.summary(devices), run.failures)
+    _render(run, devices, output or "table", summary_path)
+    faults = run.summary(devices)["faults"]
+    if faults:
+        raise KernelFault(f"parity: kernel fault in {faults[0]}; {run.failures} of {len(run.results)} cases failed "
+                          f"(details in {summary_path})")
+    if run.failures:
+        raise CheckFailed(f"parity: {run.failures} of {len(run.results)} cases failed (details in {summary_path})")
+
+
+def _results_writer(results_dir: Path, devices: list[int]):
+    from strata_bench.runner import loop as engine
+    from strata_bench.results import provenance
+    from strata_bench.results.store import ResultsWriter, slug
+
+    name = engine.device_name(devices[0])
+    return ResultsWriter(results_dir / slug(name), "parity", provenance.collect(devices))
+
+
+def _render(run, devices, output, summary_path) -> None:
+    from strata_bench.report import live as render
+
+    if output == "json":
+        import json
+
+        click.echo(json.dumps({"summary": run.summary(devices),
+                               "cases": [r.to_record() for r in run.results]}, indent=2, default=str))
+        return
+    text = render.parity_markdown(run.results) if output == "md" else None
+    if text is not None:
+        click.echo(text)
+    else:
+        render.print_parity_table(run.results)
+    line = (f"{len(run.results)} cases, {run.failures} failures on {len(devices)} device"
+            f"{'s' if len(devices) != 1 else ''}; results: {summary_path}")
+    click.echo(line, err=output == "md")

@@ -1,2 +1,0 @@
-"""The rich console the commands print tables on (defined once, in render)."""
-from strata_bench.render import PIPED_WIDTH, stdout_console  # noqa: F401

@@ -1,0 +1,115 @@
+"""Compile many families for many architectures: the work behind `strata-bench compile`.
+
+A job is one (family, source, arch); every job runs even when another fails, so one command shows
+every broken source and architecture at once. NVRTC releases the GIL while it compiles, so jobs run on
+a small thread pool.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from strata_bench.kernels import build
+from strata_bench.errors import CompileError, InputError
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    family: str
+    source: str
+    arch: str  # "sm_90"
+    name_expressions: tuple[str, ...]
+    root: Path | None = None  # kernel directory of a user family (--kernels); None: kernels_src
+
+    @property
+    def label(self) -> str:
+        return f"{self.family}:{self.source}"
+
+
+@dataclass(frozen=True)
+class CompileOutcome:
+    job: CompileJob
+    seconds: float
+    cache_hit: bool = False
+    resources: tuple[build.KernelResources, ...] = ()
+    error: str | None = field(default=None, repr=False)  # the NVRTC log of a failed compile
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def parse_archs(values: Iterable[str]) -> list[str]:
+    """`--arch 75,80 --arch sm_90` -> ["sm_75", "sm_80", "sm_90"] (order kept, duplicates dropped)."""
+    archs = [build.normalize_arch(v) for item in values for v in str(item).split(",") if v.strip()]
+    if not archs:
+        raise InputError("--arch names no architecture (expected e.g. 75,80,90)")
+    return list(dict.fromkeys(archs))
+
+
+def local_archs() -> list[str]:
+    """The architectures of this host's GPUs; raises NoGpu (exit 77) when there is none."""
+    from strata_bench.runner.devices import require_gpu
+
+    return list(dict.fromkeys(build.device_arch(i) for i in range(require_gpu())))
+
+
+def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str | None) -> dict[str, Any]:
+    """Built-in families plus those a --cases file declares (compiled from --kernels DIR), filtered by name."""
+    from strata_bench import cases
+
+    registry = cases.load_builtin_families()
+    if kernels_dir and not cases_file:
+        raise InputError(f"--kernels {kernels_dir} needs --cases FILE.py naming the families that use it")
+    if cases_file:
+        cases.load_user_cases(cases_file, kernels_dir)
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise InputError(f"unknown family {unknown[0]!r}; families: {', '.join(sorted(registry)) or '(none)'}")
+    chosen = {n: registry[n] for n in (names or sorted(registry))}
+    if not chosen:
+        raise InputError("no kernel family is registered (strata_bench/families is empty and no --cases given)")
+    return chosen
+
+
+def plan(families: dict[str, Any], archs: Sequence[str]) -> list[CompileJob]:
+    """Every (family, source, arch) job, grouped by source so the summary reads row by row."""
+    return [CompileJob(name, src, arch, tuple(fam.name_expressions(src)), getattr(fam, "kernels_root", None))
+            for name, fam in families.items() for src in fam.sources for arch in archs]
+
+
+def run_job(job: CompileJob, use_cache: bool = True) -> CompileOutcome:
+    start = time.perf_counter()
+    try:
+        compiled = build.compile_source(job.source, job.name_expressions, job.arch, use_cache=use_cache,
+                                        root=job.root)
+    except CompileError as exc:
+        return CompileOutcome(job, time.perf_counter() - start, error=str(exc))
+    resources = tuple(build.parse_resources(compiled.log, compiled.lowered))
+    return CompileOutcome(job, time.perf_counter() - start, compiled.cache_hit, resources)
+
+
+def run_all(jobs: Sequence[CompileJob], use_cache: bool = True, workers: int = 1,
+            on_done: Callable[[CompileOutcome], None] | None = None) -> list[CompileOutcome]:
+    """Run every job (in `workers` threads); outcomes come back in job order."""
+    def one(job: CompileJob) -> CompileOutcome:
+        outcome = run_job(job, use_cache)
+        if on_done is not None:
+            on_done(outcome)
+        return outcome
+
+    if workers <= 1 or len(jobs) <= 1:
+        return [one(job) for job in jobs]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, jobs))
+
+
+def raise_for_failures(outcomes: Sequence[CompileOutcome]) -> None:
+    """One CompileError carrying every failed job's NVRTC log (file:line lines included)."""
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        logs = "\n\n".join(o.error or "" for o in failed)
+        raise CompileError(f"{len(failed)} of {len(outcomes)} compile(s) failed\n{logs}")

@@ -1,0 +1,252 @@
+"""Provenance: everything a result needs to be reproduced or questioned, collected in one call.
+
+`collect()` never raises because a GPU, NVML or NVRTC is missing: each part that cannot be read becomes
+None and a `reason` beside it says why, so a results file written on any host is still complete about
+what it knows. It imports cupy and pynvml lazily and takes well under half a second.
+
+Keys (schema 1): created_utc, command, host, python, packages, cuda, devices, devices_reason,
+kernels_src_hash, compile_options, git, env, extra.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import os
+import platform
+import socket
+import sys
+from typing import Any, Callable
+
+PROVENANCE_SCHEMA = 1
+PACKAGES = ("strata-bench", "click", "numpy", "cupy-cuda13x", "cupy-cuda12x", "gguf", "scipy", "rich",
+            "pandas", "nvidia-cuda-nvrtc", "nvidia-ml-py")
+ENV_PREFIX = "STRATA_"
+MiB = 1 << 20
+
+
+def command_line(argv: list[str]) -> list[str]:
+    """sys.argv with paths inside the repository made relative to it, so results name no machine's folders."""
+    from strata_bench.kernels.sources import REPO_ROOT
+
+    root = str(REPO_ROOT) + "/"
+    return [a[len(root):] if a.startswith(root) else a for a in argv]
+
+
+def collect(device_ids: list[int] | None = None, extra: dict | None = None,
+            archs: list[str] | None = None) -> dict[str, Any]:
+    """Provenance of a run on `device_ids` (None: every usable device).
+
+    `archs` names the architectures whose compile options are recorded (default: those of the devices);
+    `extra` is stored as is under "extra" (a command's own settings).
+    """
+    from strata_bench.kernels import sources
+    from strata_bench.results.store import git_state
+
+    devices, devices_reason = device_info(device_ids)
+    archs = archs if archs is not None else sorted({d["arch"] for d in devices if d.get("arch")})
+    return {
+        "schema": PROVENANCE_SCHEMA,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(sys.argv),
+        "host": host_info(),
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation()},
+        "packages": package_versions(),
+        "cuda": cuda_versions(),
+        "devices": devices,
+        "devices_reason": devices_reason,
+        "kernels_src_hash": sources.kernels_src_hash(),
+        "compile_options": {arch: _guarded(lambda a=arch: _recorded_options(a)) for arch in archs},
+        "git": git_state(sources.REPO_ROOT),
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX)},
+        "extra": dict(extra or {}),
+    }
+
+
+def host_info() -> dict[str, Any]:
+    return {"hostname": socket.gethostname(), "system": platform.system(), "release": platform.release(),
+            "machine": platform.machine(), "cpu_count": os.cpu_count()}
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
+    """Installed distribution versions; None for a package that is not installed."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    # cupy is imported under one name whatever its wheel is called; record the wheel that is there.
+    out["cupy"] = out.get("cupy-cuda13x") or out.get("cupy-cuda12x") or _module_version("cupy")
+    if out.get("strata-bench") is None:  # a source checkout run without `pip install`
+        from strata_bench import __version__
+
+        out["strata-bench"] = f"{__version__} (source)"
+    return out
+
+
+def _module_version(module: str) -> str | None:
+    try:
+        return getattr(__import__(module), "__version__", None)
+    except ImportError:
+        return None
+
+
+def _cuda_version_text(encoded: int) -> str | None:
+    """CUDA's 1000*major + 10*minor encoding -> "13.0"; 0 (no driver) -> None."""
+    if not encoded:
+        return None
+    return f"{encoded // 1000}.{encoded % 1000 // 10}"
+
+
+def cuda_versions() -> dict[str, Any]:
+    """CUDA runtime (linked into cupy), driver (what the driver supports), NVRTC, NVML driver string."""
+    out: dict[str, Any] = {"runtime": None, "driver": None, "nvrtc": None, "nvml_driver": None, "reason": {}}
+    try:
+        from cupy_backends.cuda.api import runtime
+    except ImportError as exc:
+        out["reason"]["runtime"] = out["reason"]["driver"] = f"cupy not importable ({exc.name or exc})"
+    else:
+        _fill(out, "runtime", lambda: _cuda_version_text(runtime.runtimeGetVersion()))
+        _fill(out, "driver", lambda: _cuda_version_text(runtime.driverGetVersion()), "no CUDA driver")
+    _fill(out, "nvrtc", _nvrtc_version_text)
+    _fill(out, "nvml_driver", lambda: _nvml_call(lambda nv: _text(nv.nvmlSystemGetDriverVersion())))
+    return out
+
+
+def _nvrtc_version_text() -> str:
+    from strata_bench.kernels.build import nvrtc_version
+
+    major, minor = nvrtc_version()
+    return f"{major}.{minor}"
+
+
+def _fill(out: dict[str, Any], key: str, read: Callable[[], Any], none_reason: str = "not reported") -> None:
+    """out[key] = read(), or None with out['reason'][key] saying why."""
+    try:
+        value = read()
+    except Exception as exc:  # noqa: BLE001 - provenance must never stop a run; the reason is kept
+        out["reason"][key] = _reason(exc)
+        return
+    out[key] = value
+    if value is None:
+        out["reason"][key] = none_reason
+
+
+class Unavailable(RuntimeError):
+    """A part of the environment that cannot be read here; its text is the reason as is."""
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, Unavailable):
+        return str(exc)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _guarded(read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001
+        return {"error": _reason(exc)}
+
+
+def _recorded_options(arch: str) -> list[str]:
+    from strata_bench.kernels.build import recorded_options
+
+    return recorded_options(arch)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# ---------------------------------------------------------------- devices
+
+def device_info(device_ids: list[int] | None) -> tuple[list[dict[str, Any]], str]:
+    """(one dict per device, reason when there are none). Never raises for a missing GPU."""
+    from strata_bench.runner.devices import probe
+
+    status = probe()
+    if not status.usable:
+        return [], status.reason
+    ids = list(range(status.count)) if device_ids is None else list(device_ids)
+    return [_one_device(i) for i in ids], ""
+
+
+def _one_device(index: int) -> dict[str, Any]:
+    from cupy_backends.cuda.api import runtime
+
+    props = runtime.getDeviceProperties(index)
+    info = {
+        "index": index,
+        "name": _text(props["name"]),
+        "compute_capability": f"{props['major']}.{props['minor']}",
+        "arch": f"sm_{props['major']}{props['minor']}",
+        "sm_count": int(props["multiProcessorCount"]),
+        "l2_bytes": int(props["l2CacheSize"]),
+        "memory_clock_khz": int(props.get("memoryClockRate", 0)) or None,
+        "memory_bus_width_bits": int(props.get("memoryBusWidth", 0)) or None,
+        "total_memory_bytes": int(props["totalGlobalMem"]),
+        "pci_bus_id": _pci_bus_id(props),
+    }
+    info["nvml"] = nvml_device_info(info["pci_bus_id"], index)
+    return info
+
+
+def _pci_bus_id(props: dict[str, Any]) -> str | None:
+    try:
+        return f"{int(props['pciDomainID']):08X}:{int(props['pciBusID']):02X}:{int(props['pciDeviceID']):02X}.0"
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------- NVML (optional: nvidia-ml-py)
+
+_NVML_STATE: dict[str, Any] = {}
+
+
+def _nvml() -> Any:
+    """pynvml, initialised once per process; raises with the reason when NVML is not usable."""
+    if "error" in _NVML_STATE:
+        raise Unavailable(_NVML_STATE["error"])
+    if "module" not in _NVML_STATE:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - ImportError, library not found, driver not loaded
+            _NVML_STATE["error"] = f"NVML not usable ({_reason(exc)})"
+            raise Unavailable(_NVML_STATE["error"]) from None
+        _NVML_STATE["module"] = pynvml
+    return _NVML_STATE["module"]
+
+
+def _nvml_call(read: Callable[[Any], Any]) -> Any:
+    return read(_nvml())
+
+
+def nvml_device_info(pci_bus_id: str | None, index: int) -> dict[str, Any]:
+    """Clocks (MHz), power limit (W) and temperature (C) of one device; None with reasons when unreadable.
+
+    The handle is found by PCI bus id because NVML numbers devices without CUDA_VISIBLE_DEVICES."""
+    out: dict[str, Any] = {k: None for k in ("sm_clock_mhz", "memory_clock_mhz", "max_sm_clock_mhz",
+                                             "max_memory_clock_mhz", "power_limit_w", "temperature_c")}
+    out["reason"] = {}
+    try:
+        nv = _nvml()
+        handle = (nv.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode()) if pci_bus_id
+                  else nv.nvmlDeviceGetHandleByIndex(index))
+    except Exception as exc:  # noqa: BLE001
+        out["reason"] = {"all": _reason(exc)}
+        return out
+    readers = {
+        "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM),
+        "memory_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM),
+        "max_sm_clock_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM),
+        "max_memory_clock_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_MEM),
+        "power_limit_w": lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+        "temperature_c": lambda: nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU),
+    }
+    for key, read in readers.items():
+        _fill(out, key, read)
+    return out

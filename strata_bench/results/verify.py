@@ -1,0 +1,118 @@
+"""Is a stored result current? `strata-bench results verify` and `results list` read summaries through here.
+
+A summary is current when the kernels_src hash in its provenance equals the hash of the sources checked
+out now, it records no failures, and its records file is beside it. Anything else is a problem, named
+in one short phrase, so a reader of committed results can tell which ones no longer describe the code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from strata_bench.errors import InputError
+from strata_bench.results.store import read_summary, summary_files
+from strata_bench.kernels.sources import kernels_src_hash
+
+HASH_SHOWN = 12  # hex digits of a hash shown in tables
+
+
+@dataclass(frozen=True)
+class SummaryInfo:
+    """What a summary says about itself (None where it does not say, or cannot be read)."""
+
+    path: Path
+    name: str  # path relative to the directory searched
+    kind: str | None = None
+    created: str | None = None
+    device: str | None = None
+    src_hash: str | None = None
+    failures: int | None = None
+    records_file: Path | None = None
+    unreadable: str | None = None  # why the file is not a usable summary
+
+    @property
+    def records_present(self) -> bool:
+        return self.records_file is not None and self.records_file.is_file()
+
+    def records_count(self) -> int | None:
+        """Complete lines in the records file (None when it is missing)."""
+        if not self.records_present:
+            return None
+        with open(self.records_file, "rb") as fh:  # type: ignore[arg-type]
+            return sum(1 for line in fh if line.strip())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    info: SummaryInfo
+    hash_ok: bool | None  # None: the summary records no hash
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def read_info(path: Path, directory: Path) -> SummaryInfo:
+    name = path.relative_to(directory).as_posix() if path.is_relative_to(directory) else str(path)
+    try:
+        body = read_summary(path)
+    except InputError as exc:
+        return SummaryInfo(path, name, unreadable=str(exc).removeprefix(f"{path} "))
+    prov = body.get("provenance") or {}
+    records = body.get("records_file")
+    return SummaryInfo(path, name, kind=body.get("kind"), created=body.get("created"),
+                       device=_first_device(prov), src_hash=prov.get("kernels_src_hash"),
+                       failures=_int_or_none(body.get("failures")),
+                       records_file=path.with_name(records) if isinstance(records, str) and records else None)
+
+
+def _first_device(prov: dict[str, Any]) -> str | None:
+    devices = prov.get("devices") or []
+    names = [d.get("name") for d in devices if isinstance(d, dict) and d.get("name")]
+    if not names:
+        return None
+    return names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "")
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def find_summaries(directory: Path) -> list[SummaryInfo]:
+    """Every summary under `directory`, sorted by path; InputError when the directory does not exist."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"results directory not found: {directory}")
+    return [read_info(p, directory) for p in summary_files(directory)]
+
+
+def judge(info: SummaryInfo, current_hash: str) -> Verdict:
+    """The problems that make one summary not current (none: it is current)."""
+    if info.unreadable:
+        return Verdict(info, None, (info.unreadable,))
+    problems = []
+    hash_ok = None if info.src_hash is None else info.src_hash == current_hash
+    if hash_ok is None:
+        problems.append("no kernels_src hash recorded")
+    elif not hash_ok:
+        problems.append(f"kernels_src {info.src_hash[:HASH_SHOWN]} != current {current_hash[:HASH_SHOWN]}")
+    if info.failures is None:
+        problems.append("no failure count recorded")
+    elif info.failures:
+        problems.append(f"{info.failures} failure(s) recorded")
+    if info.records_file is None:
+        problems.append("no records file named")
+    elif not info.records_present:
+        problems.append(f"records file missing: {info.records_file.name}")
+    return Verdict(info, hash_ok, tuple(problems))
+
+
+def verify(directory: Path) -> tuple[str, list[Verdict]]:
+    """(the current kernels_src hash, a verdict per summary under directory)."""
+    infos = find_summaries(directory)
+    if not infos:
+        raise InputError(f"no results summary (*.json) under {directory}")
+    current = kernels_src_hash()
+    return current, [judge(info, current) for info in infos]

@@ -1,0 +1,123 @@
+"""A decoder-layer-stack workload for command A/B: the project's kernels run the way an engine would.
+
+Per layer, decode (one token): q8_1 + Q2_0 attention projection (q2warp), q8_1 + i-quant output
+projection (mmvq), MoE experts gate/up + SwiGLU and down (grouped), then the MoE combine + residual +
+RMS norm (moe_combine). Prefill (N tokens): the same projections in passes of 4 and 8 columns, the
+prompt experts as a grouped FP16 tensor-core GEMM (pfgemm), and the combine over N tokens.
+
+Kernel choice follows environment switches, so `strata-bench ab --env-a ... --env-b ...` compares them:
+  STRATA_OLD_IQ_MMVQ=1   the per-column ("old") i-quant mat-vec and grouped kernels (default: new)
+  STRATA_Q2_WARP=0|1     the exact Q2_0 layout (0) or rows per warp (1, default)
+  STRATA_PF_WMMA2=0|1    force the old or the second tensor-core prompt kernel (default: dispatcher)
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from strata_bench.cases import FAMILIES, Case, load_builtin_families
+from strata_bench.errors import InputError
+
+D_MODEL, D_ATTN, D_FF, EXPERTS, TOP_K = 2560, 12288, 1024, 128, 8
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kernel call of the stack: a family's case, the variant the switches choose, repeats per layer."""
+
+    family: str
+    case: Case
+    variant: str
+    repeats: int = 1
+
+
+def _switch(name: str, default: str) -> str:
+    value = os.environ.get(name, default).strip() or default
+    if value not in ("0", "1"):
+        raise InputError(f"{name} must be 0 or 1, got {value!r}")
+    return value
+
+
+def chosen_variants() -> dict[str, str]:
+    iq = "old" if _switch("STRATA_OLD_IQ_MMVQ", "0") == "1" else "new"
+    return {"mmvq": iq, "grouped": iq, "q2warp": "new" if _switch("STRATA_Q2_WARP", "1") == "1" else "old",
+            "pfgemm": "auto", "moe_combine": "new"}
+
+
+def decode_steps(fmt: str) -> list[Step]:
+    from strata_bench.families import grouped, mmvq, moe_combine, q2warp
+
+    v = chosen_variants()
+    experts = (1,) * TOP_K + (0,) * (EXPERTS - TOP_K)  # one token routed to TOP_K experts
+    return [Step("q2warp", q2warp._case(D_ATTN, D_MODEL, 1, "seed:1"), v["q2warp"]),
+            Step("mmvq", mmvq._case(fmt, D_MODEL, 4096, 1, "seed:1"), v["mmvq"]),
+            Step("grouped", grouped._case(fmt, "iq4_nl", D_FF, D_MODEL, experts, "seed:1"), v["grouped"]),
+            Step("moe_combine", moe_combine._case(1, "seed:1", lo=False), v["moe_combine"])]
+
+
+def prefill_steps(fmt: str, tokens: int) -> list[Step]:
+    from strata_bench.families import mmvq, moe_combine, pfgemm, q2warp
+
+    v = chosen_variants()
+    per_expert = max(1, math.ceil(tokens * TOP_K / EXPERTS))
+    return [Step("q2warp", q2warp._case(D_ATTN, D_MODEL, 4, "seed:1"), v["q2warp"], math.ceil(tokens / 4)),
+            Step("mmvq", mmvq._case(fmt, D_MODEL, 4096, 8, "seed:1"), v["mmvq"], math.ceil(tokens / 8)),
+            Step("pfgemm", pfgemm._case("iq2_s", 2 * D_FF, D_MODEL, f"{per_expert}x{EXPERTS}",
+                                        variants=("auto",)), v["pfgemm"]),
+            Step("moe_combine", moe_combine._case(tokens, "seed:1", lo=False), v["moe_combine"])]
+
+
+class _Prepared:
+    """A step's device inputs and outputs, built once; `launch` enqueues the step's repeats."""
+
+    def __init__(self, step: Step, kernels: Any):
+        family = FAMILIES[step.family]
+        self.step, self.family, self.kernels = step, family, kernels
+        self.dev = family.to_device(step.case, family.make_inputs(step.case))
+        self.outs = family.alloc_outputs(step.case, self.dev)
+
+    def launch(self, stream) -> None:
+        for _ in range(self.step.repeats):
+            self.family.launch(self.step.case, self.step.variant, self.kernels, self.dev, self.outs, stream=stream)
+
+
+def _prepare(steps: list[Step], device: int) -> list[_Prepared]:
+    from strata_bench.kernels.build import load_kernels
+
+    return [_Prepared(s, load_kernels(FAMILIES[s.family], device)) for s in steps]
+
+
+def _time_ms(prepared: list[_Prepared], layers: int, passes: int, stream) -> float:
+    import cupy
+
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record(stream)
+    for _ in range(passes):
+        for _ in range(layers):
+            for p in prepared:
+                p.launch(stream)
+    stop.record(stream)
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop)
+
+
+def run(tokens: int, decode_tokens: int, layers: int, fmt: str, device: int = 0) -> dict[str, Any]:
+    """Prefill `tokens` then decode `decode_tokens`, `layers` layers each; returns the figures."""
+    import cupy
+
+    if tokens < 1 or decode_tokens < 1 or layers < 1:
+        raise InputError("--tokens, --decode and --layers must be at least 1")
+    load_builtin_families()
+    with cupy.cuda.Device(device):
+        pre, dec = _prepare(prefill_steps(fmt, tokens), device), _prepare(decode_steps(fmt), device)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            _time_ms(pre, 1, 1, stream)  # warm-up: module load, clocks
+            _time_ms(dec, 1, 1, stream)
+            prefill_ms = _time_ms(pre, layers, 1, stream)
+            decode_ms = _time_ms(dec, layers, decode_tokens, stream)
+    return {"tokens": tokens, "prefill_ms": prefill_ms, "decode_tokens": decode_tokens, "decode_ms": decode_ms,
+            "decode_tps": decode_tokens / (decode_ms / 1e3), "layers": layers, "format": fmt,
+            "variants": chosen_variants()}
