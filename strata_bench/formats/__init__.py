@@ -87,4 +87,4 @@ def all_formats() -> dict[str, QuantFormat]:
 
 def _load_builtin() -> None:
     # Importing the modules runs the class statements, which register the formats.
-    from strata_bench.formats import iquants, kquants, legacy, q2_0  # noqa: F401
+    from strata_bench.formats import fp4, iquants, kquants, legacy, q2_0, q2_0_ggml, ternary  # noqa: F401

@@ -1,4 +1,4 @@
-"""The 32-value legacy formats (Q8_0, Q4_0, Q4_1, Q5_0): fp16 scale(s) first, then the codes.
+"""The 32-value legacy formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): fp16 scale(s) first, then the codes.
 
 gguf-py both dequantizes (the oracle) and quantizes these, so `fixtures from-gguf --as` can make them.
 """
@@ -33,3 +33,7 @@ class Q4_1(GgufQuantizable, name="q4_1", block_size=32, type_size=20, qtype=T.Q4
 
 class Q5_0(GgufQuantizable, name="q5_0", block_size=32, type_size=22, qtype=T.Q5_0):
     scales = (Fp16At("d", 0),)  # d, u32 qh (fifth bits), qs[16]; value d*(q-16)
+
+
+class Q5_1(GgufQuantizable, name="q5_1", block_size=32, type_size=24, qtype=T.Q5_1):
+    scales = (Fp16At("d", 0), Fp16At("m", 2))  # d, m, u32 qh (fifth bits), qs[16]; value d*q + m

@@ -1,4 +1,7 @@
-"""Q2_0, this project's own 2-bit format. Not a ggml type: this numpy reference is the oracle.
+"""Q2_0, this project's own 2-bit format (the engine's): registered as `q2_0`, the name its kernels
+and seed cases use. Not a ggml type: this numpy reference is the oracle, and it has no GGUF type id,
+so it is never written to GGUF. Upstream ggml's later Q2_0 (type id 42, same block size, other layout
+and values) is a different format, `q2_0_ggml` (strata_bench.formats.q2_0_ggml).
 
 Block of 64 values in 18 bytes: fp16 d, then qs[16]. Element j has the 2-bit code
 q = (qs[j % 16] >> (2 * (j // 16))) & 3 and the value d * (2q - 3), one of {-3, -1, 1, 3} * d.
