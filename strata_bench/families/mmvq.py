@@ -1,6 +1,6 @@
 """mmvq: quantized weights x 1..N activation columns, y[c][row] = sum_k W[row][k] x[c][k].
 
-Kernels: kernels_src/iq/mmvq.cu (`mmvq_old<F>`, `mmvq_new<F, NC, R>`) after `quantize_q8_1` (q8_1.cu).
+Kernels: kernels_src/mmvq/mmvq.cu (`mmvq_old<F>`, `mmvq_new<F, NC, R>`) after `quantize_q8_1` (q8_1.cu).
 Each launch quantizes the float32 activations to q8_1 on the device first (as llama.cpp's MMVQ path does,
 so bench times compare with PEER.md's figures), then runs the variant:
 - old: one warp per row; for each column the row is re-read and every chunk decoded again (the format's
@@ -79,7 +79,7 @@ def new_shared_bytes(nc: int, nchunks: int) -> int:
 
 class Mmvq(Family):
     name = "mmvq"
-    sources = ("iq/q8_1.cu", "iq/mmvq.cu")
+    sources = ("q8_1/q8_1.cu", "mmvq/mmvq.cu")
     description = "i-quant/q8_0/q2_0 mat-vec over q8_1, 1-11 columns: dot per column (old) vs decode once (new)"
 
     # --- cases ------------------------------------------------------------------------------------
@@ -140,7 +140,7 @@ class Mmvq(Family):
 
     # --- launch ---------------------------------------------------------------------------------------
     def name_expressions(self, source: str) -> list[str]:
-        if source == "iq/q8_1.cu":
+        if source == "q8_1/q8_1.cu":
             return ["quantize_q8_1"]
         exprs = []
         for fmt in _iq.FORMATS:

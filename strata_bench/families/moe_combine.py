@@ -1,6 +1,6 @@
 """moe_combine: MoE combine + residual update + RMS norm: two kernels (old) vs one fused kernel (new).
 
-Kernels: kernels_src/fused/moe_combine.cu (semantics, fixed reduction orders and the bitwise argument are
+Kernels: kernels_src/moe_combine/moe_combine.cu (semantics, fixed reduction orders and the bitwise argument are
 its ARITHMETIC CONTRACT). A case is T tokens (`rows`) of hidden size H (`cols`) with top-k K (`ncols`);
 params: `lo` (1: also write xn16_lo), `ld` (token stride in elements, default H), `eps`.
 
@@ -53,7 +53,7 @@ def _engine_has_derived_outputs() -> bool:
 
 class MoeCombine(Family):
     name = "moe_combine"
-    sources = ("fused/moe_combine.cu",)
+    sources = ("moe_combine/moe_combine.cu",)
     description = "MoE combine + 4-row residual + RMS norm (fp16 hi/lo): two kernels vs fused, bitwise"
 
     # --- cases ------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """swiglu_q8: h = silu(gate) * up quantized to q8_1 rows: two kernels (old) vs one fused kernel (new).
 
-Kernels: kernels_src/fused/swiglu_q8.cu (its ARITHMETIC CONTRACT says why every q8_1 byte is equal).
+Kernels: kernels_src/swiglu_q8/swiglu_q8.cu (its ARITHMETIC CONTRACT says why every q8_1 byte is equal).
 A case's `fmt` is the down projection's weight type, which fixes the row length granularity the down
 mat-vec reads (64 for Q2_0, 32 for IQ4_NL and Q8_0); the widths are real MoE expert FFN sizes:
 768 (Qwen3-30B-A3B, Q2_0 down), 1408 (Qwen1.5-MoE-A2.7B, IQ4_NL down), 1536 (SmolLM2, Q8_0 down).
@@ -52,7 +52,7 @@ def _engine_has_derived_outputs() -> bool:
 
 class SwigluQ8(Family):
     name = "swiglu_q8"
-    sources = ("fused/swiglu_q8.cu",)
+    sources = ("swiglu_q8/swiglu_q8.cu",)
     description = "silu(gate)*up -> q8_1 rows: FP32 h through memory + quantize vs one fused kernel, bitwise"
 
     # --- cases ------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@
 // Layout: W rows start 16-byte aligned (row_stride a multiple of 16) and 16 bytes after the last row
 //   are readable: the decoders read aligned words around each block. X is [columns][K/32] q8_1 blocks,
 //   Y is [columns][rows] float32.
-#include "iq/iq_decode.cuh"
+#include "common/iq_decode.cuh"
 
 using namespace siq;
 

@@ -12,7 +12,7 @@
 //   signs; an integer product like 0 * -5 would lose it).
 // Layout: W rows of `row_stride` bytes (>= the row's blocks), Y [rows][cols] float32. One thread per
 //   32-value chunk, 8 float4 stores.
-#include "iq/dequant.cuh"
+#include "dequant/dequant.cuh"
 
 using namespace siq;
 

@@ -2,7 +2,7 @@
 // ARITHMETIC CONTRACT explains why it is bit-identical). Included by dequant.cu and by the host
 // emulation test (tests/iq_host), so it uses no kernel-only constructs.
 #pragma once
-#include "iq/iq_decode.cuh"
+#include "common/iq_decode.cuh"
 
 namespace deq {
 

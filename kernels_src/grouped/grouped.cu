@@ -15,7 +15,7 @@
 //   weight chunk again per entry; `new` decodes a chunk of R rows once and applies it to the up to 4
 //   entries of a pass. Per (row, entry) the chunk order, every float operation and the reduction tree
 //   are the same, and the integer isum does not depend on where the tables live.
-#include "iq/iq_decode.cuh"
+#include "common/iq_decode.cuh"
 
 using namespace siq;
 

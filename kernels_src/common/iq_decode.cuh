@@ -134,7 +134,7 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 #endif
 }
 
-// ggml's 7-bit sign index -> 8 sign bits: bit 7 makes the popcount even (tests/test_tables.py checks
+// ggml's 7-bit sign index -> 8 sign bits: bit 7 makes the popcount even (tests/kernels/test_tables.py checks
 // this formula against gguf's ksigns table).
 __device__ __forceinline__ uint32_t ksigns8(uint32_t k7) { return k7 | ((__popc(k7) & 1u) << 7); }
 
@@ -147,7 +147,7 @@ __device__ __forceinline__ uint32_t sign_mask_hi(uint32_t s8) { return prmt((s8 
 // positive table word to the negative one. One multiply spreads the even bits: bit i of
 // (s8 & 0x55) * 0x104104 lands at 4i+2 and the other copies at distinct places, except three pairs
 // that collide at 8, 14 and 20 and carry into 9, 15 and 21, none of which is kept. Likewise the odd
-// bits with 0x820820 (collisions at 12, 18, 24 carry into 13, 19, 25). tests/test_tables.py checks
+// bits with 0x820820 (collisions at 12, 18, 24 carry into 13, 19, 25). tests/kernels/test_tables.py checks
 // both formulas exhaustively against a plain bit loop.
 __device__ __forceinline__ uint32_t sign_nibbles(uint32_t s8) {
     return (((s8 & 0x55u) * 0x104104u) & 0x04040404u) | (((s8 & 0xAAu) * 0x820820u) & 0x40404040u);
