@@ -22,7 +22,7 @@ from strata_bench.errors import InputError
 from strata_bench.families import _iq
 from strata_bench.families._data import parse_data
 
-THREADS = 256
+from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS  # noqa: E402
 VARIANTS = ("dequant",)
 
 

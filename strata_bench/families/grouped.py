@@ -32,8 +32,8 @@ from strata_bench.families import _iq
 from strata_bench.families._data import allow_dynamic_shared, parse_data
 from strata_bench.families._q8_1 import U32, U64, Q8_1_BYTES, gamma, q8_1_value_error, quantize_q8_1
 
-WARPS = 4            # GROUPED_WARPS in grouped.cu
-ENTRIES_PER_PASS = 4  # GROUPED_ENTRIES
+from strata_bench.kernels.constants import GROUPED_WARPS as WARPS  # noqa: E402
+from strata_bench.kernels.constants import GROUPED_ENTRIES as ENTRIES_PER_PASS  # noqa: E402
 ROWS_PER_WARP = 2    # R of the new kernels
 GATE_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_m", "iq4_xs", "q2_0")
 DOWN_FORMATS = ("iq4_nl", "q2_0", "iq4_xs")

@@ -33,8 +33,8 @@ from strata_bench.errors import InputError
 from strata_bench.families._data import parse_data
 from strata_bench.families._q8_1 import U32, U64, fp16_half_ulp, gamma
 
-THREADS = 256
-RESIDUAL_ROWS = 4
+from strata_bench.kernels.constants import MOE_THREADS as THREADS  # noqa: E402
+from strata_bench.kernels.constants import MOE_RESIDUAL_ROWS as RESIDUAL_ROWS  # noqa: E402
 FUSED_TOPK = (8,)  # fused kernel instances: TOPK x EPT (H = 256 * EPT)
 FUSED_EPT = (8, 16)
 DEFAULT_EPS = 1e-6

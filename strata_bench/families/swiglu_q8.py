@@ -34,9 +34,9 @@ from strata_bench.families._q8_1 import (Q8_1_BYTES, Q8_1_VALUES, U32, U64, dequ
                                          gamma, q8_1_value_error, unpack_q8_1)
 
 DOWN_WIDTHS = {"q2_0": 768, "iq4_nl": 1408, "q8_0": 1536}  # F per down type (see the docstring)
-GRANULE = {"q2_0": 64, "iq4_nl": 32, "q8_0": 32}  # values per block of the down type
+from strata_bench.kernels.constants import SWIGLU_GRANULE as GRANULE  # noqa: E402
 LAYOUTS = ("split", "concat")
-WARPS, BLOCKS_PER_WARP = 8, 4  # kernels' CTA shape (swiglu_q8.cu)
+from strata_bench.kernels.constants import SWIGLU_WARPS as WARPS, SWIGLU_BLOCKS_PER_WARP as BLOCKS_PER_WARP  # noqa: E402
 OUTLIER = 3.0e4
 H_REL = 8 * U32  # relative bound of the fp32 h (see the docstring)
 FIELDS = {0: "d", 1: "d", 2: "s", 3: "s"}
