@@ -71,9 +71,9 @@ def test_float32_dequantization_is_exact(fmt):
 def test_source_compiles_for_sm90_without_spills(cubin_cache):
     from strata_bench.kernels.build import compile_source, parse_resources
 
-    comp = compile_source("iq/dequant.cu", FAMILY.name_expressions("iq/dequant.cu"), "sm_90")
+    comp = compile_source("dequant/dequant.cu", FAMILY.name_expressions("iq/dequant.cu"), "sm_90")
     res = parse_resources(comp.log, comp.lowered)
-    assert {r.kernel for r in res} == set(FAMILY.name_expressions("iq/dequant.cu"))
+    assert {r.kernel for r in res} == set(FAMILY.name_expressions("dequant/dequant.cu"))
     assert all(r.spill_stores == 0 and r.stack_bytes == 0 for r in res), res
 
 

@@ -30,10 +30,10 @@ def test_every_architecture_compiles_a_sample(arch, cubin_cache):
     """dp4a, prmt and the shared-memory tables on every target (a sample; `compile --arch` builds all)."""
     from strata_bench.kernels.build import compile_source
 
-    exprs = [e for e in FAMILY.name_expressions("iq/mmvq.cu")
+    exprs = [e for e in FAMILY.name_expressions("mmvq/mmvq.cu")
              if ("iq2_xxs" in e or "iq4_xs" in e) and ("old" in e or ", 1," in e or ", 8," in e)]
-    compile_source("iq/mmvq.cu", exprs, arch)
-    compile_source("iq/q8_1.cu", ["quantize_q8_1", "q8_1_fields"], arch)
+    compile_source("mmvq/mmvq.cu", exprs, arch)
+    compile_source("q8_1/q8_1.cu", ["quantize_q8_1", "q8_1_fields"], arch)
 
 
 # --- cases ----------------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def mutate(text: str) -> str:
 
 
 def test_mutation_changes_only_the_new_kernel():
-    text = (kernels_dir() / "iq" / "mmvq.cu").read_text()
+    text = (kernels_dir() / "mmvq" / "mmvq.cu").read_text()
     mutated = mutate(text)
     assert mutated.count(MUTANT) == 1 and ORIGINAL not in mutated
 
@@ -42,7 +42,7 @@ def test_mutation_changes_only_the_new_kernel():
 def test_mutated_new_kernel_fails_bitwise_with_diagnosis(tmp_path):
     copy = tmp_path / "kernels_src"
     shutil.copytree(kernels_dir(), copy)
-    target = copy / "iq" / "mmvq.cu"
+    target = copy / "mmvq" / "mmvq.cu"
     target.write_text(mutate(target.read_text()))
     env = {**__import__("os").environ, "STRATA_KERNELS_SRC": str(copy), "STRATA_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.run(

@@ -18,7 +18,7 @@ WARPS_PER_BLOCK = 8
 
 class MyDequant(Dequant):
     name = "my_dequant"  # registering under a new name keeps the built-in family as it is
-    sources = ("iq/dequant.cu", "my_dequant.cu")  # a built-in source and this folder's own
+    sources = ("dequant/dequant.cu", "my_dequant.cu")  # a built-in source and this folder's own
 
     def default_cases(self):
         return [replace(c, family=self.name, variants=("dequant", "rows")) for c in super().default_cases()]

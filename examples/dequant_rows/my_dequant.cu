@@ -1,10 +1,10 @@
 // my_dequant.cu: a user's variant of the built-in dequant_f32, one warp per row (lane l writes the
 // row's chunks l, l+32, ...) instead of one thread per chunk over the whole matrix.
 //
-// ARITHMETIC CONTRACT: the values come from the same decoder (iq/dequant.cuh), one chunk at a time,
+// ARITHMETIC CONTRACT: the values come from the same decoder (dequant/dequant.cuh), one chunk at a time,
 // so every element must equal the built-in kernel's, and gguf-py's, bit for bit. Only the thread
 // mapping and the store width change.
-#include "iq/dequant.cuh"
+#include "dequant/dequant.cuh"
 
 using namespace siq;
 

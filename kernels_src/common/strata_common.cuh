@@ -22,14 +22,17 @@ typedef unsigned long long uint64_t;
 #include <stdint.h>
 #endif
 
+#include "formats/q8_1.cuh"
+#include "generated/strata_constants.cuh"
+
 #define STRATA_QK8_1 32
 
-struct block_q8_1 {
+struct block_q8_1 {  // formats/q8_1.cuh has the offsets
     __half d;       // scale, fp16
     __half s;       // sum of the raw inputs, fp16 (kept for llama.cpp layout compatibility)
     int8_t qs[32];  // codes
 };
-static_assert(sizeof(block_q8_1) == 36, "block_q8_1 must be 36 bytes");
+static_assert(sizeof(block_q8_1) == layout::q8_1::BYTES, "block_q8_1 must match formats/q8_1.cuh");
 
 // Butterfly sum over a full warp. Its order is fixed (xor 16, 8, 4, 2, 1), which every variant
 // that claims bitwise equality must keep.

@@ -24,13 +24,15 @@
 //   aligned and ld a multiple of 8 (every 8-output store aligned); IQ4_XS also needs src 8-byte aligned
 //   (a GGUF tensor's rows are: 136-byte blocks). Anything else takes the generic kernel.
 #include "common/strata_common.cuh"
+#include "formats/iq4_xs.cuh"
+#include "formats/q8_0.cuh"
 #include "generated/iq_tables.cuh"
 
 namespace fp16deq {
 
-constexpr int kQ8Bytes = 34;       // Q8_0 block: fp16 d, int8 qs[32]
-constexpr int kXsBytes = 136;      // IQ4_XS block: fp16 d, u16 scales_h, u8 scales_l[4], u8 qs[128]
-constexpr int kThreads = 256;
+constexpr int kQ8Bytes = layout::q8_0::BYTES;    // Q8_0 block: fp16 d, int8 qs[32]
+constexpr int kXsBytes = layout::iq4_xs::BYTES;  // IQ4_XS block: fp16 d, u16 scales_h, u8 scales_l[4], u8 qs[128]
+constexpr int kThreads = STRATA_FP16DEQ_THREADS;
 
 __device__ __forceinline__ float q8_0_exact(float d, int q) { return __fmul_rn(d, (float)q); }
 

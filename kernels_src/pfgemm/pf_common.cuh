@@ -18,6 +18,10 @@
 #include <mma.h>
 
 #include "generated/iq_tables.cuh"
+#include "generated/strata_constants.cuh"
+#include "formats/iq2_s.cuh"
+#include "formats/iq4_nl.cuh"
+#include "formats/q2_0.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
 #error "pfgemm needs tensor cores (wmma, sm_70 or newer)"
@@ -26,13 +30,13 @@
 namespace pf {
 
 // Format ids: the template argument of both kernels (and of the Python family's name expressions).
-constexpr int FMT_IQ2_S = 0;
-constexpr int FMT_IQ4_NL = 1;
-constexpr int FMT_Q2_0 = 2;
+constexpr int FMT_IQ2_S = STRATA_PFGEMM_FMT_IQ2_S;
+constexpr int FMT_IQ4_NL = STRATA_PFGEMM_FMT_IQ4_NL;
+constexpr int FMT_Q2_0 = STRATA_PFGEMM_FMT_Q2_0;
 
-constexpr int IQ2S_BYTES = 82;   // d, qs[32] grid low bytes, signs[32], qh[8], scales[8]; 256 values
-constexpr int IQ4NL_BYTES = 18;  // d, qs[16] nibbles; 32 values
-constexpr int Q20_BYTES = 18;    // d, qs[16] 2-bit codes; 64 values
+constexpr int IQ2S_BYTES = layout::iq2_s::BYTES;    // d, qs[32] grid low bytes, signs[32], qh[8], scales[8]; 256 values
+constexpr int IQ4NL_BYTES = layout::iq4_nl::BYTES;  // d, qs[16] nibbles; 32 values
+constexpr int Q20_BYTES = layout::q2_0::BYTES;     // d, qs[16] 2-bit codes; 64 values
 constexpr int WMMA_TILE = 16;
 
 // Where this block's token tile is. Token tiles are numbered expert by expert (each expert has

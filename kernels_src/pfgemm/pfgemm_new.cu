@@ -37,11 +37,11 @@
 
 namespace {
 
-constexpr int NEW_ROWS = 128;       // weight rows per block
-constexpr int NEW_TILE_ROWS = 64;   // token rows per block
+constexpr int NEW_ROWS = STRATA_PFGEMM_NEW_ROWS;            // weight rows per block
+constexpr int NEW_TILE_ROWS = STRATA_PFGEMM_NEW_TILE_ROWS;  // token rows per block
 constexpr int NEW_KS = 64;          // k values per stage
 constexpr int NEW_LD = NEW_KS + 8;  // padded fp16 row: 16-byte rows of 8 consecutive tiles hit 8 bank groups
-constexpr int NEW_THREADS = 256;
+constexpr int NEW_THREADS = STRATA_PFGEMM_THREADS;
 
 // The 4 bytes at byte offset O + 4 k of a row of words in shared memory (O is a compile-time constant,
 // so an aligned field costs one load and an offset-2 field two loads and a funnel shift).
@@ -98,10 +98,10 @@ __device__ __forceinline__ void load_iq4nl_table(unsigned (&t)[4]) {
 template <int BOFF>
 __device__ __forceinline__ void decode_iq2s(const unsigned* row, int ib32, const uint2* sel_table, uint4* dst) {
     const unsigned d_bits = BOFF ? row[0] >> 16 : row[0] & 0xffffu;
-    const unsigned qs4 = bytes4_at<BOFF + 2>(row, ib32);
-    const unsigned signs4 = bytes4_at<BOFF + 34>(row, ib32);
-    const unsigned qh = byte_at<BOFF + 66>(row, ib32);
-    const unsigned sc = byte_at<BOFF + 74>(row, ib32);
+    const unsigned qs4 = bytes4_at<BOFF + layout::iq2_s::QS>(row, ib32);
+    const unsigned signs4 = bytes4_at<BOFF + layout::iq2_s::SIGNS>(row, ib32);
+    const unsigned qh = byte_at<BOFF + layout::iq2_s::QH>(row, ib32);
+    const unsigned sc = byte_at<BOFF + layout::iq2_s::SCALES>(row, ib32);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // groups 0-1 use the low scale nibble, 2-3 the high one
         const float dl = pf::iq2s_scale((unsigned short)d_bits, half ? sc >> 4 : sc & 15u);

@@ -28,11 +28,11 @@
 
 namespace {
 
-constexpr int OLD_ROWS = 128;        // weight rows per block
-constexpr int OLD_TILE_ROWS = 32;    // token rows per block
+constexpr int OLD_ROWS = STRATA_PFGEMM_OLD_ROWS;            // weight rows per block
+constexpr int OLD_TILE_ROWS = STRATA_PFGEMM_OLD_TILE_ROWS;  // token rows per block
 constexpr int OLD_KC = 128;          // k values per chunk
 constexpr int OLD_LD = OLD_KC + 8;   // padded row (halves): row starts move 4 banks apart
-constexpr int OLD_THREADS = 256;
+constexpr int OLD_THREADS = STRATA_PFGEMM_THREADS;
 constexpr int OLD_WARPS = OLD_THREADS / 32;
 
 __device__ __forceinline__ unsigned short load_u16(const unsigned char* p) {
@@ -47,10 +47,10 @@ __device__ void old_dequant_iq2s(const unsigned char* __restrict__ w_rows, size_
         const unsigned char* blk = w_rows + (size_t)r * row_bytes + (size_t)(k0 / 256) * pf::IQ2S_BYTES;
         const int j0 = (k0 & 255) + 4 * lane;  // first value of this lane in the super-block
         const int g = j0 >> 3;                 // its group of 8 values
-        const unsigned scale_byte = blk[74 + g / 4];
+        const unsigned scale_byte = blk[layout::iq2_s::SCALES + g / 4];
         const float dl = pf::iq2s_scale(load_u16(blk), (g & 2) ? scale_byte >> 4 : scale_byte & 15u);
-        const unsigned long long grid = iq2s_grid[pf::iq2s_grid_index(blk[2 + g], blk[66 + g / 4], g)];
-        const unsigned signs = blk[34 + g];
+        const unsigned long long grid = iq2s_grid[pf::iq2s_grid_index(blk[layout::iq2_s::QS + g], blk[layout::iq2_s::QH + g / 4], g)];
+        const unsigned signs = blk[layout::iq2_s::SIGNS + g];
         float v[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

@@ -31,15 +31,16 @@
 //   The activation pointer must be 4-byte aligned (q8_1 codes are read as 32-bit words), the weight
 //   pointer 2-byte aligned.
 #include "common/strata_common.cuh"
+#include "formats/q2_0.cuh"
 
 namespace q2w {
 
-constexpr int kBlockBytes = 18;     // one Q2_0 block
-constexpr int kQ81Bytes = 36;       // one q8_1 block
-constexpr int kOldThreads = 128;    // the exact layout: four warps per row
+constexpr int kBlockBytes = layout::q2_0::BYTES;  // one Q2_0 block
+constexpr int kQ81Bytes = layout::q8_1::BYTES;   // one q8_1 block
+constexpr int kOldThreads = STRATA_Q2WARP_OLD_THREADS;  // the exact layout: four warps per row
 constexpr int kGroupHalves = 32;    // a warp's 32 lanes cover 32 consecutive half-blocks = 16 blocks
 constexpr int kGroupBytes = 16 * kBlockBytes;  // 288
-constexpr int kSlotGranules = 20;   // 16-byte granules staged per row and group: ceil((15 + 288) / 16) = 19, padded
+constexpr int kSlotGranules = STRATA_Q2WARP_SLOT_GRANULES;  // 16-byte granules staged per row and group: ceil((15 + 288) / 16) = 19, padded
 
 // sum_i a_i of one q8_1 block, exact.
 __device__ __forceinline__ int act_sum(const int (&a)[8]) {
@@ -162,7 +163,7 @@ __device__ __forceinline__ void stage_load(const RowSet& rs, int g, int lane, ui
         const int idx = lane + 32 * j;
         const int r = idx / kSlotGranules, k = idx - r * kSlotGranules;
         v[j] = make_uint4(0u, 0u, 0u, 0u);
-        if (r < 4 && rs.row0 + r < rs.rows) {
+        if (r < STRATA_Q2WARP_ROWS_PER_WARP && rs.row0 + r < rs.rows) {
             const size_t start = rs.group_start(r, g);
             const int head = (int)(start & 15);
             if (k < (head + len + 15) >> 4) v[j] = __ldg(reinterpret_cast<const uint4*>(start - head) + k);
@@ -174,7 +175,7 @@ __device__ __forceinline__ void stage_store(uint4* slots, int lane, const uint4 
 #pragma unroll
     for (int j = 0; j < 3; ++j) {
         const int idx = lane + 32 * j;
-        if (idx < 4 * kSlotGranules) slots[idx] = v[j];
+        if (idx < STRATA_Q2WARP_ROWS_PER_WARP * kSlotGranules) slots[idx] = v[j];
     }
 }
 
@@ -209,7 +210,7 @@ q2warp_new(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float
            int rows, int nb) {
     using namespace q2w;
     extern __shared__ uint4 act_granules[];
-    __shared__ uint4 wslots[NWARPS][4 * kSlotGranules];
+    __shared__ uint4 wslots[NWARPS][STRATA_Q2WARP_ROWS_PER_WARP * kSlotGranules];
     const int nh = 2 * nb;
 
     // Stage every activation byte of every column (one block-wide sync, then warps run freely).
@@ -221,16 +222,16 @@ q2warp_new(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float
     __syncthreads();
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const RowSet rs{w, rows, nb, (int)(blockIdx.x * NWARPS + warp) * 4};
+    const RowSet rs{w, rows, nb, (int)(blockIdx.x * NWARPS + warp) * STRATA_Q2WARP_ROWS_PER_WARP};
     if (rs.row0 >= rows) return;
     const uint8_t* abytes = reinterpret_cast<const uint8_t*>(act_granules) + ahead;
     const uint32_t* wwords = reinterpret_cast<const uint32_t*>(wslots[warp]);
     const int ngroups = (nh + kGroupHalves - 1) / kGroupHalves;
     const int nchunks = min(4, ngroups);  // chunks w >= ngroups have no half-block at all
 
-    float p[4][NCOLS], s[4][NCOLS];
+    float p[STRATA_Q2WARP_ROWS_PER_WARP][NCOLS], s[STRATA_Q2WARP_ROWS_PER_WARP][NCOLS];
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
+    for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
 #pragma unroll
         for (int c = 0; c < NCOLS; ++c) p[r][c] = 0.0f;
 
@@ -257,7 +258,7 @@ q2warp_new(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float
                 asum[c] = act_sum(a[c]);
             }
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
+            for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r) {
                 uint32_t qs[4];
                 int codes[8];
                 const float dw = staged_block(wwords, r, (int)(rs.group_start(r, g) & 15), lane >> 1, qs);
@@ -268,7 +269,7 @@ q2warp_new(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float
         }
         if (chunk_ends) {  // contract step 3, incrementally: s = p(chunk 0) + p(chunk 1) + ...
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
+            for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
 #pragma unroll
                 for (int c = 0; c < NCOLS; ++c) {
                     s[r][c] = chunk == 0 ? p[r][c] : __fadd_rn(s[r][c], p[r][c]);
@@ -280,12 +281,12 @@ q2warp_new(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float
     // Chunks that had no group still add their +0 partial, as the exact layout's idle threads do.
     for (int chunk = nchunks; chunk < 4; ++chunk)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
+        for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
 #pragma unroll
             for (int c = 0; c < NCOLS; ++c) s[r][c] = __fadd_rn(s[r][c], 0.0f);
 
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
+    for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
 #pragma unroll
         for (int c = 0; c < NCOLS; ++c) {
             const float tot = warp_sum_f32(s[r][c]);  // every lane holds the same total

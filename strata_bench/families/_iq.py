@@ -15,7 +15,7 @@ from strata_bench.errors import InputError
 from strata_bench.families._data import DataSource
 from strata_bench.families._q8_1 import U64, dequantize_q8_1, gamma, q8_1_value_error
 
-# Formats of kernels_src/iq, in the order the case lists use; value = the CUDA traits struct.
+# Formats of kernels_src/common/iq_decode.cuh, in the order the case lists use; value = the CUDA traits struct.
 FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "q8_0", "q2_0")
 ROW_ALIGN = 16  # device rows start 16-byte aligned (row stride rounded up)
 TAIL_SLACK = 16  # readable bytes after the last row: the kernels' aligned word loads may touch them

@@ -1,7 +1,7 @@
 """dequant: quantized rows -> float32 on the device, bit-identical to gguf-py (the numpy Q2_0 reference
 for q2_0).
 
-Kernel: kernels_src/iq/dequant.cu (`dequant_f32<F>`, one thread per 32-value chunk). One variant.
+Kernel: kernels_src/dequant/dequant.cu (`dequant_f32<F>`, one thread per 32-value chunk). One variant.
 Outputs: y float32 (rows, cols), and y_bits, the same memory as uint32, so the oracle comparison
 includes the sign of zero (a float compare cannot see -0.0 vs 0.0).
 
@@ -22,7 +22,7 @@ from strata_bench.errors import InputError
 from strata_bench.families import _iq
 from strata_bench.families._data import parse_data
 
-THREADS = 256
+from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS  # noqa: E402
 VARIANTS = ("dequant",)
 
 
@@ -36,7 +36,7 @@ def fixture_name(fmt: str) -> str:
 
 class Dequant(Family):
     name = "dequant"
-    sources = ("iq/dequant.cu",)
+    sources = ("dequant/dequant.cu",)
     description = "quantized rows -> float32, bitwise against gguf-py (numpy reference for q2_0)"
 
     def default_cases(self) -> Iterable[Case]:

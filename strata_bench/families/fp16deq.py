@@ -25,9 +25,9 @@ from strata_bench.cases import Case, Expected, Family
 from strata_bench.errors import CheckFailed, InputError
 from strata_bench.families._data import parse_data
 
-THREADS = 256
+from strata_bench.kernels.constants import BLOCK_SHAPES, FP16DEQ_THREADS as THREADS  # noqa: E402
 GENERIC, VEC16 = "generic", "vec16"
-FORMATS = {"q8_0": (32, 34), "iq4_xs": (256, 136)}  # values and bytes per block
+FORMATS = {fmt: BLOCK_SHAPES[fmt] for fmt in ("q8_0", "iq4_xs")}  # values and bytes per block
 SRC_ALIGN = {"q8_0": 2, "iq4_xs": 8}  # source alignment the 16-byte kernel's loads need
 
 

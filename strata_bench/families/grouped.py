@@ -1,7 +1,7 @@
 """grouped: mixture-of-experts FFN over token entries sorted by expert (old: a dot per entry; new: each
 weight chunk decoded once per pass of 4 entries), bitwise equal.
 
-Kernels: kernels_src/iq/grouped.cu (`grouped_gateup_{old,new}<F>`, `grouped_down_{old,new}<G>`) with
+Kernels: kernels_src/grouped/grouped.cu (`grouped_gateup_{old,new}<F>`, `grouped_down_{old,new}<G>`) with
 `quantize_q8_1` (q8_1.cu) before each. A case: fmt = gate/up format, param down = down format,
 rows = d_ff, cols = d_model, ncols = entries, param groups = entries per expert ("5-0-1-..."). One launch:
   x (entries, d_model) -> q8_1 -> H = silu(gate_e x) * (up_e x) (entries, d_ff) -> q8_1 -> Y = down_e H.
@@ -32,8 +32,8 @@ from strata_bench.families import _iq
 from strata_bench.families._data import allow_dynamic_shared, parse_data
 from strata_bench.families._q8_1 import U32, U64, Q8_1_BYTES, gamma, q8_1_value_error, quantize_q8_1
 
-WARPS = 4            # GROUPED_WARPS in grouped.cu
-ENTRIES_PER_PASS = 4  # GROUPED_ENTRIES
+from strata_bench.kernels.constants import GROUPED_WARPS as WARPS  # noqa: E402
+from strata_bench.kernels.constants import GROUPED_ENTRIES as ENTRIES_PER_PASS  # noqa: E402
 ROWS_PER_WARP = 2    # R of the new kernels
 GATE_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_m", "iq4_xs", "q2_0")
 DOWN_FORMATS = ("iq4_nl", "q2_0", "iq4_xs")
@@ -68,7 +68,7 @@ def silu(t: np.ndarray) -> np.ndarray:
 
 class Grouped(Family):
     name = "grouped"
-    sources = ("iq/q8_1.cu", "iq/grouped.cu")
+    sources = ("q8_1/q8_1.cu", "grouped/grouped.cu")
     description = "MoE gate/up (SwiGLU) and down over expert groups: dot per entry (old) vs 4 entries per decode (new)"
 
     # --- cases ------------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ class Grouped(Family):
 
     # --- launch ---------------------------------------------------------------------------------------
     def name_expressions(self, source: str) -> list[str]:
-        if source == "iq/q8_1.cu":
+        if source == "q8_1/q8_1.cu":
             return ["quantize_q8_1"]
         exprs = []
         for fmt in GATE_FORMATS:

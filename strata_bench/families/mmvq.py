@@ -1,6 +1,6 @@
 """mmvq: quantized weights x 1..N activation columns, y[c][row] = sum_k W[row][k] x[c][k].
 
-Kernels: kernels_src/iq/mmvq.cu (`mmvq_old<F>`, `mmvq_new<F, NC, R>`) after `quantize_q8_1` (q8_1.cu).
+Kernels: kernels_src/mmvq/mmvq.cu (`mmvq_old<F>`, `mmvq_new<F, NC, R>`) after `quantize_q8_1` (q8_1.cu).
 Each launch quantizes the float32 activations to q8_1 on the device first (as llama.cpp's MMVQ path does,
 so bench times compare with PEER.md's figures), then runs the variant:
 - old: one warp per row; for each column the row is re-read and every chunk decoded again (the format's
@@ -34,8 +34,8 @@ from strata_bench.families import _iq
 from strata_bench.families._data import allow_dynamic_shared, parse_data
 from strata_bench.families._q8_1 import Q8_1_BYTES, quantize_q8_1
 
-OLD_WARPS = 4  # MMVQ_OLD_WARPS in mmvq.cu
-NEW_WARPS = 8  # MMVQ_NEW_WARPS
+from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
+from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
 ROWS_PER_WARP = 4  # R of mmvq_new<F, NC, R>: rows sharing one load of each activation block
 # Formats whose decode holds more registers: R = 2 keeps them inside the register budget (no spills).
 ROWS_PER_WARP_OVERRIDE = {("iq3_s", 1): 2, ("iq3_s", 2): 2, ("iq3_s", 4): 2, ("iq1_m", 4): 2,
@@ -62,8 +62,7 @@ def _case(fmt: str, rows: int, cols: int, ncols: int, data: str, **params: Any) 
     return Case("mmvq", fmt, rows, cols, ncols, data, params=tuple(params.items()))
 
 
-TABLE_WORDS = {"iq2_xxs": 256, "iq2_xs": 512, "iq2_s": 1024, "iq3_xxs": 256, "iq3_s": 512,
-               "iq1_s": 2048, "iq1_m": 2048, "iq4_nl": 4, "iq4_xs": 4, "q8_0": 0, "q2_0": 0}
+from strata_bench.kernels.constants import TABLE_WORDS  # noqa: E402
 
 
 def table_bytes(fmt: str) -> int:
@@ -79,7 +78,7 @@ def new_shared_bytes(nc: int, nchunks: int) -> int:
 
 class Mmvq(Family):
     name = "mmvq"
-    sources = ("iq/q8_1.cu", "iq/mmvq.cu")
+    sources = ("q8_1/q8_1.cu", "mmvq/mmvq.cu")
     description = "i-quant/q8_0/q2_0 mat-vec over q8_1, 1-11 columns: dot per column (old) vs decode once (new)"
 
     # --- cases ------------------------------------------------------------------------------------
@@ -140,7 +139,7 @@ class Mmvq(Family):
 
     # --- launch ---------------------------------------------------------------------------------------
     def name_expressions(self, source: str) -> list[str]:
-        if source == "iq/q8_1.cu":
+        if source == "q8_1/q8_1.cu":
             return ["quantize_q8_1"]
         exprs = []
         for fmt in _iq.FORMATS:

@@ -1,6 +1,6 @@
 """moe_combine: MoE combine + residual update + RMS norm: two kernels (old) vs one fused kernel (new).
 
-Kernels: kernels_src/fused/moe_combine.cu (semantics, fixed reduction orders and the bitwise argument are
+Kernels: kernels_src/moe_combine/moe_combine.cu (semantics, fixed reduction orders and the bitwise argument are
 its ARITHMETIC CONTRACT). A case is T tokens (`rows`) of hidden size H (`cols`) with top-k K (`ncols`);
 params: `lo` (1: also write xn16_lo), `ld` (token stride in elements, default H), `eps`.
 
@@ -33,8 +33,8 @@ from strata_bench.errors import InputError
 from strata_bench.families._data import parse_data
 from strata_bench.families._q8_1 import U32, U64, fp16_half_ulp, gamma
 
-THREADS = 256
-RESIDUAL_ROWS = 4
+from strata_bench.kernels.constants import MOE_THREADS as THREADS  # noqa: E402
+from strata_bench.kernels.constants import MOE_RESIDUAL_ROWS as RESIDUAL_ROWS  # noqa: E402
 FUSED_TOPK = (8,)  # fused kernel instances: TOPK x EPT (H = 256 * EPT)
 FUSED_EPT = (8, 16)
 DEFAULT_EPS = 1e-6
@@ -53,7 +53,7 @@ def _engine_has_derived_outputs() -> bool:
 
 class MoeCombine(Family):
     name = "moe_combine"
-    sources = ("fused/moe_combine.cu",)
+    sources = ("moe_combine/moe_combine.cu",)
     description = "MoE combine + 4-row residual + RMS norm (fp16 hi/lo): two kernels vs fused, bitwise"
 
     # --- cases ------------------------------------------------------------------------------------

@@ -33,11 +33,11 @@ from strata_bench.errors import InputError
 from strata_bench.families._data import parse_data
 
 FAMILY = "pfgemm"
-FORMAT_IDS = {"iq2_s": 0, "iq4_nl": 1, "q2_0": 2}  # template argument of both kernels
+from strata_bench.kernels.constants import PFGEMM_FORMAT_IDS as FORMAT_IDS  # noqa: E402
 NEW_FORMATS = {"iq2_s": 512, "iq4_nl": 128}  # format -> K multiple the new kernel needs
-OLD_ROWS, OLD_TILE_ROWS = 128, 32  # weight rows x token rows per block
-NEW_ROWS, NEW_TILE_ROWS = 128, 64
-THREADS = 256
+from strata_bench.kernels.constants import PFGEMM_OLD_ROWS as OLD_ROWS, PFGEMM_OLD_TILE_ROWS as OLD_TILE_ROWS  # noqa: E402
+from strata_bench.kernels.constants import PFGEMM_NEW_ROWS as NEW_ROWS, PFGEMM_NEW_TILE_ROWS as NEW_TILE_ROWS  # noqa: E402
+from strata_bench.kernels.constants import PFGEMM_THREADS as THREADS  # noqa: E402
 ENV_SWITCH = "STRATA_PF_WMMA2"
 ACT_SEED_OFFSET = 4099  # activations get their own stream, independent of the weights
 FIXTURE_ROLL = 7  # expert e's rows are the tiled fixture rows rolled by 7e, so experts differ

@@ -28,11 +28,11 @@ from strata_bench.errors import InputError
 from strata_bench.families._data import allow_dynamic_shared, parse_data
 from strata_bench.families._q8_1 import Q8_1_BYTES, U64, dequantize_q8_1, gamma, quantize_q8_1, unpack_q8_1
 
-BLOCK_VALUES = 64
-BLOCK_BYTES = 18
-OLD_THREADS = 128
-NEW_WARPS = 4  # warps per CTA of the new kernel: 16 rows per CTA
-ROWS_PER_WARP = 4
+from strata_bench.kernels.constants import BLOCK_SHAPES, Q2WARP_STATIC_SHARED_BYTES  # noqa: E402
+BLOCK_VALUES, BLOCK_BYTES = BLOCK_SHAPES["q2_0"]
+from strata_bench.kernels.constants import Q2WARP_OLD_THREADS as OLD_THREADS  # noqa: E402
+from strata_bench.kernels.constants import Q2WARP_NEW_WARPS as NEW_WARPS  # noqa: E402
+from strata_bench.kernels.constants import Q2WARP_ROWS_PER_WARP as ROWS_PER_WARP  # noqa: E402
 REF_CHUNK_ROWS = 2048  # rows per float64 reference chunk (bounds host memory at the 12288 x 2560 shape)
 ACT_SEED_OFFSET = 7919  # activations get their own stream, so weights and activations are independent
 OUTLIER = 3.0e4
@@ -113,7 +113,7 @@ class Q2Warp(Family):
         elif variant == "new":
             fn = kernels.get(f"q2warp_new<{case.ncols}, {NEW_WARPS}>")
             shared = new_kernel_shared_bytes(dev["act"].data.ptr, case.ncols, nb)
-            allow_dynamic_shared(fn, shared, static_bytes=NEW_WARPS * 4 * 20 * 16)
+            allow_dynamic_shared(fn, shared, static_bytes=Q2WARP_STATIC_SHARED_BYTES)
             rows_per_cta = ROWS_PER_WARP * NEW_WARPS
             fn((math.ceil(case.rows / rows_per_cta),), (32 * NEW_WARPS,), args, shared_mem=shared, stream=stream)
         else:

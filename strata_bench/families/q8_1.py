@@ -1,7 +1,7 @@
 """q8_1: float32 activations -> q8_1 blocks on the device (quantize_q8_1, the first step of every mmvq and
 grouped launch), checked field by field against numpy.
 
-Kernels: kernels_src/iq/q8_1.cu: `quantize_q8_1` writes the blocks (output q8, uint8 (n, nb*36));
+Kernels: kernels_src/q8_1/q8_1.cu: `quantize_q8_1` writes the blocks (output q8, uint8 (n, nb*36));
 `q8_1_fields` then copies d, s and qs into separate outputs so each field gets its own check.
 Case: `rows` = activation rows (columns of a mat-vec), `cols` = values per row.
 
@@ -43,7 +43,7 @@ def s_tolerance(x: np.ndarray) -> float:
 
 class Q8_1(Family):
     name = "q8_1"
-    sources = ("iq/q8_1.cu",)
+    sources = ("q8_1/q8_1.cu",)
     description = "float32 -> q8_1 blocks (d, s, qs), bitwise against numpy"
 
     def default_cases(self) -> Iterable[Case]:

@@ -1,6 +1,6 @@
 """swiglu_q8: h = silu(gate) * up quantized to q8_1 rows: two kernels (old) vs one fused kernel (new).
 
-Kernels: kernels_src/fused/swiglu_q8.cu (its ARITHMETIC CONTRACT says why every q8_1 byte is equal).
+Kernels: kernels_src/swiglu_q8/swiglu_q8.cu (its ARITHMETIC CONTRACT says why every q8_1 byte is equal).
 A case's `fmt` is the down projection's weight type, which fixes the row length granularity the down
 mat-vec reads (64 for Q2_0, 32 for IQ4_NL and Q8_0); the widths are real MoE expert FFN sizes:
 768 (Qwen3-30B-A3B, Q2_0 down), 1408 (Qwen1.5-MoE-A2.7B, IQ4_NL down), 1536 (SmolLM2, Q8_0 down).
@@ -34,9 +34,9 @@ from strata_bench.families._q8_1 import (Q8_1_BYTES, Q8_1_VALUES, U32, U64, dequ
                                          gamma, q8_1_value_error, unpack_q8_1)
 
 DOWN_WIDTHS = {"q2_0": 768, "iq4_nl": 1408, "q8_0": 1536}  # F per down type (see the docstring)
-GRANULE = {"q2_0": 64, "iq4_nl": 32, "q8_0": 32}  # values per block of the down type
+from strata_bench.kernels.constants import SWIGLU_GRANULE as GRANULE  # noqa: E402
 LAYOUTS = ("split", "concat")
-WARPS, BLOCKS_PER_WARP = 8, 4  # kernels' CTA shape (swiglu_q8.cu)
+from strata_bench.kernels.constants import SWIGLU_WARPS as WARPS, SWIGLU_BLOCKS_PER_WARP as BLOCKS_PER_WARP  # noqa: E402
 OUTLIER = 3.0e4
 H_REL = 8 * U32  # relative bound of the fp32 h (see the docstring)
 FIELDS = {0: "d", 1: "d", 2: "s", 3: "s"}
@@ -52,7 +52,7 @@ def _engine_has_derived_outputs() -> bool:
 
 class SwigluQ8(Family):
     name = "swiglu_q8"
-    sources = ("fused/swiglu_q8.cu",)
+    sources = ("swiglu_q8/swiglu_q8.cu",)
     description = "silu(gate)*up -> q8_1 rows: FP32 h through memory + quantize vs one fused kernel, bitwise"
 
     # --- cases ------------------------------------------------------------------------------------

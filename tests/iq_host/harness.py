@@ -1,4 +1,4 @@
-"""Builds and runs tests/iq_host/iq_host.cpp: the i-quant decoders of kernels_src/iq compiled for the CPU.
+"""Builds and runs tests/iq_host/iq_host.cpp: the i-quant decoders of kernels_src (common/iq_decode.cuh, dequant/dequant.cuh) compiled for the CPU.
 
 The tests use it to check the CUDA decode code itself (not a re-implementation) against gguf-py, and to
 run the exact per-output arithmetic of mmvq.cu's warps against the float64 tolerances. Skips when no C++

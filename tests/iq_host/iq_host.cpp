@@ -1,4 +1,4 @@
-// Host driver for the i-quant decoders (kernels_src/iq/iq_decode.cuh, dequant.cuh), compiled with a
+// Host driver for the i-quant decoders (kernels_src/common/iq_decode.cuh, dequant/dequant.cuh), compiled with a
 // C++ compiler by tests/test_families_dequant.py.
 // usage: iq_host FORMAT BLOCKS.bin Q.bin OUT.bin
 //   BLOCKS.bin: n raw blocks of FORMAT; Q.bin: one int8 q8_1 code block (32 bytes) per chunk.
@@ -13,7 +13,7 @@
 
 #include <vector>
 
-#include "iq/dequant.cuh"
+#include "dequant/dequant.cuh"
 
 using namespace siq;
 

@@ -1,5 +1,5 @@
 // Host stand-in for <cuda_fp16.h> and the CUDA builtins the i-quant headers use, so that
-// tests/test_families_dequant.py can compile kernels_src/iq/*.cuh with a C++ compiler and check the
+// tests/test_families_dequant.py can compile kernels_src/common/iq_decode.cuh and dequant/dequant.cuh with a C++ compiler and check the
 // decoders on the CPU. Not used by any GPU build.
 #pragma once
 #include <math.h>

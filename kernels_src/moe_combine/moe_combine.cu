@@ -32,9 +32,9 @@
 
 namespace moe {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = STRATA_MOE_THREADS;
 constexpr int kWarps = kThreads / 32;
-constexpr int kResidual = 4;
+constexpr int kResidual = STRATA_MOE_RESIDUAL_ROWS;
 
 __device__ __forceinline__ float combine_at(const float* Yt, const float* wk, int K, long long ld, float s, int i) {
     float c = __fmul_rn(wk[0], Yt[i]);

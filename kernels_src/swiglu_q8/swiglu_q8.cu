@@ -23,8 +23,8 @@
 
 namespace swiglu {
 
-constexpr int kWarps = 8;            // warps per CTA
-constexpr int kBlocksPerWarp = 4;    // q8_1 blocks a fused warp converts, loads first (memory in flight)
+constexpr int kWarps = STRATA_SWIGLU_WARPS;  // warps per CTA
+constexpr int kBlocksPerWarp = STRATA_SWIGLU_BLOCKS_PER_WARP;  // q8_1 blocks a fused warp converts, loads first (memory in flight)
 
 __device__ __forceinline__ float silu_mul(float g, float u) {
     const float e = expf(-g);
@@ -34,7 +34,7 @@ __device__ __forceinline__ float silu_mul(float g, float u) {
 }  // namespace swiglu
 
 // old, kernel 1: one thread per element. Grid: (ceil(T*F / 256)). Block: (256).
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(STRATA_SWIGLU_H_THREADS)
 swiglu_h_f32(const float* __restrict__ gate, const float* __restrict__ up, long long ld, int T, int F,
              float* __restrict__ h) {
     const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;

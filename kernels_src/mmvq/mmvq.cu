@@ -18,12 +18,10 @@
 // Layout: W rows start 16-byte aligned (row_stride a multiple of 16) and 16 bytes after the last row
 //   are readable: the decoders read aligned words around each block. X is [columns][K/32] q8_1 blocks,
 //   Y is [columns][rows] float32.
-#include "iq/iq_decode.cuh"
+#include "common/iq_decode.cuh"
 
 using namespace siq;
 
-#define MMVQ_OLD_WARPS 4
-#define MMVQ_NEW_WARPS 8
 // Blocks per SM the register budget must allow: 3 (<= 85 registers, 24 warps) for one column, where
 // memory parallelism matters most; 2 (<= 128) for wider passes, which hold R x NC accumulators.
 #define MMVQ_NEW_MIN_BLOCKS(NC) ((NC) == 1 ? 3 : 2)
@@ -31,11 +29,11 @@ using namespace siq;
 // OLD: one warp per row; for each column in turn the whole row is re-read and every chunk decoded
 // again (the format's dot called once per column), tables read from global memory.
 template <class F>
-__global__ void __launch_bounds__(MMVQ_OLD_WARPS * 32)
+__global__ void __launch_bounds__(STRATA_MMVQ_OLD_WARPS * 32)
 mmvq_old(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, int ncols, float* __restrict__ Y) {
     const int lane = threadIdx.x % 32;
-    const int row = blockIdx.x * MMVQ_OLD_WARPS + threadIdx.x / 32;
+    const int row = blockIdx.x * STRATA_MMVQ_OLD_WARPS + threadIdx.x / 32;
     if (row >= rows) return;  // whole warps only: rows are per warp
     const LaneWalk<F> walk(lane);
     const uint8_t* wrow = W + row * row_stride + walk.first;
@@ -110,7 +108,7 @@ __device__ __forceinline__ StagedActs stage_acts(const block_q8_1* __restrict__ 
 // Rows past the end are clamped for reading and not stored. The host runs passes of NC = 8, 4, 2, 1
 // columns (8 at a time beyond 8).
 template <class F, int NC, int R>
-__global__ void __launch_bounds__(MMVQ_NEW_WARPS * 32, MMVQ_NEW_MIN_BLOCKS(NC))
+__global__ void __launch_bounds__(STRATA_MMVQ_NEW_WARPS * 32, MMVQ_NEW_MIN_BLOCKS(NC))
 mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
     __shared__ uint32_t staged[SharedTab<F>::WORDS];
@@ -123,9 +121,9 @@ mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;
     const LaneWalk<F> walk(lane);
-    const int groups = (rows + MMVQ_NEW_WARPS * R - 1) / (MMVQ_NEW_WARPS * R);
+    const int groups = (rows + STRATA_MMVQ_NEW_WARPS * R - 1) / (STRATA_MMVQ_NEW_WARPS * R);
     for (int grp = blockIdx.x; grp < groups; grp += gridDim.x) {
-        const int row0 = (grp * MMVQ_NEW_WARPS + warp) * R;
+        const int row0 = (grp * STRATA_MMVQ_NEW_WARPS + warp) * R;
         const uint8_t* wr[R];  // the lane's current block in each row
 #pragma unroll
         for (int r = 0; r < R; ++r) wr[r] = W + (long long)min(row0 + r, rows - 1) * row_stride + walk.first;

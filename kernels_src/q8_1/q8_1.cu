@@ -9,12 +9,10 @@
 // of the flattened array, so a row's blocks are contiguous.
 #include "common/strata_common.cuh"
 
-#define Q8_1_WARPS 8
-
 // One warp per q8_1 block: lane i quantizes value i.
-__global__ void __launch_bounds__(Q8_1_WARPS * 32)
+__global__ void __launch_bounds__(STRATA_Q8_1_WARPS * 32)
 quantize_q8_1(const float* __restrict__ X, long long n_blocks, block_q8_1* __restrict__ out) {
-    const long long block = (long long)blockIdx.x * Q8_1_WARPS + threadIdx.x / 32;
+    const long long block = (long long)blockIdx.x * STRATA_Q8_1_WARPS + threadIdx.x / 32;
     if (block >= n_blocks) return;  // whole warps: every lane of a live warp takes part in the shuffles
     const int lane = threadIdx.x % 32;
     quantize_q8_1_lane(X[block * 32 + lane], out + block, lane);

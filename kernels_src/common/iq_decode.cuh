@@ -31,6 +31,17 @@
 #pragma once
 #include "common/strata_common.cuh"
 #include "generated/iq_tables.cuh"
+#include "formats/q8_0.cuh"
+#include "formats/q2_0.cuh"
+#include "formats/iq4_nl.cuh"
+#include "formats/iq4_xs.cuh"
+#include "formats/iq2_xxs.cuh"
+#include "formats/iq2_xs.cuh"
+#include "formats/iq2_s.cuh"
+#include "formats/iq3_xxs.cuh"
+#include "formats/iq3_s.cuh"
+#include "formats/iq1_s.cuh"
+#include "formats/iq1_m.cuh"
 
 namespace siq {
 
@@ -134,7 +145,7 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 #endif
 }
 
-// ggml's 7-bit sign index -> 8 sign bits: bit 7 makes the popcount even (tests/test_tables.py checks
+// ggml's 7-bit sign index -> 8 sign bits: bit 7 makes the popcount even (tests/kernels/test_tables.py checks
 // this formula against gguf's ksigns table).
 __device__ __forceinline__ uint32_t ksigns8(uint32_t k7) { return k7 | ((__popc(k7) & 1u) << 7); }
 
@@ -147,7 +158,7 @@ __device__ __forceinline__ uint32_t sign_mask_hi(uint32_t s8) { return prmt((s8 
 // positive table word to the negative one. One multiply spreads the even bits: bit i of
 // (s8 & 0x55) * 0x104104 lands at 4i+2 and the other copies at distinct places, except three pairs
 // that collide at 8, 14 and 20 and carry into 9, 15 and 21, none of which is kept. Likewise the odd
-// bits with 0x820820 (collisions at 12, 18, 24 carry into 13, 19, 25). tests/test_tables.py checks
+// bits with 0x820820 (collisions at 12, 18, 24 carry into 13, 19, 25). tests/kernels/test_tables.py checks
 // both formulas exhaustively against a plain bit loop.
 __device__ __forceinline__ uint32_t sign_nibbles(uint32_t s8) {
     return (((s8 & 0x55u) * 0x104104u) & 0x04040404u) | (((s8 & 0xAAu) * 0x820820u) & 0x40404040u);
@@ -226,22 +237,24 @@ __device__ __forceinline__ float load_q8_1(const block_q8_1* xb, int q[8]) {
 // points at the table in global or shared memory (same words either way).
 
 struct fmt_q8_0 {
-    static constexpr int QK = 32, BYTES = 34, CHUNKS = 1, TABLE_WORDS = 0;
+    using L = layout::q8_0;  // the block layout (formats/q8_0.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 1, TABLE_WORDS = STRATA_Q8_0_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab&, Chunk& c) {
         const Window<3> win(b);  // 34 bytes from any even offset fit in 48
-        c.dw = fp16_bits_to_float((uint16_t)(win.field<0>() & 0xFFFFu));
+        c.dw = fp16_bits_to_float((uint16_t)(win.field<L::D>() & 0xFFFFu));
         c.ls0 = c.ls1 = 1;
-        c.w[0] = (int)win.field<2>(); c.w[1] = (int)win.field<6>(); c.w[2] = (int)win.field<10>();
-        c.w[3] = (int)win.field<14>(); c.w[4] = (int)win.field<18>(); c.w[5] = (int)win.field<22>();
-        c.w[6] = (int)win.field<26>(); c.w[7] = (int)win.field<30>();
+        c.w[0] = (int)win.field<L::QS>(); c.w[1] = (int)win.field<L::QS + 4>(); c.w[2] = (int)win.field<L::QS + 8>();
+        c.w[3] = (int)win.field<L::QS + 12>(); c.w[4] = (int)win.field<L::QS + 16>(); c.w[5] = (int)win.field<L::QS + 20>();
+        c.w[6] = (int)win.field<L::QS + 24>(); c.w[7] = (int)win.field<L::QS + 28>();
     }
 };
 
 struct fmt_q2_0 {
-    static constexpr int QK = 64, BYTES = 18, CHUNKS = 2, TABLE_WORDS = 0;
+    using L = layout::q2_0;  // the block layout (formats/q2_0.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 2, TABLE_WORDS = STRATA_Q2_0_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
@@ -252,7 +265,7 @@ struct fmt_q2_0 {
         c.dw = ld_half(b);
         c.ls0 = c.ls1 = 1;
         uint32_t qs[4];
-        ld_words_a2(b + 2, qs);
+        ld_words_a2(b + L::QS, qs);
         // value e of chunk j (element 32j+e): byte e%16, shift 4j (e<16) or 4j+2 (e>=16)
 #pragma unroll
         for (int t = 0; t < 4; ++t) {
@@ -263,23 +276,26 @@ struct fmt_q2_0 {
 };
 
 struct fmt_iq4_nl {
-    static constexpr int QK = 32, BYTES = 18, CHUNKS = 1, TABLE_WORDS = 4;
+    using L = layout::iq4_nl;  // the block layout (formats/iq4_nl.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 1, TABLE_WORDS = STRATA_IQ4_NL_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab& t, Chunk& c) {
         const uint32_t kv[4] = {t.words[0], t.words[1], t.words[2], t.words[3]};
         const Window<2> win(b);  // 18 bytes from any even offset fit in 32
-        c.dw = fp16_bits_to_float((uint16_t)(win.field<0>() & 0xFFFFu));
+        c.dw = fp16_bits_to_float((uint16_t)(win.field<L::D>() & 0xFFFFu));
         c.ls0 = c.ls1 = 1;
-        const uint32_t qs[4] = {win.field<2>(), win.field<6>(), win.field<10>(), win.field<14>()};
+        const uint32_t qs[4] = {win.field<L::QS>(), win.field<L::QS + 4>(), win.field<L::QS + 8>(), win.field<L::QS + 12>()};
 #pragma unroll
         for (int t = 0; t < 4; ++t) lookup16(qs[t], kv, c.w[t], c.w[4 + t]);
     }
 };
+static_assert(fmt_iq4_nl::TABLE_WORDS == STRATA_KVALUES_IQ4NL_U32_SIZE, "iq4_nl: staged words != generated table");
 
 struct fmt_iq4_xs {
-    static constexpr int QK = 256, BYTES = 136, CHUNKS = 8, TABLE_WORDS = 4;
+    using L = layout::iq4_xs;  // the block layout (formats/iq4_xs.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ4_XS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
@@ -290,21 +306,23 @@ struct fmt_iq4_xs {
         const uint32_t lo = (head.y >> (4 * j)) & 0x0Fu;  // nibble j of scales_l
         const uint32_t hi = (head.x >> (16 + 2 * j)) & 0x03u;
         c.ls0 = c.ls1 = (int)(lo | (hi << 4)) - 32;
-        const uint2 q0 = ld_u64_a8(b + 8 + 16 * j), q1 = ld_u64_a8(b + 16 + 16 * j);
+        const uint2 q0 = ld_u64_a8(b + L::QS + 16 * j), q1 = ld_u64_a8(b + L::QS + 8 + 16 * j);
         const uint32_t qs[4] = {q0.x, q0.y, q1.x, q1.y};
 #pragma unroll
         for (int t = 0; t < 4; ++t) lookup16(qs[t], kv, c.w[t], c.w[4 + t]);
     }
 };
+static_assert(fmt_iq4_xs::TABLE_WORDS == STRATA_KVALUES_IQ4NL_U32_SIZE, "iq4_xs: staged words != generated table");
 
 struct fmt_iq2_xxs {
-    static constexpr int QK = 256, BYTES = 66, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2XXS_GRID_NIB_SIZE;
+    using L = layout::iq2_xxs;  // the block layout (formats/iq2_xxs.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_XXS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xxs_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // four grid indexes; four 7-bit sign indexes with the scale in bits 28-31
-        ld_words_a2(b + 2 + 8 * j, f);
+        ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t idx = f[0], aux = f[1];
         c.dw = ld_half(b) * 0.125f;
         c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
@@ -315,17 +333,19 @@ struct fmt_iq2_xxs {
         }
     }
 };
+static_assert(fmt_iq2_xxs::TABLE_WORDS == STRATA_IQ2XXS_GRID_NIB_SIZE, "iq2_xxs: staged words != generated table");
 
 struct fmt_iq2_xs {
-    static constexpr int QK = 256, BYTES = 74, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2XS_GRID_NIB_SIZE;
+    using L = layout::iq2_xs;  // the block layout (formats/iq2_xs.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_XS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xs_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // four u16 entries: 9-bit grid index, 7-bit sign index
-        ld_words_a2(b + 2 + 8 * j, f);
+        ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t q01 = f[0], q23 = f[1];
-        const uint32_t sc = ld_u8(b + 66 + j);
+        const uint32_t sc = ld_u8(b + L::SCALES + j);
         c.dw = ld_half(b) * 0.125f;
         c.ls0 = 2 * (int)(sc & 0x0Fu) + 1;
         c.ls1 = 2 * (int)(sc >> 4) + 1;
@@ -337,17 +357,19 @@ struct fmt_iq2_xs {
         }
     }
 };
+static_assert(fmt_iq2_xs::TABLE_WORDS == STRATA_IQ2XS_GRID_NIB_SIZE, "iq2_xs: staged words != generated table");
 
 struct fmt_iq2_s {
-    static constexpr int QK = 256, BYTES = 82, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2S_GRID_NIB_SIZE;
+    using L = layout::iq2_s;  // the block layout (formats/iq2_s.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2s_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        const uint32_t qs = ld_u32_a2(b + 2 + 4 * j);    // low 8 bits of four grid indexes
-        const uint32_t sg = ld_u32_a2(b + 34 + 4 * j);   // four sign bytes
-        const uint32_t qh = ld_u8(b + 66 + j);           // high 2 bits of the four indexes
-        const uint32_t sc = ld_u8(b + 74 + j);
+        const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j);    // low 8 bits of four grid indexes
+        const uint32_t sg = ld_u32_a2(b + L::SIGNS + 4 * j);   // four sign bytes
+        const uint32_t qh = ld_u8(b + L::QH + j);           // high 2 bits of the four indexes
+        const uint32_t sc = ld_u8(b + L::SCALES + j);
         c.dw = ld_half(b) * 0.125f;
         c.ls0 = 2 * (int)(sc & 0x0Fu) + 1;
         c.ls1 = 2 * (int)(sc >> 4) + 1;
@@ -359,17 +381,19 @@ struct fmt_iq2_s {
         }
     }
 };
+static_assert(fmt_iq2_s::TABLE_WORDS == STRATA_IQ2S_GRID_NIB_SIZE, "iq2_s: staged words != generated table");
 
 struct fmt_iq3_xxs {
-    static constexpr int QK = 256, BYTES = 98, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3XXS_GRID_SIZE;
+    using L = layout::iq3_xxs;  // the block layout (formats/iq3_xxs.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3_XXS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3xxs_grid; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // grid indexes 0-3 and 4-7 (4 values each)
-        ld_words_a2(b + 2 + 8 * j, f);
+        ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t i0 = f[0], i1 = f[1];
-        const uint32_t aux = ld_u32_a2(b + 66 + 4 * j);  // four 7-bit sign indexes, scale in bits 28-31
+        const uint32_t aux = ld_u32_a2(b + L::SCALES_SIGNS + 4 * j);  // four 7-bit sign indexes, scale in bits 28-31
         c.dw = ld_half(b) * 0.25f;
         c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
 #pragma unroll
@@ -381,19 +405,21 @@ struct fmt_iq3_xxs {
         }
     }
 };
+static_assert(fmt_iq3_xxs::TABLE_WORDS == STRATA_IQ3XXS_GRID_SIZE, "iq3_xxs: staged words != generated table");
 
 struct fmt_iq3_s {
-    static constexpr int QK = 256, BYTES = 110, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3S_GRID_SIZE;
+    using L = layout::iq3_s;  // the block layout (formats/iq3_s.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3s_grid; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // low 8 bits of grid indexes 0-3 and 4-7
-        ld_words_a2(b + 2 + 8 * j, f);
+        ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t i0 = f[0], i1 = f[1];
-        const uint32_t qh = ld_u8(b + 66 + j);           // 9th bit of the eight indexes
-        const uint32_t sg = ld_u32_a2(b + 74 + 4 * j);   // four sign bytes
-        const uint32_t sc = (ld_u8(b + 106 + j / 2) >> (4 * (j & 1))) & 0x0Fu;
+        const uint32_t qh = ld_u8(b + L::QH + j);           // 9th bit of the eight indexes
+        const uint32_t sg = ld_u32_a2(b + L::SIGNS + 4 * j);   // four sign bytes
+        const uint32_t sc = (ld_u8(b + L::SCALES + j / 2) >> (4 * (j & 1))) & 0x0Fu;
         c.dw = ld_half(b);
         c.ls0 = c.ls1 = 2 * (int)sc + 1;
 #pragma unroll
@@ -408,6 +434,7 @@ struct fmt_iq3_s {
         }
     }
 };
+static_assert(fmt_iq3_s::TABLE_WORDS == STRATA_IQ3S_GRID_SIZE, "iq3_s: staged words != generated table");
 
 // IQ1: nibble codes g+1 select bytes of STRATA_IQ1_W_POS (8g+1) or, with 4 added to every selector,
 // of STRATA_IQ1_W_NEG (8g-1).
@@ -419,13 +446,14 @@ __device__ __forceinline__ void iq1_group(const Tab& t, uint32_t nib, bool neg, 
 }
 
 struct fmt_iq1_s {
-    static constexpr int QK = 256, BYTES = 50, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1S_GRID_NIB_SIZE;
+    using L = layout::iq1_s;  // the block layout (formats/iq1_s.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        const uint32_t qs = ld_u32_a2(b + 2 + 4 * j);  // low 8 bits of four 11-bit grid indexes
-        const uint32_t qh = ld_u16(b + 34 + 2 * j);    // 3 high bits x4, scale bits 12-14, delta sign bit 15
+        const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j);  // low 8 bits of four 11-bit grid indexes
+        const uint32_t qh = ld_u16(b + L::QH + 2 * j);    // 3 high bits x4, scale bits 12-14, delta sign bit 15
         c.dw = ld_half(b) * 0.125f;
         c.ls0 = c.ls1 = 2 * (int)((qh >> 12) & 7u) + 1;
         const bool neg = (qh & 0x8000u) != 0;
@@ -436,9 +464,11 @@ struct fmt_iq1_s {
         }
     }
 };
+static_assert(fmt_iq1_s::TABLE_WORDS == STRATA_IQ1S_GRID_NIB_SIZE, "iq1_s: staged words != generated table");
 
 struct fmt_iq1_m {
-    static constexpr int QK = 256, BYTES = 56, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1S_GRID_NIB_SIZE;
+    using L = layout::iq1_m;  // the block layout (formats/iq1_m.cuh)
+    static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1_M_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
@@ -449,11 +479,11 @@ struct fmt_iq1_m {
                             | ((sc.y >> 4) & 0x0F00u) | ((sc.y >> 16) & 0xF000u);
         return fp16_bits_to_float((uint16_t)bits);
     }
-    static __device__ __forceinline__ float block_d(const uint8_t* b) { return block_d(ld_u64_a8(b + 48)); }
+    static __device__ __forceinline__ float block_d(const uint8_t* b) { return block_d(ld_u64_a8(b + L::SCALES)); }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        const uint32_t qs = __ldg(reinterpret_cast<const uint32_t*>(b + 4 * j));  // low 8 bits of 4 indexes
-        const uint32_t qh = ld_u16(b + 32 + 2 * j);     // per group a nibble: 3 high bits, delta sign bit 3
-        const uint2 sc = ld_u64_a8(b + 48);             // 16 3-bit scales and d's nibbles
+        const uint32_t qs = __ldg(reinterpret_cast<const uint32_t*>(b + L::QS + 4 * j));  // low 8 bits of 4 indexes
+        const uint32_t qh = ld_u16(b + L::QH + 2 * j);     // per group a nibble: 3 high bits, delta sign bit 3
+        const uint2 sc = ld_u64_a8(b + L::SCALES);             // 16 3-bit scales and d's nibbles
         const uint32_t sw = (j < 4 ? sc.x : sc.y) >> (16 * ((j / 2) & 1));  // scales 2j, 2j+1
         const int shift = 6 * (j & 1);
         c.dw = block_d(sc) * 0.125f;
@@ -467,6 +497,7 @@ struct fmt_iq1_m {
         }
     }
 };
+static_assert(fmt_iq1_m::TABLE_WORDS == STRATA_IQ1S_GRID_NIB_SIZE, "iq1_m: staged words != generated table");
 
 // Lane -> chunk walk along a row: lane l takes chunks l, l+32, l+64, ... Because 32 is a multiple of
 // CHUNKS (1, 2 or 8), the chunk's index inside its block (l % CHUNKS) is the same at every step and the

@@ -15,12 +15,10 @@
 //   weight chunk again per entry; `new` decodes a chunk of R rows once and applies it to the up to 4
 //   entries of a pass. Per (row, entry) the chunk order, every float operation and the reduction tree
 //   are the same, and the integer isum does not depend on where the tables live.
-#include "iq/iq_decode.cuh"
+#include "common/iq_decode.cuh"
 
 using namespace siq;
 
-#define GROUPED_WARPS 4
-#define GROUPED_ENTRIES 4  // entries per pass of the new kernels
 // At least 4 blocks per SM (<= 128 registers): with no minimum, ptxas chose 56 registers and a spill for
 // grouped_down_new<iq4_xs>.
 #define GROUPED_MIN_BLOCKS 4
@@ -43,15 +41,15 @@ __device__ __forceinline__ float row_dot(const uint8_t* row_lane, const LaneWalk
 }
 
 // OLD gate/up: one warp per (expert, row f); for each entry the gate and up rows are re-read and
-// re-decoded. grid = (ceil(d_ff / GROUPED_WARPS), n_experts).
+// re-decoded. grid = (ceil(d_ff / STRATA_GROUPED_WARPS), n_experts).
 template <class F>
-__global__ void __launch_bounds__(GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
+__global__ void __launch_bounds__(STRATA_GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_gateup_old(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up, long long row_stride,
                    long long expert_stride, int d_ff, int nchunks, const int* __restrict__ offsets,
                    const block_q8_1* __restrict__ XQ, float* __restrict__ H) {
     const int lane = threadIdx.x % 32;
     const int e = blockIdx.y;
-    const int f = blockIdx.x * GROUPED_WARPS + threadIdx.x / 32;
+    const int f = blockIdx.x * STRATA_GROUPED_WARPS + threadIdx.x / 32;
     if (f >= d_ff) return;
     const LaneWalk<F> walk(lane);
     const long long base = e * expert_stride + f * row_stride + walk.first;
@@ -65,13 +63,13 @@ grouped_gateup_old(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
 
 // OLD down: one warp per (expert, output row o), one dot per entry.
 template <class F>
-__global__ void __launch_bounds__(GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
+__global__ void __launch_bounds__(STRATA_GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_down_old(const uint8_t* __restrict__ down, long long row_stride, long long expert_stride, int d_out,
                  int nchunks, const int* __restrict__ offsets, const block_q8_1* __restrict__ HQ,
                  float* __restrict__ Y) {
     const int lane = threadIdx.x % 32;
     const int e = blockIdx.y;
-    const int o = blockIdx.x * GROUPED_WARPS + threadIdx.x / 32;
+    const int o = blockIdx.x * STRATA_GROUPED_WARPS + threadIdx.x / 32;
     if (o >= d_out) return;
     const LaneWalk<F> walk(lane);
     const uint8_t* row = down + e * expert_stride + o * row_stride + walk.first;
@@ -81,9 +79,9 @@ grouped_down_old(const uint8_t* __restrict__ down, long long row_stride, long lo
     }
 }
 
-// Shared memory of the new kernels: the table (static), GROUPED_ENTRIES rows of q8_1 activations
+// Shared memory of the new kernels: the table (static), STRATA_GROUPED_ENTRIES rows of q8_1 activations
 // (dynamic).
-// Stage the activations of entries first .. first+n-1 (n <= GROUPED_ENTRIES) into shared memory.
+// Stage the activations of entries first .. first+n-1 (n <= STRATA_GROUPED_ENTRIES) into shared memory.
 __device__ __forceinline__ void stage_entries(const block_q8_1* src, int nchunks, int n, block_q8_1* dst) {
     const uint32_t* from = reinterpret_cast<const uint32_t*>(src);
     uint32_t* to = reinterpret_cast<uint32_t*>(dst);
@@ -93,7 +91,7 @@ __device__ __forceinline__ void stage_entries(const block_q8_1* src, int nchunks
 // NEW gate/up: each warp owns R rows of gate and of up; per pass of up to 4 entries a chunk of those
 // 2R rows is decoded once and applied to every entry of the pass. grid = (ceil(d_ff / (WARPS*R)), E).
 template <class F, int R>
-__global__ void __launch_bounds__(GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
+__global__ void __launch_bounds__(STRATA_GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up, long long row_stride,
                    long long expert_stride, int d_ff, int nchunks, const int* __restrict__ offsets,
                    const block_q8_1* __restrict__ XQ, float* __restrict__ H) {
@@ -103,7 +101,7 @@ grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
     stage_table<F>(staged);
     const int lane = threadIdx.x % 32;
     const int e = blockIdx.y;
-    const int f0 = (blockIdx.x * GROUPED_WARPS + threadIdx.x / 32) * R;
+    const int f0 = (blockIdx.x * STRATA_GROUPED_WARPS + threadIdx.x / 32) * R;
     const LaneWalk<F> walk(lane);
     const uint8_t* gr[R];
     const uint8_t* ur[R];
@@ -114,17 +112,17 @@ grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
         ur[r] = up + base;
     }
     const int end = offsets[e + 1];
-    for (int first = offsets[e]; first < end; first += GROUPED_ENTRIES) {
-        const int n = min(GROUPED_ENTRIES, end - first);
+    for (int first = offsets[e]; first < end; first += STRATA_GROUPED_ENTRIES) {
+        const int n = min(STRATA_GROUPED_ENTRIES, end - first);
         __syncthreads();  // the previous pass is done with xs (and the table is staged on the first)
         stage_entries(XQ + (long long)first * nchunks, nchunks, n, xs);
         __syncthreads();
         const Tab tab = shared_tab<F>(staged);
-        float acc_g[R][GROUPED_ENTRIES], acc_u[R][GROUPED_ENTRIES];
+        float acc_g[R][STRATA_GROUPED_ENTRIES], acc_u[R][STRATA_GROUPED_ENTRIES];
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
-            for (int k = 0; k < GROUPED_ENTRIES; ++k) acc_g[r][k] = acc_u[r][k] = 0.0f;
+            for (int k = 0; k < STRATA_GROUPED_ENTRIES; ++k) acc_g[r][k] = acc_u[r][k] = 0.0f;
         for (int c = lane, off = 0; c < nchunks; c += 32, off += LaneWalk<F>::STEP) {
             Chunk cg[R], cu[R];
 #pragma unroll
@@ -133,7 +131,7 @@ grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
                 F::decode(ur[r] + off, walk.j, tab, cu[r]);
             }
 #pragma unroll
-            for (int k = 0; k < GROUPED_ENTRIES; ++k) {
+            for (int k = 0; k < STRATA_GROUPED_ENTRIES; ++k) {
                 if (k < n) {
                     int q[8];
                     const float d_act = load_q8_1(xs + k * nchunks + c, q);
@@ -146,7 +144,7 @@ grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
             }
         }
 #pragma unroll
-        for (int k = 0; k < GROUPED_ENTRIES; ++k) {
+        for (int k = 0; k < STRATA_GROUPED_ENTRIES; ++k) {
             if (k < n) {
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
@@ -161,7 +159,7 @@ grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
 
 // NEW down: R rows per warp, each chunk decoded once per pass of up to 4 entries.
 template <class F, int R>
-__global__ void __launch_bounds__(GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
+__global__ void __launch_bounds__(STRATA_GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_down_new(const uint8_t* __restrict__ down, long long row_stride, long long expert_stride, int d_out,
                  int nchunks, const int* __restrict__ offsets, const block_q8_1* __restrict__ HQ,
                  float* __restrict__ Y) {
@@ -171,30 +169,30 @@ grouped_down_new(const uint8_t* __restrict__ down, long long row_stride, long lo
     stage_table<F>(staged);
     const int lane = threadIdx.x % 32;
     const int e = blockIdx.y;
-    const int o0 = (blockIdx.x * GROUPED_WARPS + threadIdx.x / 32) * R;
+    const int o0 = (blockIdx.x * STRATA_GROUPED_WARPS + threadIdx.x / 32) * R;
     const LaneWalk<F> walk(lane);
     const uint8_t* wr[R];
 #pragma unroll
     for (int r = 0; r < R; ++r)
         wr[r] = down + e * expert_stride + min(o0 + r, d_out - 1) * row_stride + walk.first;
     const int end = offsets[e + 1];
-    for (int first = offsets[e]; first < end; first += GROUPED_ENTRIES) {
-        const int n = min(GROUPED_ENTRIES, end - first);
+    for (int first = offsets[e]; first < end; first += STRATA_GROUPED_ENTRIES) {
+        const int n = min(STRATA_GROUPED_ENTRIES, end - first);
         __syncthreads();
         stage_entries(HQ + (long long)first * nchunks, nchunks, n, xs);
         __syncthreads();
         const Tab tab = shared_tab<F>(staged);
-        float acc[R][GROUPED_ENTRIES];
+        float acc[R][STRATA_GROUPED_ENTRIES];
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
-            for (int k = 0; k < GROUPED_ENTRIES; ++k) acc[r][k] = 0.0f;
+            for (int k = 0; k < STRATA_GROUPED_ENTRIES; ++k) acc[r][k] = 0.0f;
         for (int c = lane, off = 0; c < nchunks; c += 32, off += LaneWalk<F>::STEP) {
             Chunk ch[R];
 #pragma unroll
             for (int r = 0; r < R; ++r) F::decode(wr[r] + off, walk.j, tab, ch[r]);
 #pragma unroll
-            for (int k = 0; k < GROUPED_ENTRIES; ++k) {
+            for (int k = 0; k < STRATA_GROUPED_ENTRIES; ++k) {
                 if (k < n) {
                     int q[8];
                     const float d_act = load_q8_1(xs + k * nchunks + c, q);
@@ -204,7 +202,7 @@ grouped_down_new(const uint8_t* __restrict__ down, long long row_stride, long lo
             }
         }
 #pragma unroll
-        for (int k = 0; k < GROUPED_ENTRIES; ++k) {
+        for (int k = 0; k < STRATA_GROUPED_ENTRIES; ++k) {
             if (k < n) {
 #pragma unroll
                 for (int r = 0; r < R; ++r) {

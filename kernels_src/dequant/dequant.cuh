@@ -2,7 +2,7 @@
 // ARITHMETIC CONTRACT explains why it is bit-identical). Included by dequant.cu and by the host
 // emulation test (tests/iq_host), so it uses no kernel-only constructs.
 #pragma once
-#include "iq/iq_decode.cuh"
+#include "common/iq_decode.cuh"
 
 namespace deq {
 
@@ -48,41 +48,46 @@ __device__ __forceinline__ void iq4_chunk(float dl, const uint8_t* qs, float* v)
 template <class F> struct Deq;
 
 template <> struct Deq<fmt_q8_0> {
+    using L = fmt_q8_0::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int, float* v) {
         const float d = ld_half(b);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) v[i] = (float)(int8_t)ld_u8(b + 2 + i) * d;  // gguf: x * d
+        for (int i = 0; i < 32; ++i) v[i] = (float)(int8_t)ld_u8(b + L::QS + i) * d;  // gguf: x * d
     }
 };
 
 template <> struct Deq<fmt_q2_0> {
+    using L = fmt_q2_0::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int j, float* v) {
         const float d = ld_half(b);
 #pragma unroll
         for (int e = 0; e < 32; ++e) {
-            const uint32_t code = (ld_u8(b + 2 + e % 16) >> (4 * j + 2 * (e / 16))) & 3u;
+            const uint32_t code = (ld_u8(b + L::QS + e % 16) >> (4 * j + 2 * (e / 16))) & 3u;
             v[e] = d * ((float)code * 2.0f - 3.0f);  // reference: levels = code * 2 - 3, then d * levels
         }
     }
 };
 
 template <> struct Deq<fmt_iq4_nl> {
-    static __device__ __forceinline__ void chunk(const uint8_t* b, int, float* v) { iq4_chunk(ld_half(b), b + 2, v); }
+    using L = fmt_iq4_nl::L;
+    static __device__ __forceinline__ void chunk(const uint8_t* b, int, float* v) { iq4_chunk(ld_half(b), b + L::QS, v); }
 };
 
 template <> struct Deq<fmt_iq4_xs> {
+    using L = fmt_iq4_xs::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int j, float* v) {
-        const uint32_t lo = (ld_u8(b + 4 + j / 2) >> (4 * (j & 1))) & 0x0Fu;
-        const uint32_t hi = (ld_u16(b + 2) >> (2 * j)) & 0x03u;
+        const uint32_t lo = (ld_u8(b + L::SCALES_L + j / 2) >> (4 * (j & 1))) & 0x0Fu;
+        const uint32_t hi = (ld_u16(b + L::SCALES_H) >> (2 * j)) & 0x03u;
         const float dl = ld_half(b) * (float)((int)(lo | (hi << 4)) - 32);  // gguf: d * float(scale - 32)
-        iq4_chunk(dl, b + 8 + 16 * j, v);
+        iq4_chunk(dl, b + L::QS + 16 * j, v);
     }
 };
 
 template <> struct Deq<fmt_iq2_xxs> {
+    using L = fmt_iq2_xxs::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int j, float* v) {
-        const uint32_t idx = ld_u32_a2(b + 2 + 8 * j);
-        const uint32_t aux = ld_u32_a2(b + 6 + 8 * j);
+        const uint32_t idx = ld_u32_a2(b + L::QS + 8 * j);
+        const uint32_t aux = ld_u32_a2(b + L::QS + 4 + 8 * j);
         const float db = ld_half(b) * (0.5f + (float)(aux >> 28)) * 0.25f;
 #pragma unroll
         for (int g = 0; g < 4; ++g)
@@ -91,10 +96,11 @@ template <> struct Deq<fmt_iq2_xxs> {
 };
 
 template <> struct Deq<fmt_iq2_xs> {
+    using L = fmt_iq2_xs::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int j, float* v) {
-        const uint32_t q01 = ld_u32_a2(b + 2 + 8 * j);
-        const uint32_t q23 = ld_u32_a2(b + 6 + 8 * j);
-        const uint32_t sc = ld_u8(b + 66 + j);
+        const uint32_t q01 = ld_u32_a2(b + L::QS + 8 * j);
+        const uint32_t q23 = ld_u32_a2(b + L::QS + 4 + 8 * j);
+        const uint32_t sc = ld_u8(b + L::SCALES + j);
         const float d = ld_half(b);
         const float db0 = d * (0.5f + (float)(sc & 0x0Fu)) * 0.25f;
         const float db1 = d * (0.5f + (float)(sc >> 4)) * 0.25f;
@@ -107,11 +113,12 @@ template <> struct Deq<fmt_iq2_xs> {
 };
 
 template <> struct Deq<fmt_iq2_s> {
+    using L = fmt_iq2_s::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int j, float* v) {
-        const uint32_t qs = ld_u32_a2(b + 2 + 4 * j);
-        const uint32_t sg = ld_u32_a2(b + 34 + 4 * j);
-        const uint32_t qh = ld_u8(b + 66 + j);
-        const uint32_t sc = ld_u8(b + 74 + j);
+        const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j);
+        const uint32_t sg = ld_u32_a2(b + L::SIGNS + 4 * j);
+        const uint32_t qh = ld_u8(b + L::QH + j);
+        const uint32_t sc = ld_u8(b + L::SCALES + j);
         const float d = ld_half(b);
         const float db0 = d * (0.5f + (float)(sc & 0x0Fu)) * 0.25f;
         const float db1 = d * (0.5f + (float)(sc >> 4)) * 0.25f;
@@ -124,10 +131,11 @@ template <> struct Deq<fmt_iq2_s> {
 };
 
 template <> struct Deq<fmt_iq3_xxs> {
+    using L = fmt_iq3_xxs::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int j, float* v) {
-        const uint32_t i0 = ld_u32_a2(b + 2 + 8 * j);
-        const uint32_t i1 = ld_u32_a2(b + 6 + 8 * j);
-        const uint32_t aux = ld_u32_a2(b + 66 + 4 * j);
+        const uint32_t i0 = ld_u32_a2(b + L::QS + 8 * j);
+        const uint32_t i1 = ld_u32_a2(b + L::QS + 4 + 8 * j);
+        const uint32_t aux = ld_u32_a2(b + L::SCALES_SIGNS + 4 * j);
         const float db = ld_half(b) * (0.5f + (float)(aux >> 28)) * 0.5f;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
@@ -139,12 +147,13 @@ template <> struct Deq<fmt_iq3_xxs> {
 };
 
 template <> struct Deq<fmt_iq3_s> {
+    using L = fmt_iq3_s::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int j, float* v) {
-        const uint32_t i0 = ld_u32_a2(b + 2 + 8 * j);
-        const uint32_t i1 = ld_u32_a2(b + 6 + 8 * j);
-        const uint32_t qh = ld_u8(b + 66 + j);
-        const uint32_t sg = ld_u32_a2(b + 74 + 4 * j);
-        const uint32_t sc = (ld_u8(b + 106 + j / 2) >> (4 * (j & 1))) & 0x0Fu;
+        const uint32_t i0 = ld_u32_a2(b + L::QS + 8 * j);
+        const uint32_t i1 = ld_u32_a2(b + L::QS + 4 + 8 * j);
+        const uint32_t qh = ld_u8(b + L::QH + j);
+        const uint32_t sg = ld_u32_a2(b + L::SIGNS + 4 * j);
+        const uint32_t sc = (ld_u8(b + L::SCALES + j / 2) >> (4 * (j & 1))) & 0x0Fu;
         const float db = ld_half(b) * (float)(1 + 2 * sc);  // gguf: d * (1 + 2 * scale)
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
@@ -157,9 +166,10 @@ template <> struct Deq<fmt_iq3_s> {
 };
 
 template <> struct Deq<fmt_iq1_s> {
+    using L = fmt_iq1_s::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int j, float* v) {
-        const uint32_t qs = ld_u32_a2(b + 2 + 4 * j);
-        const uint32_t qh = ld_u16(b + 34 + 2 * j);
+        const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j);
+        const uint32_t qh = ld_u16(b + L::QH + 2 * j);
         const float dl = ld_half(b) * (float)(2 * ((qh >> 12) & 7u) + 1);
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
@@ -170,10 +180,11 @@ template <> struct Deq<fmt_iq1_s> {
 };
 
 template <> struct Deq<fmt_iq1_m> {
+    using L = fmt_iq1_m::L;
     static __device__ __forceinline__ void chunk(const uint8_t* b, int j, float* v) {
-        const uint32_t qs = ld_u32_a2(b + 4 * j);
-        const uint32_t qh = ld_u16(b + 32 + 2 * j);
-        const uint32_t sw = ld_u16(b + 48 + 2 * (j / 2));
+        const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j);
+        const uint32_t qh = ld_u16(b + L::QH + 2 * j);
+        const uint32_t sw = ld_u16(b + L::SCALES + 2 * (j / 2));
         const int shift = 6 * (j & 1);
         const float d = fmt_iq1_m::block_d(b);
         const float dl0 = d * (float)(2 * ((sw >> shift) & 7u) + 1);

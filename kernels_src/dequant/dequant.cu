@@ -12,12 +12,12 @@
 //   signs; an integer product like 0 * -5 would lose it).
 // Layout: W rows of `row_stride` bytes (>= the row's blocks), Y [rows][cols] float32. One thread per
 //   32-value chunk, 8 float4 stores.
-#include "iq/dequant.cuh"
+#include "dequant/dequant.cuh"
 
 using namespace siq;
 
 template <class F>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(STRATA_DEQUANT_THREADS)
 dequant_f32(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks, float* __restrict__ Y) {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)rows * nchunks) return;
