@@ -64,6 +64,7 @@ def format_diff(paired: PairedStats | None, unit: str) -> str:
 
 
 def format_interval(ci: Interval | None, unit: str = "", percent: bool = False) -> str:
+    """'[-0.21, -0.18] s' in the unit's time scale, or '[-4.1%, -3.7%]' for a relative interval."""
     if ci is None:
         return "n/a"
     if percent:
@@ -74,6 +75,7 @@ def format_interval(ci: Interval | None, unit: str = "", percent: bool = False) 
 
 
 def format_ratio(ratio: float, ci: Interval | None) -> str:
+    """'0.9600 [0.9550, 0.9650]': a ratio with its interval where there is one."""
     if not math.isfinite(ratio):
         return "n/a"
     if ci is None:

@@ -78,6 +78,7 @@ def frame_text(df, fmt: str) -> str:
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A pipe table; pipes in cells are escaped and newlines become spaces."""
     def esc(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -95,6 +96,7 @@ def _fmt_cell(value: Any) -> str:
 
 
 def print_frame(df, title: str, console=None) -> None:
+    """The DataFrame as a rich table with a title."""
     from rich.console import Console
     from rich.table import Table
 

@@ -34,6 +34,7 @@ def _first_failure(result) -> str:
 
 
 def print_parity_table(results, console: Console | None = None) -> None:
+    """A row per case (variants, checks, worst ratio, verdict), then one line per case that did not pass."""
     console = console or stdout_console()
     table = Table(title="strata-bench parity", show_lines=False)
     for col in ("case", "variants", "checks", "max|err|/max|ref|", "verdict"):
@@ -49,6 +50,7 @@ def print_parity_table(results, console: Console | None = None) -> None:
 
 
 def parity_markdown(results) -> str:
+    """The parity table as markdown for a pull request, then a list of the failures."""
     lines = ["| case | variants | checks | max\\|err\\|/max\\|ref\\| | verdict |", "|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| `{r.case.name}` | {' vs '.join(r.case.variants)} | {_checks_text(r)} | "
