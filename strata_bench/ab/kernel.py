@@ -13,7 +13,11 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from strata_bench.ab import runner as abrun
+from strata_bench.ab.arms import Arm
+from strata_bench.ab.plan import Plan
+from strata_bench.ab.records import AbReport
+from strata_bench.ab.runner import case_progress, run_ab
+from strata_bench.ab.store import finish, finish_partial
 from strata_bench.cases import FAMILIES, Case, CaseFilter
 from strata_bench.errors import InputError
 
@@ -81,13 +85,13 @@ def _arms_for_case(family, case: Case, spec_a: str, spec_b: str, device: int):
     for arm in (arm_a, arm_b, arm_a, arm_b):
         arm()  # warm-up replays outside the schedule (the plan's warm-up pairs come on top)
     describe = {"case": case.name, "launches_per_run": launches, "weight_copies": len(prep.devs)}
-    return (abrun.Arm("A", arm_a, {**describe, "variant": spec_a, "work_factor": arm_a.factor}),
-            abrun.Arm("B", arm_b, {**describe, "variant": spec_b, "work_factor": arm_b.factor}))
+    return (Arm("A", arm_a, {**describe, "variant": spec_a, "work_factor": arm_a.factor}),
+            Arm("B", arm_b, {**describe, "variant": spec_b, "work_factor": arm_b.factor}))
 
 
-def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan: abrun.Plan, results_dir: Path,
+def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan: Plan, results_dir: Path,
                   kernels_dir: str | None = None, cases_file: str | None = None, quiet: bool = False,
-                  device: int = 0) -> abrun.AbReport:
+                  device: int = 0) -> AbReport:
     """A/B of two kernel variants on every selected case; records under results/<device>/ab-*.jsonl."""
     import cupy
 
@@ -96,23 +100,24 @@ def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan:
     from strata_bench.runner import devices as gpu
 
     from strata_bench.results import provenance
-    from strata_bench.results.store import ResultsWriter, slug
+    from strata_bench.results.paths import device_directory
+    from strata_bench.results.store import ResultsWriter
 
     cases = list(dict.fromkeys(engine.prepare_cases(case_filter, cases_file, kernels_dir, purpose="bench")))
     devices = gpu.select_devices(str(device))
     plan = replace(plan, unit="us", metric="kernel us per call")
     prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
                                                      "seed": plan.seed}})
-    writer = ResultsWriter(Path(results_dir) / slug(engine.device_name(devices[0])), "ab", prov)
+    writer = ResultsWriter(device_directory(results_dir, engine.device_name(devices[0])), "ab", prov)
     outcomes = []
     try:
         with cupy.cuda.Device(devices[0]):
             for case in cases:
                 arm_a, arm_b = _arms_for_case(FAMILIES[case.family], case, variant_a, variant_b, devices[0])
-                with abrun.progress_bar(plan.total_runs, case.name, quiet) as advance:
-                    outcomes.append(abrun.run_ab(arm_a, arm_b, plan, writer, case.name, advance))
+                with case_progress(plan.total_runs, case.name, quiet) as on_run:
+                    outcomes.append(run_ab(arm_a, arm_b, plan, writer, case.name, on_run))
     except BaseException:
-        abrun._finish_partial(writer)
+        finish_partial(writer)
         raise
-    summary = abrun.finish(writer, outcomes)
-    return abrun.AbReport(tuple(outcomes), summary, writer.records_path)
+    summary = finish(writer, outcomes)
+    return AbReport(tuple(outcomes), summary, writer.records_path)

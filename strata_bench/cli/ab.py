@@ -6,11 +6,10 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import case_filter_options, make_filter, split_output_format
+from strata_bench.cli.options import (case_filter_options, make_filter, output_option, quiet_option, results_option,
+                                      split_output_format)
+from strata_bench.ab.plan import ORDERS  # light: the plan module imports neither scipy nor numpy
 from strata_bench.errors import InputError
-
-# abrun.ORDERS, repeated so `--help` does not import scipy (a test checks they agree).
-ORDERS = ("abba", "ab", "random")
 
 
 @click.command("ab", context_settings={"allow_interspersed_args": False})
@@ -43,12 +42,10 @@ ORDERS = ("abba", "ab", "random")
               metavar="PCT", help="Verdict SAME when the 95% CI of B vs A lies within +/-PCT percent.")
 @click.option("--max-failures", default="25%", show_default=True, metavar="N|P%",
               help="Stop with exit 1 once more runs than this have failed (count, or share of all runs).")
-@click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results", show_default=True,
-              help="Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json.")
-@click.option("--output", "-o", "output", type=click.Choice(["table", "md", "json"]), default=None,
-              help="Rich table (default), markdown for a pull request, or JSON. --format table|md|json "
-                   "means the same (other --format values filter quant formats with --family).")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@results_option("Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json.")
+@output_option(help="Rich table (default), markdown for a pull request, or JSON. --format table|md|json "
+                    "means the same (other --format values filter quant formats with --family).")
+@quiet_option
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, warmup, seed, env_a, env_b,
             a_spec, b_spec, metric, unit, higher_is_better, timeout, shell, fail_pct, band_pct, max_failures,
@@ -73,16 +70,17 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
         strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 --format md
         strata-bench ab --family mmvq --a old --b new --format iq2_xxs --pairs 20
     """
-    from strata_bench.ab import runner as abrun
-    from strata_bench.report.files import render_ab
-    from strata_bench.stats.core import Criteria
+    from strata_bench.ab.command import compile_metric, run_command_ab
+    from strata_bench.ab.plan import make_plan
+    from strata_bench.report.ab import render_ab
+    from strata_bench.stats.criteria import Criteria
 
     formats, output = split_output_format(formats, output)  # --format md|json means the output format
     criteria = Criteria(higher_is_better=higher_is_better, same_band=band_pct / 100,
                         fail_on_regression=None if fail_pct is None else fail_pct / 100)
-    metric_regex = abrun.compile_metric(metric)
+    metric_regex = compile_metric(metric)
     unit = unit if unit is not None else ("" if metric_regex else "s")
-    plan = abrun.make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
+    plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
                            metric or "wall time")
     if families:
         _reject_command_options(env_a, env_b, metric, shell, command_args)
@@ -90,7 +88,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
                             kernels_dir, cases_file, quiet)
     else:
         spec_a, spec_b = _command_specs(a_spec, b_spec, env_a, env_b, shell, metric_regex, timeout, command_args)
-        report = abrun.run_command_ab(spec_a, spec_b, plan, Path(results_dir), _provenance(), quiet)
+        report = run_command_ab(spec_a, spec_b, plan, Path(results_dir), _provenance(), quiet)
     text = render_ab(report.outcomes, output or "table")
     if text is not None:
         click.echo(text, nl=not text.endswith("\n"))
@@ -101,7 +99,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
 
 def _command_specs(a_spec, b_spec, env_a, env_b, shell, metric, timeout, command_args):
     """Two CommandSpecs: one command line with per-arm env switches, or two command lines."""
-    from strata_bench.ab.runner import CommandSpec, command_argv, parse_env
+    from strata_bench.ab.command import CommandSpec, command_argv, parse_env
 
     if command_args and (a_spec or b_spec):
         raise InputError("give either a command after -- (arms differ by --env-a/--env-b) or --a/--b, not both")

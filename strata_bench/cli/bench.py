@@ -5,7 +5,8 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import case_filter_options, make_filter, split_output_format
+from strata_bench.cli.options import (case_filter_options, device_option, make_filter, output_option, quiet_option,
+                                      results_option, split_output_format)
 from strata_bench.errors import InputError, NoGpu
 
 
@@ -41,10 +42,10 @@ def _parse_cols(value: str | None) -> tuple[int, ...] | None:
 @click.option("--budget", type=float, default=2.0, show_default=True, help="Seconds of trials per variant at most.")
 @click.option("--rel-ci", type=float, default=0.01, show_default=True,
               help="Stop a variant's trials when the 95% CI of the median is within this fraction.")
-@click.option("--device", "device_spec", default="0", show_default=True, metavar="N|all")
-@click.option("--output", "-o", "output", type=click.Choice(["table", "md", "json"]), default=None)
-@click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results", show_default=True)
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@device_option()
+@output_option()
+@results_option()
+@quiet_option
 def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spec, hot, budget, rel_ci,
             device_spec, output, results_dir, quiet):
     """Time kernel variants: us per call, GB/s, fraction of the measured read and copy ceilings.
@@ -86,7 +87,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
     def on_fault(case, device, exc, seconds):
         raise exc
 
-    from strata_bench.report.live import progress_bar
+    from strata_bench.report.progress import progress_bar
     with progress_bar("bench", total=len(cases) * len(devices), enabled=not quiet) as advance:
         try:
             engine.run_on_devices(cases, devices, per_case, keep, on_fault, advance)
@@ -102,8 +103,9 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
 def _writer(results_dir: Path, devices: list[int], cfg):
     from strata_bench.runner import loop as engine
     from strata_bench.results import provenance
-    from strata_bench.results.store import ResultsWriter, slug
+    from strata_bench.results.paths import device_directory
+    from strata_bench.results.store import ResultsWriter
 
     prov = provenance.collect(devices)
     prov["timing"] = vars(cfg)
-    return ResultsWriter(results_dir / slug(engine.device_name(devices[0])), "bench", prov)
+    return ResultsWriter(device_directory(results_dir, engine.device_name(devices[0])), "bench", prov)

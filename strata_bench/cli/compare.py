@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from strata_bench.cli.options import output_option
+
 from strata_bench.errors import CheckFailed
 
 
@@ -16,8 +18,7 @@ from strata_bench.errors import CheckFailed
               metavar="PCT", help="Verdict SAME when NEW vs OLD lies within +/-PCT percent.")
 @click.option("--higher-is-better/--lower-is-better", "higher_is_better", default=None,
               help="Direction of the compared figure (default: from the file kind; ab files record it).")
-@click.option("--format", "--output", "-o", "output", type=click.Choice(["table", "md", "csv", "json"]),
-              default="table", show_default=True, help="Terminal table, markdown, CSV or JSON.")
+@output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.", format_alias=True)
 def command(old, new, fail_pct, band_pct, higher_is_better, output):
     """Compare two results files of one kind, case by case: NEW/OLD ratio, 95% CI and verdict.
 
@@ -31,8 +32,9 @@ def command(old, new, fail_pct, band_pct, higher_is_better, output):
     Example:
         strata-bench compare results/h200/bench-OLD.json results/h200/bench-NEW.json --fail-on-regression 2
     """
-    from strata_bench.report.files import compare_files, render_compare
-    from strata_bench.stats.core import Criteria
+    from strata_bench.report.compare import render_compare
+    from strata_bench.results.compare import compare_files
+    from strata_bench.stats.criteria import Criteria
 
     criteria = Criteria(same_band=band_pct / 100, fail_on_regression=None if fail_pct is None else fail_pct / 100)
     result = compare_files(old, new, criteria, higher_is_better)

@@ -56,17 +56,12 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
 
 
 def _run_with_progress(jobs, use_cache: bool, workers: int):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from strata_bench.kernels import jobs as buildplan
+    from strata_bench.report.progress import progress_bar
 
     # The bar goes to stderr and vanishes when done, so stdout holds only the tables.
-    columns = (TextColumn("compile"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    console = Console(stderr=True)
-    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
-        task = progress.add_task("compile", total=len(jobs))
-        return buildplan.run_all(jobs, use_cache, workers, on_done=lambda _o: progress.advance(task))
+    with progress_bar("compile", len(jobs)) as advance:
+        return buildplan.run_all(jobs, use_cache, workers, on_done=lambda _outcome: advance())
 
 
 def summary_table(outcomes, archs: Sequence[str]):

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import click
 
-from strata_bench.cli.options import output_format_option
+from strata_bench.cli.options import output_option
 
 
 @click.command("env")
-@output_format_option(choices=("table", "json"))
+@output_option(("table", "json"), "How to print the result.", format_alias=True, short=False)
 def command(output: str) -> None:
     """Show the GPU(s) and software this host would record in results.
 

@@ -1,25 +1,22 @@
 """`strata-bench parity`: bitwise and float64 parity for every case that matches the filters."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import case_filter_options, make_filter, split_output_format
+from strata_bench.cli.options import (case_filter_options, device_option, make_filter, output_option, quiet_option,
+                                      results_option, split_output_format)
 from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 
 
 @click.command("parity")
 @case_filter_options
-@click.option("--device", "device_spec", default="0", show_default=True, metavar="N|all",
-              help="GPU index, or 'all' to run every case on each GPU.")
-@click.option("--output", "-o", "output", type=click.Choice(["table", "md", "json"]), default=None,
-              help="Print as a rich table (default), markdown for a pull request, or JSON.")
-@click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results", show_default=True,
-              help="Where to keep the raw records and the summary (results/<device>/parity-*.json).")
+@device_option()
+@output_option()
+@results_option("Where to keep the raw records and the summary (results/<device>/parity-*.json).")
 @click.option("--list", "list_only", is_flag=True, help="List the selected cases and exit (no GPU needed).")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@quiet_option
 def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, list_only, quiet):
     """Check bitwise and float64 parity of kernel variants, case by case.
 
@@ -59,7 +56,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         run.results.append(result)
         writer.append(result.to_record())
 
-    from strata_bench.report.live import progress_bar
+    from strata_bench.report.progress import progress_bar
     with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance:
         try:
             engine.run_on_devices(cases, devices, check_case, keep, fault_result, advance)
@@ -77,10 +74,11 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
 def _results_writer(results_dir: Path, devices: list[int]):
     from strata_bench.runner import loop as engine
     from strata_bench.results import provenance
-    from strata_bench.results.store import ResultsWriter, slug
+    from strata_bench.results.paths import device_directory
+    from strata_bench.results.store import ResultsWriter
 
     name = engine.device_name(devices[0])
-    return ResultsWriter(results_dir / slug(name), "parity", provenance.collect(devices))
+    return ResultsWriter(device_directory(results_dir, name), "parity", provenance.collect(devices))
 
 
 def _render(run, devices, output, summary_path) -> None:

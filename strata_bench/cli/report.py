@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import click
 
+from strata_bench.cli.options import output_option
+
 
 @click.command("report")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
-@click.option("--format", "--output", "-o", "output", type=click.Choice(["table", "md", "csv", "json"]),
-              default="table", show_default=True, help="Terminal table, markdown, CSV or JSON.")
+@output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.", format_alias=True)
 def command(path, output):
     """Render a results file (summary .json or records .jsonl) of any kind: parity, bench, ab.
 
@@ -21,7 +22,7 @@ def command(path, output):
         strata-bench report results/nvidia-h200/bench-20250101T120000Z.jsonl --format md
         strata-bench report results/nvidia-h200/parity-20250101T120000Z.json --format csv > parity.csv
     """
-    from strata_bench.report.files import render_file
+    from strata_bench.report.render import render_file
 
     text = render_file(path, output)
     if text is not None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import output_format_option
+from strata_bench.cli.options import output_option
 
 DEFAULT_DIR = "results"
 
@@ -24,7 +24,7 @@ def command() -> None:
 
 @command.command("verify")
 @click.argument("directory", required=False, default=DEFAULT_DIR, type=click.Path(file_okay=False))
-@output_format_option(choices=("table", "json"))
+@output_option(("table", "json"), "How to print the result.", format_alias=True, short=False)
 def verify(directory: str, output: str) -> None:
     """Check that stored results are current (exit 1 if any is not).
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from strata_bench.cli.options import device_option
+
 
 @click.command("workload")
 @click.option("--tokens", type=int, default=512, show_default=True, help="Prompt tokens to prefill.")
@@ -10,7 +12,7 @@ import click
 @click.option("--layers", type=int, default=4, show_default=True, help="Layers in the stack.")
 @click.option("--weights", "fmt", default="iq2_xxs", show_default=True,
               help="I-quant format of the projections and expert gate/up weights.")
-@click.option("--device", type=int, default=0, show_default=True)
+@device_option(single=True)
 def command(tokens, decode_tokens, layers, fmt, device):
     """Run a decoder layer stack (q8_1, mat-vec, grouped experts, combine) and print its speed.
 

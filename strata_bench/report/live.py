@@ -1,12 +1,7 @@
-"""Live rendering for the GPU commands: progress bars and the parity table (terminal and markdown)."""
+"""Live rendering for the GPU commands: the stdout console and the parity table (terminal and markdown)."""
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
-from typing import Iterator
-
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 
@@ -17,19 +12,6 @@ def stdout_console() -> Console:
     """A console on stdout: the terminal's width on a terminal, PIPED_WIDTH when piped or captured."""
     console = Console()
     return console if console.is_terminal else Console(width=PIPED_WIDTH)
-
-
-@contextmanager
-def progress_bar(label: str, total: int, enabled: bool = True) -> Iterator:
-    """A rich progress bar with ETA on stderr; yields `advance()`. Silent when not a terminal."""
-    console = Console(stderr=True)
-    if not enabled or not console.is_terminal:
-        yield lambda: None
-        return
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True) as progress:
-        task = progress.add_task(label, total=total)
-        yield lambda: progress.advance(task)
 
 
 def _checks_text(result) -> str:
@@ -52,6 +34,7 @@ def _first_failure(result) -> str:
 
 
 def print_parity_table(results, console: Console | None = None) -> None:
+    """A row per case (variants, checks, worst ratio, verdict), then one line per case that did not pass."""
     console = console or stdout_console()
     table = Table(title="strata-bench parity", show_lines=False)
     for col in ("case", "variants", "checks", "max|err|/max|ref|", "verdict"):
@@ -67,6 +50,7 @@ def print_parity_table(results, console: Console | None = None) -> None:
 
 
 def parity_markdown(results) -> str:
+    """The parity table as markdown for a pull request, then a list of the failures."""
     lines = ["| case | variants | checks | max\\|err\\|/max\\|ref\\| | verdict |", "|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| `{r.case.name}` | {' vs '.join(r.case.variants)} | {_checks_text(r)} | "

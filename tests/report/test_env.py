@@ -7,13 +7,11 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.report import env as envinfo
-
-from strata_bench.runner import devices as gpu
-
-from strata_bench.results import provenance
 from strata_bench.cli.main import cli
 from strata_bench.kernels.sources import kernels_src_hash
+from strata_bench.report import env as envinfo
+from strata_bench.results import provenance
+from strata_bench.runner import devices as gpu
 
 H200_PROPS = {
     "name": b"NVIDIA H200", "major": 9, "minor": 0, "multiProcessorCount": 132, "l2CacheSize": 62914560,
@@ -154,8 +152,8 @@ def test_env_on_a_gpu_host_lists_every_device():
 
 
 def test_recorded_command_line_names_no_folder_of_this_machine():
-    from strata_bench.results import provenance
     from strata_bench.kernels.sources import REPO_ROOT
+    from strata_bench.results import provenance
 
     argv = [str(REPO_ROOT / "strata_bench" / "__main__.py"), "parity", "/elsewhere/x.py"]
     assert provenance.command_line(argv) == ["strata_bench/__main__.py", "parity", "/elsewhere/x.py"]

@@ -1,8 +1,8 @@
 """Kernel A/B pieces that need no GPU: variant specs and the planted work factor's launch count."""
 import pytest
 
-from strata_bench.errors import InputError
 from strata_bench.ab.kernel import _GraphArm, parse_variant
+from strata_bench.errors import InputError
 
 
 def test_variant_specs():

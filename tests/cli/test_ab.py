@@ -111,7 +111,9 @@ def test_kernel_ab_unavailable(tmp_path, monkeypatch):
 
 def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
     """A stand-in kernel_ab gets the filter, variants and plan, and its AbReport renders like a command A/B."""
-    from strata_bench.ab import runner as abrun
+    from strata_bench.ab.arms import Arm
+    from strata_bench.ab.records import AbReport
+    from strata_bench.ab.runner import run_ab
 
     seen = {}
 
@@ -119,9 +121,9 @@ def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
         seen.update(families=case_filter.families, formats=case_filter.formats, a=variant_a, b=variant_b,
                     pairs=plan.pairs)
         values = iter([10.0, 11.0, 10.1, 11.1, 9.9, 10.9] * 2)
-        arm = lambda label: abrun.Arm(label, lambda: next(values), {"variant": label})  # noqa: E731
-        outcome = abrun.run_ab(arm(variant_a), arm(variant_b), plan, None, case="mmvq/iq2_xxs")
-        return abrun.AbReport((outcome,), None, None)
+        arm = lambda label: Arm(label, lambda: next(values), {"variant": label})  # noqa: E731
+        outcome = run_ab(arm(variant_a), arm(variant_b), plan, None, case="mmvq/iq2_xxs")
+        return AbReport((outcome,), None, None)
 
     fake = types.ModuleType("strata_bench.ab.kernel")
     fake.run_kernel_ab = run_kernel_ab
@@ -135,10 +137,10 @@ def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
 
 
 def test_orders_agree_with_the_runner():
-    from strata_bench.ab import runner as abrun
+    from strata_bench.ab import plan
     from strata_bench.cli import ab
 
-    assert ab.ORDERS == abrun.ORDERS
+    assert ab.ORDERS == plan.ORDERS
 
 
 @pytest.mark.parametrize("name", ["ab", "report", "compare", "plot"])
@@ -148,7 +150,8 @@ def test_help_has_an_example(name):
 
 
 def test_ctrl_c_keeps_records_and_writes_a_partial_summary(tmp_path, monkeypatch):
-    from strata_bench.ab import runner as abrun
+    from strata_bench.ab import command
+    from strata_bench.ab.arms import Sample
 
     calls = iter([0.1, 0.2, 0.1, KeyboardInterrupt()])
 
@@ -156,9 +159,9 @@ def test_ctrl_c_keeps_records_and_writes_a_partial_summary(tmp_path, monkeypatch
         value = next(calls)
         if isinstance(value, BaseException):
             raise value
-        return abrun.Sample(value, {"exit_code": 0})
+        return Sample(value, {"exit_code": 0})
 
-    monkeypatch.setattr(abrun, "run_command", fake_run)
+    monkeypatch.setattr(command, "run_command", fake_run)
     res = _run(["--pairs", "5", "--warmup", "0", "--", "true"], tmp_path)
     assert res.exit_code == 130 and "interrupted" in res.output
     records = read_records(next(tmp_path.rglob("ab-*.jsonl")))

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.results import verify as resultcheck
 from strata_bench.cli.main import cli
-from strata_bench.results.store import ResultsWriter
 from strata_bench.kernels.sources import kernels_src_hash
+from strata_bench.results import verify as resultcheck
+from strata_bench.results.store import ResultsWriter
 
 
 def write_result(directory: Path, kind: str = "parity", src_hash: str | None = None, failures: int = 0,

@@ -1,0 +1,111 @@
+"""The A/B plan: order, pairs, warm-up, seed, failure budget and criteria; the schedule it implies.
+
+Orders (pairs are numbered 0..N-1; warm-up pairs -K..-1 run first and are recorded with warmup=true):
+  abba    pair p runs A then B when p is even, B then A when p is odd: A B | B A | A B | B A ...
+          so a linear drift adds the same amount to each arm over every two pairs. Warm-up pairs
+          follow the same rule (pair -1 runs B A), so the alternation is unbroken at the start.
+  ab      every pair runs A then B.
+  random  each pair's order is a coin flip from random.Random(seed); the seed is recorded.
+"""
+from __future__ import annotations
+
+import math
+import random
+import secrets
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Mapping
+
+from strata_bench.errors import InputError
+from strata_bench.stats.criteria import Criteria
+
+ORDERS = ("abba", "ab", "random")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One scheduled run."""
+
+    pair: int  # -K..-1 for warm-up pairs, 0..N-1 for measured pairs
+    position: int  # 0: first run of its pair, 1: second
+    arm: str
+
+    @property
+    def warmup(self) -> bool:
+        return self.pair < 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to run and judge an A/B comparison; `max_failures` is a count of runs."""
+
+    order: str = "abba"
+    pairs: int = 10
+    warmup: int = 1
+    seed: int = 0
+    max_failures: int = 5
+    criteria: Criteria = Criteria()
+    unit: str = "s"
+    metric: str = "wall time"
+
+    @property
+    def total_runs(self) -> int:
+        return 2 * (self.pairs + self.warmup)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def make_plan(order: str = "abba", pairs: int = 10, warmup: int = 1, seed: int | None = None,
+              max_failures: str | int | None = None, criteria: Criteria = Criteria(),
+              unit: str = "s", metric: str = "wall time") -> Plan:
+    """Validate the settings; `max_failures` is a count ("3", 3) or a share of all runs ("25%")."""
+    if order not in ORDERS:
+        raise InputError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if pairs < 1:
+        raise InputError(f"--pairs must be at least 1, got {pairs}")
+    if warmup < 0:
+        raise InputError(f"--warmup must be 0 or more, got {warmup}")
+    seed = secrets.randbits(32) if seed is None else int(seed)
+    total = 2 * (pairs + warmup)
+    return Plan(order, pairs, warmup, seed, failure_budget(max_failures, total), criteria, unit, metric)
+
+
+def failure_budget(spec: str | int | None, total_runs: int) -> int:
+    """Failed runs tolerated: default 25% of all runs (rounded down)."""
+    spec = "25%" if spec is None else str(spec).strip()
+    try:
+        if spec.endswith("%"):
+            share = float(spec[:-1]) / 100
+            if not 0 <= share <= 1:
+                raise ValueError
+            return int(math.floor(share * total_runs + 1e-9))
+        count = int(spec)
+        if count < 0:
+            raise ValueError
+        return count
+    except ValueError:
+        raise InputError(f"--max-failures must be a count or a percentage like 25%, got {spec!r}") from None
+
+
+def schedule(order: str, pairs: int, warmup: int = 0, seed: int = 0) -> list[Slot]:
+    """Every run in execution order: warm-up pairs -warmup..-1, then pairs 0..pairs-1."""
+    coin = random.Random(seed)
+    slots: list[Slot] = []
+    for pair in range(-warmup, pairs):
+        if order == "abba":
+            first = "A" if pair % 2 == 0 else "B"
+        elif order == "ab":
+            first = "A"
+        else:
+            first = coin.choice("AB")
+        second = "B" if first == "A" else "A"
+        slots += [Slot(pair, 0, first), Slot(pair, 1, second)]
+    return slots
+
+
+def plan_from_json(body: Mapping[str, Any]) -> Plan:
+    """The Plan a `plan` record describes (unknown keys ignored, so older records still load)."""
+    fields = {k: body[k] for k in ("order", "pairs", "warmup", "seed", "max_failures", "unit", "metric") if k in body}
+    criteria = Criteria(**{k: v for k, v in dict(body.get("criteria", {})).items()
+                           if k in Criteria.__dataclass_fields__})
+    return replace(Plan(**fields), criteria=criteria)

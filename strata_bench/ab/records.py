@@ -1,0 +1,141 @@
+"""What an A/B run leaves: a record per finished run, a case's outcome, and a whole invocation's report.
+
+Records appended to the JSONL (one object per line; `record` says which):
+  plan         once per case, first: order, pairs, warm-up, seed, failure budget, criteria, arms.
+  run          arm, pair, position (0 first, 1 second in its pair), run_index (execution order,
+               warm-up included), warmup, value, failure (reason or null), started/ended (UTC ISO),
+               plus the arm's description (argv, env switches) and the run's details (exit code,
+               wall_s, output tail).
+  stopped      the failure budget was exceeded; no further runs of that case.
+  interrupted  an exception ended the schedule (its name and text).
+A report recomputes the statistics from these records alone (strata_bench.ab.store).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from strata_bench.ab.plan import Plan
+from strata_bench.errors import CheckFailed
+from strata_bench.report.format import format_value
+from strata_bench.stats.verdict import Comparison
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One finished run as recorded."""
+
+    case: str
+    arm: str
+    pair: int
+    position: int
+    run_index: int
+    warmup: bool
+    value: float | None
+    failure: str | None
+    started: str
+    ended: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.value is not None
+
+    def to_json(self, describe: Mapping[str, Any]) -> dict[str, Any]:
+        body = {"record": "run", **dict(describe), **dict(self.details)}
+        body.update(case=self.case, arm=self.arm, pair=self.pair, position=self.position,
+                    run_index=self.run_index, warmup=self.warmup, value=self.value,
+                    failure=self.failure, started=self.started, ended=self.ended)
+        return body
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> "RunRecord":
+        known = {"case", "arm", "pair", "position", "run_index", "warmup", "value", "failure",
+                 "started", "ended", "record"}
+        details = {k: v for k, v in body.items() if k not in known}
+        return cls(body.get("case", ""), body["arm"], int(body["pair"]), int(body.get("position", 0)),
+                   int(body["run_index"]), bool(body.get("warmup", False)), body.get("value"),
+                   body.get("failure"), body.get("started", ""), body.get("ended", ""), details)
+
+
+@dataclass(frozen=True)
+class AbOutcome:
+    """One case's runs and their judgement."""
+
+    case: str
+    plan: Plan
+    arms: Mapping[str, Mapping[str, Any]]  # label -> description
+    runs: tuple[RunRecord, ...]
+    comparison: Comparison
+    excluded_pairs: tuple[int, ...]  # measured pairs with a failed or missing run
+    stopped: str = ""  # why the schedule stopped early ("" when it ran to the end)
+    interrupted: str = ""
+
+    @property
+    def failures(self) -> list[RunRecord]:
+        return [r for r in self.runs if not r.ok]
+
+    @property
+    def warmups(self) -> list[RunRecord]:
+        return [r for r in self.runs if r.warmup]
+
+    @property
+    def regression(self) -> bool:
+        return self.comparison.regression
+
+    def notes(self) -> list[str]:
+        """What a reader must know beyond the numbers: discarded warm-ups, excluded pairs, outliers."""
+        notes = []
+        if self.arms.get("A") and self.arms.get("A") == self.arms.get("B"):
+            notes.append("A and B are the same (an A/A run): any difference is noise")
+        if self.warmups:
+            vals = ", ".join(f"{r.arm}={format_value(r.value, self.plan.unit)}" if r.ok else f"{r.arm}=failed"
+                             for r in self.warmups)
+            notes.append(f"{len(self.warmups)} warm-up runs discarded from the statistics ({vals})")
+        if self.excluded_pairs:
+            notes.append(f"{len(self.excluded_pairs)} pairs excluded from the paired statistics because a run "
+                         f"failed or is missing: {', '.join(map(str, self.excluded_pairs))}")
+        for label, arm in (("A", self.comparison.a), ("B", self.comparison.b)):
+            if arm.outliers:
+                idx = [self._arm_runs(label)[i].run_index for i in arm.outliers]
+                notes.append(f"{label}: outliers by modified z-score at run {', '.join(map(str, idx))} "
+                             f"(kept in the statistics)")
+        if self.stopped:
+            notes.append(f"stopped early: {self.stopped}")
+        if self.interrupted:
+            notes.append(f"interrupted: {self.interrupted}")
+        return notes
+
+    def _arm_runs(self, label: str) -> list[RunRecord]:
+        return [r for r in self.runs if r.arm == label and not r.warmup and r.ok]
+
+    def summary(self) -> dict[str, Any]:
+        return {"case": self.case, "plan": self.plan.to_dict(), "arms": {k: dict(v) for k, v in self.arms.items()},
+                "verdict": self.comparison.verdict.value, "reason": self.comparison.reason,
+                "regression": self.comparison.regression,
+                "regression_reason": self.comparison.regression_reason,
+                "comparison": self.comparison.to_dict(), "runs": len(self.runs),
+                "failures": [{"run_index": r.run_index, "arm": r.arm, "pair": r.pair, "reason": r.failure}
+                             for r in self.failures],
+                "warmup_values": [{"arm": r.arm, "value": r.value, "failure": r.failure} for r in self.warmups],
+                "excluded_pairs": list(self.excluded_pairs), "stopped": self.stopped,
+                "interrupted": self.interrupted, "notes": self.notes()}
+
+
+@dataclass(frozen=True)
+class AbReport:
+    """Outcomes of one `ab` invocation and where they were written."""
+
+    outcomes: tuple[AbOutcome, ...]
+    summary_path: Path | None
+    records_path: Path | None
+
+    def raise_for_status(self) -> None:
+        """CheckFailed (exit 1) when a case stopped on failures or regressed."""
+        for outcome in self.outcomes:
+            if outcome.stopped:
+                raise CheckFailed(f"{outcome.case}: too many failed runs: {outcome.stopped}")
+        regressed = [o for o in self.outcomes if o.regression]
+        if regressed:
+            raise CheckFailed("; ".join(f"{o.case}: {o.comparison.regression_reason}" for o in regressed))

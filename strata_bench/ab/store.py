@@ -1,0 +1,54 @@
+"""A/B results on disk: the summary beside the records, a partial one after an interruption, and
+every case's outcome rebuilt from the records alone (so a report agrees with the data it shows)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from strata_bench.ab.plan import Plan, plan_from_json
+from strata_bench.ab.records import AbOutcome, RunRecord
+from strata_bench.ab.runner import judge
+from strata_bench.errors import InputError
+from strata_bench.results.store import ResultsWriter, read_records
+
+
+def finish(writer: ResultsWriter, outcomes: Sequence[AbOutcome], interrupted: bool = False) -> Path:
+    """Write the summary file next to the records (schema and provenance come from the writer)."""
+    body = {"cases": [o.summary() for o in outcomes], "interrupted": interrupted}
+    return writer.finish(body, failures=sum(len(o.failures) for o in outcomes))
+
+
+def finish_partial(writer: ResultsWriter) -> None:
+    """After Ctrl-C or a crash: a summary of the runs that finished, marked interrupted. Never masks
+    the original exception (the records file alone is still a complete account)."""
+    try:
+        writer.close()
+        outcomes = outcomes_from_records(read_records(writer.records_path))
+        body = {"cases": [o.summary() for o in outcomes], "interrupted": True}
+        writer.finish(body, failures=sum(len(o.failures) for o in outcomes))
+    except Exception:  # noqa: BLE001 - best effort only
+        pass
+
+
+def outcomes_from_records(records: Sequence[Mapping[str, Any]]) -> list[AbOutcome]:
+    """Rebuild every case's outcome from an ab JSONL (plan record first, then its runs)."""
+    plans: dict[str, tuple[Plan, dict]] = {}
+    runs: dict[str, list[RunRecord]] = {}
+    stopped: dict[str, str] = {}
+    interrupted: dict[str, str] = {}
+    for body in records:
+        kind, case = body.get("record"), body.get("case", "")
+        if kind == "plan":
+            plans[case] = (plan_from_json(body), body.get("arms", {}))
+            runs[case] = []
+        elif kind == "run":
+            runs.setdefault(case, []).append(RunRecord.from_json(body))
+        elif kind == "stopped":
+            stopped[case] = body.get("reason", "")
+        elif kind == "interrupted":
+            interrupted[case] = body.get("error", "")
+    missing = [c for c in runs if c not in plans]
+    if missing:
+        raise InputError(f"ab records without a plan record for case {missing[0]!r}")
+    return [judge(case, plans[case][0], plans[case][1], runs[case], stopped.get(case, ""),
+                  interrupted.get(case, "")) for case in plans]

@@ -1,0 +1,42 @@
+"""The one progress bar: rich, on stderr, with elapsed time and ETA; silent when asked or when stderr
+is not a terminal, so logs, pipes and captured output hold only the results."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+Advance = Callable[..., None]  # advance(description=None): one step done, optionally a new label
+
+
+@contextmanager
+def progress_bar(label: str, total: int, enabled: bool = True, transient: bool = True) -> Iterator[Advance]:
+    """Yield `advance(description=None)`, which counts one of `total` steps done.
+
+    `transient` bars vanish when done (parity, bench, compile: stdout then holds only the tables);
+    the A/B bars stay, one per case, with the last run's state in their description.
+    """
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield _nothing
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=transient) as bar:
+        task = bar.add_task(label, total=total)
+
+        def advance(description: str | None = None) -> None:
+            if description is None:
+                bar.advance(task)
+            else:
+                bar.update(task, advance=1, description=description)
+
+        yield advance
+
+
+def _nothing(*_args, **_kwargs) -> None:
+    return None

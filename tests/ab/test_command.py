@@ -1,0 +1,115 @@
+"""Command arms (small real processes): wall time, metric, failures, timeouts, env switches, end to end."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import pytest
+
+from strata_bench.ab.arms import RunFailed
+from strata_bench.ab.command import (
+    KILL_GRACE_S,
+    CommandSpec,
+    command_argv,
+    command_arm,
+    compile_metric,
+    parse_env,
+    run_command,
+    run_command_ab,
+)
+from strata_bench.ab.plan import make_plan
+from strata_bench.errors import InputError
+
+PY = sys.executable
+
+
+def _spec(code, **kw):
+    return CommandSpec((PY, "-c", code), **kw)
+
+
+def test_wall_time_of_a_sleep():
+    sample = run_command(_spec("import time; time.sleep(0.05)"))
+    assert 0.05 <= sample.value < 2.0
+    assert sample.details["exit_code"] == 0 and sample.details["wall_s"] == pytest.approx(sample.value, abs=1e-5)
+
+
+def test_metric_read_from_stdout_and_stderr_last_match():
+    regex = compile_metric(r"tok/s: (?P<value>[0-9.]+)")
+    code = "import sys; print('tok/s: 1.5'); print('tok/s: 42.25', file=sys.stderr)"
+    assert run_command(_spec(code, metric=regex)).value == 42.25
+
+
+def test_missing_metric_and_bad_number_fail():
+    with pytest.raises(RunFailed, match="metric not found"):
+        run_command(_spec("print('nothing')", metric=compile_metric(r"v=(?P<value>\d+)")))
+    with pytest.raises(RunFailed, match="not a number"):
+        run_command(_spec("print('v=1.2.3')", metric=compile_metric(r"v=(?P<value>[\d.]+)")))
+    with pytest.raises(InputError, match=r"\(\?P<value>"):
+        compile_metric(r"v=(\d+)")
+    with pytest.raises(InputError, match="valid regex"):
+        compile_metric(r"v=(?P<value>")
+
+
+def test_failing_command_keeps_exit_code_and_output():
+    with pytest.raises(RunFailed) as info:
+        run_command(_spec("import sys; print('bad input'); sys.exit(3)"))
+    assert info.value.reason == "exit code 3"
+    assert info.value.details["exit_code"] == 3 and "bad input" in info.value.details["output_tail"]
+
+
+def test_timeout_kills_the_whole_process_group():
+    # The child starts a grandchild holding the output pipe: only a group kill returns quickly.
+    code = ("import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+            "print('started', flush=True); time.sleep(30)")
+    started = time.perf_counter()
+    with pytest.raises(RunFailed, match="timed out after 0.5 s") as info:
+        run_command(_spec(code, timeout=0.5))
+    assert time.perf_counter() - started < KILL_GRACE_S
+    assert "started" in info.value.details["output_tail"]
+
+
+def test_env_switch_changes_only_the_named_variables(monkeypatch):
+    monkeypatch.setenv("STRATA_TEST_DROP", "x")
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    spec = _spec(code, env={"STRATA_TEST_SWITCH": "1", "STRATA_TEST_DROP": None})
+    child = json.loads(run_command(spec).details["output_tail"])
+    expected = dict(os.environ)
+    expected.pop("STRATA_TEST_DROP")
+    expected["STRATA_TEST_SWITCH"] = "1"
+    assert child == expected
+
+
+def test_parse_env_and_argv():
+    assert parse_env(["A=1", "B=", "C"]) == {"A": "1", "B": "", "C": None}
+    with pytest.raises(InputError, match="NAME=VALUE"):
+        parse_env(["1X=2"])
+    assert command_argv("prog --name 'two words'", shell=False) == ("prog", "--name", "two words")
+    assert command_argv("a | b", shell=True) == "a | b"
+    with pytest.raises(InputError, match="cannot split"):
+        command_argv("prog 'open", shell=False)
+    with pytest.raises(InputError, match="command not found"):
+        command_arm("A", CommandSpec(("strata-no-such-program-xyz",)))
+
+
+def test_shell_mode_runs_through_sh():
+    regex = compile_metric(r"v=(?P<value>\d+)")
+    spec = CommandSpec("echo v=$((6 * 7))", shell=True, metric=regex)
+    assert run_command(spec).value == 42
+
+
+def test_command_ab_end_to_end(tmp_path):
+    regex = compile_metric(r"v=(?P<value>\d+)")
+    code = "import os; print('v=' + os.environ.get('STRATA_TEST_V', '10'))"
+    spec_a = _spec(code, env={"STRATA_TEST_V": "10"}, metric=regex)
+    spec_b = _spec(code, env={"STRATA_TEST_V": "11"}, metric=regex)
+    plan = make_plan("abba", pairs=3, warmup=0, unit="")
+    report = run_command_ab(spec_a, spec_b, plan, tmp_path, {"devices": []}, quiet=True)
+    outcome = report.outcomes[0]
+    assert outcome.comparison.paired.mean_diff == 1.0
+    assert report.summary_path.parent == tmp_path / "cpu"
+    summary = json.loads(report.summary_path.read_text())
+    assert summary["kind"] == "ab" and summary["provenance"]["ab"]["B"]["env"] == {"STRATA_TEST_V": "11"}
+    assert summary["summary"]["cases"][0]["verdict"] == "SLOWER"

@@ -1,0 +1,91 @@
+"""The bench tables on hand-built records: the pull-request pivot and the per-variant detail, exactly."""
+from __future__ import annotations
+
+import json
+
+from strata_bench.report import bench
+
+
+def _record(case, variant, ncols, us, gbps, frac, status="timed", params=None):
+    """A bench record as timing writes it; min/max/copy fractions follow from the median and read fraction."""
+    return {"case": case, "family": "mmvq", "format": "iq2_xxs", "rows": 4096, "cols": 4096, "params": params or {},
+            "ncols": ncols, "variant": variant, "status": status, "median_us": us, "min_us": us and us * 0.99,
+            "max_us": us and us * 1.02, "ci_rel": 0.004, "gbps": gbps, "frac_read": frac,
+            "frac_copy": frac and frac * 1.1, "tflops": 0.5}
+
+
+# Two calls: a plain mat-vec at 1 and 8 columns (old and new), and one with a parameter whose
+# 8-column run was not timed. Speedups by hand: 20/10 = 2.00x, 40/32 = 1.25x.
+RECORDS = [_record("c1", "old", 1, 20.0, 400.0, 0.1), _record("c1", "new", 1, 10.0, 800.0, 0.2),
+           _record("c8", "old", 8, 40.0, 300.0, 0.075), _record("c8", "new", 8, 32.0, 375.0, 0.09375),
+           _record("g1", "old", 1, 5.0, 100.0, 0.25, params={"experts": 8}),
+           _record("g8", "old", 8, None, None, None, status="skipped: too big", params={"experts": 8})]
+
+MARKDOWN = (
+    "Old / new per call (speedup, new's GB/s and fraction of the read ceiling)\n"
+    '\n'
+    '|                                  | n=1                                          | n=8                                         |\n'
+    '|:---------------------------------|:---------------------------------------------|:--------------------------------------------|\n'
+    '| mmvq/iq2_xxs/4096x4096           | 20.00 / 10.00 us (2.00x, 800 GB/s, 20% read) | 40.00 / 32.00 us (1.25x, 375 GB/s, 9% read) |\n'
+    '| mmvq/iq2_xxs/4096x4096/experts=8 | 5.00 us                                      | not timed: skipped: too big                 |\n'
+    '\n'
+    '| case   | variant   | status           |   median_us |   min_us |   max_us |   ci_% |   GB/s |   %read |   %copy |   TFLOP/s |\n'
+    '|:-------|:----------|:-----------------|------------:|---------:|---------:|-------:|-------:|--------:|--------:|----------:|\n'
+    '| c1     | old       | timed            |       20.00 |    19.80 |    20.40 |   0.40 | 400.00 |   10.00 |   11.00 |      0.50 |\n'
+    '| c1     | new       | timed            |       10.00 |     9.90 |    10.20 |   0.40 | 800.00 |   20.00 |   22.00 |      0.50 |\n'
+    '| c8     | old       | timed            |       40.00 |    39.60 |    40.80 |   0.40 | 300.00 |    7.50 |    8.25 |      0.50 |\n'
+    '| c8     | new       | timed            |       32.00 |    31.68 |    32.64 |   0.40 | 375.00 |    9.38 |   10.31 |      0.50 |\n'
+    '| g1     | old       | timed            |        5.00 |     4.95 |     5.10 |   0.40 | 100.00 |   25.00 |   27.50 |      0.50 |\n'
+    '| g8     | old       | skipped: too big |      nan    |   nan    |   nan    |   0.40 | nan    |  nan    |  nan    |      0.50 |'
+)
+
+PIVOT_CSV = (
+    ',n=1,n=8\n'
+    'mmvq/iq2_xxs/4096x4096,"20.00 / 10.00 us (2.00x, 800 GB/s, 20% read)","40.00 / 32.00 us (1.25x, 375 GB/s, 9% read)"\n'
+    'mmvq/iq2_xxs/4096x4096/experts=8,5.00 us,not timed: skipped: too big\n'
+    ''
+)
+
+TABLE = (
+    '                                                       old / new per call                                                        \n'
+    '┏━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓\n'
+    '┃ call                             ┃ n=1                                          ┃ n=8                                         ┃\n'
+    '┡━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩\n'
+    '│ mmvq/iq2_xxs/4096x4096           │ 20.00 / 10.00 us (2.00x, 800 GB/s, 20% read) │ 40.00 / 32.00 us (1.25x, 375 GB/s, 9% read) │\n'
+    '│ mmvq/iq2_xxs/4096x4096/experts=8 │ 5.00 us                                      │ not timed: skipped: too big                 │\n'
+    '└──────────────────────────────────┴──────────────────────────────────────────────┴─────────────────────────────────────────────┘\n'
+    '                                                 per variant                                                 \n'
+    '┏━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━┳━━━━━━┳━━━━━━━━┳━━━━━━━┳━━━━━━━┳━━━━━━━━━┓\n'
+    '┃ case ┃ variant ┃ status           ┃ median_us ┃ min_us ┃ max_us ┃ ci_% ┃ GB/s   ┃ %read ┃ %copy ┃ TFLOP/s ┃\n'
+    '┡━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━╇━━━━━━╇━━━━━━━━╇━━━━━━━╇━━━━━━━╇━━━━━━━━━┩\n'
+    '│ c1   │ old     │ timed            │ 20.00     │ 19.80  │ 20.40  │ 0.40 │ 400.00 │ 10.00 │ 11.00 │ 0.50    │\n'
+    '│ c1   │ new     │ timed            │ 10.00     │ 9.90   │ 10.20  │ 0.40 │ 800.00 │ 20.00 │ 22.00 │ 0.50    │\n'
+    '│ c8   │ old     │ timed            │ 40.00     │ 39.60  │ 40.80  │ 0.40 │ 300.00 │ 7.50  │ 8.25  │ 0.50    │\n'
+    '│ c8   │ new     │ timed            │ 32.00     │ 31.68  │ 32.64  │ 0.40 │ 375.00 │ 9.38  │ 10.31 │ 0.50    │\n'
+    '│ g1   │ old     │ timed            │ 5.00      │ 4.95   │ 5.10   │ 0.40 │ 100.00 │ 25.00 │ 27.50 │ 0.50    │\n'
+    '│ g8   │ old     │ skipped: too big │ -         │ -      │ -      │ 0.40 │ -      │ -     │ -     │ 0.50    │\n'
+    '└──────┴─────────┴──────────────────┴───────────┴────────┴────────┴──────┴────────┴───────┴───────┴─────────┘'
+)
+
+
+def test_markdown_is_the_pivot_then_the_detail():
+    assert bench.render(RECORDS, "md") == MARKDOWN
+
+
+def test_pivot_cells_as_csv():
+    assert bench.pivot_frame(RECORDS).to_csv() == PIVOT_CSV
+
+
+def test_terminal_tables():
+    assert bench.render(RECORDS, "table") == TABLE
+
+
+def test_json_is_the_records():
+    assert json.loads(bench.render(RECORDS, "json")) == RECORDS
+
+
+def test_a_single_variant_shows_its_time_and_a_failed_variant_its_status():
+    one = bench.pivot_frame([_record("c1", "new", 1, 12.345, 1.0, 0.1)])
+    assert one.to_dict() == {"n=1": {"mmvq/iq2_xxs/4096x4096": "12.35 us"}}
+    failed = bench.pivot_frame([_record("c1", "old", 1, 1.0, 1.0, 0.1), _record("c1", "new", 1, None, None, None, "error")])
+    assert failed.to_dict() == {"n=1": {"mmvq/iq2_xxs/4096x4096": "not timed: error"}}
