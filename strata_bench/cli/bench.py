@@ -61,12 +61,13 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
     """
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
-    from strata_bench.timing.core import TimingConfig, bench_case, measure_ceilings, sweep
+    from strata_bench.timing.bench import TimingConfig, bench_case, sweep_cases
+    from strata_bench.timing.ceilings import measure_ceilings
 
     formats, output = split_output_format(formats, output)
     base = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench")
     shape_v, cols_v = _parse_shape(shape), _parse_cols(cols_spec)
-    cases = list(dict.fromkeys(c for case in base for c in sweep(case, shape_v, cols_v)))
+    cases = sweep_cases(base, shape_v, cols_v)
     try:
         devices = gpu.select_devices(device_spec)
     except NoGpu as exc:
