@@ -100,7 +100,7 @@ def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan:
     plan = replace(plan, unit="us", metric="kernel us per call")
     prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
                                                      "seed": plan.seed}})
-    writer = ResultsWriter(Path(results_dir) / slug(engine.device_name(devices[0])), "ab", prov)
+    writer = ResultsWriter(Path(results_dir) / slug(gpu.device_name(devices[0])), "ab", prov)
     outcomes = []
     try:
         with cupy.cuda.Device(devices[0]):

@@ -101,10 +101,10 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
 
 
 def _writer(results_dir: Path, devices: list[int], cfg):
-    from strata_bench.runner import loop as engine
+    from strata_bench.runner import devices as gpu
     from strata_bench.results import provenance
     from strata_bench.results.store import ResultsWriter, slug
 
     prov = provenance.collect(devices)
     prov["timing"] = vars(cfg)
-    return ResultsWriter(results_dir / slug(engine.device_name(devices[0])), "bench", prov)
+    return ResultsWriter(results_dir / slug(gpu.device_name(devices[0])), "bench", prov)

@@ -1,7 +1,6 @@
 """`strata-bench parity`: bitwise and float64 parity for every case that matches the filters."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -75,11 +74,11 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
 
 
 def _results_writer(results_dir: Path, devices: list[int]):
-    from strata_bench.runner import loop as engine
+    from strata_bench.runner import devices as gpu
     from strata_bench.results import provenance
     from strata_bench.results.store import ResultsWriter, slug
 
-    name = engine.device_name(devices[0])
+    name = gpu.device_name(devices[0])
     return ResultsWriter(results_dir / slug(name), "parity", provenance.collect(devices))
 
 
