@@ -39,7 +39,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     """
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
-    from strata_bench.checks.parity import ParityRun, check_case, fault_result
+    from strata_bench.checks.outcome import ParityRun, fault_result
+    from strata_bench.checks.parity import check_case
 
     formats, output = split_output_format(formats, output)
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir)
