@@ -10,7 +10,7 @@ import pytest
 
 from strata_bench.cases import load_builtin_families
 from strata_bench.families import _iq
-from strata_bench.data.fixtures import synthetic_weights
+from strata_bench.data.synthetic import synthetic_weights
 from strata_bench.formats import get_format
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

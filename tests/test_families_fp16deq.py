@@ -114,7 +114,7 @@ def emulate(fmt: str, path: str, raw: np.ndarray, rows: int, cols: int) -> np.nd
 @pytest.mark.parametrize("path", ["generic", "vec16"])
 @pytest.mark.parametrize("edge", [False, True])
 def test_kernel_emulations_equal_the_correctly_rounded_reference(fmt, path, edge):
-    from strata_bench.data.fixtures import synthetic_weights
+    from strata_bench.data.synthetic import synthetic_weights
 
     raw = synthetic_weights(fmt, 6, 512, seed=11, edge=edge)
     if edge:

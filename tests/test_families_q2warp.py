@@ -93,7 +93,7 @@ def test_butterfly_sum_is_the_xor_tree():
 
 # --- references ----------------------------------------------------------------------------------
 def test_decode_matches_the_format_oracle():
-    from strata_bench.data.fixtures import synthetic_weights
+    from strata_bench.data.synthetic import synthetic_weights
     from strata_bench.formats import get_format
 
     raw = synthetic_weights("q2_0", 5, 192, seed=3, edge=True)

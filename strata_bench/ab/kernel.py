@@ -8,7 +8,6 @@ slowdown that shows whether a comparison can see 3%.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +38,7 @@ class _GraphArm:
     """One variant's graph on one case; calling it replays once and returns us per call."""
 
     def __init__(self, family, case: Case, variant: str, factor: float, kernels, prep, launches: int, stream):
-        from strata_bench.timing.core import _capture
+        from strata_bench.timing.graph import capture
 
         self.launches = launches
         self.stream = stream
@@ -48,19 +47,20 @@ class _GraphArm:
         total = max(1, round(launches * factor))
         self.factor = total / launches
         with stream:
-            self.graph = _capture(family, case, variant, kernels, prep, total, stream)
+            self.graph = capture(family, case, variant, kernels, prep, total, stream)
 
     def __call__(self) -> float:
-        from strata_bench.timing.core import _replay_seconds
+        from strata_bench.timing.graph import replay_seconds
 
-        return _replay_seconds(self.graph, self.stream) / self.launches * 1e6
+        return replay_seconds(self.graph, self.stream) / self.launches * 1e6
 
 
 def _arms_for_case(family, case: Case, spec_a: str, spec_b: str, device: int):
     import cupy
 
     from strata_bench.kernels.build import load_kernels
-    from strata_bench.timing.core import _replay_seconds, _capture, check_variants_agree, prepare_copies
+    from strata_bench.timing.bench import check_variants_agree
+    from strata_bench.timing.graph import launch_count, prepare_copies
 
     (name_a, fa), (name_b, fb) = parse_variant(spec_a), parse_variant(spec_b)
     for name in (name_a, name_b):
@@ -75,11 +75,8 @@ def _arms_for_case(family, case: Case, spec_a: str, spec_b: str, device: int):
         raise InputError(f"{case.name}: {problem}; fix parity before timing")
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
-        probe = _capture(family, case, name_a, kernels, prep, len(prep.devs), stream)
-        one = _replay_seconds(probe, stream) / len(prep.devs)
-    # At least 200 launches a run, so a work factor is rounded to within 0.25%.
-    launches = max(200, len(prep.devs), min(2000, int(2e-3 / max(one, 1e-7))))
-    launches = math.ceil(launches / len(prep.devs)) * len(prep.devs)
+        # At least 200 launches a run, so a work factor is rounded to within 0.25%.
+        launches = launch_count(family, case, name_a, kernels, prep, stream, floor=200)
     arm_a = _GraphArm(family, case, name_a, fa, kernels, prep, launches, stream)
     arm_b = _GraphArm(family, case, name_b, fb, kernels, prep, launches, stream)
     for arm in (arm_a, arm_b, arm_a, arm_b):
@@ -108,7 +105,7 @@ def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan:
     plan = replace(plan, unit="us", metric="kernel us per call")
     prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
                                                      "seed": plan.seed}})
-    writer = ResultsWriter(device_directory(results_dir, engine.device_name(devices[0])), "ab", prov)
+    writer = ResultsWriter(device_directory(results_dir, gpu.device_name(devices[0])), "ab", prov)
     outcomes = []
     try:
         with cupy.cuda.Device(devices[0]):

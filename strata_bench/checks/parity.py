@@ -1,119 +1,21 @@
-"""Parity: bitwise checks between variants, multi-column checks, and float64 references per case.
-
-A failed bitwise check reports how many elements differ, the first and the worst, both values, their
-ULP distance and hex (like gguf-py's test_quants, which counts differing blocks and bits).
+"""Parity: the checks of one case. Every variant runs over two poisons (an unwritten element fails); every
+output is checked finite, compared byte for byte with the baseline's (diagnosed where it differs),
+each column of a multi-column call with the 1-column call, and each float64 reference within its
+tolerance; where the family requires it, the variants' max |err| must be equal.
 """
 from __future__ import annotations
 
-import enum
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import KernelFault
+from strata_bench.checks.diagnosis import as_uint, diagnose
+from strata_bench.checks.outcome import CaseResult, CheckResult, Status
 from strata_bench.runner.launch import VariantRun, run_variant
 
-
-class Status(str, enum.Enum):
-    PASS = "PASS"
-    FAIL = "FAIL"
-    FAULT = "FAULT"  # a kernel faulted; the CUDA context is gone
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    check: str  # "written", "finite", "bitwise", "columns", "f64", "err-equal"
-    variant: str
-    ok: bool
-    detail: str = ""
-    max_err: float | None = None
-    max_ref: float | None = None
-    tol: float | None = None
-    nmse: float | None = None
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class CaseResult:
-    case: Case
-    device: int
-    status: Status
-    checks: tuple[CheckResult, ...]
-    seconds: float
-    error: str = ""
-
-    @property
-    def worst_ratio(self) -> float | None:
-        """Largest max|err|/max|ref| over the float64 checks (a scale-free accuracy figure)."""
-        ratios = [c.max_err / c.max_ref for c in self.checks
-                  if c.check == "f64" and c.max_err is not None and c.max_ref]
-        return max(ratios) if ratios else None
-
-    def to_record(self) -> dict[str, Any]:
-        c = self.case
-        return {"case": c.name, "family": c.family, "format": c.fmt, "rows": c.rows, "cols": c.cols,
-                "ncols": c.ncols, "data": c.data, "variants": list(c.variants), "params": dict(c.params),
-                "device": self.device, "status": self.status.value, "seconds": round(self.seconds, 4),
-                "error": self.error, "worst_ratio": self.worst_ratio,
-                "checks": [vars(ch) for ch in self.checks]}
-
-
-# ---------------------------------------------------------------------------------------------------
-# Element comparison and diagnosis
-
-def _as_uint(a: np.ndarray) -> np.ndarray:
-    return a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.itemsize in (1, 2, 4, 8) else a.view(np.uint8)
-
-
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Distance in units in the last place for float arrays (0 for equal bits), via the ordered-integer map."""
-    if a.dtype.kind != "f":
-        return np.abs(a.astype(np.int64) - b.astype(np.int64))
-    bits = a.dtype.itemsize * 8
-    signed = np.dtype(f"i{a.dtype.itemsize}")
-
-    def ordered(x: np.ndarray) -> np.ndarray:
-        i = x.view(signed).astype(np.int64)
-        return np.where(i < 0, -(i & ((1 << (bits - 1)) - 1)), i)
-
-    return np.abs(ordered(a) - ordered(b))
-
-
-def _hex(x: np.generic) -> str:
-    raw = np.asarray(x).tobytes()[::-1]  # little-endian bytes, most significant first
-    return "0x" + raw.hex()
-
-
-def diagnose(family: Family, case: Case, output: str, base: np.ndarray, other: np.ndarray,
-             base_name: str, other_name: str) -> str:
-    """One line: how many differ, the first and the worst, values, ULP distance and hex."""
-    differ = _as_uint(base) != _as_uint(other)
-    count = int(differ.sum())
-    flat = np.flatnonzero(differ)
-    first = np.unravel_index(flat[0], base.shape)
-    if base.dtype.kind == "f":
-        with np.errstate(invalid="ignore", over="ignore"):
-            gap = np.abs(base.astype(np.float64) - other.astype(np.float64)).ravel()[flat]
-        gap = np.where(np.isnan(gap), np.inf, gap)
-    else:
-        gap = np.abs(base.astype(np.int64) - other.astype(np.int64)).ravel()[flat]
-    worst = np.unravel_index(flat[int(np.argmax(gap))], base.shape)
-
-    def where(idx: tuple) -> str:
-        b, o = base[idx], other[idx]
-        ulp = int(ulp_distance(np.asarray([b]), np.asarray([o]))[0])
-        return (f"{family.describe_index(case, output, tuple(int(i) for i in idx))}: {base_name}={b!r} "
-                f"({_hex(b)}) {other_name}={o!r} ({_hex(o)}), {ulp} ulp")
-
-    return (f"{output}: {count} of {base.size} elements differ; first at {where(first)}; "
-            f"worst at {where(worst)}")
-
-
-# ---------------------------------------------------------------------------------------------------
-# The checks of one case
 
 def _written_checks(family: Family, case: Case, run: VariantRun) -> list[CheckResult]:
     out = []
@@ -153,7 +55,7 @@ def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) 
             if a.shape != b.shape or a.dtype != b.dtype:
                 out.append(CheckResult("bitwise", variant, False, f"{name}: shape/dtype {b.shape} {b.dtype} "
                                                                      f"!= {a.shape} {a.dtype}"))
-            elif np.array_equal(_as_uint(a), _as_uint(b)):
+            elif np.array_equal(as_uint(a), as_uint(b)):
                 out.append(CheckResult("bitwise", variant, True))
             else:
                 out.append(CheckResult("bitwise", variant, False,
@@ -205,7 +107,7 @@ def _related_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
         for variant in case.variants:
             mine = np.ascontiguousarray(select(runs[variant].outputs))
             theirs = other_runs[variant].outputs[output]
-            if mine.shape == theirs.shape and np.array_equal(_as_uint(mine), _as_uint(theirs)):
+            if mine.shape == theirs.shape and np.array_equal(as_uint(mine), as_uint(theirs)):
                 out.append(CheckResult("columns", variant, True))
             else:
                 detail = (f"vs {other_case.name}: shape {mine.shape} != {theirs.shape}" if mine.shape != theirs.shape
@@ -252,22 +154,3 @@ def check_case(family: Family, case: Case, kernels: Any, device: int,
     checks += _error_equal_checks(family, case, checks)
     status = Status.PASS if all(c.ok for c in checks) else Status.FAIL
     return CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
-
-
-def fault_result(case: Case, device: int, exc: KernelFault, seconds: float) -> CaseResult:
-    return CaseResult(case, device, Status.FAULT, (), seconds, error=str(exc))
-
-
-@dataclass
-class ParityRun:
-    """Accumulates case results in arrival order (for the table, the summary and the exit code)."""
-
-    results: list[CaseResult] = field(default_factory=list)
-
-    @property
-    def failures(self) -> int:
-        return sum(r.status is not Status.PASS for r in self.results)
-
-    def summary(self, devices: list[int]) -> dict[str, Any]:
-        return {"cases": len(self.results), "failures": self.failures, "devices": devices,
-                "faults": [r.case.name for r in self.results if r.status is Status.FAULT]}

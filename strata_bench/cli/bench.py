@@ -62,12 +62,13 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
     """
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
-    from strata_bench.timing.core import TimingConfig, bench_case, measure_ceilings, sweep
+    from strata_bench.timing.bench import TimingConfig, bench_case, sweep_cases
+    from strata_bench.timing.ceilings import measure_ceilings
 
     formats, output = split_output_format(formats, output)
     base = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench")
     shape_v, cols_v = _parse_shape(shape), _parse_cols(cols_spec)
-    cases = list(dict.fromkeys(c for case in base for c in sweep(case, shape_v, cols_v)))
+    cases = sweep_cases(base, shape_v, cols_v)
     try:
         devices = gpu.select_devices(device_spec)
     except NoGpu as exc:
@@ -101,11 +102,11 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
 
 
 def _writer(results_dir: Path, devices: list[int], cfg):
-    from strata_bench.runner import loop as engine
+    from strata_bench.runner import devices as gpu
     from strata_bench.results import provenance
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
     prov = provenance.collect(devices)
     prov["timing"] = vars(cfg)
-    return ResultsWriter(device_directory(results_dir, engine.device_name(devices[0])), "bench", prov)
+    return ResultsWriter(device_directory(results_dir, gpu.device_name(devices[0])), "bench", prov)

@@ -54,7 +54,8 @@ def make(fmt, shape, seed, edge, activation_rows, name, force, root) -> None:
         strata-bench fixtures make --format iq2_xxs --shape 64x512 --seed 1
         strata-bench fixtures make --format q8_0 --shape 16x4096 --seed 7 --edge --root /tmp/fx
     """
-    from strata_bench.data.fixtures import make_synthetic, save_fixture
+    from strata_bench.data.store import save_fixture
+    from strata_bench.data.synthetic import make_synthetic
 
     rows, cols = parse_shape(shape)
     fix = make_synthetic(fmt, rows, cols, seed, edge=edge, name=name, activation_rows=activation_rows)
@@ -80,7 +81,8 @@ def from_gguf(file, tensor_regex, rows_spec, as_fmt, name, force, root) -> None:
         strata-bench fixtures from-gguf fixtures/smollm2-rows.gguf --tensor 'ffn_down\\.iq2_xxs' --rows 0:16
         strata-bench fixtures from-gguf model.gguf --tensor 'blk\\.0\\.attn_q' --as q8_0
     """
-    from strata_bench.data.fixtures import fixture_from_gguf, parse_rows, save_fixture
+    from strata_bench.data.gguf_import import fixture_from_gguf, parse_rows
+    from strata_bench.data.store import save_fixture
 
     rows = parse_rows(rows_spec) if rows_spec is not None else None
     fixtures = fixture_from_gguf(file, tensor_regex, rows=rows, as_fmt=as_fmt, name=name)
@@ -101,7 +103,7 @@ def list_command(root) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from strata_bench.data.fixtures import default_root, list_fixtures
+    from strata_bench.data.store import default_root, list_fixtures
 
     table = Table(title=f"fixtures in {root or default_root()}")
     table.add_column("name", no_wrap=True)
@@ -143,7 +145,7 @@ def show(name, n_blocks, root) -> None:
     """
     import json
 
-    from strata_bench.data.fixtures import load_fixture
+    from strata_bench.data.store import load_fixture
 
     fix = load_fixture(name, root)
     click.echo(f"{fix.name}: {fix.fmt} {fix.rows}x{fix.cols}, provenance {json.dumps(fix.provenance)}")
@@ -161,7 +163,7 @@ def verify(root) -> None:
     Example:
         strata-bench fixtures verify --root /tmp/fx
     """
-    from strata_bench.data.fixtures import list_fixtures, verify_fixtures
+    from strata_bench.data.store import list_fixtures, verify_fixtures
 
     problems = verify_fixtures(root)
     for problem in problems:

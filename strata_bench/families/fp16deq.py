@@ -90,7 +90,7 @@ class Fp16Deq(Family):
         geo = self.geometry(case)
         src = parse_data(case.data)
         if src.kind == "fixture":
-            from strata_bench.data.fixtures import load_fixture
+            from strata_bench.data.store import load_fixture
 
             fix = load_fixture(src.fixture)
             if fix.fmt != case.fmt or fix.cols != case.cols:
@@ -98,7 +98,7 @@ class Fp16Deq(Family):
                                  f"{case.fmt} x {case.cols}")
             raw = np.tile(fix.raw, (math.ceil(geo["of"] / fix.rows), 1))[: geo["of"]]
         else:
-            from strata_bench.data.fixtures import synthetic_weights
+            from strata_bench.data.synthetic import synthetic_weights
 
             raw = synthetic_weights(case.fmt, geo["of"], case.cols, src.seed, edge=src.edge)
             if src.edge:

@@ -83,7 +83,7 @@ class Mmvq(Family):
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
-        from strata_bench.data.fixtures import read_manifest
+        from strata_bench.data.store import read_manifest
 
         have = set(read_manifest()["fixtures"])
         cases = []

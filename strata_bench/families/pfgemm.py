@@ -288,7 +288,8 @@ class PfGemm(Family):
 # --- helpers ----------------------------------------------------------------------------------------
 def _weights(case: Case, src, experts: int) -> np.ndarray:
     """(experts * N, bytes_per_row) uint8: seeded blocks, or a fixture's real rows tiled per expert."""
-    from strata_bench.data.fixtures import load_fixture, synthetic_weights
+    from strata_bench.data.store import load_fixture
+    from strata_bench.data.synthetic import synthetic_weights
 
     rows = experts * case.rows
     if src.kind != "fixture":

@@ -146,7 +146,8 @@ def new_kernel_shared_bytes(act_ptr: int, ncols: int, nb: int) -> int:
 
 
 def _weights(case: Case, src) -> np.ndarray:
-    from strata_bench.data.fixtures import load_fixture, synthetic_weights
+    from strata_bench.data.store import load_fixture
+    from strata_bench.data.synthetic import synthetic_weights
     from strata_bench.formats import get_format
 
     if src.kind != "fixture":
@@ -161,7 +162,7 @@ def _weights(case: Case, src) -> np.ndarray:
 
 def _activations(cols: int, ncols: int, seed: int, edge: bool) -> np.ndarray:
     """Columns of a (4, cols) seeded draw, so column 0 is the same for every column count."""
-    from strata_bench.data.fixtures import seeded_activations
+    from strata_bench.data.synthetic import seeded_activations
 
     x = seeded_activations(seed + ACT_SEED_OFFSET, (4, cols))[:ncols].copy()
     if edge:

@@ -1,4 +1,5 @@
-"""GPU detection, in one place: every GPU path asks `probe()` or `require_gpu()`."""
+"""Devices: GPU detection in one place (every GPU path asks `probe()` or `require_gpu()`), `--device`
+selection, and a device's name."""
 from __future__ import annotations
 
 import functools
@@ -9,6 +10,8 @@ from strata_bench.errors import NoGpu
 
 @dataclass(frozen=True)
 class GpuProbe:
+    """Whether this process can use a CUDA GPU, how many there are, and why not."""
+
     usable: bool
     count: int
     reason: str  # why not usable; "" when usable
@@ -58,3 +61,11 @@ def select_devices(spec: str) -> list[int]:
     if not 0 <= index < count:
         raise InputError(f"--device {index} out of range: {count} device(s) present")
     return [index]
+
+
+def device_name(device: int) -> str:
+    """The CUDA device's product name (e.g. 'NVIDIA H200'), as results/<device>/ is named after it."""
+    from cupy_backends.cuda.api import runtime
+
+    name = runtime.getDeviceProperties(device)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)

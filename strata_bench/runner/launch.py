@@ -1,4 +1,5 @@
-"""Run: launch a case's variants on one device with poisoned outputs, and bring the outputs home.
+"""One poisoned launch: run one variant of a case on the current device over poisoned outputs, and bring
+the outputs home with a mask of the elements it left unwritten.
 
 Every output is launched twice, once over 0xFF bytes (NaN for floats) and once over 0x7E bytes (finite for
 floats): an element whose bytes differ between the two launches was not written (or was written
@@ -35,6 +36,7 @@ class VariantRun:
 
 
 def is_sticky_fault(exc: BaseException) -> bool:
+    """True for a CUDA error after which the context is unusable (an illegal address, a trap, ...)."""
     text = f"{type(exc).__name__}: {exc}"
     return any(name in text for name in _STICKY_ERRORS)
 

@@ -1,10 +1,10 @@
-"""The case loop shared by parity (and reused by bench): select cases, load kernels per device,
-run, keep every result as it arrives, stop a device at its first fault."""
+"""The case loop, the one module that runs cases (parity and bench): select the cases, compile their
+kernels at once, then on each device run every case, keep every result as it arrives, and stop a
+device at its first fault."""
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from strata_bench.cases import FAMILIES, Case, CaseFilter, load_builtin_families, load_user_cases, select_cases
 from strata_bench.errors import InputError, KernelFault
@@ -21,26 +21,17 @@ def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: s
     return select_cases(flt, purpose=purpose)
 
 
-def device_name(device: int) -> str:
-    from cupy_backends.cuda.api import runtime
-
-    name = runtime.getDeviceProperties(device)["name"]
-    return name.decode() if isinstance(name, bytes) else str(name)
-
-
 def precompile(cases: list[Case], devices: list[int]) -> None:
     """Compile every needed (family, source, arch) at once on a thread pool (NVRTC releases the GIL),
     so a cold cache costs the longest compile rather than the sum; load_kernels then hits the cache."""
     import os
 
-    from strata_bench.kernels import build
-
-    from strata_bench.kernels import jobs as buildplan
+    from strata_bench.kernels import build, jobs
 
     families = {c.family: FAMILIES[c.family] for c in cases}
     archs = list(dict.fromkeys(build.device_arch(d) for d in devices))
-    jobs = buildplan.plan(families, archs)
-    buildplan.raise_for_failures(buildplan.run_all(jobs, workers=min(len(jobs), os.cpu_count() or 1)))
+    planned = jobs.plan(families, archs)
+    jobs.raise_for_failures(jobs.run_all(planned, workers=min(len(planned), os.cpu_count() or 1)))
 
 
 def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[..., Any],

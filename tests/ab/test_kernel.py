@@ -20,7 +20,7 @@ def test_planted_factor_is_not_rounded_to_whole_rotations(monkeypatch):
         captured["total"] = total
         return object()
 
-    monkeypatch.setattr("strata_bench.timing.core._capture", fake_capture)
+    monkeypatch.setattr("strata_bench.timing.graph.capture", fake_capture)
 
     class Prep:
         devs = [None] * 11  # 11 input copies, as for a 17 MB weight set on a 60 MiB L2

@@ -153,7 +153,8 @@ def test_fixtures_make_and_verify_work_for_every_added_format(name, tmp_path):
     from click.testing import CliRunner
 
     from strata_bench.cli.main import cli
-    from strata_bench.data.fixtures import load_fixture, synthetic_weights
+    from strata_bench.data.store import load_fixture
+    from strata_bench.data.synthetic import synthetic_weights
 
     runner = CliRunner()
     made = runner.invoke(cli, ["fixtures", "make", "--format", name, "--shape", "8x256", "--seed", "1",

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from strata_bench.data import requantize
 from strata_bench.cli.main import cli
 from strata_bench.errors import InputError
-from strata_bench.data.fixtures import load_fixture
+from strata_bench.data.store import load_fixture
 from strata_bench.formats import get_format
 from strata_bench.kernels.sources import REPO_ROOT
 

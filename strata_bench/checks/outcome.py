@@ -1,0 +1,82 @@
+"""Parity outcomes: each check's result, each case's result and status, and the run that collects them
+(for the table, the summary and the exit code)."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from strata_bench.cases import Case
+from strata_bench.errors import KernelFault
+
+
+class Status(str, enum.Enum):
+    """A case's outcome."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    FAULT = "FAULT"  # a kernel faulted; the CUDA context is gone
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check of one variant (or, for err-equal, of all variants against one reference)."""
+
+    check: str  # "written", "finite", "bitwise", "columns", "f64", "err-equal"
+    variant: str
+    ok: bool
+    detail: str = ""
+    max_err: float | None = None
+    max_ref: float | None = None
+    tol: float | None = None
+    nmse: float | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """Every check of one case on one device, and the case's status."""
+
+    case: Case
+    device: int
+    status: Status
+    checks: tuple[CheckResult, ...]
+    seconds: float
+    error: str = ""
+
+    @property
+    def worst_ratio(self) -> float | None:
+        """Largest max|err|/max|ref| over the float64 checks (a scale-free accuracy figure)."""
+        ratios = [c.max_err / c.max_ref for c in self.checks
+                  if c.check == "f64" and c.max_err is not None and c.max_ref]
+        return max(ratios) if ratios else None
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON record parity writes per case (results/<device>/parity-*.jsonl)."""
+        c = self.case
+        return {"case": c.name, "family": c.family, "format": c.fmt, "rows": c.rows, "cols": c.cols,
+                "ncols": c.ncols, "data": c.data, "variants": list(c.variants), "params": dict(c.params),
+                "device": self.device, "status": self.status.value, "seconds": round(self.seconds, 4),
+                "error": self.error, "worst_ratio": self.worst_ratio,
+                "checks": [vars(ch) for ch in self.checks]}
+
+
+def fault_result(case: Case, device: int, exc: KernelFault, seconds: float) -> CaseResult:
+    """The result of a case whose kernel faulted: no checks, the fault as its error."""
+    return CaseResult(case, device, Status.FAULT, (), seconds, error=str(exc))
+
+
+@dataclass
+class ParityRun:
+    """Accumulates case results in arrival order (for the table, the summary and the exit code)."""
+
+    results: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def failures(self) -> int:
+        return sum(r.status is not Status.PASS for r in self.results)
+
+    def summary(self, devices: list[int]) -> dict[str, Any]:
+        """The run's summary record: case and failure counts, devices, the cases that faulted."""
+        return {"cases": len(self.results), "failures": self.failures, "devices": devices,
+                "faults": [r.case.name for r in self.results if r.status is Status.FAULT]}

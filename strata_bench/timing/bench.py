@@ -1,0 +1,153 @@
+"""Bench: a fixed sequence of named steps per case, check -> warm-up -> trials -> summary.
+
+- check: the variants run once at the timed shape and must agree bitwise (and write every element);
+  a case that fails is reported and not timed.
+- warm-up: a few graph replays (module load, clocks, TLB).
+- trials: CUDA events around replays of a CUDA graph of many launches (timing/graph.py), so Python's
+  launch cost is not timed; cold weights by rotating through copies of the inputs totalling >= 3x the L2.
+  Trials repeat until the 95% CI of the median is within `rel_ci` or the case's time budget is spent
+  (timing/trials.py).
+- summary: median, min, max us per call, GB/s of the bytes the kernel must move, fractions of the
+  device's measured read and copy ceilings, TFLOP/s where the family counts flops.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Iterable
+
+import numpy as np
+
+from strata_bench.cases import Case, Family
+from strata_bench.timing.ceilings import Ceilings
+from strata_bench.timing.graph import GRAPH_TARGET_S, InputCopies, capture, launch_count, prepare_copies, replay_seconds
+from strata_bench.timing.trials import run_trials
+
+WARMUP_REPLAYS = 3
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How bench times a variant: hot or cold inputs, the trials' stop rule, the graph's target length."""
+
+    hot: bool = False
+    rel_ci: float = 0.01
+    budget_s: float = 2.0
+    min_trials: int = 10
+    max_trials: int = 400
+    graph_target_s: float = GRAPH_TARGET_S  # aim each replay at this long so event resolution does not matter
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The summary of one variant of one case: its samples and what they mean against the ceilings."""
+
+    case: Case
+    variant: str
+    samples_us: tuple[float, ...]  # per-call microseconds, one per replay
+    launches_per_sample: int
+    copies: int  # weight copies rotated through (1 = hot)
+    bytes_moved: int
+    flops: int
+    ceilings: Ceilings
+    status: str = "timed"  # "timed", or why not ("parity failed: ...")
+    ci_rel: float = math.nan
+
+    @property
+    def median_us(self) -> float:
+        return float(np.median(self.samples_us)) if self.samples_us else math.nan
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes_moved / (self.median_us * 1e-6) / 1e9 if self.samples_us else math.nan
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON record bench writes per variant (results/<device>/bench-*.jsonl)."""
+        s = np.asarray(self.samples_us) if self.samples_us else np.asarray([math.nan])
+        med = self.median_us
+        return {"case": self.case.name, "family": self.case.family, "format": self.case.fmt,
+                "rows": self.case.rows, "cols": self.case.cols, "ncols": self.case.ncols,
+                "data": self.case.data, "params": dict(self.case.params), "variant": self.variant,
+                "status": self.status, "median_us": med, "min_us": float(s.min()), "max_us": float(s.max()),
+                "ci_rel": self.ci_rel, "trials": len(self.samples_us), "launches_per_sample": self.launches_per_sample,
+                "copies": self.copies, "bytes": self.bytes_moved, "gbps": self.gbps,
+                "frac_read": self.bytes_moved / (med * 1e-6) / self.ceilings.read_bps if self.samples_us else None,
+                "frac_copy": self.bytes_moved / (med * 1e-6) / self.ceilings.copy_bps if self.samples_us else None,
+                "tflops": self.flops / (med * 1e-6) / 1e12 if self.flops and self.samples_us else None,
+                "samples_us": list(self.samples_us)}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The steps
+
+def check_variants_agree(family: Family, case: Case, kernels: Any, prep: InputCopies) -> str:
+    """The check step: run each variant once at the timed shape; "" when they agree bitwise, else why not."""
+    import cupy
+
+    results = {}
+    for variant in case.variants:
+        outs = family.alloc_outputs(case, prep.devs[0])
+        for arr in outs.values():
+            arr.view(cupy.uint8).fill(0xFF)
+        family.launch(case, variant, kernels, prep.devs[0], outs)
+        results[variant] = outs
+    cupy.cuda.runtime.deviceSynchronize()
+    names = family.compared_outputs(case)
+    base = results[case.baseline]
+    for variant in case.variants[1:]:
+        for name in (base if names is None else names):
+            a, b = base[name].view(cupy.uint8), results[variant][name].view(cupy.uint8)
+            if not bool(cupy.array_equal(a, b)):
+                return f"parity failed: {variant} differs from {case.baseline} in {name}"
+    return ""
+
+
+def warm_up(graph, stream, replays: int = WARMUP_REPLAYS) -> None:
+    """The warm-up step: replays that are not timed (module load, clocks, TLB)."""
+    for _ in range(replays):
+        replay_seconds(graph, stream)
+
+
+def time_variant(family: Family, case: Case, variant: str, kernels: Any, prep: InputCopies,
+                 ceilings: Ceilings, cfg: TimingConfig) -> Timing:
+    """warm-up -> trials -> summary for one variant (the check step ran before)."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        launches = launch_count(family, case, variant, kernels, prep, stream, cfg.graph_target_s)
+        graph = capture(family, case, variant, kernels, prep, launches, stream)
+        warm_up(graph, stream)
+        samples, ci_rel = run_trials(lambda: replay_seconds(graph, stream), launches, cfg)
+    return Timing(case, variant, tuple(samples), launches, len(prep.devs), family.bytes_moved(case),
+                  family.flops(case), ceilings, ci_rel=ci_rel)
+
+
+def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: TimingConfig,
+               ceilings: Ceilings) -> list[Timing]:
+    """The named steps for one case: check, then warm-up + trials + summary per variant."""
+    import cupy
+
+    l2 = cupy.cuda.runtime.getDeviceProperties(device)["l2CacheSize"]
+    host = family.make_inputs(case)
+    prep = prepare_copies(family, case, host, cfg.hot, l2)
+    problem = check_variants_agree(family, case, kernels, prep)
+    if problem:
+        return [Timing(case, v, (), 0, len(prep.devs), family.bytes_moved(case), family.flops(case), ceilings,
+                       status=problem) for v in case.variants]
+    return [time_variant(family, case, v, kernels, prep, ceilings, cfg) for v in case.variants]
+
+
+# ---------------------------------------------------------------------------------------------------
+# What to time
+
+def sweep(case: Case, shape: tuple[int, int] | None, cols: tuple[int, ...] | None) -> list[Case]:
+    """The bench sweep of one case: its shape replaced by --shape, its column count by each of --cols."""
+    base = replace(case, rows=shape[0], cols=shape[1]) if shape else case
+    return [replace(base, ncols=n) for n in cols] if cols else [base]
+
+
+def sweep_cases(cases: Iterable[Case], shape: tuple[int, int] | None, cols: tuple[int, ...] | None) -> list[Case]:
+    """Every case's sweep, in order, each resulting case once (cases that differ only in shape or
+    columns collapse into one when --shape or --cols replaces what told them apart)."""
+    return list(dict.fromkeys(c for case in cases for c in sweep(case, shape, cols)))

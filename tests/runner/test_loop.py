@@ -1,0 +1,73 @@
+"""The case loop: every case on every device, results kept as they arrive, a device stopped at its first
+fault (with host stand-ins), and on a GPU a kernel fault that names its case and exits 1."""
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from strata_bench.cases import Case, CaseFilter
+from strata_bench.errors import InputError, KernelFault
+from strata_bench.runner import loop
+from strata_bench.runner.devices import probe
+from strata_bench.runner.loop import prepare_cases, run_on_devices
+
+DATA = Path(__file__).parent.parent / "data" / "fault_family"
+
+
+
+def test_kernels_without_a_case_file_is_an_input_error():
+    with pytest.raises(InputError, match="--kernels my_kernels needs --cases FILE.py"):
+        prepare_cases(CaseFilter(), kernels_dir="my_kernels")
+
+
+def test_each_device_runs_every_case_until_its_first_fault(monkeypatch, family_registry):
+    family_registry["toy"] = family = SimpleNamespace(name="toy")
+    cases = [Case("toy", "q8_0", rows=1, cols=32, data=f"seed:{i}") for i in range(3)]
+    entered, loaded = [], []
+
+    @contextlib.contextmanager
+    def device(index):
+        entered.append(index)
+        yield
+
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=device)))
+    monkeypatch.setattr(loop, "precompile", lambda c, d: loaded.append(("precompile", len(c), d)))
+    monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: loaded.append((fam.name, dev)))
+
+    def per_case(fam, case, kernels, dev):
+        assert fam is family
+        if dev == 1 and case is cases[1]:
+            raise KernelFault("boom")
+        return (dev, case.data)
+
+    results, ticks = [], []
+    run_on_devices(cases, [0, 1], per_case, results.append,
+                   lambda case, dev, exc, seconds: (dev, case.data, str(exc)), lambda: ticks.append(1))
+    assert entered == [0, 1]
+    assert loaded == [("precompile", 3, [0, 1])] + [("toy", 0)] * 3 + [("toy", 1)] * 2
+    # Device 1 faults on its second case: the fault is kept and its third case is not run.
+    assert results == [(0, "seed:0"), (0, "seed:1"), (0, "seed:2"), (1, "seed:0"), (1, "seed:1", "boom")]
+    assert len(ticks) == 4  # progress advances for cases that finished, not for the fault
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not probe().usable, reason=f"needs a usable CUDA GPU ({probe().reason})")
+def test_fault_is_named_and_earlier_results_are_kept(tmp_path):
+    # A child process: the fault leaves its CUDA context unusable, and this test's process must go on.
+    proc = subprocess.run(
+        [sys.executable, "-m", "strata_bench", "parity", "--kernels", str(DATA), "--cases", str(DATA / "cases.py"),
+         "--family", "fault_demo", "--results", str(tmp_path), "-q"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "fault_demo/f32/1x1024/n1/seed:1/fault=1" in proc.stdout + proc.stderr
+    (records_file,) = tmp_path.rglob("parity-*.jsonl")
+    records = [json.loads(line) for line in records_file.read_text().splitlines()]
+    assert [r["status"] for r in records] == ["PASS", "FAULT"]
+    (summary,) = tmp_path.rglob("parity-*.json")
+    assert json.loads(summary.read_text())["failures"] == 1

@@ -1,0 +1,162 @@
+"""Bench without a GPU: the column sweep's exact case list, the record a timing writes, the order of the
+named steps (with a stand-in for cupy), and the bench command's case count on a host without a GPU."""
+from __future__ import annotations
+
+import math
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from strata_bench.cases import Case, CaseFilter, Family
+from strata_bench.cli.main import cli
+from strata_bench.runner.devices import probe
+from strata_bench.runner.loop import prepare_cases
+from strata_bench.timing import bench, graph
+from strata_bench.timing.bench import Timing, TimingConfig, bench_case, sweep, sweep_cases
+from strata_bench.timing.ceilings import Ceilings
+
+# The mmvq bench cases' formats, in the order the family declares them.
+MMVQ_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "q8_0", "q2_0")
+
+
+def _mmvq(formats=()):
+    return prepare_cases(CaseFilter(families=("mmvq",), formats=formats), purpose="bench")
+
+
+def test_sweep_replaces_the_shape_and_the_column_count():
+    case = Case("mmvq", "iq2_xxs", rows=4096, cols=14336, ncols=2)
+    assert [c.name for c in sweep(case, (131072, 8192), (1, 8))] == [
+        "mmvq/iq2_xxs/131072x8192/n1/seed:1", "mmvq/iq2_xxs/131072x8192/n8/seed:1"]
+    assert sweep(case, None, None) == [case]
+    assert [c.name for c in sweep(case, None, (4,))] == ["mmvq/iq2_xxs/4096x14336/n4/seed:1"]
+
+
+def test_the_dram_sweep_of_one_format_collapses_its_shapes_and_columns():
+    base = _mmvq(("iq2_xxs",))
+    assert [c.name for c in base] == [f"mmvq/iq2_xxs/{shape}/n{n}/seed:1" for shape in ("131072x8192", "4096x14336")
+                                      for n in (1, 2, 4, 8)]
+    assert [c.name for c in sweep_cases(base, (131072, 8192), (1, 8))] == [
+        "mmvq/iq2_xxs/131072x8192/n1/seed:1", "mmvq/iq2_xxs/131072x8192/n8/seed:1"]
+    assert [c.name for c in sweep_cases(base, None, (1, 8))] == [
+        "mmvq/iq2_xxs/131072x8192/n1/seed:1", "mmvq/iq2_xxs/131072x8192/n8/seed:1",
+        "mmvq/iq2_xxs/4096x14336/n1/seed:1", "mmvq/iq2_xxs/4096x14336/n8/seed:1"]
+    assert [c.name for c in sweep_cases(base, (8192, 4096), None)] == [
+        f"mmvq/iq2_xxs/8192x4096/n{n}/seed:1" for n in (1, 2, 4, 8)]
+
+
+def test_the_issue_sweep_is_every_mmvq_format_at_one_and_eight_columns():
+    # `bench --family mmvq --shape 131072x8192 --cols 1,8`, the figures the issue's speed check compares.
+    cases = sweep_cases(_mmvq(), (131072, 8192), (1, 8))
+    assert [c.name for c in cases] == [f"mmvq/{fmt}/131072x8192/n{n}/seed:1" for fmt in MMVQ_FORMATS for n in (1, 8)]
+    assert {c.variants for c in cases} == {("old", "new")}
+
+
+@pytest.mark.skipif(probe().usable, reason="host has a GPU")
+def test_bench_without_a_gpu_counts_the_swept_cases_and_exits_77():
+    result = CliRunner().invoke(cli, ["bench", "--family", "mmvq", "--shape", "131072x8192", "--cols", "1,8"])
+    assert result.exit_code == 77
+    assert "22 cases selected, none timed" in result.output
+
+
+CEILINGS = Ceilings(read_bps=4e12, copy_bps=5e12)
+CASE = Case("mmvq", "q8_0", rows=1024, cols=4096, ncols=8)
+
+
+def test_timing_record_of_a_timed_variant():
+    timing = Timing(CASE, "new", (4.0, 2.0, 3.0), 200, 12, bytes_moved=8_000_000, flops=64_000_000,
+                    ceilings=CEILINGS, ci_rel=0.005)
+    assert timing.to_record() == {
+        "case": "mmvq/q8_0/1024x4096/n8/seed:1", "family": "mmvq", "format": "q8_0", "rows": 1024, "cols": 4096,
+        "ncols": 8, "data": "seed:1", "params": {}, "variant": "new", "status": "timed", "median_us": 3.0,
+        "min_us": 2.0, "max_us": 4.0, "ci_rel": 0.005, "trials": 3, "launches_per_sample": 200, "copies": 12,
+        "bytes": 8_000_000, "gbps": 8_000_000 / 3e-6 / 1e9, "frac_read": 8_000_000 / 3e-6 / 4e12,
+        "frac_copy": 8_000_000 / 3e-6 / 5e12, "tflops": 64_000_000 / 3e-6 / 1e12, "samples_us": [4.0, 2.0, 3.0]}
+
+
+def test_timing_record_of_a_variant_that_was_not_timed():
+    record = Timing(CASE, "old", (), 0, 12, 8_000_000, 0, CEILINGS, status="parity failed: x").to_record()
+    assert record["status"] == "parity failed: x" and record["trials"] == 0 and record["samples_us"] == []
+    assert all(math.isnan(record[k]) for k in ("median_us", "min_us", "max_us", "ci_rel", "gbps"))
+    assert record["frac_read"] is record["frac_copy"] is record["tflops"] is None
+
+
+def test_timing_config_is_what_the_provenance_records():
+    assert vars(TimingConfig()) == {"hot": False, "rel_ci": 0.01, "budget_s": 2.0, "min_trials": 10,
+                                    "max_trials": 400, "graph_target_s": 2e-3}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The named steps, on host arrays: check -> (size, capture, warm-up, trials) per variant -> summary
+
+class _Stream:
+    """cupy.cuda.Stream's part that bench uses; a capture returns the launches it saw as the 'graph'."""
+
+    def __init__(self, non_blocking=False):
+        self.captured = None
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): return False
+    def begin_capture(self): self.captured = []
+    def end_capture(self): return self.captured
+
+
+class _Pair(Family):
+    # name left empty so it does not register in the global registry
+    def __init__(self, new_value=1.0):
+        self.new_value, self.log = new_value, []
+
+    def default_cases(self): return []
+    def name_expressions(self, source): return []
+    def make_inputs(self, case): return {"w": np.zeros(1000, np.uint8)}
+    def to_device(self, case, host): return {"w": np.array(host["w"])}
+    def alloc_outputs(self, case, dev): return {"y": np.zeros(4, np.float32)}
+    def reference(self, case, host): return []
+    def bytes_moved(self, case): return 1000
+
+    def launch(self, case, variant, kernels, dev, outs, stream=None):
+        if stream is None:  # eager: the check step
+            outs["y"][:] = 1.0 if variant == "old" else self.new_value
+            self.log.append(("check", variant))
+        else:
+            stream.captured.append(variant)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """cupy replaced by host stand-ins; a replay takes 1 us per captured launch; the steps are logged."""
+    log = []
+
+    def replay(graph_, stream):
+        log.append(("replay", len(graph_)))
+        return len(graph_) * 1e-6
+
+    runtime = SimpleNamespace(getDeviceProperties=lambda device: {"l2CacheSize": 1000}, deviceSynchronize=lambda: None)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(uint8=np.uint8, array_equal=np.array_equal,
+                                                             cuda=SimpleNamespace(Stream=_Stream, runtime=runtime)))
+    monkeypatch.setattr(graph, "replay_seconds", replay)
+    monkeypatch.setattr(bench, "replay_seconds", replay)
+    return log
+
+
+def test_bench_case_checks_then_sizes_captures_warms_up_and_trials_each_variant(fake_gpu):
+    family = _Pair()
+    cfg = TimingConfig(min_trials=10, graph_target_s=60e-6)
+    timings = bench_case(family, CASE, None, 0, cfg, CEILINGS)
+    assert family.log == [("check", "old"), ("check", "new")]
+    # Per variant: a probe of one launch per copy (3 copies of 1000 bytes cover 3 x 1000 bytes of L2),
+    # then a graph of 60 us / 1 us = 60 launches, 3 warm-up replays, and 10 trials (equal samples: tight).
+    per_variant = [("replay", 3)] + [("replay", 60)] * 3 + [("replay", 60)] * 10
+    assert fake_gpu == per_variant * 2
+    assert [(t.variant, t.status, t.launches_per_sample, t.copies, t.samples_us) for t in timings] == [
+        (v, "timed", 60, 3, (1.0,) * 10) for v in ("old", "new")]
+    assert timings[0].ci_rel == 0.0 and timings[0].bytes_moved == 1000
+
+
+def test_bench_case_does_not_time_variants_that_disagree(fake_gpu):
+    timings = bench_case(_Pair(new_value=2.0), CASE, None, 0, TimingConfig(), CEILINGS)
+    assert fake_gpu == []
+    assert [(t.variant, t.status, t.samples_us, t.copies) for t in timings] == [
+        (v, "parity failed: new differs from old in y", (), 3) for v in ("old", "new")]
