@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
+from strata_bench.ab.metrics import OutputMissing, OutputSpec, read_metrics, read_same
 from strata_bench.ab.plan import Plan
 from strata_bench.ab.records import AbReport
 from strata_bench.ab.runner import case_progress, run_ab
@@ -35,8 +36,10 @@ class CommandSpec:
     argv: tuple[str, ...] | str  # a string only with shell=True
     env: Mapping[str, str | None] = field(default_factory=dict)  # None unsets the variable
     shell: bool = False
-    metric: re.Pattern[str] | None = None
+    metric: re.Pattern[str] | None = None  # the single-metric form (group `value`, last match)
     timeout: float | None = None
+    metrics: tuple[OutputSpec, ...] = ()  # several metrics (strata_bench.ab.metrics); the first is `value`
+    same: tuple[OutputSpec, ...] = ()  # output that must be identical in every run
 
     def describe(self) -> dict[str, Any]:
         argv = self.argv if isinstance(self.argv, str) else list(self.argv)
@@ -132,9 +135,21 @@ def run_command(spec: CommandSpec) -> Sample:
     details = _details(proc, raw, wall)
     if proc.returncode != 0:
         raise RunFailed(f"exit code {proc.returncode}", details)
+    return sample_from_output(spec, _text(raw), wall, details)
+
+
+def sample_from_output(spec: CommandSpec, text: str, wall: float, details: Mapping[str, Any]) -> Sample:
+    """The run's figure(s) and identity captures from its output (RunFailed when a metric is missing)."""
+    same = read_same(spec.same, text) if spec.same else {}
+    if spec.metrics:
+        try:
+            values = read_metrics(spec.metrics, text)
+        except OutputMissing as exc:
+            raise RunFailed(str(exc), details) from None
+        return Sample(next(iter(values.values())), details, values, same)
     if spec.metric is None:
-        return Sample(wall, details)
-    return Sample(read_metric(spec.metric, _text(raw), details), details)
+        return Sample(wall, details, {}, same)
+    return Sample(read_metric(spec.metric, text, details), details, {}, same)
 
 
 def read_metric(regex: re.Pattern[str], text: str, details: Mapping[str, Any] | None = None) -> float:

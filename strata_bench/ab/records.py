@@ -37,6 +37,8 @@ class RunRecord:
     started: str
     ended: str
     details: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)  # every --metric figure (value is the first)
+    same: Mapping[str, str | None] = field(default_factory=dict)  # every --same capture
 
     @property
     def ok(self) -> bool:
@@ -47,16 +49,21 @@ class RunRecord:
         body.update(case=self.case, arm=self.arm, pair=self.pair, position=self.position,
                     run_index=self.run_index, warmup=self.warmup, value=self.value,
                     failure=self.failure, started=self.started, ended=self.ended)
+        if self.metrics:
+            body["metrics"] = dict(self.metrics)
+        if self.same:
+            body["same"] = dict(self.same)
         return body
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> "RunRecord":
         known = {"case", "arm", "pair", "position", "run_index", "warmup", "value", "failure",
-                 "started", "ended", "record"}
+                 "started", "ended", "record", "metrics", "same"}
         details = {k: v for k, v in body.items() if k not in known}
         return cls(body.get("case", ""), body["arm"], int(body["pair"]), int(body.get("position", 0)),
                    int(body["run_index"]), bool(body.get("warmup", False)), body.get("value"),
-                   body.get("failure"), body.get("started", ""), body.get("ended", ""), details)
+                   body.get("failure"), body.get("started", ""), body.get("ended", ""), details,
+                   dict(body.get("metrics") or {}), dict(body.get("same") or {}))
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,12 @@ class AbOutcome:
     excluded_pairs: tuple[int, ...]  # measured pairs with a failed or missing run
     stopped: str = ""  # why the schedule stopped early ("" when it ran to the end)
     interrupted: str = ""
+    metrics: tuple = ()  # MetricResult per metric entry (strata_bench.ab.judging); the first is `comparison`'s
+    identity: tuple = ()  # IdentityRow per --same entry
+
+    @property
+    def identity_failures(self) -> list:
+        return [row for row in self.identity if not row.same]
 
     @property
     def failures(self) -> list[RunRecord]:
@@ -82,7 +95,15 @@ class AbOutcome:
 
     @property
     def regression(self) -> bool:
-        return self.comparison.regression
+        return self.comparison.regression or any(m.regression for m in self.metrics)
+
+    @property
+    def regressions(self) -> list[str]:
+        """The regression sentence of each metric that regressed."""
+        found = [f"{m.name}: {m.comparison.regression_reason}" for m in self.metrics if m.regression]
+        if self.comparison.regression and not found:
+            found.append(self.comparison.regression_reason)
+        return found
 
     def notes(self) -> list[str]:
         """What a reader must know beyond the numbers: discarded warm-ups, excluded pairs, outliers."""
@@ -101,6 +122,8 @@ class AbOutcome:
                 idx = [self._arm_runs(label)[i].run_index for i in arm.outliers]
                 notes.append(f"{label}: outliers by modified z-score at run {', '.join(map(str, idx))} "
                              f"(kept in the statistics)")
+        for row in self.identity_failures:
+            notes.append(f"output {row.name!r} is not identical: {row.mismatch}")
         if self.stopped:
             notes.append(f"stopped early: {self.stopped}")
         if self.interrupted:
@@ -120,7 +143,10 @@ class AbOutcome:
                              for r in self.failures],
                 "warmup_values": [{"arm": r.arm, "value": r.value, "failure": r.failure} for r in self.warmups],
                 "excluded_pairs": list(self.excluded_pairs), "stopped": self.stopped,
-                "interrupted": self.interrupted, "notes": self.notes()}
+                "interrupted": self.interrupted, "notes": self.notes(),
+                "params": dict(self.plan.params),
+                "metrics": [m.summary() for m in self.metrics],
+                "identity": [row.to_dict() for row in self.identity]}
 
 
 @dataclass(frozen=True)
@@ -136,6 +162,10 @@ class AbReport:
         for outcome in self.outcomes:
             if outcome.stopped:
                 raise CheckFailed(f"{outcome.case}: too many failed runs: {outcome.stopped}")
+        different = [(o, row) for o in self.outcomes for row in o.identity_failures]
+        if different:
+            raise CheckFailed("; ".join(f"{o.case}: output {row.name!r} differs: {row.mismatch}"
+                                        for o, row in different))
         regressed = [o for o in self.outcomes if o.regression]
         if regressed:
-            raise CheckFailed("; ".join(f"{o.case}: {o.comparison.regression_reason}" for o in regressed))
+            raise CheckFailed("; ".join(f"{o.case}: {why}" for o in regressed for why in o.regressions))

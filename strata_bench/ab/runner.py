@@ -17,33 +17,21 @@ import math
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
+from strata_bench.ab.judging import identity, judge_metric, judge_metrics, metric_names
 from strata_bench.ab.plan import Plan, Slot, schedule
 from strata_bench.ab.records import AbOutcome, RunRecord
 from strata_bench.report.progress import progress_bar
 from strata_bench.results.store import ResultsWriter
-from strata_bench.stats.verdict import compare
 
 
 def judge(case: str, plan: Plan, arms: Mapping[str, Mapping[str, Any]], runs: Sequence[RunRecord],
           stopped: str = "", interrupted: str = "") -> AbOutcome:
     """Statistics over the measured runs: arm values from every successful run, paired values
-    from pairs whose two runs both succeeded."""
-    measured = [r for r in runs if not r.warmup]
-    a = [r for r in measured if r.arm == "A" and r.ok]
-    b = [r for r in measured if r.arm == "B" and r.ok]
-    by_pair: dict[int, dict[str, RunRecord]] = {}
-    for r in measured:
-        by_pair.setdefault(r.pair, {})[r.arm] = r
-    pairs, excluded = [], []
-    for p in range(plan.pairs):
-        both = by_pair.get(p, {})
-        if "A" in both and "B" in both and both["A"].ok and both["B"].ok:
-            pairs.append((both["A"].value, both["B"].value))
-        elif both:  # a pair never started (stopped early) is not "excluded", just absent
-            excluded.append(p)
-    comparison = compare([r.value for r in a], [r.value for r in b], plan.criteria, pairs=pairs,
-                         a_order=[r.run_index for r in a], b_order=[r.run_index for r in b])
-    return AbOutcome(case, plan, arms, tuple(runs), comparison, tuple(excluded), stopped, interrupted)
+    from pairs whose two runs both succeeded; one judgement per metric, and the identity check."""
+    primary = judge_metric(plan, runs, None)
+    metrics = judge_metrics(plan, runs) if metric_names(runs) else (primary,)
+    return AbOutcome(case, plan, arms, tuple(runs), primary.comparison, primary.excluded_pairs, stopped,
+                     interrupted, metrics, identity(runs))
 
 
 def _now() -> str:
@@ -90,7 +78,8 @@ def _one_run(arm: Arm, slot: Slot, index: int, case: str) -> RunRecord:
     value = float(sample.value)
     failure = None if math.isfinite(value) else f"measurement is not finite ({value})"
     return RunRecord(case, slot.arm, slot.pair, slot.position, index, slot.warmup,
-                     value if failure is None else None, failure, started, _now(), sample.details)
+                     value if failure is None else None, failure, started, _now(), sample.details,
+                     dict(sample.metrics), dict(sample.same))
 
 
 def _append(writer: ResultsWriter | None, record: dict[str, Any]) -> None:

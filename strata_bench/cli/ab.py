@@ -28,11 +28,15 @@ from strata_bench.errors import InputError
               help="Command line of arm A (split like a shell, run without one), or with --family the baseline variant.")
 @click.option("--b", "b_spec", metavar="CMD|VARIANT",
               help="Command line of arm B, or with --family the variant under test.")
-@click.option("--metric", metavar="REGEX",
-              help="Read the figure from stdout+stderr: a regex with the named group (?P<value>...); the last "
-                   "match counts. Default: wall time of the process.")
+@click.option("--metric", "metrics", multiple=True, metavar="[NAME[:higher]=]REGEX",
+              help="Read a figure from stdout+stderr (repeatable): the group (?P<value>...) or the only group; "
+                   "a group (?P<key>...) gives one metric per key (NAME[key]); the last match counts. "
+                   "NAME:higher= marks that metric higher-is-better. Default: wall time of the process.")
+@click.option("--same", "same", multiple=True, metavar="[NAME=]REGEX",
+              help="Output that must be identical in every run of both arms (repeatable; group value, the only "
+                   "group, or the whole match; a key group checks per key). A difference exits 1.")
 @click.option("--unit", default=None, help="Unit of --metric, for display (default: s for wall time, none for a metric).")
-@click.option("--higher-is-better", is_flag=True, help="The metric is a rate (tokens/s): higher is better.")
+@click.option("--higher-is-better", is_flag=True, help="The metrics are rates (tokens/s): higher is better.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Kill a run (its whole process group) after S seconds; it is recorded as failed.")
 @click.option("--shell", is_flag=True, help="Run the command strings through /bin/sh -c.")
@@ -48,7 +52,7 @@ from strata_bench.errors import InputError
 @quiet_option
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, warmup, seed, env_a, env_b,
-            a_spec, b_spec, metric, unit, higher_is_better, timeout, shell, fail_pct, band_pct, max_failures,
+            a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct, max_failures,
             results_dir, output, quiet, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
@@ -70,7 +74,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
         strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 --format md
         strata-bench ab --family mmvq --a old --b new --format iq2_xxs --pairs 20
     """
-    from strata_bench.ab.command import compile_metric, run_command_ab
+    from strata_bench.ab.command import run_command_ab
+    from strata_bench.ab.metrics import parse_output_specs
     from strata_bench.ab.plan import make_plan
     from strata_bench.report.ab import render_ab
     from strata_bench.stats.criteria import Criteria
@@ -78,16 +83,20 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     formats, output = split_output_format(formats, output)  # --format md|json means the output format
     criteria = Criteria(higher_is_better=higher_is_better, same_band=band_pct / 100,
                         fail_on_regression=None if fail_pct is None else fail_pct / 100)
-    metric_regex = compile_metric(metric)
-    unit = unit if unit is not None else ("" if metric_regex else "s")
+    metric_specs = parse_output_specs(metrics, "--metric", "metric")
+    same_specs = parse_output_specs(same, "--same", "output", need_group=False)
+    unit = unit if unit is not None else ("" if metric_specs else "s")
+    directions = [(m.name, m.higher_is_better) for m in metric_specs if m.higher_is_better is not None]
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
-                           metric or "wall time")
+                     metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
+                     directions)
     if families:
-        _reject_command_options(env_a, env_b, metric, shell, command_args)
+        _reject_command_options(env_a, env_b, metrics or same, shell, command_args)
         report = _kernel_ab(make_filter(families, formats, pattern), a_spec, b_spec, plan, results_dir,
                             kernels_dir, cases_file, quiet)
     else:
-        spec_a, spec_b = _command_specs(a_spec, b_spec, env_a, env_b, shell, metric_regex, timeout, command_args)
+        spec_a, spec_b = _command_specs(a_spec, b_spec, env_a, env_b, shell, metric_specs, same_specs, timeout,
+                                        command_args)
         report = run_command_ab(spec_a, spec_b, plan, Path(results_dir), _provenance(), quiet)
     text = render_ab(report.outcomes, output or "table")
     if text is not None:
@@ -97,7 +106,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     report.raise_for_status()
 
 
-def _command_specs(a_spec, b_spec, env_a, env_b, shell, metric, timeout, command_args):
+def _command_specs(a_spec, b_spec, env_a, env_b, shell, metric_specs, same_specs, timeout, command_args):
     """Two CommandSpecs: one command line with per-arm env switches, or two command lines."""
     from strata_bench.ab.command import CommandSpec, command_argv, parse_env
 
@@ -112,11 +121,12 @@ def _command_specs(a_spec, b_spec, env_a, env_b, shell, metric, timeout, command
         raise InputError("nothing to run: give a command after -- or both --a 'CMD' and --b 'CMD' "
                          "(or --family F for kernel variants)")
     envs = (parse_env(env_a), parse_env(env_b))
-    return tuple(CommandSpec(line, env, shell, metric, timeout) for line, env in zip(lines, envs))
+    return tuple(CommandSpec(line, env, shell, None, timeout, metric_specs, same_specs)
+                 for line, env in zip(lines, envs))
 
 
 def _reject_command_options(env_a, env_b, metric, shell, command_args) -> None:
-    used = [name for name, value in (("--env-a", env_a), ("--env-b", env_b), ("--metric", metric),
+    used = [name for name, value in (("--env-a", env_a), ("--env-b", env_b), ("--metric/--same", metric),
                                      ("--shell", shell), ("a command after --", command_args)) if value]
     if used:
         raise InputError(f"{used[0]} applies to command A/B, not to kernel variants (--family)")

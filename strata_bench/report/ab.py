@@ -66,6 +66,42 @@ def comparison_rows(outcome) -> list[tuple[str, str]]:
     return rows
 
 
+# The seeds' summary shape: one row per metric.
+METRIC_HEADERS = ["metric", "A runs", "B runs", "ratio B/A", "B - A (paired) [95% CI]", "dominance", "verdict"]
+IDENTITY_HEADERS = ["output", "A", "B", "identical"]
+
+
+def metric_rows(outcome) -> list[list[str]]:
+    """One row per metric: runs per arm, ratio of means, paired difference with its CI, dominance, verdict."""
+    rows = []
+    for m in outcome.metrics:
+        c, p = m.comparison, m.comparison.paired
+        diff = "n/a" if p is None else f"{format_diff(p, outcome.plan.unit)} {format_interval(p.rel_ci, percent=True)}"
+        ratio = "n/a" if p is None else f"{p.ratio:.4f}"
+        verdict = c.verdict.value + (" (REGRESSION)" if c.regression else "")
+        rows.append([m.name + (" (higher)" if c.criteria.higher_is_better else ""), str(c.a.n), str(c.b.n), ratio,
+                     diff, _dominance_short(c), verdict])
+    return rows
+
+
+def _dominance_short(c) -> str:
+    if c.dominance.value == "OVERLAP":
+        return "overlap"
+    return "every B above every A" if c.dominance.value == "B_ABOVE" else "every B below every A"
+
+
+def identity_rows(outcome) -> list[list[str]]:
+    """One row per --same entry: A's text, B's text, and whether every run printed the same."""
+    return [[row.name, _short(row.a_value), _short(row.b_value), "yes" if row.same else "NO: " + row.mismatch]
+            for row in outcome.identity]
+
+
+def _short(text: str | None, width: int = 24) -> str:
+    if text is None:
+        return "nothing"
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def _p_text(p: float | None, note: str) -> str:
     text = "n/a" if p is None else f"{p:.3g}"
     return f"{text} ({note})" if note else text
@@ -107,10 +143,30 @@ def print_ab(outcomes, console=None) -> None:
         for what, value in comparison_rows(outcome):
             result.add_row(what, _styled(what, value, outcome))
         console.print(result)
+        _print_table(console, f"metrics: {outcome.case}", METRIC_HEADERS, metric_rows(outcome) if _several(outcome) else [])
+        _print_table(console, f"identity: {outcome.case}", IDENTITY_HEADERS, identity_rows(outcome))
         for line in failure_lines(outcome):
             console.print(f"[red]failed[/red] {line}", soft_wrap=True, markup=True, highlight=False)
         for note in outcome.notes():
             console.print(f"note: {note}", soft_wrap=True, highlight=False)
+
+
+def _several(outcome) -> bool:
+    """The per-metric table is shown when there is more than one metric (else it repeats the result)."""
+    return len(outcome.metrics) > 1
+
+
+def _print_table(console, title: str, headers: list[str], rows: list[list[str]]) -> None:
+    from rich.table import Table
+
+    if not rows:
+        return
+    table = Table(title=title)
+    for head in headers:
+        table.add_column(head, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 _VERDICT_STYLE = {"SAME": "green", "FASTER": "bold green", "SLOWER": "bold red", "UNDECIDED": "yellow"}
@@ -136,6 +192,11 @@ def ab_markdown(outcomes) -> str:
                   markdown_table(ARM_HEADERS, [[f"`{c}`" if i == 1 and c else c for i, c in enumerate(row)]
                                                for row in arm_rows(outcome)]), "",
                   markdown_table(["", "result"], [[f"**{w}**", v] for w, v in comparison_rows(outcome)])]
+        if _several(outcome):
+            parts += ["", markdown_table(METRIC_HEADERS, metric_rows(outcome))]
+        if outcome.identity:
+            parts += ["", markdown_table(IDENTITY_HEADERS, [[f"`{c}`" if i in (1, 2) else c for i, c in enumerate(r)]
+                                                            for r in identity_rows(outcome)])]
         extra = [f"- failed: {line}" for line in failure_lines(outcome)] + [f"- note: {n}" for n in outcome.notes()]
         parts += ([""] + extra) if extra else []
         parts.append("")
