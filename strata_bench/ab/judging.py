@@ -62,7 +62,8 @@ def judge_metric(plan: Plan, runs: Sequence[RunRecord], name: str | None) -> Met
     label = name or plan.metric
     criteria = replace(plan.criteria, higher_is_better=plan.higher_is_better(label))
     comparison = compare([figure(r) for r in a], [figure(r) for r in b], criteria, pairs=pairs,
-                         a_order=[r.run_index for r in a], b_order=[r.run_index for r in b])
+                         a_order=[r.run_index for r in a], b_order=[r.run_index for r in b],
+                         a_first=[pos == 0 for pos in positions])
     return MetricResult(label, comparison, tuple(excluded))
 
 

@@ -122,6 +122,12 @@ class AbOutcome:
                 idx = [self._arm_runs(label)[i].run_index for i in arm.outliers]
                 notes.append(f"{label}: outliers by modified z-score at run {', '.join(map(str, idx))} "
                              f"(kept in the statistics)")
+        paired = self.comparison.paired
+        if paired is not None and paired.pair_outliers:
+            measured = sorted({r.pair for r in self.runs if not r.warmup} - set(self.excluded_pairs))
+            which = [str(measured[i]) for i in paired.pair_outliers if i < len(measured)]
+            notes.append(f"pairs {', '.join(which)}: log(B/A) is an outlier by modified z-score (kept; the "
+                         f"robust shift is hardly moved by it)")
         for row in self.identity_failures:
             notes.append(f"output {row.name!r} is not identical: {row.mismatch}")
         if self.stopped:

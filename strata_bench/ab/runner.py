@@ -14,13 +14,15 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import math
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
-from strata_bench.ab.judging import identity, judge_metric, judge_metrics, metric_names
+from strata_bench.ab.judging import identity, judge_metric, judge_metrics, measured_pairs, metric_names
 from strata_bench.ab.plan import Plan, Slot, schedule
 from strata_bench.ab.records import AbOutcome, RunRecord
 from strata_bench.report.progress import progress_bar
+from strata_bench.stats.verdict import Verdict
 from strata_bench.results.store import ResultsWriter
 
 
@@ -47,7 +49,10 @@ def run_ab(arm_a: Arm, arm_b: Arm, plan: Plan, writer: ResultsWriter | None = No
     runs: list[RunRecord] = []
     failed = 0
     stopped = ""
-    for index, slot in enumerate(schedule(plan.order, plan.pairs, plan.warmup, plan.seed)):
+    slots = schedule(plan.order, plan.pairs, plan.warmup, plan.seed)
+    index = 0
+    while index < len(slots):
+        slot = slots[index]
         try:
             record = _one_run(arms[slot.arm], slot, index, case)
         except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised untouched
@@ -59,12 +64,31 @@ def run_ab(arm_a: Arm, arm_b: Arm, plan: Plan, writer: ResultsWriter | None = No
         if progress:
             progress(record)
         failed += not record.ok
+        index += 1
         if failed > plan.max_failures:
-            stopped = (f"{failed} of {index + 1} runs failed, more than the --max-failures budget of "
+            stopped = (f"{failed} of {index} runs failed, more than the --max-failures budget of "
                        f"{plan.max_failures}")
-            _append(writer, {"record": "stopped", "case": case, "run_index": index, "reason": stopped})
+            _append(writer, {"record": "stopped", "case": case, "run_index": index - 1, "reason": stopped})
             break
-    return judge(case, plan, describe, runs, stopped)
+        if index == len(slots):
+            slots = _more_pairs(plan, runs, slots, writer, case)
+    pairs = measured_pairs(plan, runs)
+    return judge(case, replace(plan, pairs=max(pairs, plan.pairs)), describe, runs, stopped)
+
+
+def _more_pairs(plan: Plan, runs: list[RunRecord], slots: list[Slot], writer, case: str) -> list[Slot]:
+    """--until-decided: two more pairs (ABBA stays balanced) while any metric is UNDECIDED, up to the cap."""
+    done = (len(slots) - 2 * plan.warmup) // 2
+    if done >= plan.until_decided:
+        return slots
+    open_metrics = [m.name for m in judge("", replace(plan, pairs=done), {}, runs).metrics
+                    if m.comparison.verdict is Verdict.UNDECIDED]
+    if not open_metrics:
+        return slots
+    total = min(done + 2, plan.until_decided)
+    _append(writer, {"record": "extended", "case": case, "pairs": total,
+                     "reason": f"UNDECIDED: {', '.join(open_metrics)}"})
+    return schedule(plan.order, total, plan.warmup, plan.seed)
 
 
 def _one_run(arm: Arm, slot: Slot, index: int, case: str) -> RunRecord:

@@ -2,6 +2,7 @@
 every case's outcome rebuilt from the records alone (so a report agrees with the data it shows)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -43,6 +44,9 @@ def outcomes_from_records(records: Sequence[Mapping[str, Any]]) -> list[AbOutcom
             runs[case] = []
         elif kind == "run":
             runs.setdefault(case, []).append(RunRecord.from_json(body))
+        elif kind == "extended" and case in plans:
+            plan, arms = plans[case]
+            plans[case] = (replace(plan, pairs=int(body.get("pairs", plan.pairs))), arms)
         elif kind == "stopped":
             stopped[case] = body.get("reason", "")
         elif kind == "interrupted":

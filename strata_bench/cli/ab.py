@@ -43,7 +43,10 @@ from strata_bench.errors import InputError
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), default=None, metavar="PCT",
               help="Exit 1 when B is worse by more than PCT percent with the 95% CI excluding PCT.")
 @click.option("--same-band", "band_pct", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              metavar="PCT", help="Verdict SAME when the 95% CI of B vs A lies within +/-PCT percent.")
+              metavar="PCT", help="Verdict SAME (equivalence) when the whole 95% CI of the robust shift of B vs A "
+                                  "lies within +/-PCT percent.")
+@click.option("--until-decided", "until_decided", type=click.IntRange(min=0), default=0, metavar="MAX_PAIRS",
+              help="While any metric is UNDECIDED after --pairs, add pairs (two at a time) up to MAX_PAIRS in all.")
 @click.option("--max-failures", default="25%", show_default=True, metavar="N|P%",
               help="Stop with exit 1 once more runs than this have failed (count, or share of all runs).")
 @results_option("Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json.")
@@ -52,8 +55,8 @@ from strata_bench.errors import InputError
 @quiet_option
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, warmup, seed, env_a, env_b,
-            a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct, max_failures,
-            results_dir, output, quiet, command_args):
+            a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct, until_decided,
+            max_failures, results_dir, output, quiet, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
     Whole commands: either one command after `--` whose arms differ only by --env-a/--env-b, or two
@@ -89,7 +92,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     directions = [(m.name, m.higher_is_better) for m in metric_specs if m.higher_is_better is not None]
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
                      metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
-                     directions)
+                     directions, until_decided)
     if families:
         _reject_command_options(env_a, env_b, metrics or same, shell, command_args)
         report = _kernel_ab(make_filter(families, formats, pattern), a_spec, b_spec, plan, results_dir,

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from strata_bench.report.format import (describe_dominance, format_diff, format_interval, format_mean_sd,
                                         format_ratio, format_value)
 from strata_bench.report.frame import markdown_table
+from strata_bench.stats.verdict import signed_percent
 
 
 def describe_arm(describe: Mapping[str, Any]) -> str:
@@ -50,13 +51,16 @@ def comparison_rows(outcome) -> list[tuple[str, str]]:
     if p is None:
         rows.append(("B - A (paired)", "n/a: no complete pair"))
     else:
-        rows += [("B - A (paired)", f"{format_diff(p, unit)}, mean +/- 95% CI half-width, {p.n} pairs"),
+        rows += [("B vs A (robust)", f"{shift_text(p)}: Hodges-Lehmann shift of log(B/A) over {p.n} pairs, "
+                                     f"{_ci_method(p)}; the verdict reads this"),
+                 ("B - A (paired)", f"{format_diff(p, unit)}, mean +/- 95% CI half-width, {p.n} pairs"),
                  ("sd of B - A", format_value(p.sd_diff, unit) if math.isfinite(p.sd_diff) else "n/a"),
                  ("95% CI (t)", format_interval(p.ci_t, unit)),
                  ("95% CI (bootstrap)", format_interval(p.ci_boot, unit)),
-                 ("B vs A, 95% CI", format_interval(p.rel_ci, percent=True)),
+                 ("B vs A, 95% CI (t)", format_interval(p.rel_ci, percent=True) + " (mean-based cross-check)"),
                  ("ratio B/A [95% CI]", format_ratio(p.ratio, p.ratio_ci)),
-                 ("Wilcoxon p", _p_text(p.wilcoxon_p, p.wilcoxon_note))]
+                 ("Wilcoxon p", _p_text(p.wilcoxon_p, p.wilcoxon_note)),
+                 ("position effect", _position_text(p))]
     rows += [("dominance", describe_dominance(c.dominance, c.criteria.higher_is_better)),
              ("outliers", _outlier_text(outcome)),
              ("drift", ("WARNING: " if c.drift.flagged else "") + c.drift.note),
@@ -76,7 +80,7 @@ def metric_rows(outcome) -> list[list[str]]:
     rows = []
     for m in outcome.metrics:
         c, p = m.comparison, m.comparison.paired
-        diff = "n/a" if p is None else f"{format_diff(p, outcome.plan.unit)} {format_interval(p.rel_ci, percent=True)}"
+        diff = "n/a" if p is None else f"{format_diff(p, outcome.plan.unit)}; robust {shift_text(p)}"
         ratio = "n/a" if p is None else f"{p.ratio:.4f}"
         verdict = c.verdict.value + (" (REGRESSION)" if c.regression else "")
         rows.append([m.name + (" (higher)" if c.criteria.higher_is_better else ""), str(c.a.n), str(c.b.n), ratio,
@@ -102,14 +106,39 @@ def _short(text: str | None, width: int = 24) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+def shift_text(p) -> str:
+    """'+3.02% [+2.85%, +3.20%]': the robust shift of B against A and its interval."""
+    ci = "n/a" if p.shift_ci is None else f"[{signed_percent(p.shift_ci.low, 2)}, {signed_percent(p.shift_ci.high, 2)}]"
+    return f"{signed_percent(p.shift, 2)} {ci}"
+
+
+def _ci_method(p) -> str:
+    if p.shift_ci is None:
+        return "no interval"
+    if p.shift_ci.method.startswith("t "):
+        return "t interval (fewer than 6 pairs: no 95% signed-rank interval exists)"
+    return "exact signed-rank 95% CI"
+
+
+def _position_text(p) -> str:
+    pe = p.position
+    if pe is None:
+        return "n/a (needs 2+ pairs in each order)"
+    t = "" if pe.t is None else f", t={pe.t:.2f}, p={pe.p:.3g}"
+    return (f"{signed_percent(pe.position, 2)} for running second ({pe.a_first} pairs A first, "
+            f"{pe.b_first} B first{t}; 2x2 crossover, ABBA cancels it)")
+
+
 def _p_text(p: float | None, note: str) -> str:
     text = "n/a" if p is None else f"{p:.3g}"
     return f"{text} ({note})" if note else text
 
 
 def _outlier_text(outcome) -> str:
-    parts = [f"{label}: {len(arm.outliers)}" for label, arm in (("A", outcome.comparison.a), ("B", outcome.comparison.b))
-             if arm.outliers]
+    c = outcome.comparison
+    parts = [f"{label}: {len(arm.outliers)}" for label, arm in (("A", c.a), ("B", c.b)) if arm.outliers]
+    if c.paired is not None and c.paired.pair_outliers:
+        parts.append(f"pairs: {len(c.paired.pair_outliers)}")
     return (", ".join(parts) + " (modified z > 3.5, kept)") if parts else "none (modified z > 3.5)"
 
 
