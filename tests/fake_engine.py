@@ -12,7 +12,8 @@
 
 Switches (environment): FAKE_SLOWER_PCT=3 makes every timing 3% longer; FAKE_HASH=x changes the
 logits hash; FAKE_NOISE_PCT (default 0.1) is the sd of a per-run jitter; FAKE_READY_DELAY (s) delays
-the server's ready line; FAKE_SERVER_DIE=1 makes the server exit before it is ready.
+the server's ready line; FAKE_SERVER_DIE=1 makes the server exit before it is ready; FAKE_HANG=1
+(or --hang) makes `run` start a child and sleep; FAKE_PIDS_FILE=F appends "pid child_pid" lines to F.
 """
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ def _lines(prompts: list[int], decode: int) -> tuple[list[str], str]:
 
 
 def run(args) -> None:
+    if args.hang:  # a run that hangs with a child: for timeouts and SIGTERM
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        if os.environ.get("FAKE_PIDS_FILE"):
+            with open(os.environ["FAKE_PIDS_FILE"], "a") as f:
+                f.write(f"{os.getpid()} {child.pid}\n")
+        time.sleep(600)
     lines, tail = _lines(args.prompts, args.decode)
     print("\n".join(lines + [tail]), flush=True)
 
@@ -51,7 +58,10 @@ def serve(args) -> None:
         print("loading model... out of memory", flush=True)
         sys.exit(3)
     # A worker child, as real servers have: stopping the server must stop it too.
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    if os.environ.get("FAKE_PIDS_FILE"):  # so a test can check that nothing is left behind
+        with open(os.environ["FAKE_PIDS_FILE"], "a") as f:
+            f.write(f"{os.getpid()} {worker.pid}\n")
     time.sleep(float(os.environ.get("FAKE_READY_DELAY", "0")))
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -62,6 +72,8 @@ def serve(args) -> None:
         conn, _ = sock.accept()
         with conn:
             request = conn.recv(1024).decode().split()
+            if not request:  # a readiness probe connects and says nothing
+                continue
             prompts, decode = [int(p) for p in request[0].split(",")], int(request[1])
             lines, tail = _lines(prompts, decode)
             print("\n".join(lines), flush=True)
@@ -80,6 +92,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=lambda s: [int(x) for x in s.split(",")], default=[128, 512])
     parser.add_argument("--decode", type=int, default=64)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--hang", action="store_true", default=bool(os.environ.get("FAKE_HANG")))
     args = parser.parse_args()
     {"run": run, "serve": serve, "client": client}[args.mode](args)
 

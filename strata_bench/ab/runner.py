@@ -40,40 +40,80 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+class CaseRun:
+    """One case's schedule, run a pair at a time (so several cases can be interleaved pair by pair)."""
+
+    def __init__(self, arm_a: Arm, arm_b: Arm, plan: Plan, writer: ResultsWriter | None, case: str,
+                 progress: Callable[[RunRecord], None] | None = None) -> None:
+        self.arms = {"A": arm_a, "B": arm_b}
+        self.describe = {label: dict(arm.describe) for label, arm in self.arms.items()}
+        self.plan, self.writer, self.case, self.progress = plan, writer, case, progress
+        self.runs: list[RunRecord] = []
+        self.failed = 0
+        self.stopped = ""
+        self.slots = schedule(plan.order, plan.pairs, plan.warmup, plan.seed)
+        _append(writer, {"record": "plan", "case": case, **plan.to_dict(), "arms": self.describe})
+
+    @property
+    def done(self) -> bool:
+        return bool(self.stopped) or len(self.runs) >= len(self.slots)
+
+    def run_pair(self) -> None:
+        """The next pair's two runs (fewer if the failure budget stops the case)."""
+        for _ in range(2):
+            if self.done:
+                return
+            self._run_next()
+        if len(self.runs) == len(self.slots) and not self.stopped:
+            self.slots = _more_pairs(self.plan, self.runs, self.slots, self.writer, self.case)
+
+    def _run_next(self) -> None:
+        index = len(self.runs)
+        slot = self.slots[index]
+        try:
+            record = _one_run(self.arms[slot.arm], slot, index, self.case)
+        except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised untouched
+            _append(self.writer, {"record": "interrupted", "case": self.case, "run_index": index,
+                                  "error": f"{type(exc).__name__}: {exc}".rstrip(": ")})
+            raise
+        self.runs.append(record)
+        _append(self.writer, record.to_json(self.describe[slot.arm]))
+        if self.progress:
+            self.progress(record)
+        self.failed += not record.ok
+        if self.failed > self.plan.max_failures:
+            self.stopped = (f"{self.failed} of {index + 1} runs failed, more than the --max-failures budget of "
+                            f"{self.plan.max_failures}")
+            _append(self.writer, {"record": "stopped", "case": self.case, "run_index": index,
+                                  "reason": self.stopped})
+
+    def outcome(self) -> AbOutcome:
+        pairs = measured_pairs(self.plan, self.runs)
+        return judge(self.case, replace(self.plan, pairs=max(pairs, self.plan.pairs)), self.describe, self.runs,
+                     self.stopped)
+
+
 def run_ab(arm_a: Arm, arm_b: Arm, plan: Plan, writer: ResultsWriter | None = None, case: str = "command",
            progress: Callable[[RunRecord], None] | None = None) -> AbOutcome:
     """Run the plan's schedule, appending each record to `writer` as it finishes."""
-    arms = {"A": arm_a, "B": arm_b}
-    describe = {label: dict(arm.describe) for label, arm in arms.items()}
-    _append(writer, {"record": "plan", "case": case, **plan.to_dict(), "arms": describe})
-    runs: list[RunRecord] = []
-    failed = 0
-    stopped = ""
-    slots = schedule(plan.order, plan.pairs, plan.warmup, plan.seed)
-    index = 0
-    while index < len(slots):
-        slot = slots[index]
-        try:
-            record = _one_run(arms[slot.arm], slot, index, case)
-        except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised untouched
-            _append(writer, {"record": "interrupted", "case": case, "run_index": index,
-                             "error": f"{type(exc).__name__}: {exc}".rstrip(": ")})
-            raise
-        runs.append(record)
-        _append(writer, record.to_json(describe[slot.arm]))
-        if progress:
-            progress(record)
-        failed += not record.ok
-        index += 1
-        if failed > plan.max_failures:
-            stopped = (f"{failed} of {index} runs failed, more than the --max-failures budget of "
-                       f"{plan.max_failures}")
-            _append(writer, {"record": "stopped", "case": case, "run_index": index - 1, "reason": stopped})
-            break
-        if index == len(slots):
-            slots = _more_pairs(plan, runs, slots, writer, case)
-    pairs = measured_pairs(plan, runs)
-    return judge(case, replace(plan, pairs=max(pairs, plan.pairs)), describe, runs, stopped)
+    run = CaseRun(arm_a, arm_b, plan, writer, case, progress)
+    while not run.done:
+        run.run_pair()
+    return run.outcome()
+
+
+def run_interleaved(runs: Sequence[CaseRun]) -> list[AbOutcome]:
+    """Several cases (parameter combinations) pair by pair: round k runs one pair of every case, the
+    cases' order rotated by one each round, so drift over the session falls on every case alike."""
+    runs = list(runs)
+    k = 0
+    while not all(r.done for r in runs):
+        shift = k % len(runs)
+        for r in runs[shift:] + runs[:shift]:
+            if not r.done:
+                r.run_pair()
+        k += 1
+    return [r.outcome() for r in runs]
 
 
 def _more_pairs(plan: Plan, runs: list[RunRecord], slots: list[Slot], writer, case: str) -> list[Slot]:

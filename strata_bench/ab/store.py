@@ -19,16 +19,17 @@ def finish(writer: ResultsWriter, outcomes: Sequence[AbOutcome], interrupted: bo
     return writer.finish(body, failures=sum(len(o.failures) for o in outcomes))
 
 
-def finish_partial(writer: ResultsWriter) -> None:
-    """After Ctrl-C or a crash: a summary of the runs that finished, marked interrupted. Never masks
-    the original exception (the records file alone is still a complete account)."""
+def finish_partial(writer: ResultsWriter) -> Path | None:
+    """After Ctrl-C, SIGTERM or a crash: a summary of the runs that finished, marked interrupted; its
+    path, or None when it could not be written. Never masks the original exception (the records file
+    alone is still a complete account)."""
     try:
         writer.close()
         outcomes = outcomes_from_records(read_records(writer.records_path))
         body = {"cases": [o.summary() for o in outcomes], "interrupted": True}
-        writer.finish(body, failures=sum(len(o.failures) for o in outcomes))
+        return writer.finish(body, failures=sum(len(o.failures) for o in outcomes))
     except Exception:  # noqa: BLE001 - best effort only
-        pass
+        return None
 
 
 def outcomes_from_records(records: Sequence[Mapping[str, Any]]) -> list[AbOutcome]:

@@ -47,6 +47,22 @@ from strata_bench.errors import InputError
                                   "lies within +/-PCT percent.")
 @click.option("--until-decided", "until_decided", type=click.IntRange(min=0), default=0, metavar="MAX_PAIRS",
               help="While any metric is UNDECIDED after --pairs, add pairs (two at a time) up to MAX_PAIRS in all.")
+@click.option("--prepare", metavar="CMD", help="Shell command run before each run (the arm's environment).")
+@click.option("--conclude", metavar="CMD", help="Shell command run after each run, failed or not.")
+@click.option("--setup", metavar="CMD", help="Shell command run once before the first run.")
+@click.option("--cleanup", metavar="CMD", help="Shell command run once after the last run (also after Ctrl-C).")
+@click.option("--server", metavar="CMD",
+              help="Start CMD (a shell command, the arm's environment) fresh for every run, wait until ready, "
+                   "run the arm's command as its client, then stop the server's whole process tree. "
+                   "Metrics are read from both outputs.")
+@click.option("--ready", metavar="REGEX", help="The server is ready when a line of its output matches REGEX.")
+@click.option("--ready-port", type=click.IntRange(1, 65535), default=None, metavar="N",
+              help="The server is ready when 127.0.0.1:N accepts connections.")
+@click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              metavar="S", help="A server not ready after S seconds is a failed run (with its last lines).")
+@click.option("--param", "params", multiple=True, metavar="NAME=V1,V2",
+              help="Repeatable: one case per combination of values, {NAME} substituted in the commands, hooks, "
+                   "server and --env-a/--env-b values; the combinations are interleaved pair by pair.")
 @click.option("--max-failures", default="25%", show_default=True, metavar="N|P%",
               help="Stop with exit 1 once more runs than this have failed (count, or share of all runs).")
 @results_option("Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json.")
@@ -56,7 +72,8 @@ from strata_bench.errors import InputError
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, warmup, seed, env_a, env_b,
             a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct, until_decided,
-            max_failures, results_dir, output, quiet, command_args):
+            prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params, max_failures,
+            results_dir, output, quiet, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
     Whole commands: either one command after `--` whose arms differ only by --env-a/--env-b, or two
@@ -77,8 +94,9 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
         strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 --format md
         strata-bench ab --family mmvq --a old --b new --format iq2_xxs --pairs 20
     """
-    from strata_bench.ab.command import run_command_ab
+    from strata_bench.ab.matrix import CommandLines, make_combinations, parse_params, run_matrix
     from strata_bench.ab.metrics import parse_output_specs
+    from strata_bench.ab.process import AbInterrupted
     from strata_bench.ab.plan import make_plan
     from strata_bench.report.ab import render_ab
     from strata_bench.stats.criteria import Criteria
@@ -94,13 +112,23 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
                      metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
                      directions, until_decided)
     if families:
-        _reject_command_options(env_a, env_b, metrics or same, shell, command_args)
+        _reject_command_options(env_a, env_b, metrics or same, shell, command_args,
+                                prepare or conclude or setup or cleanup or server or params)
         report = _kernel_ab(make_filter(families, formats, pattern), a_spec, b_spec, plan, results_dir,
                             kernels_dir, cases_file, quiet)
     else:
-        spec_a, spec_b = _command_specs(a_spec, b_spec, env_a, env_b, shell, metric_specs, same_specs, timeout,
-                                        command_args)
-        report = run_command_ab(spec_a, spec_b, plan, Path(results_dir), _provenance(), quiet)
+        lines = CommandLines(a_spec, b_spec, tuple(command_args), env_a, env_b, shell, prepare, conclude, server,
+                             ready, ready_port, ready_timeout)
+        combos = make_combinations(lines, parse_params(params), timeout, metric_specs, same_specs)
+        try:
+            report = run_matrix(combos, plan, Path(results_dir), _provenance(), quiet, setup, cleanup)
+        except AbInterrupted as stop:
+            why = "terminated (SIGTERM)" if stop.terminated else "interrupted"
+            click.echo(f"{why}: records kept in {stop.records}; summary (interrupted: true) in {stop.summary}",
+                       err=True)
+            if stop.terminated:
+                raise SystemExit(143) from None
+            raise
     text = render_ab(report.outcomes, output or "table")
     if text is not None:
         click.echo(text, nl=not text.endswith("\n"))
@@ -109,28 +137,10 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     report.raise_for_status()
 
 
-def _command_specs(a_spec, b_spec, env_a, env_b, shell, metric_specs, same_specs, timeout, command_args):
-    """Two CommandSpecs: one command line with per-arm env switches, or two command lines."""
-    from strata_bench.ab.command import CommandSpec, command_argv, parse_env
-
-    if command_args and (a_spec or b_spec):
-        raise InputError("give either a command after -- (arms differ by --env-a/--env-b) or --a/--b, not both")
-    if command_args:
-        line = " ".join(command_args) if shell else tuple(command_args)
-        lines = (line, line)
-    elif a_spec and b_spec:
-        lines = (command_argv(a_spec, shell), command_argv(b_spec, shell))
-    else:
-        raise InputError("nothing to run: give a command after -- or both --a 'CMD' and --b 'CMD' "
-                         "(or --family F for kernel variants)")
-    envs = (parse_env(env_a), parse_env(env_b))
-    return tuple(CommandSpec(line, env, shell, None, timeout, metric_specs, same_specs)
-                 for line, env in zip(lines, envs))
-
-
-def _reject_command_options(env_a, env_b, metric, shell, command_args) -> None:
+def _reject_command_options(env_a, env_b, metric, shell, command_args, hooks=None) -> None:
     used = [name for name, value in (("--env-a", env_a), ("--env-b", env_b), ("--metric/--same", metric),
-                                     ("--shell", shell), ("a command after --", command_args)) if value]
+                                     ("--shell", shell), ("a command after --", command_args),
+                                     ("--prepare/--conclude/--setup/--cleanup/--server/--param", hooks)) if value]
     if used:
         raise InputError(f"{used[0]} applies to command A/B, not to kernel variants (--family)")
 
