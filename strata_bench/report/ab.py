@@ -129,6 +129,37 @@ def _position_text(p) -> str:
             f"{pe.b_first} B first{t}; 2x2 crossover, ABBA cancels it)")
 
 
+def matrix_headers(outcomes) -> list[str]:
+    """'metric', then per combination (one column group per parameter value): B/A, shift, verdict."""
+    heads = ["metric"]
+    for o in outcomes:
+        label = " ".join(f"{k}={v}" for k, v in o.plan.params) or o.case
+        heads += [f"{label}: B/A", f"{label}: B vs A [95% CI]", f"{label}: verdict"]
+    return heads
+
+
+def matrix_rows(outcomes) -> list[list[str]]:
+    """One row per metric across every combination (a metric missing from one shows n/a there)."""
+    names = list(dict.fromkeys(m.name for o in outcomes for m in o.metrics))
+    rows = []
+    for name in names:
+        row = [name]
+        for o in outcomes:
+            m = next((m for m in o.metrics if m.name == name), None)
+            p = m.comparison.paired if m else None
+            if p is None:
+                row += ["n/a", "n/a", m.comparison.verdict.value if m else "n/a"]
+                continue
+            row += [f"{p.ratio:.4f}", shift_text(p),
+                    m.comparison.verdict.value + (" (REGRESSION)" if m.regression else "")]
+        rows.append(row)
+    return rows
+
+
+def _is_matrix(outcomes) -> bool:
+    return len(outcomes) > 1 and all(o.plan.params for o in outcomes)
+
+
 def _p_text(p: float | None, note: str) -> str:
     text = "n/a" if p is None else f"{p:.3g}"
     return f"{text} ({note})" if note else text
@@ -159,6 +190,8 @@ def print_ab(outcomes, console=None) -> None:
     from rich.table import Table
 
     console = console or Console()
+    if _is_matrix(outcomes):
+        _print_table(console, "A/B by parameter", matrix_headers(outcomes), matrix_rows(outcomes))
     for outcome in outcomes:
         arms = Table(title=f"A/B: {outcome.case}")
         for head in ARM_HEADERS:
@@ -214,8 +247,11 @@ def _styled(what: str, value: str, outcome) -> str:
 
 
 def ab_markdown(outcomes) -> str:
-    """Markdown for a pull request: an arm table and a result table per case, then failures and notes."""
+    """Markdown for a pull request: with --param, first one table of every metric with a column group per
+    parameter value; then an arm table and a result table per case, failures and notes."""
     parts = []
+    if _is_matrix(outcomes):
+        parts += ["**A/B by parameter**", "", markdown_table(matrix_headers(outcomes), matrix_rows(outcomes)), ""]
     for outcome in outcomes:
         parts += [f"**A/B: `{outcome.case}`**", "",
                   markdown_table(ARM_HEADERS, [[f"`{c}`" if i == 1 and c else c for i, c in enumerate(row)]

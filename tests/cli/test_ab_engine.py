@@ -169,3 +169,32 @@ def test_server_options_are_checked(tmp_path):
     assert res.exit_code == 2 and "--server needs exactly one of --ready REGEX and --ready-port N" in res.output
     res = _ab(tmp_path, "--ready-port", "9", "--", "true")
     assert res.exit_code == 2 and "--ready and --ready-port need --server CMD" in res.output
+
+
+def test_parameter_matrix_cases_interleaved_and_one_column_group_per_value(tmp_path):
+    res = _ab(tmp_path, "--pairs", "6", "--param", "pct=0,10", "--env-b", "FAKE_SLOWER_PCT={pct}",
+              "--metric", DECODE, "--format", "md", "--", PY, ENGINE, "run", "--decode", "{pct}1")
+    assert res.exit_code == 0, res.output
+    head = "| metric | pct=0: B/A | pct=0: B vs A [95% CI] | pct=0: verdict | pct=10: B/A | pct=10: B vs A [95% CI] | pct=10: verdict |"
+    assert head in res.stdout
+    row = next(line for line in res.stdout.splitlines() if line.startswith("| decode |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3] == "SAME" and cells[6] == "SLOWER" and float(cells[4]) == pytest.approx(1 / 1.1, abs=0.005)
+    records = [json.loads(line) for line in next(tmp_path.rglob("ab-*.jsonl")).read_text().splitlines()]
+    plans = [r for r in records if r["record"] == "plan"]
+    assert [(p["case"], p["params"]) for p in plans] == [("command pct=0", [["pct", "0"]]),
+                                                         ("command pct=10", [["pct", "10"]])]
+    runs = [r for r in records if r["record"] == "run"]
+    # Pair by pair, the combinations' order rotating: drift falls on both values alike.
+    assert [(r["case"][-2:], r["pair"]) for r in runs][:8] == [
+        ("=0", 0), ("=0", 0), ("10", 0), ("10", 0), ("10", 1), ("10", 1), ("=0", 1), ("=0", 1)]
+    assert runs[0]["argv"][-1] == "01" and runs[2]["argv"][-1] == "101"  # {pct} in the command
+    assert runs[2]["env"] == {} and runs[3]["env"] == {"FAKE_SLOWER_PCT": "10"}
+
+
+def test_bad_params_exit_2(tmp_path):
+    for args, message in ((["--param", "x"], "--param must be NAME=V1,V2"),
+                          (["--param", "x=1,1"], "distinct"),
+                          (["--param", "x=1", "--", "echo", "{y}"], "{y} is not a --param (known: x)")):
+        res = _ab(tmp_path, *args, *(["--", "true"] if "--" not in args else []))
+        assert res.exit_code == 2 and message in res.output, res.output
