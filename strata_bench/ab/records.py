@@ -49,21 +49,28 @@ class RunRecord:
         body.update(case=self.case, arm=self.arm, pair=self.pair, position=self.position,
                     run_index=self.run_index, warmup=self.warmup, value=self.value,
                     failure=self.failure, started=self.started, ended=self.ended)
+        # The results writer sorts keys: the order the run printed its metrics in is kept beside them.
         if self.metrics:
-            body["metrics"] = dict(self.metrics)
+            body["metrics"], body["metric_order"] = dict(self.metrics), list(self.metrics)
         if self.same:
-            body["same"] = dict(self.same)
+            body["same"], body["same_order"] = dict(self.same), list(self.same)
         return body
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> "RunRecord":
         known = {"case", "arm", "pair", "position", "run_index", "warmup", "value", "failure",
-                 "started", "ended", "record", "metrics", "same"}
+                 "started", "ended", "record", "metrics", "same", "metric_order", "same_order"}
         details = {k: v for k, v in body.items() if k not in known}
         return cls(body.get("case", ""), body["arm"], int(body["pair"]), int(body.get("position", 0)),
                    int(body["run_index"]), bool(body.get("warmup", False)), body.get("value"),
                    body.get("failure"), body.get("started", ""), body.get("ended", ""), details,
-                   dict(body.get("metrics") or {}), dict(body.get("same") or {}))
+                   _ordered(body, "metrics", "metric_order"), _ordered(body, "same", "same_order"))
+
+
+def _ordered(body: Mapping[str, Any], key: str, order_key: str) -> dict[str, Any]:
+    values = dict(body.get(key) or {})
+    order = [k for k in body.get(order_key) or [] if k in values]
+    return {k: values[k] for k in order + [k for k in values if k not in order]}
 
 
 @dataclass(frozen=True)

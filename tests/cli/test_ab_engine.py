@@ -198,3 +198,16 @@ def test_bad_params_exit_2(tmp_path):
                           (["--param", "x=1", "--", "echo", "{y}"], "{y} is not a --param (known: x)")):
         res = _ab(tmp_path, *args, *(["--", "true"] if "--" not in args else []))
         assert res.exit_code == 2 and message in res.output, res.output
+
+
+def test_report_renders_the_new_summary_from_its_records(tmp_path):
+    res = _ab(tmp_path, "--pairs", "2", "--metric", PREFILL, "--metric", DECODE, "--same", LOGITS,
+              "--param", "d=8,16", "--format", "md", "--", PY, ENGINE, "run", "--decode", "{d}")
+    assert res.exit_code == 0, res.output
+    summary = next(p for p in tmp_path.rglob("ab-*.json"))
+    again = CliRunner().invoke(cli, ["report", str(summary), "--format", "md"])
+    assert again.exit_code == 0, again.output
+    for text in ("**A/B by parameter**", "| metric | d=8: B/A |", "| output | A | B | identical |",
+                 "| logits[512] | `94f8607915dff25f` | `94f8607915dff25f` | yes |",
+                 "| metric | A runs | B runs | ratio B/A |", "**A/B: `command d=16`**"):
+        assert text in again.stdout, text
