@@ -16,7 +16,7 @@ def exact_weights(fmt: str, raw: np.ndarray) -> np.ndarray:
 
     gguf-py's float32 dequantization is exact for every format here (docs/ARITHMETIC.md, section 1:
     each value is a product of factors whose significands fit in 24 bits), so widening it loses
-    nothing; tests/families/test_dequant.py checks it against the formats' dequantize_f64.
+    nothing; tests/numerics/test_matvec.py checks it against the formats' dequantize_f64.
     """
     from strata_bench.formats import get_format
 
