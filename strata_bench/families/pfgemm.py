@@ -115,13 +115,6 @@ def token_tiles(sizes: np.ndarray, tile_rows: int) -> int:
 
 
 # --- the variants: which kernel each launches for a case ---------------------------------------------------
-def _kernels_in(source: str, kinds: tuple[str, ...]) -> list[str]:
-    """The name expressions of the kernels `kinds` ("old", "new") that `source` holds."""
-    if source.endswith("pfgemm_old.cu"):
-        return [kernel_expression("old", f) for f in FORMAT_IDS] if "old" in kinds else []
-    return [kernel_expression("new", f) for f in NEW_FORMATS] if "new" in kinds else []
-
-
 def _choose_old(case: Case) -> str:
     return "old"
 
@@ -149,7 +142,7 @@ class _Launch:
 
 
 def _variant(name: str, choose: Callable[[Case], str], kinds: tuple[str, ...], description: str) -> Variant:
-    return Variant(name, lambda family, source: _kernels_in(source, kinds), _Launch(name, choose), description)
+    return Variant(name, lambda family, source: family.kernels_in(source, kinds), _Launch(name, choose), description)
 
 
 class PfGemm(Family):
@@ -166,6 +159,13 @@ class PfGemm(Family):
         _variant("new", _choose_new, ("new",), "raw weight stages in shared memory, register-staged pipelining"),
         _variant("auto", _choose_auto, ("old", "new"), "the production entry point: choose_kernel decides"),
     )
+
+    @staticmethod
+    def kernels_in(source: str, kinds: tuple[str, ...]) -> list[str]:
+        """The name expressions of the kernels `kinds` ("old", "new") that `source` holds."""
+        if source.endswith("pfgemm_old.cu"):
+            return [kernel_expression("old", f) for f in FORMAT_IDS] if "old" in kinds else []
+        return [kernel_expression("new", f) for f in NEW_FORMATS] if "new" in kinds else []
 
     # --- cases ------------------------------------------------------------------------------------
     def expert_case(self, fmt: str, n: int, k: int, groups: str, data: str = "seed:1",
