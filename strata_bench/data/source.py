@@ -1,11 +1,9 @@
-"""Small helpers the issue-4 families share: the case's data source, and launch-time settings."""
+"""Where a case's data comes from: Case.data ("seed:N", "edge:N" or "fixture:NAME") parsed."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from strata_bench.errors import InputError
-
-DEFAULT_SHARED_LIMIT = 48 * 1024  # bytes of shared memory a kernel may use without opting in
 
 
 @dataclass(frozen=True)
@@ -18,10 +16,12 @@ class DataSource:
 
     @property
     def edge(self) -> bool:
+        """True for edge data (the format's edge-case blocks first, then seeded ones)."""
         return self.kind == "edge"
 
 
 def parse_data(data: str) -> DataSource:
+    """Parse a case's data string; an InputError names the three accepted forms."""
     kind, _, arg = data.partition(":")
     if kind in ("seed", "edge"):
         try:
@@ -31,19 +31,3 @@ def parse_data(data: str) -> DataSource:
     if kind == "fixture" and arg:
         return DataSource(kind, fixture=arg)
     raise InputError(f"bad case data {data!r}: expected seed:N, edge:N or fixture:NAME")
-
-
-_OPTED_IN: dict[int, int] = {}
-
-
-def allow_dynamic_shared(fn, nbytes: int, static_bytes: int = 0) -> None:
-    """Raise a kernel's dynamic shared memory limit when a launch needs more than the default 48 KiB.
-
-    A driver attribute of the function, not a stream operation, so it is safe while a graph is captured.
-    """
-    if nbytes + static_bytes <= DEFAULT_SHARED_LIMIT or _OPTED_IN.get(fn.ptr, 0) >= nbytes:
-        return
-    from cupy_backends.cuda.api import driver
-
-    driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
-    _OPTED_IN[fn.ptr] = nbytes

@@ -1,4 +1,4 @@
-"""Host-side q8_1 blocks and the rounding-error bounds the issue-4 families share.
+"""Host-side q8_1 blocks: quantize, unpack and dequantize exactly as the device does.
 
 `quantize_q8_1` mirrors `quantize_q8_1_lane` of kernels_src/common/strata_common.cuh bit for bit:
 amax = max|x|, d = fp32(amax / 127) (IEEE division), q = roundf(fp32(x / d)) (half away from zero),
@@ -12,11 +12,8 @@ import numpy as np
 
 from strata_bench.errors import InputError
 
-Q8_1_VALUES = 32
-Q8_1_BYTES = 36
-U32 = 2.0 ** -24  # unit roundoff of fp32 (round to nearest)
-U64 = 2.0 ** -53
-FP16_MIN_NORMAL = 2.0 ** -14
+Q8_1_VALUES = 32  # values per q8_1 block
+Q8_1_BYTES = 36  # bytes per block: fp16 d, fp16 s, 32 int8 codes
 
 _BLOCK_DTYPE = np.dtype([("d", "<f2"), ("s", "<f2"), ("qs", "i1", (Q8_1_VALUES,))])
 assert _BLOCK_DTYPE.itemsize == Q8_1_BYTES
@@ -69,28 +66,3 @@ def dequantize_q8_1(raw: np.ndarray) -> np.ndarray:
     """float64 (..., nb*32): float(d) * q, the values an integer dot product sees."""
     d, _, q = unpack_q8_1(raw)
     return (d[..., None] * q).reshape(*q.shape[:-2], -1)
-
-
-# --- rounding-error bounds ---------------------------------------------------------------------
-def gamma(n, u: float = U32):
-    """Higham's gamma_n = n u / (1 - n u): the relative bound of n successive roundings."""
-    n = np.asarray(n, dtype=np.float64)
-    return n * u / (1.0 - n * u)
-
-
-def fp16_half_ulp(a) -> np.ndarray:
-    """Largest rounding error of fp32->fp16 round-to-nearest for magnitudes up to `a` (finite range):
-    half the fp16 spacing of a's binade, 2^-25 in the subnormal range."""
-    a = np.abs(np.asarray(a, dtype=np.float64))
-    exponent = np.floor(np.log2(np.maximum(a, FP16_MIN_NORMAL)))
-    return np.ldexp(1.0, (exponent - 11).astype(np.int64))
-
-
-def q8_1_value_error(amax: np.ndarray) -> np.ndarray:
-    """Bound on |x - float(d16) * q| for one block quantized from fp32 values with max |x| = amax.
-
-    With d = fp32(amax/127): |x/d| <= 127 (1 + u), q = roundf(fp32(x/d)) is within 0.5 + 128u of x/d,
-    so |x - d q| <= d (0.5 + 128u); the stored fp16 d16 is within fp16_half_ulp(d) of d and |q| <= 127.
-    """
-    d = np.asarray(amax, dtype=np.float64) / 127.0 * (1.0 + U32)
-    return d * (0.5 + 128 * U32) + 127.0 * fp16_half_ulp(d)

@@ -10,7 +10,7 @@ import pytest
 
 from strata_bench.cases import load_builtin_families
 from strata_bench.families import q2warp as mod
-from strata_bench.families._q8_1 import butterfly_sum_f32, dequantize_q8_1, quantize_q8_1, roundf, unpack_q8_1
+from strata_bench.kit import butterfly_sum_f32, roundf, unpack_q8_1
 
 FAMILY = load_builtin_families()["q2warp"]
 
@@ -33,12 +33,12 @@ def test_default_cases_cover_the_issue():
 
 
 def test_bytes_moved_counts_weights_activations_and_outputs():
-    case = mod._case(12288, 2560, 2, "seed:1")
+    case = FAMILY.case("q2_0", 12288, 2560, 2, "seed:1")
     assert FAMILY.bytes_moved(case) == 12288 * 40 * 18 + 2 * 80 * 36 + 2 * 12288 * 4
 
 
 def test_related_case_is_the_one_column_call():
-    case = mod._case(1001, 2496, 3, "seed:2")
+    case = FAMILY.case("q2_0", 1001, 2496, 3, "seed:2")
     ((other, output, select),) = FAMILY.related_cases(case)
     assert other.ncols == 1 and output == "y"
     assert select({"y": np.arange(3 * 5).reshape(3, 5)}).tolist() == [[0, 1, 2, 3, 4]]
@@ -54,43 +54,6 @@ def test_roundf_is_half_away_from_zero_without_double_rounding():
     assert roundf(x).tolist() == [1.0, 2.0, 3.0, -1.0, -3.0, 0.0]
 
 
-def _slow_q8_1(block: np.ndarray) -> tuple[float, list[int]]:
-    amax = max(abs(float(v)) for v in block)
-    d = np.float32(np.float32(amax) / np.float32(127))
-    qs = []
-    for v in block:
-        if amax == 0:
-            qs.append(0)
-            continue
-        r = Fraction(float(np.float32(v) / d))  # the fp32 quotient, then C's roundf exactly
-        qs.append(int(math.copysign(math.floor(abs(r) + Fraction(1, 2)), r)))
-    return float(np.float16(d)), qs
-
-
-def test_quantize_q8_1_matches_a_scalar_mirror_of_the_device_code():
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((3, 64), dtype=np.float32)
-    x[1, :32] = 0.0
-    x[2, 40] = 3e4
-    raw = quantize_q8_1(x)
-    d, s, q = unpack_q8_1(raw)
-    for row in range(3):
-        for b in range(2):
-            dd, qq = _slow_q8_1(x[row, 32 * b: 32 * b + 32])
-            assert d[row, b] == dd and q[row, b].tolist() == qq
-            assert s[row, b] == float(np.float16(butterfly_sum_f32(x[row, 32 * b: 32 * b + 32])))
-    assert np.all(q[1, 0] == 0) and d[1, 0] == 0.0
-    assert np.array_equal(dequantize_q8_1(raw)[0, :32], d[0, 0] * q[0, 0])
-
-
-def test_butterfly_sum_is_the_xor_tree():
-    x = np.arange(32, dtype=np.float32) * np.float32(0.1)
-    lanes = list(x)
-    for off in (16, 8, 4, 2, 1):
-        lanes = [np.float32(lanes[i] + lanes[i ^ off]) for i in range(32)]
-    assert butterfly_sum_f32(x) == lanes[0]
-
-
 # --- references ----------------------------------------------------------------------------------
 def test_decode_matches_the_format_oracle():
     from strata_bench.data.synthetic import synthetic_weights
@@ -103,7 +66,7 @@ def test_decode_matches_the_format_oracle():
 
 
 def test_reference_matches_a_slow_exact_loop():
-    case = mod._case(7, 192, 3, "edge:6")
+    case = FAMILY.case("q2_0", 7, 192, 3, "edge:6")
     host = FAMILY.make_inputs(case)
     ref = mod.q2_reference(host["w"], host["x"], host["act"], 7, 192)
     d_a, _, q_a = unpack_q8_1(host["act"])
@@ -128,7 +91,7 @@ def test_reference_matches_a_slow_exact_loop():
 
 @pytest.mark.parametrize("ncols", [1, 3])
 def test_column_sliced_reference_equals_a_direct_one(ncols):
-    case = mod._case(1001, 2496, ncols, "edge:3")
+    case = FAMILY.case("q2_0", 1001, 2496, ncols, "edge:3")
     host = FAMILY.make_inputs(case)
     sliced = {e.label: e for e in FAMILY.reference(case, host)}
     direct = mod.q2_reference(host["w"], host["x"], host["act"], 1001, 2496)
@@ -140,7 +103,7 @@ def test_column_sliced_reference_equals_a_direct_one(ncols):
 
 
 def test_tolerances_are_positive_finite_and_cover_an_fp32_emulation():
-    case = mod._case(13, 8320, 3, "seed:4")
+    case = FAMILY.case("q2_0", 13, 8320, 3, "seed:4")
     host = FAMILY.make_inputs(case)
     ref = mod.q2_reference(host["w"], host["x"], host["act"], 13, 8320)
     assert 0 < ref["tol_q"] < ref["tol_raw"] < np.inf
@@ -257,11 +220,3 @@ def test_new_kernel_shared_bytes_cover_every_activation_byte():
 
 
 # --- GPU -----------------------------------------------------------------------------------------
-@pytest.mark.gpu
-@pytest.mark.parametrize("case", list(FAMILY.default_cases()), ids=lambda c: c.name)
-def test_parity_on_gpu(case):
-    from strata_bench.kernels.build import load_kernels
-    from strata_bench.checks.parity import Status, check_case
-
-    result = check_case(FAMILY, case, load_kernels(FAMILY, 0), 0)
-    assert result.status is Status.PASS, [c.detail for c in result.checks if not c.ok]

@@ -43,16 +43,16 @@ def test_dispatcher_takes_vec16_only_when_every_store_is_aligned():
 
 
 def test_padding_is_masked_and_nan_in_the_reference():
-    case = mod._case("q8_0", 40, 2048, "seed:4", "vec16", ld=2056)
+    case = FAMILY.path_case("q8_0", 40, 2048, "seed:4", "vec16", ld=2056)
     mask = FAMILY.written_mask(case, "y")
     assert mask.shape == (40, 2056) and mask[:, :2048].all() and not mask[:, 2048:].any()
     (exp,) = FAMILY.reference(case, FAMILY.make_inputs(case))
     assert exp.tol == 0 and np.isnan(exp.ref[:, 2048:]).all() and np.isfinite(exp.ref[:, :2048]).all()
-    assert FAMILY.written_mask(mod._case("q8_0", 4, 64, "seed:1", "vec16"), "y") is None
+    assert FAMILY.written_mask(FAMILY.path_case("q8_0", 4, 64, "seed:1", "vec16"), "y") is None
 
 
 def test_bytes_moved():
-    case = mod._case("iq4_xs", 8192, 8192, "seed:1", "vec16")
+    case = FAMILY.path_case("iq4_xs", 8192, 8192, "seed:1", "vec16")
     assert FAMILY.bytes_moved(case) == 8192 * 32 * 136 + 8192 * 8192 * 2
 
 
@@ -132,18 +132,8 @@ def test_kernel_emulations_equal_the_correctly_rounded_reference(fmt, path, edge
 
 
 def test_edge_cases_allow_infinities_and_seeded_ones_do_not():
-    assert FAMILY.allows_nonfinite(mod._case("q8_0", 4, 64, "edge:2", "vec16"), "y")
-    assert not FAMILY.allows_nonfinite(mod._case("q8_0", 4, 64, "seed:2", "vec16"), "y")
+    assert FAMILY.allows_nonfinite(FAMILY.path_case("q8_0", 4, 64, "edge:2", "vec16"), "y")
+    assert not FAMILY.allows_nonfinite(FAMILY.path_case("q8_0", 4, 64, "seed:2", "vec16"), "y")
 
 
 # --- GPU ----------------------------------------------------------------------------------------
-@pytest.mark.gpu
-@pytest.mark.parametrize("case", list(FAMILY.default_cases()), ids=lambda c: c.name)
-def test_parity_on_gpu(case):
-    from strata_bench.kernels.build import load_kernels
-    from strata_bench.checks.parity import Status, check_case
-
-    result = check_case(FAMILY, case, load_kernels(FAMILY, 0), 0)
-    assert result.status is Status.PASS, [c.detail for c in result.checks if not c.ok]
-    assert FAMILY.dispatch_log[(case.name, "old")] == "generic"
-    assert FAMILY.dispatch_log[(case.name, "new")] == case.param("path")
