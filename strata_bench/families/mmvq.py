@@ -30,8 +30,8 @@ import numpy as np
 
 from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, Case, Expected, Family, InputError, MatvecRef,
                               Variant, activations, allow_dynamic_shared, ceil_div, check_shape, exact_weights,
-                              launch_quantize_q8_1, matvec_reference, padded, parse_data, quantize_q8_1, resident_blocks,
-                              row_stride, traits, weights)
+                              launch_quantize_q8_1, matvec_reference, padded, parse_data, quantize_q8_1,
+                              resident_blocks, row_stride, traits, weights)
 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402

@@ -222,7 +222,8 @@ class PfGemm(Family):
         sizes = self._check(case)
         src = parse_data(case.data)
         if src.edge:
-            raise InputError("pfgemm: edge data has fp16-overflowing weights (65504 scales); use seed:N or fixture:NAME")
+            raise InputError("pfgemm: edge data has fp16-overflowing weights (65504 scales); "
+                             "use seed:N or fixture:NAME")
         experts = sizes.size
         weights = _weights(case, src, experts)
         seed = src.seed if src.kind == "seed" else 0
