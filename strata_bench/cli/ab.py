@@ -25,7 +25,8 @@ from strata_bench.errors import InputError
               help="Set K=V for arm A only (repeatable; a bare K unsets K). Nothing else in the environment changes.")
 @click.option("--env-b", "env_b", multiple=True, metavar="K=V", help="Set K=V for arm B only (as --env-a).")
 @click.option("--a", "a_spec", metavar="CMD|VARIANT",
-              help="Command line of arm A (split like a shell, run without one), or with --family the baseline variant.")
+              help="Command line of arm A (split like a shell, run without one), or with --family the baseline "
+                   "variant.")
 @click.option("--b", "b_spec", metavar="CMD|VARIANT",
               help="Command line of arm B, or with --family the variant under test.")
 @click.option("--metric", "metrics", multiple=True, metavar="[NAME[:higher]=]REGEX",
@@ -35,7 +36,8 @@ from strata_bench.errors import InputError
 @click.option("--same", "same", multiple=True, metavar="[NAME=]REGEX",
               help="Output that must be identical in every run of both arms (repeatable; group value, the only "
                    "group, or the whole match; a key group checks per key). A difference exits 1.")
-@click.option("--unit", default=None, help="Unit of --metric, for display (default: s for wall time, none for a metric).")
+@click.option("--unit", default=None,
+              help="Unit of --metric, for display (default: s for wall time, none for a metric).")
 @click.option("--higher-is-better", is_flag=True, help="The metrics are rates (tokens/s): higher is better.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Kill a run (its whole process group) after S seconds; it is recorded as failed.")

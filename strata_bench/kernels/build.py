@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from strata_bench.errors import CompileError, InputError
-from strata_bench.kernels.sources import REPO_ROOT, kernels_dir, kernels_src_hash
+from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
 
 # Deliberate numerics: IEEE division and sqrt, denormals kept (no FTZ), FMA contraction on (as production
 # builds have it; the arithmetic contracts in kernels_src are written for it). NVRTC's own cache ignores
@@ -243,7 +243,7 @@ def load_kernels(family: Any, device_id: int) -> Kernels:
 
 def compile_family(family: Any, arch: str, use_cache: bool = True) -> list[CompiledSource]:
     """Every source of a family; a user family may set `kernels_root` (its --kernels DIR)."""
-    root = getattr(family, "kernels_root", None)
+    root = family.kernels_root
     return [compile_source(src, family.name_expressions(src), arch, use_cache=use_cache, root=root)
             for src in family.sources]
 

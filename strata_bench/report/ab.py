@@ -205,7 +205,8 @@ def print_ab(outcomes, console=None) -> None:
         for what, value in comparison_rows(outcome):
             result.add_row(what, _styled(what, value, outcome))
         console.print(result)
-        _print_table(console, f"metrics: {outcome.case}", METRIC_HEADERS, metric_rows(outcome) if _several(outcome) else [])
+        _print_table(console, f"metrics: {outcome.case}", METRIC_HEADERS,
+                     metric_rows(outcome) if _several(outcome) else [])
         _print_table(console, f"identity: {outcome.case}", IDENTITY_HEADERS, identity_rows(outcome))
         for line in failure_lines(outcome):
             console.print(f"[red]failed[/red] {line}", soft_wrap=True, markup=True, highlight=False)
