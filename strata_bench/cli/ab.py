@@ -79,9 +79,11 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
     Whole commands: either one command after `--` whose arms differ only by --env-a/--env-b, or two
-    command lines --a 'CMD' --b 'CMD'. Every run is a fresh process; the figure is its wall time or
-    the `value` group of --metric. Kernel variants: with --family, --a and --b name variants
-    (--format then filters quant formats) and the runs are timed in one process.
+    command lines --a 'CMD' --b 'CMD'. Every run is a fresh process (and, with --server, a fresh
+    server); the figures are its wall time or each --metric, each with its own verdict; --same
+    output must be identical in every run; --param runs every combination of values, interleaved.
+    Kernel variants: with --family, --a and --b name variants (--format then filters quant formats)
+    and the runs are timed in one process.
 
     A run that fails (nonzero exit, --timeout, no metric) is recorded and shown; its pair leaves
     the paired statistics. Every run is appended to the records file as it finishes.
@@ -93,6 +95,12 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     Examples:
         strata-bench ab --pairs 20 --env-a STRATA_Q2_WARP=0 --env-b STRATA_Q2_WARP=1 \\
             --metric 'prefill \\d+ tokens in (?P<value>[0-9.]+) ms' --unit ms -- python -m my.workload
+        strata-bench ab --pairs 10 --env-a STRATA_OLD_IQ_MMVQ=1 --env-b STRATA_OLD_IQ_MMVQ=0 \\
+            --metric 'prefill=prefill (?P<key>\\d+) tokens in (?P<value>[0-9.]+) ms' \\
+            --metric 'decode:higher=([0-9.]+) tokens/s' --same 'logits=logits sha256 (?P<key>\\d+): (\\w+)' \\
+            --param decode=32,128 -- strata-bench workload --tokens 128,512 --decode '{decode}'
+        strata-bench ab --pairs 10 --env-b MY_SWITCH=1 --server 'my-server --port 8080' --ready 'listening' \\
+            --metric 'tok/s: ([0-9.]+)' -- my-client --port 8080
         strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 --format md
         strata-bench ab --family mmvq --a old --b new --format iq2_xxs --pairs 20
     """
