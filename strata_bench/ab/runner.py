@@ -30,8 +30,9 @@ def judge(case: str, plan: Plan, arms: Mapping[str, Mapping[str, Any]], runs: Se
           stopped: str = "", interrupted: str = "") -> AbOutcome:
     """Statistics over the measured runs: arm values from every successful run, paired values
     from pairs whose two runs both succeeded; one judgement per metric, and the identity check."""
-    primary = judge_metric(plan, runs, None)
-    metrics = judge_metrics(plan, runs) if metric_names(runs) else (primary,)
+    # A run's `value` is its first metric, so with metrics the first one's judgement is the case's.
+    metrics = judge_metrics(plan, runs)
+    primary = metrics[0] if metric_names(runs) else judge_metric(plan, runs, None)
     return AbOutcome(case, plan, arms, tuple(runs), primary.comparison, primary.excluded_pairs, stopped,
                      interrupted, metrics, identity(runs))
 

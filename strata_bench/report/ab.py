@@ -45,7 +45,10 @@ def comparison_rows(outcome) -> list[tuple[str, str]]:
     """The paired result as (what, value) rows, in the order a reviewer reads them."""
     c, unit = outcome.comparison, outcome.plan.unit
     p = c.paired
-    rows = [("metric", f"{outcome.plan.metric} ({'higher' if c.criteria.higher_is_better else 'lower'} is better)"),
+    name = outcome.plan.metric
+    if len(outcome.metrics) > 1:
+        name = f"{outcome.metrics[0].name} (the first of the metrics below)"
+    rows = [("metric", f"{name} ({'higher' if c.criteria.higher_is_better else 'lower'} is better)"),
             ("order", f"{outcome.plan.order}, {outcome.plan.pairs} pairs, {outcome.plan.warmup} warm-up pair(s), "
                       f"seed {outcome.plan.seed}")]
     if p is None:

@@ -211,3 +211,23 @@ def test_report_renders_the_new_summary_from_its_records(tmp_path):
                  "| logits[512] | `94f8607915dff25f` | `94f8607915dff25f` | yes |",
                  "| metric | A runs | B runs | ratio B/A |", "**A/B: `command d=16`**"):
         assert text in again.stdout, text
+
+
+def test_ctrl_c_prints_both_paths(tmp_path, monkeypatch):
+    from strata_bench.ab import command
+    from strata_bench.ab.arms import Sample
+
+    calls = iter([Sample(0.1), KeyboardInterrupt()])
+
+    def fake_run(spec):
+        value = next(calls)
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    monkeypatch.setattr(command, "run_command", fake_run)
+    res = _ab(tmp_path, "--pairs", "3", "--", "true")
+    assert res.exit_code == 130
+    records = next(tmp_path.rglob("ab-*.jsonl"))
+    assert f"interrupted: records kept in {records}; summary (interrupted: true) in {records.with_suffix('.json')}" \
+        in res.output
