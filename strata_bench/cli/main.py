@@ -42,6 +42,12 @@ class StrataGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise OneLineUsageError(exc) from None
+        except SyntaxError as exc:
+            if not _user_file(exc.filename):
+                raise
+            # A user's --cases file that does not parse is bad input, not a crash.
+            click.echo(f"{exc.filename}:{exc.lineno}: syntax error in the case file: {exc.msg}", err=True)
+            ctx.exit(EXIT_USAGE)
         except StrataError as exc:
             click.echo(_one_line(exc), err=True)
             if _context_poisoned(exc):
@@ -57,6 +63,17 @@ class StrataGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(super().list_commands(ctx))
+
+
+def _user_file(filename: str | None) -> bool:
+    """True for a file outside this package (a user's case file), whose syntax errors are input errors."""
+    from pathlib import Path
+
+    import strata_bench
+
+    if not filename:
+        return False
+    return not Path(filename).resolve().is_relative_to(Path(strata_bench.__file__).resolve().parent)
 
 
 def _context_poisoned(exc: BaseException) -> bool:

@@ -51,3 +51,12 @@ def test_bad_manifest_entries(cwd, entry, reason, sub):
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"corrupt fixture manifest {manifest}: {reason}"]
     assert manifest.read_bytes() == before
+
+
+@pytest.mark.parametrize("args", [["parity", "--list"], ["compile", "--arch", "90"]])
+def test_case_file_with_a_syntax_error(cwd, args, family_registry):
+    bad = cwd / "bad.py"
+    bad.write_text("x = 1\ndef f(:\n")
+    result = CliRunner().invoke(cli, [*args, "--cases", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"{bad}:2: syntax error in the case file: invalid syntax"]
