@@ -83,12 +83,12 @@ def from_gguf(file, tensor_regex, rows_spec, as_fmt, name, force, root) -> None:
         strata-bench fixtures from-gguf model.gguf --tensor 'blk\\.0\\.attn_q' --as q8_0
     """
     from strata_bench.data.gguf_import import fixture_from_gguf, parse_rows
-    from strata_bench.data.store import save_fixture
+    from strata_bench.data.store import save_fixtures
 
     rows = parse_rows(rows_spec) if rows_spec is not None else None
     fixtures = fixture_from_gguf(file, tensor_regex, rows=rows, as_fmt=as_fmt, name=name)
-    for fix in fixtures:
-        path = save_fixture(fix, root, force=force)
+    # All or nothing: every tensor is validated and every name checked before the first file is written.
+    for fix, path in zip(fixtures, save_fixtures(fixtures, root, force=force)):
         click.echo(f"wrote {path} ({fix.fmt} {fix.rows}x{fix.cols} from {fix.provenance['tensor']})")
 
 

@@ -109,6 +109,15 @@ def _umask() -> int:
     return mask
 
 
+def _temp_beside(final: Path) -> Path:
+    """An empty temporary file beside `final`, with the usual mode (mkstemp makes 0600)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
+    os.close(fd)
+    os.chmod(name, 0o666 & ~_umask())
+    return Path(name)
+
+
 # --- npz files ---------------------------------------------------------------------------------
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """An uncompressed .npz that np.load reads, with fixed zip timestamps so equal arrays give equal
@@ -200,12 +209,6 @@ def _locate(name: str, root: str | Path | None) -> tuple[Path, dict[str, Any]]:
     raise InputError(f"no fixture named {name!r} in {where} (known: {known})")
 
 
-def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
-    manifest["fixtures"] = dict(sorted(manifest["fixtures"].items()))
-    with atomic_path(root / MANIFEST_NAME) as tmp:
-        tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-
-
 def _manifest_entry(fix: Fixture, file_sha: str) -> dict[str, Any]:
     return {"file": f"{fix.name}.npz", "sha256": file_sha, "values_sha256": values_sha256(fix.fmt, fix.raw),
             "fmt": fix.fmt, "rows": fix.rows, "cols": fix.cols, "provenance": fix.provenance,
@@ -218,21 +221,42 @@ def save_fixture(fix: Fixture, root: str | Path | None = None, force: bool = Fal
 
     Saving identical content again is a no-op; replacing a fixture with other content needs `force`.
     """
+    return save_fixtures([fix], root, force)[0]
+
+
+def save_fixtures(fixes: list[Fixture], root: str | Path | None = None, force: bool = False) -> list[Path]:
+    """Write several fixtures all or nothing: every name is checked free (or holding the same values,
+    or `force`) and every file written under a temporary name before the first is renamed into place;
+    the manifest is renamed last. Returns the .npz paths."""
     root = write_root(root)
     manifest = _read_one_manifest(root) if root.is_dir() else {"schema": MANIFEST_SCHEMA, "fixtures": {}}
-    final = root / f"{fix.name}.npz"
-    arrays = _fixture_arrays(fix)
-    with atomic_path(final) as tmp:
-        write_npz(tmp, arrays)
-        entry = _manifest_entry(fix, sha256_file(tmp))
-        old = manifest["fixtures"].get(fix.name)
+    names = [fix.name for fix in fixes]
+    if len(set(names)) != len(names):
+        raise InputError(f"two fixtures would be named {next(n for n in names if names.count(n) > 1)!r}")
+    entries = {fix.name: _manifest_entry(fix, "") for fix in fixes}
+    for name, entry in entries.items():
+        old = manifest["fixtures"].get(name)
         if old is not None and not force and old.get("values_sha256") != entry["values_sha256"]:
-            raise InputError(f"fixture {fix.name!r} already exists in {root} with other values "
+            raise InputError(f"fixture {name!r} already exists in {root} with other values "
                              "(choose another --name or pass --force)")
-    # The manifest is written after the .npz is in place, so it never names a file that is not there.
-    manifest["fixtures"][fix.name] = entry
-    _write_manifest(root, manifest)
-    return final
+    finals = [root / f"{fix.name}.npz" for fix in fixes]
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for fix, final in zip(fixes, finals):
+            temps.append((_temp_beside(final), final))
+            write_npz(temps[-1][0], _fixture_arrays(fix))
+            entries[fix.name]["sha256"] = sha256_file(temps[-1][0])
+            manifest["fixtures"][fix.name] = entries[fix.name]
+        manifest["fixtures"] = dict(sorted(manifest["fixtures"].items()))
+        temps.append((_temp_beside(root / MANIFEST_NAME), root / MANIFEST_NAME))
+        temps[-1][0].write_text(json.dumps(manifest, indent=1) + "\n")
+        # Renamed in order, the manifest last, so it never names a file that is not there.
+        for tmp, final in temps:
+            os.replace(tmp, final)
+    finally:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+    return finals
 
 
 def load_fixture(name: str, root: str | Path | None = None) -> Fixture:

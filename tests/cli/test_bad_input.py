@@ -60,3 +60,40 @@ def test_case_file_with_a_syntax_error(cwd, args, family_registry):
     result = CliRunner().invoke(cli, [*args, "--cases", str(bad)])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"{bad}:2: syntax error in the case file: invalid syntax"]
+
+
+def test_multi_tensor_from_gguf_is_all_or_nothing(cwd):
+    from strata_bench.data.gguf_layout import read_layout
+    from strata_bench.data.store import save_fixture
+    from strata_bench.data.synthetic import make_synthetic
+    from strata_bench.kernels.sources import REPO_ROOT
+
+    rows_gguf = REPO_ROOT / "fixtures" / "smollm2-rows.gguf"
+    last = read_layout(rows_gguf).tensors[-1].name
+    clash = f"smollm2-rows-{last}-r0-64"
+    save_fixture(make_synthetic("q8_0", 2, 64, seed=1, name=clash), cwd / "fx")
+    before = {p.name: p.read_bytes() for p in (cwd / "fx").iterdir()}
+    result = CliRunner().invoke(cli, ["fixtures", "from-gguf", str(rows_gguf), "--tensor", ".", "--root",
+                                      str(cwd / "fx")])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"fixture {clash!r} already exists in {cwd / 'fx'} with other values "
+                                          "(choose another --name or pass --force)"]
+    assert {p.name: p.read_bytes() for p in (cwd / "fx").iterdir()} == before
+    ok = CliRunner().invoke(cli, ["fixtures", "from-gguf", str(rows_gguf), "--tensor", ".", "--root",
+                                  str(cwd / "fx"), "--force"])
+    assert ok.exit_code == 0, ok.output
+    assert len(list((cwd / "fx").glob("*.npz"))) == 18 and not list((cwd / "fx").glob(".*.tmp"))
+
+
+def test_zero_dimension_gguf_tensor_writes_nothing(cwd):
+    import struct
+
+    head = b"GGUF" + struct.pack("<IQQ", 3, 2, 0)
+    for name, shape in (("a", (32, 2)), ("z", (32, 0))):
+        head += struct.pack("<Q", 1) + name.encode() + struct.pack("<I2Q", 2, *shape) + struct.pack("<IQ", 8, 0)
+    path = cwd / "z.gguf"
+    path.write_bytes(head + b"\0" * (-len(head) % 32) + b"\0" * 256)
+    result = CliRunner().invoke(cli, ["fixtures", "from-gguf", str(path), "--tensor", ".", "--root", str(cwd / "fx")])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"{path} is corrupt: tensor 'z' has a zero dimension (shape [32, 0])"]
+    assert not (cwd / "fx").exists()
