@@ -2,6 +2,7 @@
 is the same from the checkout and from the wheel."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -18,8 +19,13 @@ def test_checkout_uses_its_own_folders():
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheel")
-    run = subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO_ROOT), "--no-deps", "-q", "-w", str(out)],
+    # Built from a copy: setuptools leaves build/ and *.egg-info in the tree it builds.
+    tree, out = tmp_path_factory.mktemp("tree"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(REPO_ROOT / name, tree / name)
+    for name in ("strata_bench", "kernels_src", "fixtures"):
+        shutil.copytree(REPO_ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+    run = subprocess.run([sys.executable, "-m", "pip", "wheel", str(tree), "--no-deps", "-q", "-w", str(out)],
                          capture_output=True, text=True, timeout=300)
     if run.returncode != 0:
         pytest.skip(f"pip wheel could not build here: {run.stderr.strip().splitlines()[-1:]}")
