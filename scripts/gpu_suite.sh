@@ -22,7 +22,10 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity bench-dram quality workload gputests bench-families)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram quality workload gputests bench-families)
+# The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
+BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T094112Z.jsonl}
+BASE_TREE=${STRATA_BASE_TREE:-.baseline}
 
 sb() { python3 -m strata_bench "$@"; }
 # STRATA_SUITE_DEADLINE=S: steps that would start after S seconds are skipped (and said so), so a run
@@ -53,8 +56,19 @@ for s in "${steps[@]}"; do
             rm -rf "$STRATA_CACHE_DIR"
             step parity-cold sb parity -q
             step parity-warm sb parity -q ;;
+        digests)  # every output of every case, this tree against $BASE_TREE (e.g. `git archive` of the last landing)
+            if [ -d "$BASE_TREE/strata_bench" ]; then
+                step digests-base python3 scripts/output_digests.py "$BASE_TREE" /tmp/digests-base.json -q --results /tmp/base-results
+                step digests-new python3 scripts/output_digests.py . /tmp/digests-new.json -q --results /tmp/new-results
+                step digests-compare python3 scripts/output_digests.py --compare /tmp/digests-base.json /tmp/digests-new.json
+            else
+                printf '%-24s skipped: no base tree at %s\n' digests "$BASE_TREE" | tee -a "$logdir/status.txt"
+            fi ;;
         gputests) step gputests python3 -m pytest -q -m gpu -ra tests ;;
-        bench-dram) step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1 ;;
+        bench-dram)
+            step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
+            new=$(ls -t results/nvidia-h200/bench-*.jsonl | head -1)
+            step bench-match python3 scripts/bench_match.py "$BENCH_BASE" "$new" --tolerance 2 ;;
         bench-peer) step bench-mmvq-peer sb bench -q --family mmvq --shape 4096x14336 --cols 1,4,8 --budget 1 ;;
         bench-families)
             step bench-families sb bench -q --family q2warp,grouped,fp16deq,swiglu_q8,moe_combine,pfgemm --budget 1

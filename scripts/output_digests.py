@@ -53,7 +53,8 @@ def _patch_everywhere(digests: dict[str, str]) -> None:
         raise SystemExit("no run_variant found in " + ", ".join(LAUNCH_MODULES))
     wrapped = _wrap(original, digests)
     for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("strata_bench") and getattr(module, "run_variant", None) is original:
+        ours = getattr(module, "__name__", "").startswith("strata_bench")
+        if ours and getattr(module, "run_variant", None) is original:
             module.run_variant = wrapped
 
 

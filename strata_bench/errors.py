@@ -34,3 +34,8 @@ class NoGpu(StrataError):
     """No usable CUDA GPU on this host (exit 77, automake's skip)."""
 
     exit_code = 77
+
+
+class RegistryError(InputError):
+    """A family or format class cannot register: its name is taken by another class, or it inherits its
+    parent's name instead of declaring its own."""

@@ -82,6 +82,9 @@ def family_registry():
     """The case registry, restored after the test so families a test's case file declares do not leak."""
     from strata_bench import cases
 
+    # Built-ins first: their modules register only when first imported, so a registry restored to a
+    # state without them would stay without them for the rest of the session.
+    cases.load_builtin_families()
     saved = dict(cases.FAMILIES)
     yield cases.FAMILIES
     cases.FAMILIES.clear()

@@ -3,39 +3,33 @@
     strata-bench parity --kernels examples/dequant_rows --cases examples/dequant_rows/cases.py --family my_dequant
 
 The family inherits everything from the built-in `dequant` family (inputs, references, tolerances)
-and adds one variant, "rows", compiled from this folder. Every case then runs both variants and
-checks "rows" byte for byte against "dequant" (the baseline, listed first), and both against gguf-py.
+and adds one variant, "rows", compiled from this folder: one entry in its variant table. Every case
+then runs both variants and checks "rows" byte for byte against "dequant" (the baseline, listed first),
+and both against gguf-py.
 """
-from dataclasses import replace
-
 import numpy as np
 
-from strata_bench.families import _iq
 from strata_bench.families.dequant import Dequant
+from strata_bench.kit import FORMATS, Variant, ceil_div, row_stride, traits
 
 WARPS_PER_BLOCK = 8
+
+
+def rows_kernels(family, source):
+    """my_dequant_rows<F> for every format, from this folder's source."""
+    return [f"my_dequant_rows<{traits(fmt)}>" for fmt in FORMATS] if source == "my_dequant.cu" else []
+
+
+def launch_rows(family, case, kernels, dev, outs, stream=None):
+    """One warp per row, 8 rows per block."""
+    fn = kernels.get(f"my_dequant_rows<{traits(case.fmt)}>")
+    grid = (ceil_div(case.rows, WARPS_PER_BLOCK),)
+    fn(grid, (32 * WARPS_PER_BLOCK,), (dev["w"], np.int64(row_stride(case.fmt, case.cols)),
+                                       np.int32(case.rows), np.int32(case.cols // 32), outs["y"]),
+       stream=stream)
 
 
 class MyDequant(Dequant):
     name = "my_dequant"  # registering under a new name keeps the built-in family as it is
     sources = ("dequant/dequant.cu", "my_dequant.cu")  # a built-in source and this folder's own
-
-    def default_cases(self):
-        return [replace(c, family=self.name, variants=("dequant", "rows")) for c in super().default_cases()]
-
-    def bench_cases(self):
-        return [replace(c, family=self.name, variants=("dequant", "rows")) for c in super().bench_cases()]
-
-    def name_expressions(self, source):
-        if source == "my_dequant.cu":
-            return [f"my_dequant_rows<{_iq.traits(fmt)}>" for fmt in _iq.FORMATS]
-        return super().name_expressions(source)
-
-    def launch(self, case, variant, kernels, dev, outs, stream=None):
-        if variant != "rows":
-            return super().launch(case, variant, kernels, dev, outs, stream)
-        fn = kernels.get(f"my_dequant_rows<{_iq.traits(case.fmt)}>")
-        grid = (-(-case.rows // WARPS_PER_BLOCK),)
-        fn(grid, (32 * WARPS_PER_BLOCK,), (dev["w"], np.int64(_iq.row_stride(case.fmt, case.cols)),
-                                           np.int32(case.rows), np.int32(case.cols // 32), outs["y"]),
-           stream=stream)
+    variants = Dequant.variants + (Variant("rows", rows_kernels, launch_rows, "one warp per row"),)

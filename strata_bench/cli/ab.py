@@ -25,13 +25,15 @@ from strata_bench.errors import InputError
               help="Set K=V for arm A only (repeatable; a bare K unsets K). Nothing else in the environment changes.")
 @click.option("--env-b", "env_b", multiple=True, metavar="K=V", help="Set K=V for arm B only (as --env-a).")
 @click.option("--a", "a_spec", metavar="CMD|VARIANT",
-              help="Command line of arm A (split like a shell, run without one), or with --family the baseline variant.")
+              help="Command line of arm A (split like a shell, run without one), or with --family the baseline "
+                   "variant.")
 @click.option("--b", "b_spec", metavar="CMD|VARIANT",
               help="Command line of arm B, or with --family the variant under test.")
 @click.option("--metric", metavar="REGEX",
               help="Read the figure from stdout+stderr: a regex with the named group (?P<value>...); the last "
                    "match counts. Default: wall time of the process.")
-@click.option("--unit", default=None, help="Unit of --metric, for display (default: s for wall time, none for a metric).")
+@click.option("--unit", default=None,
+              help="Unit of --metric, for display (default: s for wall time, none for a metric).")
 @click.option("--higher-is-better", is_flag=True, help="The metric is a rate (tokens/s): higher is better.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Kill a run (its whole process group) after S seconds; it is recorded as failed.")

@@ -28,8 +28,9 @@ def command() -> None:
 def verify(directory: str, output: str) -> None:
     """Check that stored results are current (exit 1 if any is not).
 
-    Every results summary under DIRECTORY is checked. A summary is current when its kernels_src hash equals the hash of the sources checked out now,
-    it records no failures, and its records (.jsonl) file is present. DIRECTORY defaults to results/.
+    Every results summary under DIRECTORY is checked. A summary is current when its kernels_src hash
+    equals the hash of the sources checked out now, it records no failures, and its records (.jsonl)
+    file is present. DIRECTORY defaults to results/.
 
     \b
     Example:

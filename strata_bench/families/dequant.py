@@ -17,21 +17,16 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import InputError
-from strata_bench.families import _iq
-from strata_bench.families._data import parse_data
+from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Case, Expected, Family, Variant, ceil_div, check_shape,
+                              padded, parse_data, row_stride, traits, weights)
 
 from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS  # noqa: E402
 VARIANTS = ("dequant",)
 
 
-def _case(fmt: str, rows: int, cols: int, data: str) -> Case:
-    return Case("dequant", fmt, rows, cols, 1, data, variants=VARIANTS)
-
-
 def fixture_name(fmt: str) -> str:
-    return f"smollm2-ffn_down.{_iq.Q2_0_FIXTURE_SOURCE if fmt == 'q2_0' else fmt}"
+    """The shipped real-weight fixture of a format (q2_0 requantizes the q8_0 one)."""
+    return f"smollm2-ffn_down.{Q2_0_FIXTURE_SOURCE if fmt == 'q2_0' else fmt}"
 
 
 class Dequant(Family):
@@ -44,20 +39,20 @@ class Dequant(Family):
 
         have = set(read_manifest()["fixtures"])
         cases = []
-        for fmt in _iq.FORMATS:
-            cases.append(_case(fmt, 1024, 2560, "seed:1"))
-            cases.append(_case(fmt, 7, 768, "edge:2"))  # edge blocks first; 7 rows of 3 blocks (or 12/24)
+        for fmt in FORMATS:
+            cases.append(self.case(fmt, 1024, 2560, 1, "seed:1"))
+            cases.append(self.case(fmt, 7, 768, 1, "edge:2"))  # edge blocks first; 7 rows of 3 blocks (or 12/24)
             if fixture_name(fmt) in have:
-                cases.append(_case(fmt, 64, 1536, f"fixture:{fixture_name(fmt)}"))
+                cases.append(self.case(fmt, 64, 1536, 1, f"fixture:{fixture_name(fmt)}"))
         return cases
 
     def bench_cases(self) -> Iterable[Case]:
-        return [_case(fmt, 8192, 8192, "seed:1") for fmt in _iq.FORMATS]
+        return [self.case(fmt, 8192, 8192, 1, "seed:1") for fmt in FORMATS]
 
     def make_inputs(self, case: Case) -> dict[str, Any]:
-        _iq.check_shape(case.fmt, case.cols)
-        raw, note = _iq.weights(case.fmt, case.rows, case.cols, parse_data(case.data))
-        return {"raw": raw, "padded": _iq.padded(case.fmt, raw), "note": note}
+        check_shape(case.fmt, case.cols)
+        raw, note = weights(case.fmt, case.rows, case.cols, parse_data(case.data))
+        return {"raw": raw, "padded": padded(case.fmt, raw), "note": note}
 
     def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
         import cupy
@@ -70,18 +65,20 @@ class Dequant(Family):
         y = cupy.empty((case.rows, case.cols), dtype=cupy.float32)
         return {"y": y, "y_bits": y.view(cupy.uint32)}
 
-    def name_expressions(self, source: str) -> list[str]:
-        return [f"dequant_f32<{_iq.traits(fmt)}>" for fmt in _iq.FORMATS]
+    def _dequant_kernels(self, source: str) -> list[str]:
+        """dequant_f32<F> for every format, from dequant's own source (a subclass may add others)."""
+        return [f"dequant_f32<{traits(fmt)}>" for fmt in FORMATS] if source in Dequant.sources else []
 
-    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-               outs: Mapping[str, Any], stream: Any = None) -> None:
-        if variant not in VARIANTS:
-            raise InputError(f"dequant: unknown variant {variant!r} ({', '.join(VARIANTS)})")
+    def _launch_dequant(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                        stream: Any = None) -> None:
         nchunks = case.cols // 32
-        fn = kernels.get(f"dequant_f32<{_iq.traits(case.fmt)}>")
-        grid = (-(-case.rows * nchunks // THREADS),)
-        fn(grid, (THREADS,), (dev["w"], np.int64(_iq.row_stride(case.fmt, case.cols)), np.int32(case.rows),
+        fn = kernels.get(f"dequant_f32<{traits(case.fmt)}>")
+        grid = (ceil_div(case.rows * nchunks, THREADS),)
+        fn(grid, (THREADS,), (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows),
                               np.int32(nchunks), outs["y"]), stream=stream)
+
+    variants = (Variant(VARIANTS[0], _dequant_kernels, _launch_dequant,
+                        "one thread per 32-value chunk, rows at a 16-byte aligned stride"),)
 
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         from strata_bench.formats import get_format

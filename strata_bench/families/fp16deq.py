@@ -21,19 +21,12 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import CheckFailed, InputError
-from strata_bench.families._data import parse_data
+from strata_bench.kit import Case, CheckFailed, Expected, Family, InputError, Variant, ceil_div, parse_data
 
 from strata_bench.kernels.constants import BLOCK_SHAPES, FP16DEQ_THREADS as THREADS  # noqa: E402
 GENERIC, VEC16 = "generic", "vec16"
 FORMATS = {fmt: BLOCK_SHAPES[fmt] for fmt in ("q8_0", "iq4_xs")}  # values and bytes per block
 SRC_ALIGN = {"q8_0": 2, "iq4_xs": 8}  # source alignment the 16-byte kernel's loads need
-
-
-def _case(fmt: str, rows: int, cols: int, data: str, path: str, **params: int) -> Case:
-    extra = tuple((k, v) for k, v in params.items()) + (("path", path),)
-    return Case("fp16deq", fmt, rows, cols, 1, data, params=extra)
 
 
 def choose_kernel(fmt: str, dst_ptr: int, ld: int, src_ptr: int) -> str:
@@ -53,22 +46,26 @@ class Fp16Deq(Family):
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
-        cases = []
+        cases, case = [], self.path_case
         for fmt, slice_cols in (("q8_0", 1056), ("iq4_xs", 2304)):
             cases += [
-                _case(fmt, 96, 4096, "seed:1", VEC16),
-                _case(fmt, 64, 2048, "edge:2", VEC16),  # zero, subnormal and overflowing scales
+                case(fmt, 96, 4096, "seed:1", VEC16),
+                case(fmt, 64, 2048, "edge:2", VEC16),  # zero, subnormal and overflowing scales
                 # Rows 37..86 of a 128-row tensor: the source starts mid-tensor (Q8_0: 2-byte aligned).
-                _case(fmt, 50, slice_cols, "seed:3", VEC16, row0=37, of=128),
-                _case(fmt, 40, 2048, "seed:4", VEC16, ld=2048 + 8),    # padded, still 16-byte rows
-                _case(fmt, 40, 2048, "seed:5", GENERIC, ld=2048 + 3),  # padded, rows not 16-byte aligned
-                _case(fmt, 40, 2048, "edge:6", GENERIC, offset=1),     # output 2 bytes past alignment
-                _case(fmt, 64, 1536, f"fixture:smollm2-ffn_down.{fmt}", VEC16),
+                case(fmt, 50, slice_cols, "seed:3", VEC16, row0=37, of=128),
+                case(fmt, 40, 2048, "seed:4", VEC16, ld=2048 + 8),    # padded, still 16-byte rows
+                case(fmt, 40, 2048, "seed:5", GENERIC, ld=2048 + 3),  # padded, rows not 16-byte aligned
+                case(fmt, 40, 2048, "edge:6", GENERIC, offset=1),     # output 2 bytes past alignment
+                case(fmt, 64, 1536, f"fixture:smollm2-ffn_down.{fmt}", VEC16),
             ]
         return cases
 
     def bench_cases(self) -> Iterable[Case]:
-        return [_case(fmt, rows, 8192, "seed:1", VEC16) for fmt in FORMATS for rows in (8192, 16384)]
+        return [self.path_case(fmt, rows, 8192, "seed:1", VEC16) for fmt in FORMATS for rows in (8192, 16384)]
+
+    def path_case(self, fmt: str, rows: int, cols: int, data: str, path: str, **params: int) -> Case:
+        """A case whose "new" launch must take `path` (GENERIC or VEC16); params row0/of, ld, offset."""
+        return self.case(fmt, rows, cols, 1, data, **params, path=path)
 
     # --- geometry ---------------------------------------------------------------------------------
     @staticmethod
@@ -131,29 +128,44 @@ class Fp16Deq(Family):
         return parse_data(case.data).edge
 
     # --- launch -----------------------------------------------------------------------------------
-    def name_expressions(self, source: str) -> list[str]:
+    def _old_kernels(self, source: str) -> list[str]:
+        return [f"fp16deq_{GENERIC}_{fmt}" for fmt in FORMATS]
+
+    def _new_kernels(self, source: str) -> list[str]:
         return [f"fp16deq_{path}_{fmt}" for path in (GENERIC, VEC16) for fmt in FORMATS]
 
-    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-               outs: Mapping[str, Any], stream: Any = None) -> None:
-        geo = self.geometry(case)
-        src = dev["w"][geo["row0"]: geo["row0"] + case.rows]
-        dst = outs["y"]
-        if variant == "old":
-            path = GENERIC
-        elif variant == "new":
-            path = choose_kernel(case.fmt, dst.data.ptr, geo["ld"], src.data.ptr)
-            expected = case.param("path")
-            if expected is not None and path != expected:
-                raise CheckFailed(f"{case.name}: the dispatcher chose the {path} kernel, the case requires {expected}")
-        else:
-            raise InputError(f"fp16deq: unknown variant {variant!r} (old, new)")
+    def _rows(self, case: Case, dev: Mapping[str, Any]) -> Any:
+        """The source rows of the case: a view that starts `row0` rows into the tensor."""
+        row0 = self.geometry(case)["row0"]
+        return dev["w"][row0: row0 + case.rows]
+
+    def _launch_path(self, case: Case, variant: str, path: str, kernels: Any, dev: Mapping[str, Any],
+                     outs: Mapping[str, Any], stream: Any) -> None:
+        """Launch the `path` kernel (recorded in dispatch_log) over the case's rows."""
         self.dispatch_log[(case.name, variant)] = path
         per_thread = 32 if path == GENERIC else 8
         threads = case.rows * case.cols // per_thread
         fn = kernels.get(f"fp16deq_{path}_{case.fmt}")
-        fn((math.ceil(threads / THREADS),), (THREADS,),
-           (src, np.int32(case.rows), np.int32(case.cols), dst, np.int64(geo["ld"])), stream=stream)
+        fn((ceil_div(threads, THREADS),), (THREADS,),
+           (self._rows(case, dev), np.int32(case.rows), np.int32(case.cols), outs["y"],
+            np.int64(self.geometry(case)["ld"])), stream=stream)
+
+    def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
+        self._launch_path(case, "old", GENERIC, kernels, dev, outs, stream)
+
+    def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
+        path = choose_kernel(case.fmt, outs["y"].data.ptr, self.geometry(case)["ld"], self._rows(case, dev).data.ptr)
+        expected = case.param("path")
+        if expected is not None and path != expected:
+            raise CheckFailed(f"{case.name}: the dispatcher chose the {path} kernel, the case requires {expected}")
+        self._launch_path(case, "new", path, kernels, dev, outs, stream)
+
+    variants = (
+        Variant("old", _old_kernels, _launch_old, "the generic kernel: one thread per 32 values"),
+        Variant("new", _new_kernels, _launch_new, "the production entry point: 16-byte stores where aligned"),
+    )
 
     # --- reference --------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:

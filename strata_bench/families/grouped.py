@@ -13,7 +13,7 @@ the mmvq bounds B (matvec_reference) hold per output. With L = 1.1 >= max |silu'
 (the fp32 chain g/(1+expf(-g))*u has relative error <= 2^-22 (expf, 2 ulp) + 3u), against both the
 raw-x chain ("f64(raw acts)") and the q8_1-x chain ("f64(q8_1 acts)").
 Y, "f64(q8_1 acts)": down_e times q8_1(float32(H_q)) dequantized (H_q the q8_1-x chain's float64 H); the
-device quantizes its own H, which lies within the H bound of H_q, so _iq.q8_1_deviation follows
+device quantizes its own H, which lies within the H bound of H_q, so the kit's q8_1_deviation follows
 quantize_q8_1_lane through intervals to bound how far each of its dequantized values can move (zero
 for most: only codes near a rounding boundary, or scales near an fp16 boundary, can change).
 Y, "f64(raw acts)": down_e times the raw-x chain's float64 H; the bound adds the H bound and the
@@ -26,11 +26,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import InputError
-from strata_bench.families import _iq
-from strata_bench.families._data import allow_dynamic_shared, parse_data
-from strata_bench.families._q8_1 import U32, U64, Q8_1_BYTES, gamma, q8_1_value_error, quantize_q8_1
+from strata_bench.kit import (Q8_1_BYTES, U32, U64, Case, Expected, Family, InputError, Variant, activations,
+                              allow_dynamic_shared, ceil_div, chain_depth, check_shape, exact_weights, gamma,
+                              launch_quantize_q8_1, matvec_reference, padded, parse_data, q8_1_deviation,
+                              q8_1_value_error, quantize_q8_1, row_stride, traits, weights)
 
 from strata_bench.kernels.constants import GROUPED_WARPS as WARPS  # noqa: E402
 from strata_bench.kernels.constants import GROUPED_ENTRIES as ENTRIES_PER_PASS  # noqa: E402
@@ -45,12 +44,13 @@ BENCH_SHAPE = (16, 2048, 768)  # experts, d_model, d_ff
 BENCH_PAIRS = (("iq2_xxs", "iq4_nl"), ("iq3_s", "iq4_xs"), ("iq4_xs", "iq4_xs"), ("q2_0", "q2_0"))
 
 
-def _case(gate: str, down: str, d_ff: int, d_model: int, groups: tuple[int, ...], data: str) -> Case:
-    return Case("grouped", gate, d_ff, d_model, sum(groups), data,
-                params=(("down", down), ("groups", "-".join(str(g) for g in groups))))
+def groups_param(groups: tuple[int, ...]) -> str:
+    """The `groups` case param of entries per expert: "5-0-1-..."."""
+    return "-".join(str(g) for g in groups)
 
 
 def groups_of(case: Case) -> tuple[int, ...]:
+    """Entries per expert of a case (its `groups` param), checked against its entry count."""
     text = case.param("groups", "")
     try:
         groups = tuple(int(g) for g in text.split("-"))
@@ -62,6 +62,7 @@ def groups_of(case: Case) -> tuple[int, ...]:
 
 
 def silu(t: np.ndarray) -> np.ndarray:
+    """silu(t) = t / (1 + exp(-t)) in float64 (exp overflowing to inf gives -0, as the device's expf)."""
     with np.errstate(over="ignore"):
         return t / (1.0 + np.exp(-t))
 
@@ -73,12 +74,18 @@ class Grouped(Family):
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
-        return [_case(g, d, D_FF, D_MODEL, DEFAULT_GROUPS, "seed:1") for g in GATE_FORMATS for d in DOWN_FORMATS]
+        return [self.expert_case(g, d, D_FF, D_MODEL, DEFAULT_GROUPS, "seed:1")
+                for g in GATE_FORMATS for d in DOWN_FORMATS]
 
     def bench_cases(self) -> Iterable[Case]:
         experts, d_model, d_ff = BENCH_SHAPE
-        return [_case(g, d, d_ff, d_model, (per,) * experts, "seed:1")
+        return [self.expert_case(g, d, d_ff, d_model, (per,) * experts, "seed:1")
                 for g, d in BENCH_PAIRS for per in (8, 32)]
+
+    def expert_case(self, gate: str, down: str, d_ff: int, d_model: int, groups: tuple[int, ...],
+                    data: str = "seed:1") -> Case:
+        """A case of gate/up format `gate`, down format `down`, and `groups` entries per expert."""
+        return self.case(gate, d_ff, d_model, sum(groups), data, down=down, groups=groups_param(groups))
 
     # --- data ---------------------------------------------------------------------------------------
     def make_inputs(self, case: Case) -> dict[str, Any]:
@@ -88,14 +95,14 @@ class Grouped(Family):
                              f"{', '.join(DOWN_FORMATS)}; got {case.fmt} / {down}")
         groups = groups_of(case)
         d_ff, d_model = case.rows, case.cols
-        _iq.check_shape(case.fmt, d_model)
-        _iq.check_shape(down, d_ff)
+        check_shape(case.fmt, d_model)
+        check_shape(down, d_ff)
         src = parse_data(case.data)
         experts = len(groups)
         gate = _expert_weights(case.fmt, experts, d_ff, d_model, case.data, 1)
         up = _expert_weights(case.fmt, experts, d_ff, d_model, case.data, 2)
         dn = _expert_weights(down, experts, d_model, d_ff, case.data, 3)
-        x = _iq.activations(d_model, case.ncols, src)
+        x = activations(d_model, case.ncols, src)
         offsets = np.concatenate([[0], np.cumsum(groups)]).astype(np.int32)
         return {"gate": gate, "up": up, "down": dn, "x": x, "offsets": offsets, "groups": groups}
 
@@ -116,48 +123,48 @@ class Grouped(Family):
                 "Y": cupy.empty((case.ncols, case.cols), dtype=cupy.float32)}
 
     # --- launch ---------------------------------------------------------------------------------------
-    def name_expressions(self, source: str) -> list[str]:
+    def family_kernels(self, source: str) -> list[str]:
+        """quantize_q8_1: both variants quantize x, then H, before each matrix."""
         if source == "q8_1/q8_1.cu":
             return ["quantize_q8_1"]
-        exprs = []
-        for fmt in GATE_FORMATS:
-            exprs += [f"grouped_gateup_old<{_iq.traits(fmt)}>", f"grouped_gateup_new<{_iq.traits(fmt)}, {ROWS_PER_WARP}>"]
-        for fmt in DOWN_FORMATS:
-            exprs += [f"grouped_down_old<{_iq.traits(fmt)}>", f"grouped_down_new<{_iq.traits(fmt)}, {ROWS_PER_WARP}>"]
-        return exprs
+        return []
 
-    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-               outs: Mapping[str, Any], stream: Any = None) -> None:
-        if variant not in ("old", "new"):
-            raise InputError(f"grouped: unknown variant {variant!r} (old, new)")
-        from strata_bench.families.mmvq import quantize
+    def _old_kernels(self, source: str) -> list[str]:
+        if source != Grouped.sources[1]:
+            return []
+        return ([f"grouped_gateup_old<{traits(fmt)}>" for fmt in GATE_FORMATS]
+                + [f"grouped_down_old<{traits(fmt)}>" for fmt in DOWN_FORMATS])
 
+    def _new_kernels(self, source: str) -> list[str]:
+        if source != Grouped.sources[1]:
+            return []
+        return ([f"grouped_gateup_new<{traits(fmt)}, {ROWS_PER_WARP}>" for fmt in GATE_FORMATS]
+                + [f"grouped_down_new<{traits(fmt)}, {ROWS_PER_WARP}>" for fmt in DOWN_FORMATS])
+
+    def _ffn(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any], stream: Any,
+             matrix: Any) -> None:
+        """x -> q8_1 -> H (gate/up, SwiGLU) -> q8_1 -> Y (down); `matrix` launches one matrix's kernel."""
         down = case.param("down")
         experts = len(groups_of(case))
         d_ff, d_model = case.rows, case.cols
-        quantize(kernels, dev["x"], dev["xq"], case.ncols * d_model // 32, stream)
-        self._matrix(kernels, variant, "gateup", case.fmt, d_ff, d_model, experts, dev,
-                     (dev["gate"], dev["up"]), dev["xq"], outs["H"], stream)
-        quantize(kernels, outs["H"], dev["hq"], case.ncols * d_ff // 32, stream)
-        self._matrix(kernels, variant, "down", down, d_model, d_ff, experts, dev, (dev["down"],), dev["hq"],
-                     outs["Y"], stream)
+        launch_quantize_q8_1(kernels, dev["x"], dev["xq"], case.ncols * d_model // 32, stream)
+        matrix(kernels, "gateup", case.fmt, d_ff, d_model, experts, dev, (dev["gate"], dev["up"]), dev["xq"],
+               outs["H"], stream)
+        launch_quantize_q8_1(kernels, outs["H"], dev["hq"], case.ncols * d_ff // 32, stream)
+        matrix(kernels, "down", down, d_model, d_ff, experts, dev, (dev["down"],), dev["hq"], outs["Y"], stream)
 
-    @staticmethod
-    def _matrix(kernels: Any, variant: str, kind: str, fmt: str, rows: int, k: int, experts: int,
-                dev: Mapping[str, Any], weights: tuple[Any, ...], act: Any, out: Any, stream: Any) -> None:
-        stride = _iq.row_stride(fmt, k)
-        args = (*weights, np.int64(stride), np.int64(stride * rows), np.int32(rows), np.int32(k // 32),
-                dev["offsets"], act, out)
-        if variant == "old":
-            fn = kernels.get(f"grouped_{kind}_old<{_iq.traits(fmt)}>")
-            fn((-(-rows // WARPS), experts), (32 * WARPS,), args, stream=stream)
-            return
-        fn = kernels.get(f"grouped_{kind}_new<{_iq.traits(fmt)}, {ROWS_PER_WARP}>")
-        from strata_bench.families.mmvq import new_shared_bytes, table_bytes
+    def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
+        self._ffn(case, kernels, dev, outs, stream, _matrix_old)
 
-        shared = new_shared_bytes(ENTRIES_PER_PASS, k // 32)
-        allow_dynamic_shared(fn, shared, static_bytes=table_bytes(fmt))
-        fn((-(-rows // (WARPS * ROWS_PER_WARP)), experts), (32 * WARPS,), args, shared_mem=shared, stream=stream)
+    def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
+        self._ffn(case, kernels, dev, outs, stream, _matrix_new)
+
+    variants = (
+        Variant("old", _old_kernels, _launch_old, "one dot per entry"),
+        Variant("new", _new_kernels, _launch_new, "each weight chunk decoded once per pass of 4 entries"),
+    )
 
     # --- reference ------------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
@@ -191,13 +198,42 @@ class Grouped(Family):
         return 2 * case.ncols * 3 * case.rows * case.cols
 
 
+# --- launch helpers -----------------------------------------------------------------------------------
+def _matrix_args(fmt: str, rows: int, k: int, dev: Mapping[str, Any], weights: tuple[Any, ...], act: Any,
+                 out: Any) -> tuple[Any, ...]:
+    stride = row_stride(fmt, k)
+    return (*weights, np.int64(stride), np.int64(stride * rows), np.int32(rows), np.int32(k // 32),
+            dev["offsets"], act, out)
+
+
+def _matrix_old(kernels: Any, kind: str, fmt: str, rows: int, k: int, experts: int, dev: Mapping[str, Any],
+                weights: tuple[Any, ...], act: Any, out: Any, stream: Any) -> None:
+    fn = kernels.get(f"grouped_{kind}_old<{traits(fmt)}>")
+    fn((ceil_div(rows, WARPS), experts), (32 * WARPS,), _matrix_args(fmt, rows, k, dev, weights, act, out),
+       stream=stream)
+
+
+def _matrix_new(kernels: Any, kind: str, fmt: str, rows: int, k: int, experts: int, dev: Mapping[str, Any],
+                weights: tuple[Any, ...], act: Any, out: Any, stream: Any) -> None:
+    # The new kernels share mmvq's decode tables and q8_1 staging (SharedTab<F>, one pass of activations).
+    # Imported here, not at the top: importing mmvq registers it, and the registry's order (grouped
+    # before mmvq, as pkgutil lists them) is the order cases are listed and run.
+    from strata_bench.families.mmvq import new_shared_bytes, table_bytes
+
+    fn = kernels.get(f"grouped_{kind}_new<{traits(fmt)}, {ROWS_PER_WARP}>")
+    shared = new_shared_bytes(ENTRIES_PER_PASS, k // 32)
+    allow_dynamic_shared(fn, shared, static_bytes=table_bytes(fmt))
+    fn((ceil_div(rows, WARPS * ROWS_PER_WARP), experts), (32 * WARPS,),
+       _matrix_args(fmt, rows, k, dev, weights, act, out), shared_mem=shared, stream=stream)
+
+
 # --- data and reference helpers ------------------------------------------------------------------------
 @lru_cache(maxsize=8)
 def _expert_weights(fmt: str, experts: int, rows: int, cols: int, data: str, salt: int) -> dict[str, Any]:
     """One matrix per expert, stacked: raw (experts, rows, bytes), device layout, exact float64 values."""
     src = parse_data(data)
-    raw, _ = _iq.weights(fmt, experts * rows, cols, src, salt=salt)
-    return {"raw": raw.reshape(experts, rows, -1), "padded": _iq.padded(fmt, raw),
+    raw, _ = weights(fmt, experts * rows, cols, src, salt=salt)
+    return {"raw": raw.reshape(experts, rows, -1), "padded": padded(fmt, raw),
             "key": (fmt, experts, rows, cols, data, salt)}
 
 
@@ -210,12 +246,12 @@ def exact_experts(weights: Mapping[str, Any]) -> np.ndarray:
 @lru_cache(maxsize=8)
 def _exact_experts(fmt: str, experts: int, rows: int, cols: int, data: str, salt: int) -> np.ndarray:
     raw = _expert_weights(fmt, experts, rows, cols, data, salt)["raw"]
-    return _iq.exact_weights(fmt, raw.reshape(-1, raw.shape[-1])).reshape(experts, rows, cols)
+    return exact_weights(fmt, raw.reshape(-1, raw.shape[-1])).reshape(experts, rows, cols)
 
 
 def _matvec_parts(w64: np.ndarray, x: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, ...]:
     """(y_q, y_raw, bound_q, bound_raw) of one expert's matrix over its entries, each (entries, rows)."""
-    ref = _iq.matvec_reference(w64, x, act)
+    ref = matvec_reference(w64, x, act)
     return ref.y_q, ref.y_raw, ref.bound_q, ref.bound_raw
 
 
@@ -257,7 +293,7 @@ def _down_chain(d64: np.ndarray, h: np.ndarray, th: np.ndarray) -> tuple[np.ndar
     n, k = h.shape
     amax = (np.abs(h) + th).reshape(n, -1, 32).max(axis=-1)
     eq = np.repeat(q8_1_value_error(amax), 32, axis=1)  # q8_1 rounding of the device's H
-    rel = float(gamma(_iq.chain_depth(k // 32))) + float(gamma(k, U64))
+    rel = float(gamma(chain_depth(k // 32))) + float(gamma(k, U64))
     # One product for every magnitude: |q8_1(H_dev)| <= |h| + th + eq, the H error th + eq, and |h|.
     lhs = np.concatenate([np.abs(h) + th + eq, th + eq, np.abs(h)], axis=0)
     mags = lhs @ np.abs(d64).T
@@ -269,8 +305,8 @@ def _down_chain_q8(d64: np.ndarray, h: np.ndarray, th: np.ndarray) -> tuple[np.n
     """Y = down q8_1(h) in float64 (the q8_1-dequantized activations of the down product), and the bound
     of the device's Y, whose q8_1 of its own H can differ only where th lets a code or scale move."""
     k = h.shape[1]
-    ref, dev, mag = _iq.q8_1_deviation(h, th)
-    rel = float(gamma(_iq.chain_depth(k // 32))) + float(gamma(k, U64))
+    ref, dev, mag = q8_1_deviation(h, th)
+    rel = float(gamma(chain_depth(k // 32))) + float(gamma(k, U64))
     n = h.shape[0]
     mags = np.concatenate([mag, dev], axis=0) @ np.abs(d64).T
     return ref @ d64.T, rel * mags[:n] + mags[n:]

@@ -28,11 +28,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import InputError
-from strata_bench.families import _iq
-from strata_bench.families._data import allow_dynamic_shared, parse_data
-from strata_bench.families._q8_1 import Q8_1_BYTES, quantize_q8_1
+from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, Case, Expected, Family, InputError, MatvecRef,
+                              Variant, activations, allow_dynamic_shared, ceil_div, check_shape, exact_weights,
+                              launch_quantize_q8_1, matvec_reference, padded, parse_data, quantize_q8_1,
+                              resident_blocks, row_stride, traits, weights)
 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
@@ -43,6 +42,7 @@ ROWS_PER_WARP_OVERRIDE = {("iq3_s", 1): 2, ("iq3_s", 2): 2, ("iq3_s", 4): 2, ("i
 
 
 def rows_per_warp(fmt: str, nc: int) -> int:
+    """R of mmvq_new<F, NC, R> for a format and a pass of nc columns."""
     return ROWS_PER_WARP_OVERRIDE.get((fmt, nc), ROWS_PER_WARP)
 MAX_COLUMNS = 11  # activations are drawn for this many columns; a case uses the first ncols
 DEFAULT_NCOLS = (1, 2, 3, 4, 5, 6, 7, 8, 11)
@@ -55,11 +55,8 @@ BENCH_NCOLS = (1, 2, 4, 8)
 
 
 def fixture_name(fmt: str) -> str:
-    return f"smollm2-ffn_down.{_iq.Q2_0_FIXTURE_SOURCE if fmt == 'q2_0' else fmt}"
-
-
-def _case(fmt: str, rows: int, cols: int, ncols: int, data: str, **params: Any) -> Case:
-    return Case("mmvq", fmt, rows, cols, ncols, data, params=tuple(params.items()))
+    """The shipped real-weight fixture of a format (q2_0 requantizes the q8_0 one)."""
+    return f"smollm2-ffn_down.{Q2_0_FIXTURE_SOURCE if fmt == 'q2_0' else fmt}"
 
 
 from strata_bench.kernels.constants import TABLE_WORDS  # noqa: E402
@@ -87,16 +84,16 @@ class Mmvq(Family):
 
         have = set(read_manifest()["fixtures"])
         cases = []
-        for fmt in _iq.FORMATS:
+        for fmt in FORMATS:
             for rows, cols in SHAPES:
-                cases += [_case(fmt, rows, cols, n, "seed:1") for n in DEFAULT_NCOLS]
-            cases += [_case(fmt, *EDGE_SHAPE, n, "edge:2") for n in EDGE_NCOLS]
+                cases += [self.case(fmt, rows, cols, n, "seed:1") for n in DEFAULT_NCOLS]
+            cases += [self.case(fmt, *EDGE_SHAPE, n, "edge:2") for n in EDGE_NCOLS]
             if fixture_name(fmt) in have:
-                cases += [_case(fmt, 64, 1536, n, f"fixture:{fixture_name(fmt)}") for n in FIXTURE_NCOLS]
+                cases += [self.case(fmt, 64, 1536, n, f"fixture:{fixture_name(fmt)}") for n in FIXTURE_NCOLS]
         return cases
 
     def bench_cases(self) -> Iterable[Case]:
-        return [_case(fmt, r, k, n, "seed:1") for fmt in _iq.FORMATS for r, k in BENCH_SHAPES for n in BENCH_NCOLS]
+        return [self.case(fmt, r, k, n, "seed:1") for fmt in FORMATS for r, k in BENCH_SHAPES for n in BENCH_NCOLS]
 
     def related_cases(self, case: Case) -> list[tuple[Case, str, Any]]:
         """Column j of an N-column call equals the 1-column call on column j's activations.
@@ -114,7 +111,7 @@ class Mmvq(Family):
 
     # --- data ---------------------------------------------------------------------------------------
     def make_inputs(self, case: Case) -> dict[str, Any]:
-        _iq.check_shape(case.fmt, case.cols)
+        check_shape(case.fmt, case.cols)
         if not 1 <= case.ncols <= MAX_COLUMNS:
             raise InputError(f"mmvq: 1 to {MAX_COLUMNS} columns, got {case.ncols}")
         data = _weight_data(case.fmt, case.rows, case.cols, case.data)
@@ -138,45 +135,58 @@ class Mmvq(Family):
         return {"y": cupy.empty((case.ncols, case.rows), dtype=cupy.float32)}
 
     # --- launch ---------------------------------------------------------------------------------------
-    def name_expressions(self, source: str) -> list[str]:
+    def family_kernels(self, source: str) -> list[str]:
+        """quantize_q8_1: both variants quantize the activations first."""
         if source == "q8_1/q8_1.cu":
             return ["quantize_q8_1"]
-        exprs = []
-        for fmt in _iq.FORMATS:
-            exprs.append(f"mmvq_old<{_iq.traits(fmt)}>")
-            exprs += [f"mmvq_new<{_iq.traits(fmt)}, {nc}, {rows_per_warp(fmt, nc)}>" for nc in (1, 2, 4, 8)]
-        return exprs
+        return []
 
-    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-               outs: Mapping[str, Any], stream: Any = None) -> None:
+    def _old_kernels(self, source: str) -> list[str]:
+        return [f"mmvq_old<{traits(fmt)}>" for fmt in FORMATS] if source == Mmvq.sources[1] else []
+
+    def _new_kernels(self, source: str) -> list[str]:
+        if source != Mmvq.sources[1]:
+            return []
+        return [f"mmvq_new<{traits(fmt)}, {nc}, {rows_per_warp(fmt, nc)}>" for fmt in FORMATS for nc in (1, 2, 4, 8)]
+
+    def _quantize_activations(self, case: Case, kernels: Any, dev: Mapping[str, Any], stream: Any) -> None:
+        launch_quantize_q8_1(kernels, dev["x"], dev["xq"], case.ncols * (case.cols // 32), stream)
+
+    def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
+        self._quantize_activations(case, kernels, dev, stream)
         nchunks = case.cols // 32
-        quantize(kernels, dev["x"], dev["xq"], case.ncols * nchunks, stream)
-        stride = np.int64(_iq.row_stride(case.fmt, case.cols))
-        if variant == "old":
-            fn = kernels.get(f"mmvq_old<{_iq.traits(case.fmt)}>")
-            grid = (-(-case.rows // OLD_WARPS),)
-            fn(grid, (32 * OLD_WARPS,), (dev["w"], stride, np.int32(case.rows), np.int32(nchunks), dev["xq"],
-                                          np.int32(case.ncols), outs["y"]), stream=stream)
-        elif variant == "new":
-            col0 = 0
-            for nc in _iq.column_passes(case.ncols):
-                self._launch_new(case, kernels, dev, outs, col0, nc, stream)
-                col0 += nc
-        else:
-            raise InputError(f"mmvq: unknown variant {variant!r} (old, new)")
+        stride = np.int64(row_stride(case.fmt, case.cols))
+        fn = kernels.get(f"mmvq_old<{traits(case.fmt)}>")
+        grid = (ceil_div(case.rows, OLD_WARPS),)
+        fn(grid, (32 * OLD_WARPS,), (dev["w"], stride, np.int32(case.rows), np.int32(nchunks), dev["xq"],
+                                      np.int32(case.ncols), outs["y"]), stream=stream)
 
     def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
-                    col0: int, nc: int, stream: Any) -> None:
+                    stream: Any = None) -> None:
+        self._quantize_activations(case, kernels, dev, stream)
+        col0 = 0
+        for nc in column_passes(case.ncols):
+            self._launch_new_pass(case, kernels, dev, outs, col0, nc, stream)
+            col0 += nc
+
+    def _launch_new_pass(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                         col0: int, nc: int, stream: Any) -> None:
         nchunks = case.cols // 32
         r = rows_per_warp(case.fmt, nc)
-        fn = kernels.get(f"mmvq_new<{_iq.traits(case.fmt)}, {nc}, {r}>")
+        fn = kernels.get(f"mmvq_new<{traits(case.fmt)}, {nc}, {r}>")
         shared = new_shared_bytes(nc, nchunks)
         allow_dynamic_shared(fn, shared, static_bytes=table_bytes(case.fmt))
-        groups = -(-case.rows // (NEW_WARPS * r))
-        grid = (min(groups, _iq.resident_blocks(fn, 32 * NEW_WARPS, shared)),)
-        args = (dev["w"], np.int64(_iq.row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),
+        groups = ceil_div(case.rows, NEW_WARPS * r)
+        grid = (min(groups, resident_blocks(fn, 32 * NEW_WARPS, shared)),)
+        args = (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),
                 dev["xq"][col0:col0 + nc], outs["y"][col0:col0 + nc], np.int32(case.rows))
         fn(grid, (32 * NEW_WARPS,), args, shared_mem=shared, stream=stream)
+
+    variants = (
+        Variant("old", _old_kernels, _launch_old, "one warp per row, the row decoded again for every column"),
+        Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns"),
+    )
 
     # --- reference ------------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
@@ -206,10 +216,13 @@ class Mmvq(Family):
 
 
 # --- helpers -----------------------------------------------------------------------------------------
-def quantize(kernels: Any, x: Any, xq: Any, n_blocks: int, stream: Any) -> None:
-    """quantize_q8_1: one warp per 32 values, 8 warps per block."""
-    fn = kernels.get("quantize_q8_1")
-    fn((-(-n_blocks // 8),), (256,), (x, np.int64(n_blocks), xq), stream=stream)
+def column_passes(ncols: int) -> list[int]:
+    """Columns per pass of the new kernels: 8 at a time, then the binary digits of the rest (1, 2, 4)."""
+    passes = [8] * (ncols // 8)
+    rest = ncols % 8
+    passes += [p for p in (4, 2, 1) if rest & p]
+    return passes
+
 
 
 @lru_cache(maxsize=1)
@@ -218,17 +231,17 @@ def _weight_data(fmt: str, rows: int, cols: int, data: str) -> dict[str, Any]:
     and shared by every column count (cases of one weight set are listed together, so one cached
     entry suffices)."""
     src = parse_data(data)
-    raw, note = _iq.weights(fmt, rows, cols, src)
-    x = _iq.activations(cols, MAX_COLUMNS, src)
-    return {"raw": raw, "padded": _iq.padded(fmt, raw), "x": x, "act": quantize_q8_1(x), "note": note}
+    raw, note = weights(fmt, rows, cols, src)
+    x = activations(cols, MAX_COLUMNS, src)
+    return {"raw": raw, "padded": padded(fmt, raw), "x": x, "act": quantize_q8_1(x), "note": note}
 
 
 @lru_cache(maxsize=1)
-def _matvec(fmt: str, rows: int, cols: int, data: str) -> _iq.MatvecRef:
+def _matvec(fmt: str, rows: int, cols: int, data: str) -> MatvecRef:
     """The float64 references of all 11 columns, computed only when a parity check asks (bench never
     does: at 131072 x 8192 the float64 weights alone would take 8.6 GB)."""
     d = _weight_data(fmt, rows, cols, data)
-    return _iq.matvec_reference(_iq.exact_weights(fmt, d["raw"]), d["x"], d["act"])
+    return matvec_reference(exact_weights(fmt, d["raw"]), d["x"], d["act"])
 
 
 _DEVICE_CACHE: dict[tuple[int, int], Any] = {}

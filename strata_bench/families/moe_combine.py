@@ -28,27 +28,13 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import InputError
-from strata_bench.families._data import parse_data
-from strata_bench.families._q8_1 import U32, U64, fp16_half_ulp, gamma
+from strata_bench.kit import U32, U64, Case, Expected, Family, InputError, Variant, fp16_half_ulp, gamma, parse_data
 
 from strata_bench.kernels.constants import MOE_THREADS as THREADS  # noqa: E402
 from strata_bench.kernels.constants import MOE_RESIDUAL_ROWS as RESIDUAL_ROWS  # noqa: E402
 FUSED_TOPK = (8,)  # fused kernel instances: TOPK x EPT (H = 256 * EPT)
 FUSED_EPT = (8, 16)
 DEFAULT_EPS = 1e-6
-
-
-def _case(tokens: int, data: str, lo: bool, hidden: int = 2048, topk: int = 8, ld: int | None = None) -> Case:
-    params: tuple[tuple[str, Any], ...] = (("lo", int(lo)),)
-    if ld is not None:
-        params += (("ld", ld),)
-    return Case("moe_combine", "f32", tokens, hidden, topk, data, params=params)
-
-
-def _engine_has_derived_outputs() -> bool:
-    return "output_values" in vars(Family)
 
 
 class MoeCombine(Family):
@@ -58,16 +44,25 @@ class MoeCombine(Family):
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
+        case = self.tokens_case
         return [
-            _case(1, "seed:1", True), _case(1, "seed:1", False),
-            _case(333, "seed:2", True), _case(333, "seed:2", False),
-            _case(1000, "seed:3", True),
-            _case(517, "seed:4", True, ld=2048 + 64), _case(517, "seed:4", False, ld=2048 + 64),
-            _case(333, "edge:5", True),  # a zero token (x = 0, rs = 1/sqrt(eps)) and a 1e3-scale token
+            case(1, "seed:1", True), case(1, "seed:1", False),
+            case(333, "seed:2", True), case(333, "seed:2", False),
+            case(1000, "seed:3", True),
+            case(517, "seed:4", True, ld=2048 + 64), case(517, "seed:4", False, ld=2048 + 64),
+            case(333, "edge:5", True),  # a zero token (x = 0, rs = 1/sqrt(eps)) and a 1e3-scale token
         ]
 
     def bench_cases(self) -> Iterable[Case]:
-        return [_case(t, "seed:1", lo) for t in (1000, 4096) for lo in (True, False)]
+        return [self.tokens_case(t, "seed:1", lo) for t in (1000, 4096) for lo in (True, False)]
+
+    def tokens_case(self, tokens: int, data: str, lo: bool, hidden: int = 2048, topk: int = 8,
+                    ld: int | None = None) -> Case:
+        """T tokens of hidden size H and top-k K; `lo` also writes xn16_lo; `ld` the token stride."""
+        params: dict[str, Any] = {"lo": int(lo)}
+        if ld is not None:
+            params["ld"] = ld
+        return self.case("f32", tokens, hidden, topk, data, **params)
 
     @staticmethod
     def geometry(case: Case) -> dict[str, Any]:
@@ -133,34 +128,47 @@ class MoeCombine(Family):
         return mask
 
     # --- launch -----------------------------------------------------------------------------------
-    def name_expressions(self, source: str) -> list[str]:
-        names = ["moe_combine_residual", "rms_norm_residual4<true>", "rms_norm_residual4<false>"]
-        names += [f"moe_combine_norm_fused<{e}, {k}, {lo}>" for e in FUSED_EPT for k in FUSED_TOPK
-                  for lo in ("true", "false")]
-        return names
+    def _old_kernels(self, source: str) -> list[str]:
+        return ["moe_combine_residual", "rms_norm_residual4<true>", "rms_norm_residual4<false>"]
 
-    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-               outs: Mapping[str, Any], stream: Any = None) -> None:
+    def _new_kernels(self, source: str) -> list[str]:
+        return [f"moe_combine_norm_fused<{e}, {k}, {lo}>" for e in FUSED_EPT for k in FUSED_TOPK
+                for lo in ("true", "false")]
+
+    @staticmethod
+    def _scalars(geo: Mapping[str, Any]) -> tuple[Any, ...]:
+        """(t, h, k, ld, eps, lo) as the kernels take them; lo is the template argument's spelling."""
+        return (np.int32(geo["T"]), np.int32(geo["H"]), np.int32(geo["K"]), np.int64(geo["ld"]),
+                np.float32(geo["eps"]), "true" if geo["lo"] else "false")
+
+    def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
         geo = self.geometry(case)
-        t, h, k = np.int32(geo["T"]), np.int32(geo["H"]), np.int32(geo["K"])
-        ld, eps, lo = np.int64(geo["ld"]), np.float32(geo["eps"]), "true" if geo["lo"] else "false"
+        t, h, k, ld, eps, lo = self._scalars(geo)
         xn_lo = outs["xn16_lo"] if geo["lo"] else None  # cupy passes None as a null pointer
         grid, block = (geo["T"],), (THREADS,)
-        if variant == "old":
-            kernels.get("moe_combine_residual")(grid, block, (dev["w"], dev["Y"], dev["S"], dev["beta"], dev["R_in"],
-                                                              outs["R_out"], t, h, k, ld), stream=stream)
-            kernels.get(f"rms_norm_residual4<{lo}>")(grid, block, (outs["R_out"], dev["alpha"], dev["g"], eps, t, h, ld,
-                                                                   outs["rs"], outs["xn16"], xn_lo), stream=stream)
-        elif variant == "new":
-            ept = geo["H"] // THREADS
-            if ept not in FUSED_EPT or geo["K"] not in FUSED_TOPK:
-                raise InputError(f"moe_combine: no fused instance for H={geo['H']}, K={geo['K']} "
-                                 f"(H/256 in {FUSED_EPT}, K in {FUSED_TOPK})")
-            fn = kernels.get(f"moe_combine_norm_fused<{ept}, {geo['K']}, {lo}>")
-            fn(grid, block, (dev["w"], dev["Y"], dev["S"], dev["beta"], dev["alpha"], dev["g"], eps, dev["R_in"],
-                             outs["R_out"], t, ld, outs["rs"], outs["xn16"], xn_lo), stream=stream)
-        else:
-            raise InputError(f"moe_combine: unknown variant {variant!r} (old, new)")
+        kernels.get("moe_combine_residual")(grid, block, (dev["w"], dev["Y"], dev["S"], dev["beta"], dev["R_in"],
+                                                          outs["R_out"], t, h, k, ld), stream=stream)
+        kernels.get(f"rms_norm_residual4<{lo}>")(grid, block, (outs["R_out"], dev["alpha"], dev["g"], eps, t, h, ld,
+                                                               outs["rs"], outs["xn16"], xn_lo), stream=stream)
+
+    def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
+        geo = self.geometry(case)
+        t, _, _, ld, eps, lo = self._scalars(geo)
+        xn_lo = outs["xn16_lo"] if geo["lo"] else None
+        ept = geo["H"] // THREADS
+        if ept not in FUSED_EPT or geo["K"] not in FUSED_TOPK:
+            raise InputError(f"moe_combine: no fused instance for H={geo['H']}, K={geo['K']} "
+                             f"(H/256 in {FUSED_EPT}, K in {FUSED_TOPK})")
+        fn = kernels.get(f"moe_combine_norm_fused<{ept}, {geo['K']}, {lo}>")
+        fn((geo["T"],), (THREADS,), (dev["w"], dev["Y"], dev["S"], dev["beta"], dev["alpha"], dev["g"], eps,
+                                     dev["R_in"], outs["R_out"], t, ld, outs["rs"], outs["xn16"], xn_lo), stream=stream)
+
+    variants = (
+        Variant("old", _old_kernels, _launch_old, "combine + residual, then RMS norm: R through memory"),
+        Variant("new", _new_kernels, _launch_new, "one fused kernel per token"),
+    )
 
     # --- reference --------------------------------------------------------------------------------
     def output_values(self, case: Case, name: str, outputs: Mapping[str, Any]) -> np.ndarray:
@@ -185,7 +193,7 @@ class MoeCombine(Family):
             Expected("xn16", _padded(ref["y"], ld, fill=np.nan), ref["tol_xn"], label="f64",
                      why="halfulp16(|y| + e_y) + e_y"),
         ]
-        if geo["lo"] and _engine_has_derived_outputs():
+        if geo["lo"]:
             out.append(Expected("xn16+lo", _padded(ref["y"], ld, fill=np.nan), ref["tol_pair"], label="f64 hi+lo",
                                 why="halfulp16(halfulp16(|y| + e_y)) + e_y: y - xn16 exact, rounded once"))
         return out

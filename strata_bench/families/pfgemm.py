@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import InputError
-from strata_bench.families._data import parse_data
+from strata_bench.kit import Case, Expected, Family, InputError, Variant, ceil_div, parse_data
 
 FAMILY = "pfgemm"
 from strata_bench.kernels.constants import PFGEMM_FORMAT_IDS as FORMAT_IDS  # noqa: E402
@@ -57,12 +56,6 @@ TC_ACC_PER_TERM = 2.0 ** -22
 F64_REL = 2.0 ** -53
 
 
-def _case(fmt: str, n: int, k: int, groups: str, data: str = "seed:1",
-          variants: tuple[str, ...] = ("old", "new", "auto"), bench: bool = False) -> Case:
-    params: tuple[tuple[str, Any], ...] = (("groups", groups),) + ((("bench", True),) if bench else ())
-    return Case(FAMILY, fmt, n, k, int(group_sizes_of(groups).sum()), data, variants, params)
-
-
 def group_sizes_of(spec: str) -> np.ndarray:
     """Token rows per expert from "a,b,c" or "GxE" (E experts of G rows each)."""
     try:
@@ -79,6 +72,7 @@ def group_sizes_of(spec: str) -> np.ndarray:
 
 
 def group_sizes(case: Case) -> np.ndarray:
+    """Token rows per expert of a case (its `groups` param)."""
     return group_sizes_of(str(case.param("groups", GROUPS_A)))
 
 
@@ -111,12 +105,44 @@ def choose_kernel(fmt: str, n: int, k: int, env: Mapping[str, str] | None = None
 
 
 def kernel_expression(kernel: str, fmt: str) -> str:
+    """The name expression of kernel "old" or "new" for a format."""
     return f"pfgemm_{kernel}<{FORMAT_IDS[fmt]}>"
 
 
 def token_tiles(sizes: np.ndarray, tile_rows: int) -> int:
     """Blocks along y: each expert's group in tiles of `tile_rows` token rows."""
-    return int(sum(-(-int(s) // tile_rows) for s in sizes))
+    return int(sum(ceil_div(int(s), tile_rows) for s in sizes))
+
+
+# --- the variants: which kernel each launches for a case ---------------------------------------------------
+def _choose_old(case: Case) -> str:
+    return "old"
+
+
+def _choose_new(case: Case) -> str:
+    if not new_supports(case.fmt, case.rows, case.cols):
+        raise InputError(f"pfgemm: the new kernel does not support {case.fmt} {case.rows}x{case.cols}")
+    return "new"
+
+
+def _choose_auto(case: Case) -> str:
+    return choose_kernel(case.fmt, case.rows, case.cols)
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """A variant's launch: the kernel `choose(case)` names ("old" or "new"), recorded in PfGemm.ran."""
+
+    variant: str
+    choose: Callable[[Case], str]
+
+    def __call__(self, family: "PfGemm", case: Case, kernels: Any, dev: Mapping[str, Any],
+                 outs: Mapping[str, Any], stream: Any = None) -> None:
+        family._run(case, self.variant, self.choose(case), kernels, dev, outs, stream)
+
+
+def _variant(name: str, choose: Callable[[Case], str], kinds: tuple[str, ...], description: str) -> Variant:
+    return Variant(name, lambda family, source: family.kernels_in(source, kinds), _Launch(name, choose), description)
 
 
 class PfGemm(Family):
@@ -127,29 +153,51 @@ class PfGemm(Family):
     def __init__(self) -> None:
         self.ran: dict[tuple[str, str], str] = {}  # (case name, variant) -> kernel name expression launched
 
+    # --- variants: what each launches (the kernel expressions its kernels compile) ---------------------
+    variants = (
+        _variant("old", _choose_old, ("old",), "the existing kernel: dequantize a K chunk to fp16 in shared memory"),
+        _variant("new", _choose_new, ("new",), "raw weight stages in shared memory, register-staged pipelining"),
+        _variant("auto", _choose_auto, ("old", "new"), "the production entry point: choose_kernel decides"),
+    )
+
+    @staticmethod
+    def kernels_in(source: str, kinds: tuple[str, ...]) -> list[str]:
+        """The name expressions of the kernels `kinds` ("old", "new") that `source` holds."""
+        if source.endswith("pfgemm_old.cu"):
+            return [kernel_expression("old", f) for f in FORMAT_IDS] if "old" in kinds else []
+        return [kernel_expression("new", f) for f in NEW_FORMATS] if "new" in kinds else []
+
     # --- cases ------------------------------------------------------------------------------------
+    def expert_case(self, fmt: str, n: int, k: int, groups: str, data: str = "seed:1",
+                    variants: tuple[str, ...] | None = None, bench: bool = False) -> Case:
+        """N weight rows of K values per expert over token groups `groups` ("a,b,c" or "GxE")."""
+        params: dict[str, Any] = {"groups": groups, **({"bench": True} if bench else {})}
+        return self.case(fmt, n, k, int(group_sizes_of(groups).sum()), data, variants, **params)
+
     def default_cases(self) -> Iterable[Case]:
+        case = self.expert_case
         return [
-            _case("iq2_s", 1280, 2560, GROUPS_A),                       # gate/up
-            _case("iq2_s", 2560, 1024, GROUPS_B, "seed:2"),             # down-like (K=640 is no IQ2_S row)
-            _case("iq2_s", 256, 768, GROUPS_A, "seed:3", ("old", "auto")),    # K % 512 != 0: auto -> old
-            _case("iq4_nl", 1280, 2560, GROUPS_B, "seed:4"),
-            _case("iq4_nl", 2560, 640, GROUPS_A, "seed:5"),             # down
-            _case("iq4_nl", 256, 608, GROUPS_B, "seed:6", ("old", "auto")),   # K % 128 != 0: auto -> old
-            _case("iq4_nl", 144, 512, GROUPS_A, "seed:9", ("old", "auto")),   # N % 128 != 0: auto -> old
-            _case("q2_0", 1280, 2560, GROUPS_A, "seed:7", ("old", "auto")),
-            _case("q2_0", 2560, 640, GROUPS_B, "seed:8", ("old", "auto")),
-            _case("iq2_s", 256, 1536, GROUPS_A, "fixture:smollm2-ffn_down.iq2_s"),
-            _case("iq4_nl", 256, 1536, GROUPS_B, "fixture:smollm2-ffn_down.iq4_nl"),
+            case("iq2_s", 1280, 2560, GROUPS_A),                       # gate/up
+            case("iq2_s", 2560, 1024, GROUPS_B, "seed:2"),             # down-like (K=640 is no IQ2_S row)
+            case("iq2_s", 256, 768, GROUPS_A, "seed:3", ("old", "auto")),    # K % 512 != 0: auto -> old
+            case("iq4_nl", 1280, 2560, GROUPS_B, "seed:4"),
+            case("iq4_nl", 2560, 640, GROUPS_A, "seed:5"),             # down
+            case("iq4_nl", 256, 608, GROUPS_B, "seed:6", ("old", "auto")),   # K % 128 != 0: auto -> old
+            case("iq4_nl", 144, 512, GROUPS_A, "seed:9", ("old", "auto")),   # N % 128 != 0: auto -> old
+            case("q2_0", 1280, 2560, GROUPS_A, "seed:7", ("old", "auto")),
+            case("q2_0", 2560, 640, GROUPS_B, "seed:8", ("old", "auto")),
+            case("iq2_s", 256, 1536, GROUPS_A, "fixture:smollm2-ffn_down.iq2_s"),
+            case("iq4_nl", 256, 1536, GROUPS_B, "fixture:smollm2-ffn_down.iq4_nl"),
         ]
 
     def bench_cases(self) -> Iterable[Case]:
         """8192 token rows over 128 experts (issue 6): IQ2_S gate/up 1280 x 2560, IQ4_NL down 2560 x 1280,
         and IQ4_NL at the gate/up shape."""
+        case = self.expert_case
         return [
-            _case("iq2_s", 1280, 2560, BENCH_GROUPS, bench=True),
-            _case("iq4_nl", 2560, 1280, BENCH_GROUPS, bench=True),
-            _case("iq4_nl", 1280, 2560, BENCH_GROUPS, bench=True),
+            case("iq2_s", 1280, 2560, BENCH_GROUPS, bench=True),
+            case("iq4_nl", 2560, 1280, BENCH_GROUPS, bench=True),
+            case("iq4_nl", 1280, 2560, BENCH_GROUPS, bench=True),
         ]
 
     def compared_outputs(self, case: Case) -> tuple[str, ...] | None:
@@ -174,7 +222,8 @@ class PfGemm(Family):
         sizes = self._check(case)
         src = parse_data(case.data)
         if src.edge:
-            raise InputError("pfgemm: edge data has fp16-overflowing weights (65504 scales); use seed:N or fixture:NAME")
+            raise InputError("pfgemm: edge data has fp16-overflowing weights (65504 scales); "
+                             "use seed:N or fixture:NAME")
         experts = sizes.size
         weights = _weights(case, src, experts)
         seed = src.seed if src.kind == "seed" else 0
@@ -196,24 +245,12 @@ class PfGemm(Family):
         return {"y": cupy.empty((case.ncols, case.rows), dtype=cupy.float32)}
 
     # --- launch -----------------------------------------------------------------------------------
-    def name_expressions(self, source: str) -> list[str]:
-        if source.endswith("pfgemm_old.cu"):
-            return [kernel_expression("old", f) for f in FORMAT_IDS]
-        return [kernel_expression("new", f) for f in NEW_FORMATS]
-
     def kernel_for(self, case: Case, variant: str) -> str:
         """"old" or "new": what a variant launches for this case (auto asks the dispatcher)."""
-        if variant == "auto":
-            return choose_kernel(case.fmt, case.rows, case.cols)
-        if variant == "new" and not new_supports(case.fmt, case.rows, case.cols):
-            raise InputError(f"pfgemm: the new kernel does not support {case.fmt} {case.rows}x{case.cols}")
-        if variant not in ("old", "new"):
-            raise InputError(f"pfgemm: unknown variant {variant!r} (old, new, auto)")
-        return variant
+        return self.variant(variant).launch.choose(case)
 
-    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-               outs: Mapping[str, Any], stream: Any = None) -> None:
-        kernel = self.kernel_for(case, variant)
+    def _run(self, case: Case, variant: str, kernel: str, kernels: Any, dev: Mapping[str, Any],
+             outs: Mapping[str, Any], stream: Any) -> None:
         expr = kernel_expression(kernel, case.fmt)
         self.ran[(case.name, variant)] = expr
         rows_per_block = OLD_ROWS if kernel == "old" else NEW_ROWS
@@ -222,7 +259,7 @@ class PfGemm(Family):
             return  # no token rows at all: nothing to write
         args = (dev["x"], dev["w"], dev["offsets"], outs["y"], np.int32(case.rows), np.int32(case.cols),
                 np.int32(dev["experts"]))
-        grid = (math.ceil(case.rows / rows_per_block), tiles)
+        grid = (ceil_div(case.rows, rows_per_block), tiles)
         kernels.get(expr)(grid, (THREADS,), args, stream=stream)
 
     # --- reference ----------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Kernels: kernels_src/q2warp/q2warp.cu (its ARITHMETIC CONTRACT says why the variants are bitwise equal).
 Output y is float32 (ncols, rows). Activations are seeded standard-normal columns quantized on the host
-to q8_1 exactly as the device's quantize_q8_1_lane would (_q8_1.quantize_q8_1).
+to q8_1 exactly as the device's quantize_q8_1_lane would (the kit's quantize_q8_1).
 
 Float64 references and their tolerances (docs/ARITHMETIC_ISSUE4.md, section A, derives them):
 - "f64(q8_1 acts)": y = sum_h d_w,h * d_a,h * S_h, exact products summed in float64. The kernel's
@@ -23,10 +23,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import InputError
-from strata_bench.families._data import allow_dynamic_shared, parse_data
-from strata_bench.families._q8_1 import Q8_1_BYTES, U64, dequantize_q8_1, gamma, quantize_q8_1, unpack_q8_1
+from strata_bench.kit import (Q8_1_BYTES, U64, Case, Expected, Family, InputError, Variant, allow_dynamic_shared,
+                              ceil_div, dequantize_q8_1, gamma, parse_data, quantize_q8_1, unpack_q8_1)
 
 from strata_bench.kernels.constants import BLOCK_SHAPES, Q2WARP_STATIC_SHARED_BYTES  # noqa: E402
 BLOCK_VALUES, BLOCK_BYTES = BLOCK_SHAPES["q2_0"]
@@ -39,10 +37,6 @@ OUTLIER = 3.0e4
 FIXTURE_FORMAT_NOTE = "fixture rows are requantized to Q2_0 (Q2_0.quantize) and tiled to the case's rows"
 
 
-def _case(rows: int, cols: int, ncols: int, data: str) -> Case:
-    return Case("q2warp", "q2_0", rows, cols, ncols, data)
-
-
 class Q2Warp(Family):
     name = "q2warp"
     sources = ("q2warp/q2warp.cu",)
@@ -50,22 +44,22 @@ class Q2Warp(Family):
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
-        cases = [_case(12288, 2560, n, "seed:1") for n in (1, 2, 3, 4)]  # the attention projection
+        cases = [self.case("q2_0", 12288, 2560, n, "seed:1") for n in (1, 2, 3, 4)]  # the attention projection
         # Uneven shapes: 39 blocks (78 half-blocks: chunk 2 partial, chunk 3 idle), odd row strides
         # (702 bytes: rows alternate 2- and 4-byte alignment), rows not a multiple of 4 or 16.
-        cases += [_case(1001, 2496, n, "seed:2") for n in (1, 2, 3, 4)]
+        cases += [self.case("q2_0", 1001, 2496, n, "seed:2") for n in (1, 2, 3, 4)]
         cases += [
-            _case(1001, 2496, 4, "edge:3"),  # zero, subnormal, 65504 scales; zero and 3e4 activations
-            _case(13, 8320, 3, "seed:4"),    # 260 half-blocks: 9 groups, the last of 4 half-blocks
-            _case(7, 64, 2, "seed:5"),       # one block per row: two lanes of one warp do everything
-            _case(6, 192, 1, "edge:6"),      # 3 blocks per row; 6 rows: the second warp has 2 of its 4 rows
-            _case(64, 1536, 2, "fixture:smollm2-ffn_down.q8_0"),
+            self.case("q2_0", 1001, 2496, 4, "edge:3"),  # zero, subnormal, 65504 scales; zero and 3e4 activations
+            self.case("q2_0", 13, 8320, 3, "seed:4"),    # 260 half-blocks: 9 groups, the last of 4 half-blocks
+            self.case("q2_0", 7, 64, 2, "seed:5"),       # one block per row: two lanes of one warp do everything
+            self.case("q2_0", 6, 192, 1, "edge:6"),      # 3 blocks per row; 6 rows: the second warp has 2 of its 4 rows
+            self.case("q2_0", 64, 1536, 2, "fixture:smollm2-ffn_down.q8_0"),
         ]
         return cases
 
     def bench_cases(self) -> Iterable[Case]:
         shapes = ((12288, 2560), (131072, 8192))  # attention projection; PEER.md's DRAM shape
-        return [_case(r, k, n, "seed:1") for r, k in shapes for n in (1, 2, 3, 4)]
+        return [self.case("q2_0", r, k, n, "seed:1") for r, k in shapes for n in (1, 2, 3, 4)]
 
     def related_cases(self, case: Case) -> list[tuple[Case, str, Any]]:
         """Column 0 of an n-column call equals the 1-column call (column 0 is the same activation)."""
@@ -99,25 +93,34 @@ class Q2Warp(Family):
         return {"y": cupy.empty((case.ncols, case.rows), dtype=cupy.float32)}
 
     # --- launch -----------------------------------------------------------------------------------
-    def name_expressions(self, source: str) -> list[str]:
-        return ([f"q2warp_old<{n}>" for n in (1, 2, 3, 4)]
-                + [f"q2warp_new<{n}, {NEW_WARPS}>" for n in (1, 2, 3, 4)])
+    def _old_kernels(self, source: str) -> list[str]:
+        return [f"q2warp_old<{n}>" for n in (1, 2, 3, 4)]
 
-    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-               outs: Mapping[str, Any], stream: Any = None) -> None:
-        nb = case.cols // BLOCK_VALUES
-        args = (dev["w"], dev["act"], outs["y"], np.int32(case.rows), np.int32(nb))
-        if variant == "old":
-            fn = kernels.get(f"q2warp_old<{case.ncols}>")
-            fn((case.rows,), (OLD_THREADS,), args, stream=stream)
-        elif variant == "new":
-            fn = kernels.get(f"q2warp_new<{case.ncols}, {NEW_WARPS}>")
-            shared = new_kernel_shared_bytes(dev["act"].data.ptr, case.ncols, nb)
-            allow_dynamic_shared(fn, shared, static_bytes=Q2WARP_STATIC_SHARED_BYTES)
-            rows_per_cta = ROWS_PER_WARP * NEW_WARPS
-            fn((math.ceil(case.rows / rows_per_cta),), (32 * NEW_WARPS,), args, shared_mem=shared, stream=stream)
-        else:
-            raise InputError(f"q2warp: unknown variant {variant!r} (old, new)")
+    def _new_kernels(self, source: str) -> list[str]:
+        return [f"q2warp_new<{n}, {NEW_WARPS}>" for n in (1, 2, 3, 4)]
+
+    @staticmethod
+    def _args(case: Case, dev: Mapping[str, Any], outs: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (dev["w"], dev["act"], outs["y"], np.int32(case.rows), np.int32(case.cols // BLOCK_VALUES))
+
+    def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
+        fn = kernels.get(f"q2warp_old<{case.ncols}>")
+        fn((case.rows,), (OLD_THREADS,), self._args(case, dev, outs), stream=stream)
+
+    def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
+        fn = kernels.get(f"q2warp_new<{case.ncols}, {NEW_WARPS}>")
+        shared = new_kernel_shared_bytes(dev["act"].data.ptr, case.ncols, case.cols // BLOCK_VALUES)
+        allow_dynamic_shared(fn, shared, static_bytes=Q2WARP_STATIC_SHARED_BYTES)
+        rows_per_cta = ROWS_PER_WARP * NEW_WARPS
+        fn((ceil_div(case.rows, rows_per_cta),), (32 * NEW_WARPS,), self._args(case, dev, outs), shared_mem=shared,
+           stream=stream)
+
+    variants = (
+        Variant("old", _old_kernels, _launch_old, "the exact layout: 4 warps per row"),
+        Variant("new", _new_kernels, _launch_new, "4 rows per warp, activations staged in shared memory"),
+    )
 
     # --- reference ----------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:

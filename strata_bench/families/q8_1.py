@@ -6,7 +6,7 @@ Kernels: kernels_src/q8_1/q8_1.cu: `quantize_q8_1` writes the blocks (output q8,
 Case: `rows` = activation rows (columns of a mat-vec), `cols` = values per row.
 
 References (docs/ARITHMETIC.md, section 2):
-- d (and d_bits, the same memory as uint16) and qs: bitwise against `_q8_1.quantize_q8_1`, numpy's IEEE
+- d (and d_bits, the same memory as uint16) and qs: bitwise against the kit's `quantize_q8_1`, numpy's IEEE
   float32 division, exact round-half-away-from-zero and round-to-nearest-even fp16 conversion: tol 0.
 - s: bitwise against numpy's float32 butterfly sum in warp_sum_f32's order (tol 0), and against the
   exact float64 sum with tol = max over blocks of gamma_5 sum|x| + fp16 half-ulp(|S| + gamma_5 sum|x|)
@@ -18,18 +18,11 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import InputError
-from strata_bench.families import _iq
-from strata_bench.families._data import parse_data
-from strata_bench.families._q8_1 import Q8_1_BYTES, U64, fp16_half_ulp, gamma, quantize_q8_1, unpack_q8_1
+from strata_bench.kit import (OUTLIER, Q8_1_BYTES, U64, Case, Expected, Family, InputError, Variant, activations,
+                              ceil_div, fp16_half_ulp, gamma, parse_data, quantize_q8_1, unpack_q8_1)
 
 VARIANTS = ("q8_1",)
 TINY = 1e-30  # a block of tiny values: d is far below fp16's range and rounds to 0
-
-
-def _case(rows: int, cols: int, data: str) -> Case:
-    return Case("q8_1", "f32", rows, cols, 1, data, variants=VARIANTS)
 
 
 def s_tolerance(x: np.ndarray) -> float:
@@ -47,16 +40,17 @@ class Q8_1(Family):
     description = "float32 -> q8_1 blocks (d, s, qs), bitwise against numpy"
 
     def default_cases(self) -> Iterable[Case]:
-        return [_case(1, 2560, "seed:1"), _case(11, 8192, "seed:2"), _case(4, 2560, "edge:3"), _case(3, 32, "edge:4")]
+        return [self.case("f32", 1, 2560, 1, "seed:1"), self.case("f32", 11, 8192, 1, "seed:2"),
+                self.case("f32", 4, 2560, 1, "edge:3"), self.case("f32", 3, 32, 1, "edge:4")]
 
     def bench_cases(self) -> Iterable[Case]:
-        return [_case(8, 8192, "seed:1")]
+        return [self.case("f32", 8, 8192, 1, "seed:1")]
 
     def make_inputs(self, case: Case) -> dict[str, Any]:
         if case.cols <= 0 or case.cols % 32 or case.rows <= 0:
             raise InputError(f"q8_1: values per row must be a positive multiple of 32, got {case.rows}x{case.cols}")
         src = parse_data(case.data)
-        x = _iq.activations(case.cols, case.rows, src)
+        x = activations(case.cols, case.rows, src)
         if src.edge:
             x = _edge_blocks(x)
         return {"x": x, "q8": quantize_q8_1(x)}
@@ -75,18 +69,19 @@ class Q8_1(Family):
                 "d_bits": d.view(cupy.uint16), "s": cupy.empty((case.rows, nb), dtype=cupy.float16),
                 "qs": cupy.empty((case.rows, nb, 32), dtype=cupy.int8)}
 
-    def name_expressions(self, source: str) -> list[str]:
+    def _q8_1_kernels(self, source: str) -> list[str]:
         return ["quantize_q8_1", "q8_1_fields"]
 
-    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-               outs: Mapping[str, Any], stream: Any = None) -> None:
-        if variant not in VARIANTS:
-            raise InputError(f"q8_1: unknown variant {variant!r} ({', '.join(VARIANTS)})")
+    def _launch_q8_1(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                     stream: Any = None) -> None:
         n_blocks = case.rows * case.cols // 32
-        kernels.get("quantize_q8_1")((-(-n_blocks // 8),), (256,), (dev["x"], np.int64(n_blocks), outs["q8"]),
+        kernels.get("quantize_q8_1")((ceil_div(n_blocks, 8),), (256,), (dev["x"], np.int64(n_blocks), outs["q8"]),
                                      stream=stream)
-        kernels.get("q8_1_fields")((-(-n_blocks * 32 // 256),), (256,),
+        kernels.get("q8_1_fields")((ceil_div(n_blocks * 32, 256),), (256,),
                                    (outs["q8"], np.int64(n_blocks), outs["d"], outs["s"], outs["qs"]), stream=stream)
+
+    variants = (Variant(VARIANTS[0], _q8_1_kernels, _launch_q8_1,
+                        "quantize_q8_1, then q8_1_fields copies d, s and qs apart"),)
 
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         q8 = host["q8"]
@@ -118,7 +113,7 @@ def _edge_blocks(x: np.ndarray) -> np.ndarray:
     nb = x.shape[1] // 32
     specials = [np.zeros(32, np.float32)]
     outlier = x[0, :32].copy()
-    outlier[5] = _iq.OUTLIER
+    outlier[5] = OUTLIER
     specials.append(outlier)
     specials.append(np.full(32, TINY, np.float32) * np.linspace(-1, 1, 32, dtype=np.float32))
     ties = np.arange(-16, 16, dtype=np.float32) + np.float32(0.5)

@@ -22,16 +22,12 @@ The tolerance is the largest block bound, so in edge cases the 3e4 block sets it
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.cases import Case, Expected, Family
-from strata_bench.errors import InputError
-from strata_bench.families._data import parse_data
-from strata_bench.families._q8_1 import (Q8_1_BYTES, Q8_1_VALUES, U32, U64, dequantize_q8_1, fp16_half_ulp,
-                                         gamma, q8_1_value_error, unpack_q8_1)
+from strata_bench.kit import (Q8_1_BYTES, Q8_1_VALUES, U32, U64, Case, Expected, Family, InputError, Variant, ceil_div,
+                              dequantize_q8_1, fp16_half_ulp, gamma, parse_data, q8_1_value_error, unpack_q8_1)
 
 DOWN_WIDTHS = {"q2_0": 768, "iq4_nl": 1408, "q8_0": 1536}  # F per down type (see the docstring)
 from strata_bench.kernels.constants import SWIGLU_GRANULE as GRANULE  # noqa: E402
@@ -42,14 +38,6 @@ H_REL = 8 * U32  # relative bound of the fp32 h (see the docstring)
 FIELDS = {0: "d", 1: "d", 2: "s", 3: "s"}
 
 
-def _case(fmt: str, rows: int, data: str, layout: str) -> Case:
-    return Case("swiglu_q8", fmt, rows, DOWN_WIDTHS[fmt], 1, data, params=(("layout", layout),))
-
-
-def _engine_has_derived_outputs() -> bool:
-    return "output_values" in vars(Family)
-
-
 class SwigluQ8(Family):
     name = "swiglu_q8"
     sources = ("swiglu_q8/swiglu_q8.cu",)
@@ -57,12 +45,16 @@ class SwigluQ8(Family):
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
-        cases = [_case(fmt, t, "seed:1", lay) for t in (1, 37, 4113) for fmt in DOWN_WIDTHS for lay in LAYOUTS]
-        cases += [_case(fmt, t, "edge:2", lay) for t in (1, 37) for fmt in DOWN_WIDTHS for lay in LAYOUTS]
+        cases = [self.rows_case(fmt, t, "seed:1", lay) for t in (1, 37, 4113) for fmt in DOWN_WIDTHS for lay in LAYOUTS]
+        cases += [self.rows_case(fmt, t, "edge:2", lay) for t in (1, 37) for fmt in DOWN_WIDTHS for lay in LAYOUTS]
         return cases
 
     def bench_cases(self) -> Iterable[Case]:
-        return [_case("q8_0", t, "seed:1", lay) for t in (4113, 16384) for lay in LAYOUTS]
+        return [self.rows_case("q8_0", t, "seed:1", lay) for t in (4113, 16384) for lay in LAYOUTS]
+
+    def rows_case(self, fmt: str, rows: int, data: str, layout: str) -> Case:
+        """`rows` rows of F = DOWN_WIDTHS[fmt] values for a down projection of type `fmt`, in a layout."""
+        return self.case(fmt, rows, DOWN_WIDTHS[fmt], 1, data, layout=layout)
 
     @staticmethod
     def _check(case: Case) -> str:
@@ -112,8 +104,11 @@ class SwigluQ8(Family):
         return {"q": cupy.empty((case.rows, case.cols // Q8_1_VALUES * Q8_1_BYTES), dtype=cupy.uint8)}
 
     # --- launch -----------------------------------------------------------------------------------
-    def name_expressions(self, source: str) -> list[str]:
-        return ["swiglu_h_f32", "quantize_rows_q8_1", "swiglu_q8_1_fused"]
+    def _old_kernels(self, source: str) -> list[str]:
+        return ["swiglu_h_f32", "quantize_rows_q8_1"]
+
+    def _new_kernels(self, source: str) -> list[str]:
+        return ["swiglu_q8_1_fused"]
 
     @staticmethod
     def _gate_up(case: Case, dev: Mapping[str, Any]) -> tuple[Any, Any, int]:
@@ -122,21 +117,28 @@ class SwigluQ8(Family):
             return both, both[:, case.cols:], 2 * case.cols  # views: the kernel gets their first element
         return dev["gate"], dev["up"], case.cols
 
-    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-               outs: Mapping[str, Any], stream: Any = None) -> None:
+    def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
         gate, up, ld = self._gate_up(case, dev)
         t, f = np.int32(case.rows), np.int32(case.cols)
         blocks = case.rows * case.cols // Q8_1_VALUES
-        if variant == "old":
-            kernels.get("swiglu_h_f32")((math.ceil(case.rows * case.cols / 256),), (256,),
-                                        (gate, up, np.int64(ld), t, f, dev["h"]), stream=stream)
-            kernels.get("quantize_rows_q8_1")((math.ceil(blocks / WARPS),), (32 * WARPS,),
-                                              (dev["h"], t, f, outs["q"]), stream=stream)
-        elif variant == "new":
-            kernels.get("swiglu_q8_1_fused")((math.ceil(blocks / (WARPS * BLOCKS_PER_WARP)),), (32 * WARPS,),
-                                             (gate, up, np.int64(ld), t, f, outs["q"]), stream=stream)
-        else:
-            raise InputError(f"swiglu_q8: unknown variant {variant!r} (old, new)")
+        kernels.get("swiglu_h_f32")((ceil_div(case.rows * case.cols, 256),), (256,),
+                                    (gate, up, np.int64(ld), t, f, dev["h"]), stream=stream)
+        kernels.get("quantize_rows_q8_1")((ceil_div(blocks, WARPS),), (32 * WARPS,),
+                                          (dev["h"], t, f, outs["q"]), stream=stream)
+
+    def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                    stream: Any = None) -> None:
+        gate, up, ld = self._gate_up(case, dev)
+        t, f = np.int32(case.rows), np.int32(case.cols)
+        blocks = case.rows * case.cols // Q8_1_VALUES
+        kernels.get("swiglu_q8_1_fused")((ceil_div(blocks, WARPS * BLOCKS_PER_WARP),), (32 * WARPS,),
+                                         (gate, up, np.int64(ld), t, f, outs["q"]), stream=stream)
+
+    variants = (
+        Variant("old", _old_kernels, _launch_old, "swiglu_h_f32 writes fp32 h, quantize_rows_q8_1 reads it back"),
+        Variant("new", _new_kernels, _launch_new, "one fused kernel: h stays in registers"),
+    )
 
     # --- reference --------------------------------------------------------------------------------
     def output_values(self, case: Case, name: str, outputs: Mapping[str, Any]) -> np.ndarray:
@@ -148,8 +150,6 @@ class SwigluQ8(Family):
         return np.asarray(outputs[name], dtype=np.float64)
 
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
-        if not _engine_has_derived_outputs():
-            return []  # the parity engine cannot compare q8_1 bytes with floats without output_values
         cached = _inputs(case.rows, case.cols, case.data)
         if host is cached:
             ref = _reference(case.rows, case.cols, case.data)

@@ -1,7 +1,8 @@
 """Quant formats: one small registered class per format.
 
 A format knows its block geometry, its gguf type (gguf-py is the dequantization oracle wherever it
-has the format), and how to make seeded random and edge-case blocks. Subclasses register themselves:
+has the format), and how to make seeded random and edge-case blocks. Subclasses register themselves
+(a name taken by another class, or a subclass of a format that names none of its own, is a RegistryError):
 
     class Q8_0(QuantFormat, name="q8_0", block_size=32, type_size=34, qtype=GGMLQuantizationType.Q8_0): ...
 """
@@ -11,9 +12,23 @@ from typing import ClassVar
 
 import numpy as np
 
-from strata_bench.errors import InputError
+from strata_bench.errors import InputError, RegistryError
 
 FORMATS: dict[str, "QuantFormat"] = {}
+
+
+def _origin(cls: type) -> tuple[str, str]:
+    # The same class statement run again (a module reloaded) may re-register its own name.
+    return cls.__module__, cls.__qualname__
+
+
+def _refuse_inherited_name(cls: type) -> None:
+    """A subclass of a registered format that names no format of its own would share its parent's name."""
+    for base in cls.__mro__[1:]:
+        inherited = base.__dict__.get("name")
+        if isinstance(inherited, str) and FORMATS.get(inherited) is not None and type(FORMATS[inherited]) is base:
+            raise RegistryError(f"format class {cls.__qualname__} inherits the name {inherited!r} of "
+                                f"{base.__qualname__}: pass its own name= (and geometry) in the class statement")
 
 
 class QuantFormat:
@@ -26,7 +41,12 @@ class QuantFormat:
                           qtype: object | None = None, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
         if name is None:
+            _refuse_inherited_name(cls)
             return
+        held = FORMATS.get(name)
+        if held is not None and _origin(type(held)) != _origin(cls):
+            raise RegistryError(f"format name {name!r} is taken: {type(held).__module__}.{type(held).__qualname__} "
+                                f"holds it, {cls.__module__}.{cls.__qualname__} cannot register it too")
         cls.name, cls.block_size, cls.type_size, cls.qtype = name, block_size, type_size, qtype
         FORMATS[name] = cls()
 

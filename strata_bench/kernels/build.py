@@ -286,7 +286,7 @@ def load_kernels(family: Any, device_id: int) -> Kernels:
 
 def compile_family(family: Any, arch: str, use_cache: bool = True) -> list[CompiledSource]:
     """Every source of a family; a user family may set `kernels_root` (its --kernels DIR)."""
-    root = getattr(family, "kernels_root", None)
+    root = family.kernels_root
     return [compile_source(src, family.name_expressions(src), arch, use_cache=use_cache, root=root)
             for src in family.sources]
 

@@ -15,11 +15,10 @@ Run `python -m strata_bench.kernels.constants` to rewrite the header, `--check` 
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from strata_bench.kernels.sources import kernels_dir
+from strata_bench.kernels.generated import GeneratedHeader
 
 HEADER_RELPATH = "generated/strata_constants.cuh"
 
@@ -90,35 +89,24 @@ def render_header() -> str:
     return head + "".join(f"#define {name} {value}\n" for name, value in macros().items())
 
 
+HEADER = GeneratedHeader(HEADER_RELPATH, render_header, "strata_bench.kernels.constants")
+
+
 def header_path(root: Path | None = None) -> Path:
-    return (kernels_dir() if root is None else root) / HEADER_RELPATH
+    return HEADER.path(root)
 
 
 def is_current(root: Path | None = None) -> bool:
     """True when the committed header equals what this module generates."""
-    path = header_path(root)
-    return path.is_file() and path.read_text() == render_header()
+    return HEADER.is_current(root)
 
 
 def write_header(root: Path | None = None) -> Path:
-    path = header_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_header())
-    return path
+    return HEADER.write(root)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=f"Generate kernels_src/{HEADER_RELPATH}.")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the header is stale")
-    args = parser.parse_args(argv)
-    if args.check:
-        if is_current():
-            print(f"{header_path()} is current")
-            return 0
-        print(f"{header_path()} is stale: run python -m strata_bench.kernels.constants", file=sys.stderr)
-        return 1
-    print(f"wrote {write_header()}")
-    return 0
+    return HEADER.main(argv, f"Generate kernels_src/{HEADER_RELPATH}.", "")
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str
 
 def plan(families: dict[str, Any], archs: Sequence[str]) -> list[CompileJob]:
     """Every (family, source, arch) job, grouped by source so the summary reads row by row."""
-    return [CompileJob(name, src, arch, tuple(fam.name_expressions(src)), getattr(fam, "kernels_root", None))
+    return [CompileJob(name, src, arch, tuple(fam.name_expressions(src)), fam.kernels_root)
             for name, fam in families.items() for src in fam.sources for arch in archs]
 
 

@@ -12,8 +12,8 @@ GPU layouts (all little-endian; element i of a grid entry = byte i of its word, 
   with element i's code (its index into gguf's `grid_map`, 0..2) in bits 4i..4i+3, so the low 16
   bits are `__byte_perm` selectors for elements 0..3 and the high 16 bits for 4..7 against
   `STRATA_IQ2_GRID_MAP` (the grid_map bytes) and, with 4 added to a selector nibble, against
-  `STRATA_IQ2_GRID_MAP_NEG` (the negated bytes): sign and magnitude in one prmt. Half the bytes of the uint64 form, and one 32-bit
-  shared-memory access per 8 values instead of a 64-bit one.
+  `STRATA_IQ2_GRID_MAP_NEG` (the negated bytes): sign and magnitude in one prmt. Half the bytes of the
+  uint64 form, and one 32-bit shared-memory access per 8 values instead of a 64-bit one.
 - `iq3xxs_grid[256]`, `iq3s_grid[512]`: uint32, 4 unsigned magnitudes each.
 - `iq1s_grid[2048]`: uint64, 8 int8 values in {-1, 0, 1} (two's complement bytes).
 - `iq1s_grid_nib[2048]`: uint32, the same grid as codes g+1 in {0, 1, 2}, element i in bits 4i..4i+3
@@ -31,14 +31,13 @@ Run `python -m strata_bench.kernels.tables` to rewrite the header, `--check` to 
 """
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from strata_bench.kernels.sources import kernels_dir
+from strata_bench.kernels.generated import GeneratedHeader
 
 HEADER_RELPATH = "generated/iq_tables.cuh"
 VALUES_PER_LINE = {8: 4, 4: 8, 1: 16}  # hex literals per line by element size in bytes
@@ -180,35 +179,24 @@ def render_header() -> str:
     return "\n".join(parts)
 
 
+HEADER = GeneratedHeader(HEADER_RELPATH, render_header, "strata_bench.kernels.tables")
+
+
 def header_path(root: Path | None = None) -> Path:
-    return (kernels_dir() if root is None else root) / HEADER_RELPATH
+    return HEADER.path(root)
 
 
 def is_current(root: Path | None = None) -> bool:
-    """True when the committed header equals what the installed gguf generates."""
-    path = header_path(root)
-    return path.is_file() and path.read_text() == render_header()
+    """True when the committed header equals what this module generates."""
+    return HEADER.is_current(root)
 
 
 def write_header(root: Path | None = None) -> Path:
-    path = header_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_header())
-    return path
+    return HEADER.write(root)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Generate kernels_src/generated/iq_tables.cuh from gguf.")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the header is stale")
-    args = parser.parse_args(argv)
-    if args.check:
-        if is_current():
-            print(f"{header_path()} is current (gguf {gguf_version()})")
-            return 0
-        print(f"{header_path()} is stale: run python -m strata_bench.kernels.tables", file=sys.stderr)
-        return 1
-    print(f"wrote {write_header()}")
-    return 0
+    return HEADER.main(argv, "Generate kernels_src/generated/iq_tables.cuh from gguf.", f" (gguf {gguf_version()})")
 
 
 if __name__ == "__main__":

@@ -72,8 +72,8 @@ def _p_text(p: float | None, note: str) -> str:
 
 
 def _outlier_text(outcome) -> str:
-    parts = [f"{label}: {len(arm.outliers)}" for label, arm in (("A", outcome.comparison.a), ("B", outcome.comparison.b))
-             if arm.outliers]
+    arms = (("A", outcome.comparison.a), ("B", outcome.comparison.b))
+    parts = [f"{label}: {len(arm.outliers)}" for label, arm in arms if arm.outliers]
     return (", ".join(parts) + " (modified z > 3.5, kept)") if parts else "none (modified z > 3.5)"
 
 

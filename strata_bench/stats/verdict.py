@@ -86,7 +86,8 @@ def decide(rel_ci: Interval | None, criteria: Criteria, subject: str = "B", base
         verdict, better = _direction(rel_ci.low > 0, criteria)
         good = "higher" if criteria.higher_is_better else "lower"
         return verdict, f"{ci}, excluding 0: {subject} is {better} ({good} is better)"
-    return Verdict.UNDECIDED, f"{ci}: it includes 0 and reaches past the +/-{unsigned_percent(band)} band; more pairs may decide"
+    return Verdict.UNDECIDED, (f"{ci}: it includes 0 and reaches past the +/-{unsigned_percent(band)} band; "
+                               "more pairs may decide")
 
 
 def _direction(subject_higher: bool, criteria: Criteria) -> tuple[Verdict, str]:
@@ -105,7 +106,8 @@ def check_regression(rel_ci: Interval | None, criteria: Criteria, subject: str =
     if worse_bound > limit:
         return True, (f"regression: {subject} is worse by at least {unsigned_percent(worse_bound)} "
                       f"({rel_ci.method}), beyond {unsigned_percent(limit)}")
-    return False, f"no regression beyond {unsigned_percent(limit)} ({subject} worse by at most {unsigned_percent(_worst(rel_ci, criteria))})"
+    at_most = unsigned_percent(_worst(rel_ci, criteria))
+    return False, f"no regression beyond {unsigned_percent(limit)} ({subject} worse by at most {at_most})"
 
 
 def _worst(rel_ci: Interval, criteria: Criteria) -> float:
@@ -172,7 +174,8 @@ def _judge_single(ratio: float, criteria: Criteria) -> tuple[Verdict, str, bool,
     if limit is None:
         return verdict, why, False, ""
     if worse > limit:
-        return verdict, why, True, f"regression: NEW is worse by {unsigned_percent(worse)}, beyond {unsigned_percent(limit)}"
+        reason = f"regression: NEW is worse by {unsigned_percent(worse)}, beyond {unsigned_percent(limit)}"
+        return verdict, why, True, reason
     return verdict, why, False, f"no regression beyond {unsigned_percent(limit)}"
 
 

@@ -18,7 +18,8 @@ class Ceilings:
 _READ_KERNEL = r"""
 extern "C" __global__ void strata_read_ceiling(const int4* __restrict__ src, long long n, int* out) {
     int acc = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
         int4 v = __ldcs(src + i);  // streaming load: do not keep in L2
         acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }

@@ -46,27 +46,34 @@ def chosen_variants() -> dict[str, str]:
             "pfgemm": "auto", "moe_combine": "new"}
 
 
-def decode_steps(fmt: str) -> list[Step]:
-    from strata_bench.families import grouped, mmvq, moe_combine, q2warp
+def _family(name: str) -> Any:
+    return load_builtin_families()[name]
 
+
+def decode_steps(fmt: str) -> list[Step]:
+    """One decode token through one layer: attention projection, output projection, MoE FFN, combine."""
     v = chosen_variants()
     experts = (1,) * TOP_K + (0,) * (EXPERTS - TOP_K)  # one token routed to TOP_K experts
-    return [Step("q2warp", q2warp._case(D_ATTN, D_MODEL, 1, "seed:1"), v["q2warp"]),
-            Step("mmvq", mmvq._case(fmt, D_MODEL, 4096, 1, "seed:1"), v["mmvq"]),
-            Step("grouped", grouped._case(fmt, "iq4_nl", D_FF, D_MODEL, experts, "seed:1"), v["grouped"]),
-            Step("moe_combine", moe_combine._case(1, "seed:1", lo=False), v["moe_combine"])]
+    groups = "-".join(str(g) for g in experts)
+    return [Step("q2warp", _family("q2warp").case("q2_0", D_ATTN, D_MODEL, 1, "seed:1"), v["q2warp"]),
+            Step("mmvq", _family("mmvq").case(fmt, D_MODEL, 4096, 1, "seed:1"), v["mmvq"]),
+            Step("grouped", _family("grouped").case(fmt, D_FF, D_MODEL, sum(experts), "seed:1", down="iq4_nl",
+                                                    groups=groups), v["grouped"]),
+            Step("moe_combine", _family("moe_combine").case("f32", 1, 2048, TOP_K, "seed:1", lo=0),
+                 v["moe_combine"])]
 
 
 def prefill_steps(fmt: str, tokens: int) -> list[Step]:
-    from strata_bench.families import mmvq, moe_combine, pfgemm, q2warp
-
+    """`tokens` prompt tokens through one layer, the projections in passes of 4 and 8 columns."""
     v = chosen_variants()
     per_expert = max(1, math.ceil(tokens * TOP_K / EXPERTS))
-    return [Step("q2warp", q2warp._case(D_ATTN, D_MODEL, 4, "seed:1"), v["q2warp"], math.ceil(tokens / 4)),
-            Step("mmvq", mmvq._case(fmt, D_MODEL, 4096, 8, "seed:1"), v["mmvq"], math.ceil(tokens / 8)),
-            Step("pfgemm", pfgemm._case("iq2_s", 2 * D_FF, D_MODEL, f"{per_expert}x{EXPERTS}",
-                                        variants=("auto",)), v["pfgemm"]),
-            Step("moe_combine", moe_combine._case(tokens, "seed:1", lo=False), v["moe_combine"])]
+    return [Step("q2warp", _family("q2warp").case("q2_0", D_ATTN, D_MODEL, 4, "seed:1"), v["q2warp"],
+                 math.ceil(tokens / 4)),
+            Step("mmvq", _family("mmvq").case(fmt, D_MODEL, 4096, 8, "seed:1"), v["mmvq"], math.ceil(tokens / 8)),
+            Step("pfgemm", _family("pfgemm").case("iq2_s", 2 * D_FF, D_MODEL, per_expert * EXPERTS, "seed:1",
+                                                  ("auto",), groups=f"{per_expert}x{EXPERTS}"), v["pfgemm"]),
+            Step("moe_combine", _family("moe_combine").case("f32", tokens, 2048, TOP_K, "seed:1", lo=0),
+                 v["moe_combine"])]
 
 
 class _Prepared:

@@ -1,0 +1,181 @@
+"""The Family contract: what a kernel family declares so parity, bench and ab can run it.
+
+A family is a class with a unique `name`, the kernel sources it compiles, how a case's inputs are built,
+the outputs its variants write, its float64 references, and a table of variants. A variant is data
+(`Variant`): a name, the kernel name expressions it compiles from each source, and its launch. Adding a
+variant is one entry in `variants`; nothing dispatches on variant names.
+
+Lifecycle per case: host = make_inputs(case) (numpy, deterministic from the case);
+dev = to_device(case, host) (cupy); outs = alloc_outputs(case, dev); launch(case, variant, ...) fills
+outs; reference(case, host) gives the Expected values the outputs are checked against.
+
+A subclass with a `name` registers itself when its class statement runs (cases/registry.py); a subclass
+must set its own `name` (inheriting the parent's is refused) and a name belongs to one class.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
+
+from strata_bench.cases.case import Case, Expected
+from strata_bench.errors import InputError
+
+# (family, source) -> the name expressions a variant compiles from that source ([] for one it does not use).
+KernelsOf = Callable[["Family", str], Sequence[str]]
+# (family, case, kernels, dev, outs, stream) -> None; must only enqueue work (bench captures it in a graph).
+LaunchFn = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One registered way of running a family's cases.
+
+    `kernels(family, source)` lists the kernel name expressions (template instances) the variant launches
+    from one of the family's sources, and `launch(family, case, kernels, dev, outs, stream)` enqueues
+    them. The first variant a case lists is its baseline.
+    """
+
+    name: str
+    kernels: KernelsOf
+    launch: LaunchFn
+    description: str = ""
+
+
+class Family(ABC):
+    """A kernel family. Subclasses with a `name` register themselves when defined.
+
+    Required: default_cases, make_inputs, to_device, alloc_outputs, reference, and a `variants` table
+    (or, for a family written before the table existed, its own `launch` and `name_expressions`).
+    Every optional hook below has a default that suits a plain elementwise family.
+    """
+
+    name: ClassVar[str] = ""
+    sources: ClassVar[tuple[str, ...]] = ()  # files in kernels_src/ (or the family's kernels_root) it compiles
+    description: ClassVar[str] = ""
+    variants: ClassVar[tuple[Variant, ...]] = ()  # the variant table; see Variant
+    # Directory the sources are read from (a user family's --kernels DIR); None: kernels_src/.
+    kernels_root: Path | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        from strata_bench.cases.registry import register_family
+
+        register_family(cls)
+
+    # --- required ---------------------------------------------------------------------------------
+    @abstractmethod
+    def default_cases(self) -> Iterable[Case]:
+        """The cases `strata-bench parity` runs with no filter."""
+
+    @abstractmethod
+    def make_inputs(self, case: Case) -> dict[str, Any]:
+        """Host inputs (numpy) built deterministically from the case (fixture or seed)."""
+
+    @abstractmethod
+    def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        """Copy host inputs to the current device (cupy)."""
+
+    @abstractmethod
+    def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
+        """Allocate every output a variant writes (cupy arrays; the engine poisons them)."""
+
+    @abstractmethod
+    def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
+        """Float64 references with tolerances derived from the kernels' arithmetic contract."""
+
+    # --- variants and kernels -----------------------------------------------------------------------
+    @property
+    def default_variants(self) -> tuple[str, ...]:
+        """The variant names `case()` gives a case: every entry of the table, in order (the first is the
+        baseline)."""
+        return tuple(v.name for v in self.variants)
+
+    def variant(self, name: str) -> Variant:
+        """The table entry named `name`; an InputError naming the known variants if there is none."""
+        for v in self.variants:
+            if v.name == name:
+                return v
+        known = ", ".join(v.name for v in self.variants)
+        raise InputError(f"{self.name}: unknown variant {name!r} ({known})")
+
+    def family_kernels(self, source: str) -> list[str]:
+        """Kernels every variant launches (e.g. quantize_q8_1 before a mat-vec), from one source.
+        Default: none."""
+        return []
+
+    def name_expressions(self, source: str) -> list[str]:
+        """Every kernel to compile from one source: the family-wide kernels, then each variant's, in
+        table order, each once."""
+        names = list(self.family_kernels(source))
+        for v in self.variants:
+            names += v.kernels(self, source)
+        return list(dict.fromkeys(names))
+
+    def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
+               outs: Mapping[str, Any], stream: Any = None) -> None:
+        """Launch one variant (looked up in the table). Must only enqueue work, so bench can capture it
+        in a CUDA graph."""
+        self.variant(variant).launch(self, case, kernels, dev, outs, stream)
+
+    def case(self, fmt: str, rows: int, cols: int, ncols: int = 1, data: str = "seed:1",
+             variants: tuple[str, ...] | None = None, **params: Any) -> Case:
+        """A case of this family: its name filled in, its default variants unless `variants` is given,
+        and `params` (family-specific knobs) in the order given (they are part of the case's name)."""
+        chosen = self.default_variants if variants is None else tuple(variants)
+        if self.variants:
+            for name in chosen:
+                self.variant(name)  # an unknown name is an InputError now, not at launch
+        return Case(self.name, fmt, rows, cols, ncols, data, chosen, tuple(params.items()))
+
+    # --- optional hooks -----------------------------------------------------------------------------
+    def bench_cases(self) -> Iterable[Case]:
+        """The cases `strata-bench bench` times with no filter (default: the seeded parity cases)."""
+        return [c for c in self.default_cases() if c.data.startswith("seed")]
+
+    def compared_outputs(self, case: Case) -> tuple[str, ...] | None:
+        """Outputs compared bitwise between variants (default None: all of them)."""
+        return None
+
+    def related_cases(self, case: Case) -> list[tuple[Case, str, Any]]:
+        """Extra bitwise checks: (other case, its output, a function mapping this case's outputs
+        to the slice that must equal it). mmvq uses it for 'every column equals the 1-column call'.
+        Default: none."""
+        return []
+
+    def output_values(self, case: Case, name: str, outputs: Mapping[str, Any]) -> Any:
+        """Float64 values an Expected named `name` is checked against. Default: that output, widened;
+        a family overrides it for derived values (q8_1 bytes decoded, a hi+lo fp16 pair summed)."""
+        import numpy as np
+
+        return np.asarray(outputs[name], dtype=np.float64)
+
+    def written_mask(self, case: Case, output: str) -> Any:
+        """Bool mask of the elements a variant must write (default None: all). Elements outside it
+        (padding) must stay unwritten: a kernel that writes into padding fails too."""
+        return None
+
+    def allows_nonfinite(self, case: Case, output: str) -> bool:
+        """True where an output may hold inf or NaN on purpose (checked against the reference instead of
+        failing the finite check). Default False."""
+        return False
+
+    def errors_must_match(self, case: Case) -> bool:
+        """True where variants cannot be bitwise equal but must have the same max |err| against every
+        float64 reference (e.g. tensor-core GEMMs with the same fp16 inputs and k order). Default False."""
+        return False
+
+    def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
+        """Name an output element for a diagnosis (e.g. 'row 17, column 2, block 3').
+        Default: 'index i,j'."""
+        return "index " + ",".join(str(i) for i in index)
+
+    def bytes_moved(self, case: Case) -> int:
+        """Bytes the kernel must move through memory (quantized weights + activations + outputs), for GB/s.
+        Default 0 (no bandwidth figure)."""
+        return 0
+
+    def flops(self, case: Case) -> int:
+        """Arithmetic operations of one call, for a TFLOP/s figure. Default 0 (none)."""
+        return 0

@@ -1,0 +1,56 @@
+"""Launch helpers a family's variants share: grid arithmetic, opting in to more dynamic shared memory,
+and occupancy (how many blocks of a kernel fit on the device at once, for persistent grids)."""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+DEFAULT_SHARED_LIMIT = 48 * 1024  # bytes of shared memory a kernel may use without opting in
+
+_OPTED_IN: dict[int, int] = {}
+
+
+def ceil_div(n: int, d: int) -> int:
+    """The smallest integer >= n / d (blocks needed to cover n items, d per block), exact for any size."""
+    return -(-n // d)
+
+
+def allow_dynamic_shared(fn: Any, nbytes: int, static_bytes: int = 0) -> None:
+    """Raise a kernel's dynamic shared memory limit when a launch needs more than the default 48 KiB.
+
+    A driver attribute of the function, not a stream operation, so it is safe while a graph is captured.
+    """
+    if nbytes + static_bytes <= DEFAULT_SHARED_LIMIT or _OPTED_IN.get(fn.ptr, 0) >= nbytes:
+        return
+    from cupy_backends.cuda.api import driver
+
+    driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+    _OPTED_IN[fn.ptr] = nbytes
+
+
+def resident_blocks(fn: Any, threads: int, shared: int, device: int | None = None) -> int:
+    """How many blocks of this kernel fit on the whole device at once (for persistent grids)."""
+    import cupy
+
+    dev = cupy.cuda.Device().id if device is None else device
+    return _resident_blocks(fn.ptr, threads, shared, dev)
+
+
+@functools.lru_cache(maxsize=None)
+def _resident_blocks(fn_ptr: int, threads: int, shared: int, dev: int) -> int:
+    # Cached: getDeviceProperties costs about a millisecond of host time, far more than a launch, and
+    # neither the SM count nor a kernel's occupancy changes within a process.
+    from cupy_backends.cuda.api import driver, runtime
+
+    sms = runtime.getDeviceProperties(dev)["multiProcessorCount"]
+    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(fn_ptr, threads, shared)
+    return max(1, per_sm) * sms
+
+
+def launch_quantize_q8_1(kernels: Any, x: Any, xq: Any, n_blocks: int, stream: Any = None) -> None:
+    """quantize_q8_1 (kernels_src' q8_1 source): float32 x -> q8_1 blocks xq, one warp per 32 values,
+    8 warps per block. The first step of every mat-vec over q8_1 activations."""
+    import numpy as np
+
+    fn = kernels.get("quantize_q8_1")
+    fn((ceil_div(n_blocks, 8),), (256,), (x, np.int64(n_blocks), xq), stream=stream)
