@@ -28,7 +28,9 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
     Without --arch it builds for the local GPU (exit 77 if there is none); with --arch it needs no GPU,
     only NVRTC. Cubins are cached under $STRATA_CACHE_DIR (default ~/.cache/strata-bench/cubin), keyed
     by every source and header byte, the options, the NVRTC version and the architecture. A compile
-    error prints the NVRTC log (file(line): error ...) and exits 2.
+    error prints the NVRTC log (file(line): error ...) and exits 2. An architecture the installed NVRTC
+    does not list is refused before anything compiles. A source that needs a CUDA toolkit header this
+    host lacks (crt/mma.h for the wmma kernels) is skipped, and the summary says which and why.
 
     \b
     Example:
@@ -49,9 +51,13 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
     console.print(summary_table(outcomes, arch_list))
     if resources:
         console.print(resources_table(outcomes))
-    ok = sum(o.ok for o in outcomes)
+    ok, skipped = sum(o.ok for o in outcomes), [o for o in outcomes if o.skipped]
+    failed = sum(o.error is not None for o in outcomes)
+    tail = f", {len(skipped)} skipped" if skipped else ""
     console.print(f"{len(outcomes)} compile(s): {ok} ok ({sum(o.cache_hit for o in outcomes)} cached), "
-                  f"{len(outcomes) - ok} failed")
+                  f"{failed} failed{tail}")
+    for reason in dict.fromkeys(o.skipped for o in skipped):
+        console.print(f"skipped: {reason}")
     buildplan.raise_for_failures(outcomes)
 
 
@@ -81,6 +87,8 @@ def summary_table(outcomes, archs: Sequence[str]):
 
 
 def _cell(outcome) -> str:
+    if outcome.skipped:
+        return "[yellow]skipped[/yellow]"
     if not outcome.ok:
         return "[red]FAILED[/red]"
     if outcome.cache_hit:

@@ -9,9 +9,10 @@ from strata_bench.errors import CheckFailed, InputError
 
 
 def root_option(func):
-    """--root DIR: the fixtures folder (default $STRATA_FIXTURES, else the checkout's fixtures/)."""
+    """--root DIR: the fixtures folder (default $STRATA_FIXTURES, else ./fixtures, then the built-in set)."""
     return click.option("--root", type=click.Path(file_okay=False), default=None,
-                        help="Fixtures folder (default: $STRATA_FIXTURES, else the repository's fixtures/).")(func)
+                        help="Fixtures folder (default: writes go to $STRATA_FIXTURES, else ./fixtures; "
+                             "reads look there, then in the built-in set).")(func)
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -82,12 +83,12 @@ def from_gguf(file, tensor_regex, rows_spec, as_fmt, name, force, root) -> None:
         strata-bench fixtures from-gguf model.gguf --tensor 'blk\\.0\\.attn_q' --as q8_0
     """
     from strata_bench.data.gguf_import import fixture_from_gguf, parse_rows
-    from strata_bench.data.store import save_fixture
+    from strata_bench.data.store import save_fixtures
 
     rows = parse_rows(rows_spec) if rows_spec is not None else None
     fixtures = fixture_from_gguf(file, tensor_regex, rows=rows, as_fmt=as_fmt, name=name)
-    for fix in fixtures:
-        path = save_fixture(fix, root, force=force)
+    # All or nothing: every tensor is validated and every name checked before the first file is written.
+    for fix, path in zip(fixtures, save_fixtures(fixtures, root, force=force)):
         click.echo(f"wrote {path} ({fix.fmt} {fix.rows}x{fix.cols} from {fix.provenance['tensor']})")
 
 
@@ -103,9 +104,9 @@ def list_command(root) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from strata_bench.data.store import default_root, list_fixtures
+    from strata_bench.data.store import list_fixtures, search_roots
 
-    table = Table(title=f"fixtures in {root or default_root()}")
+    table = Table(title=f"fixtures in {' then '.join(str(r) for r in search_roots(root))}")
     table.add_column("name", no_wrap=True)
     for header in ("format", "shape", "bytes"):
         table.add_column(header, no_wrap=True, justify="right" if header == "bytes" else "left")

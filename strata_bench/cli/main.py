@@ -18,12 +18,36 @@ from strata_bench.errors import StrataError
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SKIP = 0, 1, 2, 77
 
 
+class OneLineUsageError(click.ClickException):
+    """A click usage error shown as one line (click's own shows usage, a hint and the error on three)."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, error: click.UsageError):
+        command = error.ctx.command_path if error.ctx is not None else "strata-bench"
+        super().__init__(f"{error.format_message()} (see '{command} --help')")
+
+
 class StrataGroup(click.Group):
     """Maps library errors to one stderr line and their exit code; never a traceback for bad input."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            raise OneLineUsageError(exc) from None
 
     def invoke(self, ctx: click.Context):  # noqa: D401
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise OneLineUsageError(exc) from None
+        except SyntaxError as exc:
+            if not _user_file(exc.filename):
+                raise
+            # A user's --cases file that does not parse is bad input, not a crash.
+            click.echo(f"{exc.filename}:{exc.lineno}: syntax error in the case file: {exc.msg}", err=True)
+            ctx.exit(EXIT_USAGE)
         except StrataError as exc:
             click.echo(_one_line(exc), err=True)
             if _context_poisoned(exc):
@@ -39,6 +63,17 @@ class StrataGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(super().list_commands(ctx))
+
+
+def _user_file(filename: str | None) -> bool:
+    """True for a file outside this package (a user's case file), whose syntax errors are input errors."""
+    from pathlib import Path
+
+    import strata_bench
+
+    if not filename:
+        return False
+    return not Path(filename).resolve().is_relative_to(Path(strata_bench.__file__).resolve().parent)
 
 
 def _context_poisoned(exc: BaseException) -> bool:

@@ -10,7 +10,9 @@ import numpy as np
 from strata_bench.data.fixture import Fixture
 from strata_bench.data.store import sha256_file
 from strata_bench.errors import InputError
-from strata_bench.formats import QuantFormat, all_formats, get_format
+from strata_bench.data.gguf_layout import GgufLayout, TensorInfo, read_layout
+from strata_bench.formats import QuantFormat, get_format
+from strata_bench.formats.gguf_types import format_for_gguf_type, formats_by_gguf_type
 
 DEFAULT_GGUF_ROWS = 64  # rows taken from a GGUF tensor when no --rows is given
 
@@ -31,40 +33,33 @@ def _check_rows(rows: tuple[int, int]) -> tuple[int, int]:
     return first, stop
 
 
-def open_gguf(path: str | Path):
-    """A GGUFReader, or InputError for a missing, non-GGUF, truncated or corrupt file."""
-    from gguf import GGUFReader
+def open_gguf(path: str | Path) -> GgufLayout:
+    """The validated structure of a GGUF file (gguf_layout), or InputError for a missing, non-GGUF,
+    truncated or corrupt one; no tensor data is read until every check has passed."""
+    return read_layout(path)
 
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"no such GGUF file: {path}")
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic != b"GGUF":
-        raise InputError(f"{path} is not a GGUF file (starts with {magic!r}, expected b'GGUF')")
+
+def _has_format(tensor: TensorInfo) -> bool:
+    return tensor.type_id in formats_by_gguf_type()
+
+
+def tensor_format(tensor: TensorInfo) -> QuantFormat:
+    """The format a GGUF tensor is read as (type 42 is upstream's q2_0_ggml, never the engine's q2_0),
+    or InputError for types strata-bench does not know."""
     try:
-        reader = GGUFReader(path)
-    except Exception as exc:  # gguf raises ValueError, IndexError, struct errors...: all mean corrupt
-        raise InputError(f"{path} is truncated or corrupt: {type(exc).__name__}: {exc}".replace("\n", " ")) from None
-    size = path.stat().st_size
-    for tensor in reader.tensors:
-        if tensor.data_offset + tensor.n_bytes > size:
-            raise InputError(f"{path} is truncated: tensor {tensor.name} ends past the file's {size} bytes")
-    return reader
+        return format_for_gguf_type(tensor.type_id)
+    except InputError:
+        raise InputError(f"tensor {tensor.name} has GGUF type {_type_name(tensor.type_id)}, "
+                         "not a quant format strata-bench knows") from None
 
 
-def _has_format(tensor) -> bool:
-    return any(f.qtype == tensor.tensor_type for f in all_formats().values())
+def _type_name(type_id: int) -> str:
+    from gguf import GGMLQuantizationType
 
-
-def tensor_format(tensor) -> QuantFormat:
-    """The format of a GGUFReader tensor, or InputError for types strata-bench does not know."""
-    by_type = {f.qtype: f for f in all_formats().values() if f.qtype is not None}
     try:
-        return by_type[tensor.tensor_type]
-    except KeyError:
-        raise InputError(f"tensor {tensor.name} has type {tensor.tensor_type.name}, "
-                         f"not a quant format strata-bench knows") from None
+        return GGMLQuantizationType(type_id).name
+    except ValueError:
+        return str(type_id)
 
 
 def _slug(text: str) -> str:
@@ -99,25 +94,32 @@ def fixture_from_gguf(path: str | Path, tensor_regex: str, rows: tuple[int, int]
         tensors = known  # a broad regex takes the quantized tensors and leaves norms and the like
     if name is not None and len(tensors) > 1:
         raise InputError(f"--name needs a --tensor regex matching one tensor; {tensor_regex!r} matched {len(tensors)}")
+    for tensor in tensors:  # every tensor is checked before any is read, so a failure writes nothing
+        _check_request(tensor, rows, target)
     file_sha = sha256_file(path)
-    return [_tensor_fixture(path, file_sha, t, rows, target, name) for t in tensors]
+    return [_tensor_fixture(reader, file_sha, t, rows, target, name) for t in tensors]
 
 
-def _tensor_fixture(path: Path, file_sha: str, tensor, rows, target, name) -> Fixture:
+def _check_request(tensor: TensorInfo, rows: tuple[int, int] | None, target: QuantFormat | None) -> None:
+    tensor_format(tensor)
+    if rows is not None and rows[1] > tensor.n_rows:
+        raise InputError(f"row range {rows[0]}:{rows[1]} is past the end of {tensor.name} ({tensor.n_rows} rows)")
+    if target is not None and tensor.shape[0] % target.block_size:
+        raise InputError(f"cannot re-quantize {tensor.name} to {target.name}: row length {tensor.shape[0]} "
+                         f"is not a multiple of {target.block_size}")
+
+
+def _tensor_fixture(reader: GgufLayout, file_sha: str, tensor: TensorInfo, rows, target, name) -> Fixture:
+    path = reader.path
     source = tensor_format(tensor)
     cols = int(tensor.shape[0])  # ggml order: ne0 is the row length
-    data = np.asarray(tensor.data).reshape(-1, source.bytes_per_row(cols))
-    first, stop = rows if rows is not None else (0, min(DEFAULT_GGUF_ROWS, data.shape[0]))
-    if stop > data.shape[0]:
-        raise InputError(f"row range {first}:{stop} is past the end of {tensor.name} ({data.shape[0]} rows)")
+    first, stop = rows if rows is not None else (0, min(DEFAULT_GGUF_ROWS, tensor.n_rows))
+    data = reader.read(tensor)
     raw = np.array(data[first:stop], dtype=np.uint8)
     provenance = {"kind": "gguf", "file": path.name, "file_sha256": file_sha, "tensor": tensor.name,
                   "rows": [first, stop], "type": source.name}
     fmt = source
     if target is not None:
-        if cols % target.block_size:
-            raise InputError(f"cannot re-quantize {tensor.name} to {target.name}: row length {cols} "
-                             f"is not a multiple of {target.block_size}")
         raw = target.quantize(source.dequantize(raw))
         fmt, provenance["requantized_as"] = target, target.name
     suffix = f"-as-{target.name}" if target is not None else ""

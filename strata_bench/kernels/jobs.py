@@ -36,18 +36,20 @@ class CompileOutcome:
     cache_hit: bool = False
     resources: tuple[build.KernelResources, ...] = ()
     error: str | None = field(default=None, repr=False)  # the NVRTC log of a failed compile
+    skipped: str | None = None  # why this host cannot compile it (a missing toolkit header)
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return self.error is None and self.skipped is None
 
 
 def parse_archs(values: Iterable[str]) -> list[str]:
-    """`--arch 75,80 --arch sm_90` -> ["sm_75", "sm_80", "sm_90"] (order kept, duplicates dropped)."""
+    """`--arch 75,80 --arch sm_90` -> ["sm_75", "sm_80", "sm_90"] (order kept, duplicates dropped), each
+    checked against the loaded NVRTC's supported list before anything compiles."""
     archs = [build.normalize_arch(v) for item in values for v in str(item).split(",") if v.strip()]
     if not archs:
         raise InputError("--arch names no architecture (expected e.g. 75,80,90)")
-    return list(dict.fromkeys(archs))
+    return [build.check_arch_supported(a) for a in dict.fromkeys(archs)]
 
 
 def local_archs() -> list[str]:
@@ -86,6 +88,8 @@ def run_job(job: CompileJob, use_cache: bool = True) -> CompileOutcome:
     try:
         compiled = build.compile_source(job.source, job.name_expressions, job.arch, use_cache=use_cache,
                                         root=job.root)
+    except build.ToolkitHeadersMissing as exc:
+        return CompileOutcome(job, time.perf_counter() - start, skipped=str(exc))
     except CompileError as exc:
         return CompileOutcome(job, time.perf_counter() - start, error=str(exc))
     resources = tuple(build.parse_resources(compiled.log, compiled.lowered))
@@ -109,7 +113,7 @@ def run_all(jobs: Sequence[CompileJob], use_cache: bool = True, workers: int = 1
 
 def raise_for_failures(outcomes: Sequence[CompileOutcome]) -> None:
     """One CompileError carrying every failed job's NVRTC log (file:line lines included)."""
-    failed = [o for o in outcomes if not o.ok]
+    failed = [o for o in outcomes if o.error is not None]
     if failed:
         logs = "\n\n".join(o.error or "" for o in failed)
         raise CompileError(f"{len(failed)} of {len(outcomes)} compile(s) failed\n{logs}")

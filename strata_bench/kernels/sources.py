@@ -5,13 +5,23 @@ import hashlib
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+REPO_ROOT = PACKAGE_DIR.parent
 SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
 
 
+def builtin_data(name: str) -> Path:
+    """A built-in data folder ("kernels_src", "fixtures"): the checkout's own where the package runs from a
+    source checkout, else the copy a wheel ships as package data (strata_bench/builtin_<name>, read-only)."""
+    checkout = REPO_ROOT / name
+    if (REPO_ROOT / "pyproject.toml").is_file() and checkout.is_dir():
+        return checkout
+    return PACKAGE_DIR / f"builtin_{name}"
+
+
 def kernels_dir() -> Path:
-    """kernels_src/ beside the package (a source checkout), or $STRATA_KERNELS_SRC."""
-    return Path(os.environ.get("STRATA_KERNELS_SRC", REPO_ROOT / "kernels_src")).resolve()
+    """$STRATA_KERNELS_SRC, else the built-in kernels_src (a checkout's, or the wheel's package data)."""
+    return Path(os.environ.get("STRATA_KERNELS_SRC") or builtin_data("kernels_src")).resolve()
 
 
 def source_files(root: Path | None = None) -> list[Path]:

@@ -105,35 +105,51 @@ def write_json_atomic(path: Path, body: Any) -> None:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """Records of a results file: a .jsonl directly, or the .jsonl a summary .json names."""
+    """Records of a results file: a .jsonl directly, or the .jsonl a summary .json names.
+
+    Every record is a JSON object on its own UTF-8 line; only a cut last line (a crash mid-write) is
+    dropped, anything else that is not a record is an InputError naming the file and line."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"results file not found: {path}")
     if path.suffix == ".json":
         summary = read_summary(path)
         path = path.with_name(summary["records_file"])
+        if not path.is_file():
+            raise InputError(f"records file not found: {path}")
+    lines = [(n, line) for n, line in enumerate(path.read_bytes().split(b"\n"), 1) if line.strip()]
     records = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    # A crash can cut the last line; every complete line before it is kept.
-                    if lineno == 1:
-                        raise InputError(f"{path} is not a results file (line 1 is not JSON)") from None
+    for index, (lineno, line) in enumerate(lines):
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            if index == len(lines) - 1 and index > 0:
+                break  # a crash can cut the last line; every complete line before it is kept
+            raise InputError(f"{path} is not a results file (line {lineno} is not UTF-8 JSON)") from None
+        if not isinstance(record, dict):
+            raise InputError(f"{path} is not a results file (line {lineno} is {json.dumps(record)[:40]}, "
+                             "not a JSON object)")
+        records.append(record)
     return records
 
 
 def read_summary(path: Path) -> dict[str, Any]:
+    """A summary .json, checked: an object whose schema is a known integer version and which names its
+    records file beside it; InputError otherwise."""
     try:
-        body = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        body = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path} is not a results summary: {exc}") from None
     if not isinstance(body, dict) or "schema" not in body:
         raise InputError(f"{path} is not a results summary (no schema key)")
-    if body["schema"] > SCHEMA_VERSION:
-        raise InputError(f"{path} has schema {body['schema']}, newer than this strata-bench ({SCHEMA_VERSION})")
+    schema = body["schema"]
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise InputError(f"{path} is not a results summary (schema {json.dumps(schema)} is not a version number)")
+    if schema > SCHEMA_VERSION:
+        raise InputError(f"{path} has schema {schema}, newer than this strata-bench ({SCHEMA_VERSION})")
+    records = body.get("records_file")
+    if not isinstance(records, str) or not records or Path(records).name != records:
+        raise InputError(f"{path} is not a results summary (records_file {json.dumps(records)} is not a file name)")
     return body
 
 

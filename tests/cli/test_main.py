@@ -49,3 +49,17 @@ def test_parity_bad_regex_is_one_line_usage_error():
     assert result.exit_code == 2
     assert "not a regular expression" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--bogus"], "Error: No such option '--bogus'. (see 'strata-bench --help')"),
+    (["nosuch"], "Error: No such command 'nosuch'. (see 'strata-bench --help')"),
+    (["parity", "--bogus"], "Error: No such option '--bogus'. (see 'strata-bench parity --help')"),
+    (["fixtures", "nosuch"], "Error: No such command 'nosuch'. (see 'strata-bench fixtures --help')"),
+    (["compile", "-j", "0"], "Error: Invalid value for '-j' / '--jobs': 0 is not in the range 1<=x<=64. "
+                             "(see 'strata-bench compile --help')"),
+])
+def test_usage_errors_are_one_line_exit_2(args, expected):
+    result = CliRunner().invoke(cli, args, prog_name="strata-bench")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [expected]

@@ -1,0 +1,99 @@
+"""Bad input from the issue's reproducers: one line naming the problem and the value, exit 2, nothing
+written (fixtures make with a bad seed or a shape larger than memory; manifests with bad entries)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from strata_bench.cli.main import cli
+
+
+@pytest.fixture
+def cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("STRATA_FIXTURES", raising=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize("extra,line", [
+    (["--seed", "-1"], "bad seed -1: expected 0 <= seed <= 9223372036854775807"),
+    (["--activations", "-3"], "bad --activations -3: expected 0 or more rows"),
+])
+def test_fixtures_make_refuses(cwd, extra, line):
+    result = CliRunner().invoke(cli, ["fixtures", "make", "--format", "q8_0", "--shape", "4x256", *extra])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [line]
+    assert list(cwd.iterdir()) == []
+
+
+def test_huge_shape_is_refused_before_allocating(cwd):
+    result = CliRunner().invoke(cli, ["fixtures", "make", "--format", "q8_0", "--shape", "100000000x256"])
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("shape 100000000x256 of q8_0 needs about 311.4 GiB, more than half of the ")
+    assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("entry,reason", [
+    (5, "entry 'x' is 5, not a table"),
+    ({}, "entry 'x' has no str 'file'"),
+    ({"file": "x.npz", "values_sha256": "0", "fmt": "q8_0", "rows": 1, "cols": 32}, "entry 'x' has no str 'sha256'"),
+])
+@pytest.mark.parametrize("sub", ["list", "verify"])
+def test_bad_manifest_entries(cwd, entry, reason, sub):
+    (cwd / "fx").mkdir()
+    manifest = cwd / "fx" / "manifest.json"
+    manifest.write_text(json.dumps({"schema": 1, "fixtures": {"x": entry}}))
+    before = manifest.read_bytes()
+    result = CliRunner().invoke(cli, ["fixtures", sub, "--root", str(cwd / "fx")])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"corrupt fixture manifest {manifest}: {reason}"]
+    assert manifest.read_bytes() == before
+
+
+@pytest.mark.parametrize("args", [["parity", "--list"], ["compile", "--arch", "90"]])
+def test_case_file_with_a_syntax_error(cwd, args, family_registry):
+    bad = cwd / "bad.py"
+    bad.write_text("x = 1\ndef f(:\n")
+    result = CliRunner().invoke(cli, [*args, "--cases", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"{bad}:2: syntax error in the case file: invalid syntax"]
+
+
+def test_multi_tensor_from_gguf_is_all_or_nothing(cwd):
+    from strata_bench.data.gguf_layout import read_layout
+    from strata_bench.data.store import save_fixture
+    from strata_bench.data.synthetic import make_synthetic
+    from strata_bench.kernels.sources import REPO_ROOT
+
+    rows_gguf = REPO_ROOT / "fixtures" / "smollm2-rows.gguf"
+    last = read_layout(rows_gguf).tensors[-1].name
+    clash = f"smollm2-rows-{last}-r0-64"
+    save_fixture(make_synthetic("q8_0", 2, 64, seed=1, name=clash), cwd / "fx")
+    before = {p.name: p.read_bytes() for p in (cwd / "fx").iterdir()}
+    result = CliRunner().invoke(cli, ["fixtures", "from-gguf", str(rows_gguf), "--tensor", ".", "--root",
+                                      str(cwd / "fx")])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"fixture {clash!r} already exists in {cwd / 'fx'} with other values "
+                                          "(choose another --name or pass --force)"]
+    assert {p.name: p.read_bytes() for p in (cwd / "fx").iterdir()} == before
+    ok = CliRunner().invoke(cli, ["fixtures", "from-gguf", str(rows_gguf), "--tensor", ".", "--root",
+                                  str(cwd / "fx"), "--force"])
+    assert ok.exit_code == 0, ok.output
+    assert len(list((cwd / "fx").glob("*.npz"))) == 18 and not list((cwd / "fx").glob(".*.tmp"))
+
+
+def test_zero_dimension_gguf_tensor_writes_nothing(cwd):
+    import struct
+
+    head = b"GGUF" + struct.pack("<IQQ", 3, 2, 0)
+    for name, shape in (("a", (32, 2)), ("z", (32, 0))):
+        head += struct.pack("<Q", 1) + name.encode() + struct.pack("<I2Q", 2, *shape) + struct.pack("<IQ", 8, 0)
+    path = cwd / "z.gguf"
+    path.write_bytes(head + b"\0" * (-len(head) % 32) + b"\0" * 256)
+    result = CliRunner().invoke(cli, ["fixtures", "from-gguf", str(path), "--tensor", ".", "--root", str(cwd / "fx")])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"{path} is corrupt: tensor 'z' has a zero dimension (shape [32, 0])"]
+    assert not (cwd / "fx").exists()

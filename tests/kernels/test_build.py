@@ -1,0 +1,72 @@
+"""Toolkit-header detection and NVRTC's architecture list: a host without a CUDA toolkit (CUDA_PATH at
+an empty folder) skips the wmma sources with the reason and compiles every other one."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from strata_bench.cli.main import cli
+from strata_bench.errors import InputError
+from strata_bench.kernels import build, jobs
+from strata_bench.kernels.sources import kernels_dir
+
+
+@pytest.fixture
+def no_toolkit(tmp_path, monkeypatch):
+    """A host whose only CUDA headers are pip's wheels: CUDA_PATH names an empty folder."""
+    empty = tmp_path / "cuda"
+    (empty / "include").mkdir(parents=True)
+    monkeypatch.setenv("CUDA_PATH", str(empty))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    return empty
+
+
+def test_toolkit_roots_prefer_named_ones(monkeypatch):
+    monkeypatch.setenv("CUDA_PATH", "/opt/a")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    assert build.toolkit_roots() == ["/opt/a"]
+    monkeypatch.delenv("CUDA_PATH")
+    assert build.toolkit_roots() == ["/usr/local/cuda"]
+
+
+def test_system_includes_follow_quoted_includes():
+    found = build.system_includes(kernels_dir() / "pfgemm" / "pfgemm_new.cu", [kernels_dir()])
+    assert {"mma.h", "cuda_fp16.h"} <= found
+    assert "mma.h" not in build.system_includes(kernels_dir() / "dequant" / "dequant.cu", [kernels_dir()])
+
+
+def test_missing_headers_named_without_a_toolkit(no_toolkit):
+    missing = build.missing_toolkit_headers(kernels_dir() / "pfgemm" / "pfgemm_old.cu")
+    assert "crt/mma.h" in missing
+    assert build.missing_toolkit_headers(kernels_dir() / "q2warp" / "q2warp.cu") == [] or \
+        build.wheel_include_dirs() == []  # without pip's headers even cuda_fp16.h is missing
+    with pytest.raises(build.ToolkitHeadersMissing, match=r"^pfgemm/pfgemm_old.cu needs the CUDA toolkit's "):
+        build.compile_source("pfgemm/pfgemm_old.cu", ["x"], "sm_90")
+
+
+@pytest.mark.nvrtc
+def test_compile_cli_skips_wmma_sources_and_builds_the_rest(no_toolkit, cubin_cache):
+    if not build.wheel_include_dirs():
+        pytest.skip("pip's nvidia headers are not installed (cuda_fp16.h would be missing too)")
+    result = CliRunner().invoke(cli, ["compile", "--arch", "90", "--family", "pfgemm,q2warp"])
+    assert result.exit_code == 0, result.output
+    assert "3 compile(s): 1 ok (0 cached), 0 failed, 2 skipped" in result.stdout
+    skipped = [line for line in result.stdout.splitlines() if line.startswith("skipped: ")]
+    assert skipped == [f"skipped: pfgemm/{name}.cu needs the CUDA toolkit's crt/mma.h (not found under "
+                       f"{no_toolkit} or pip's nvidia headers)" for name in ("pfgemm_old", "pfgemm_new")]
+
+
+@pytest.mark.nvrtc
+def test_unsupported_arch_is_one_line_before_compiling(cubin_cache):
+    result = CliRunner().invoke(cli, ["compile", "--arch", "90,91"])
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("architecture sm_91 is not supported by NVRTC ")
+    assert "90" in lines[0] and not list(cubin_cache.glob("*")) if cubin_cache.exists() else True
+
+
+@pytest.mark.nvrtc
+def test_parse_archs_checks_the_supported_list():
+    assert jobs.parse_archs(["90"]) == ["sm_90"]
+    with pytest.raises(InputError, match="sm_70 is not supported"):
+        jobs.parse_archs(["70"])
