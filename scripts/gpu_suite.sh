@@ -80,10 +80,15 @@ for s in "${steps[@]}"; do
             rm -rf results/repeat
             for i in 1 2 3 4 5; do step "bench-repeat-$i" sb bench -q "${REP_CASE[@]}" --results results/repeat; done
             step bench-spread python3 scripts/bench_spread.py results/repeat/*/bench-*.json ;;
-        workload)
-            step workload sb workload
-            step ab-workload sb ab -q --order abba --pairs 5 --warmup 1 --env-a STRATA_OLD_IQ_MMVQ=1 \
-                --env-b STRATA_OLD_IQ_MMVQ=0 --metric "$METRIC" --timeout 300 -- python3 -m strata_bench workload --layers 2 ;;
+        workload)  # the seed-style engine A/B: two prompt sizes, decode tok/s, output identity, a decode-length matrix
+            step workload sb workload --tokens 128,512
+            step ab-workload sb ab -q --order abba --pairs 6 --warmup 1 --env-a STRATA_OLD_IQ_MMVQ=1 \
+                --env-b STRATA_OLD_IQ_MMVQ=0 \
+                --metric 'prefill=prefill (?P<key>\d+) tokens in (?P<value>[0-9.]+) ms' \
+                --metric 'decode:higher=decode \d+ tokens in [0-9.]+ ms: ([0-9.]+) tokens/s' \
+                --same 'logits=logits sha256 (?P<key>\d+): (?P<value>[0-9a-f]+)' \
+                --same 'tokens=decode sha256: ([0-9a-f]+)' --param decode=32,256 --timeout 300 --format md \
+                -- python3 -m strata_bench workload --tokens 128,512 --decode '{decode}' --layers 2 ;;
         *) echo "unknown step $s" | tee -a "$logdir/status.txt" ;;
     esac
 done
