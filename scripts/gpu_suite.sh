@@ -24,7 +24,7 @@ export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram quality workload gputests bench-families)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
-BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T094112Z.jsonl}
+BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T094112Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
 
 sb() { python3 -m strata_bench "$@"; }
@@ -67,8 +67,8 @@ for s in "${steps[@]}"; do
         gputests) step gputests python3 -m pytest -q -m gpu -ra tests ;;
         bench-dram)
             step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
-            new=$(ls -t results/nvidia-h200/bench-*.jsonl | head -1)
-            step bench-match python3 scripts/bench_match.py "$BENCH_BASE" "$new" --tolerance 2 ;;
+            new=$(ls -t results/nvidia-h200/bench-*.json | head -1)
+            step bench-match sb compare "$BENCH_BASE" "$new" --fail-on-regression 2 -o md ;;
         bench-peer) step bench-mmvq-peer sb bench -q --family mmvq --shape 4096x14336 --cols 1,4,8 --budget 1 ;;
         bench-families)
             step bench-families sb bench -q --family q2warp,grouped,fp16deq,swiglu_q8,moe_combine,pfgemm --budget 1

@@ -38,19 +38,21 @@ def _wrap(original, digests: dict[str, str]):
     return run_variant
 
 
-def _patch_everywhere(digests: dict[str, str]) -> None:
-    """Replace run_variant in its module and in every module that imported it by name."""
+def _launch_module(tree: Path) -> str:
+    """The tree's poisoned-launch module, chosen by its files: asking the importer instead could find a
+    module of the same name in another checkout (an editable install resolves submodules itself)."""
+    for name in LAUNCH_MODULES:
+        if (tree / (name.replace(".", "/") + ".py")).is_file():
+            return name
+    raise SystemExit(f"no launch module ({', '.join(LAUNCH_MODULES)}) in {tree}")
+
+
+def _patch_everywhere(digests: dict[str, str], tree: Path) -> None:
+    """Replace run_variant in its module and in every module that already imported it by name; a module
+    imported later (commands import their library lazily) takes the replacement from the launch module."""
     import importlib
 
-    original = None
-    for name in LAUNCH_MODULES:
-        try:
-            original = importlib.import_module(name).run_variant
-            break
-        except ModuleNotFoundError:
-            continue
-    if original is None:
-        raise SystemExit("no run_variant found in " + ", ".join(LAUNCH_MODULES))
+    original = importlib.import_module(_launch_module(tree)).run_variant
     wrapped = _wrap(original, digests)
     for module in list(sys.modules.values()):
         ours = getattr(module, "__name__", "").startswith("strata_bench")
@@ -61,24 +63,12 @@ def _patch_everywhere(digests: dict[str, str]) -> None:
 def record(tree: Path, out: Path, parity_args: list[str]) -> int:
     sys.path.insert(0, str(tree.resolve()))
     import importlib
-    import pkgutil
 
-    try:  # the entry point imports every command (older trees: strata_bench/cli.py)
-        cli = importlib.import_module("strata_bench.cli.main").cli
-    except ModuleNotFoundError:
-        cli = importlib.import_module("strata_bench.cli").cli
-
-    import strata_bench
-
-    for info in pkgutil.walk_packages(strata_bench.__path__, "strata_bench."):
-        if ".families" in info.name or info.name.endswith("__main__"):
-            continue
-        try:
-            importlib.import_module(info.name)
-        except Exception:  # an optional module (plots, requantize) may not import here
-            pass
+    tree = tree.resolve()
+    entry = "strata_bench.cli.main" if (tree / "strata_bench/cli/main.py").is_file() else "strata_bench.cli"
+    cli = importlib.import_module(entry).cli  # the entry point imports every command
     digests: dict[str, str] = {}
-    _patch_everywhere(digests)
+    _patch_everywhere(digests, tree)
     try:  # without standalone mode click returns the exit code a command asked for
         status = int(cli.main(["parity", *parity_args], prog_name="strata-bench", standalone_mode=False) or 0)
     except SystemExit as exc:

@@ -11,8 +11,8 @@ from strata_bench.data.weights import (ACT_SEED_OFFSET, FORMATS, OUTLIER, Q2_0_F
                                        TAIL_SLACK, activations, check_shape, chunks_per_row, padded, row_stride,
                                        traits, weights)
 from strata_bench.errors import CheckFailed, InputError
-from strata_bench.kernels.launch import (DEFAULT_SHARED_LIMIT, allow_dynamic_shared, ceil_div, launch_quantize_q8_1,
-                                         resident_blocks)
+from strata_bench.kernels.launch import (DEFAULT_SHARED_LIMIT, allow_dynamic_shared, ceil_div, decode_table_bytes,
+                                         launch_quantize_q8_1, q8_1_staging_bytes, resident_blocks)
 from strata_bench.numerics.bounds import (FP16_MIN_NORMAL, U32, U64, fp16_half_ulp, gamma, q8_1_deviation,
                                           q8_1_value_error)
 from strata_bench.numerics.matvec import MatvecRef, chain_depth, exact_weights, matvec_reference
@@ -26,7 +26,8 @@ __all__ = [
     "DataSource", "parse_data", "ACT_SEED_OFFSET", "FORMATS", "OUTLIER", "Q2_0_FIXTURE_SOURCE", "ROW_ALIGN",
     "TAIL_SLACK", "activations", "check_shape", "chunks_per_row", "padded", "row_stride", "traits", "weights",
     # launch helpers
-    "DEFAULT_SHARED_LIMIT", "allow_dynamic_shared", "ceil_div", "launch_quantize_q8_1", "resident_blocks",
+    "DEFAULT_SHARED_LIMIT", "allow_dynamic_shared", "ceil_div", "decode_table_bytes", "launch_quantize_q8_1",
+    "q8_1_staging_bytes", "resident_blocks",
     # exact host arithmetic
     "Q8_1_BYTES", "Q8_1_VALUES", "butterfly_sum_f32", "dequantize_q8_1", "quantize_q8_1", "roundf", "unpack_q8_1",
     "FP16_MIN_NORMAL", "U32", "U64", "fp16_half_ulp", "gamma", "q8_1_deviation", "q8_1_value_error",

@@ -89,3 +89,62 @@ def family_registry():
     yield cases.FAMILIES
     cases.FAMILIES.clear()
     cases.FAMILIES.update(saved)
+
+
+# --- A/B results made from planted values (tests of ab, report and results) ---------------------------
+def _planted_arm(label, values, details=None, failure=None):
+    """An arm that returns the next planted value; a string raises RunFailed with it as the reason (and
+    `failure` as its details), an exception is raised as it is."""
+    from strata_bench.ab.arms import Arm, RunFailed
+
+    it = iter(values)
+
+    def run():
+        value = next(it)
+        if isinstance(value, str):
+            raise RunFailed(value, dict(failure or {"exit_code": 9}))
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    return Arm(label, run, {"variant": label.lower()} if details is None else details)
+
+
+def _records_file(root, kind, records):
+    """A results summary and records file of `kind` holding `records` (no provenance)."""
+    from strata_bench.results.store import ResultsWriter
+
+    writer = ResultsWriter(root, kind, {})
+    for record in records:
+        writer.append(record)
+    return writer.finish({"n": len(records)}, 0)
+
+
+def _ab_file(root, a, b, name="case1", pairs=4, warmup=1):
+    """A command A/B of planted values written under root: (summary path, records path, live outcome)."""
+    from strata_bench.ab.plan import make_plan
+    from strata_bench.ab.runner import run_ab
+    from strata_bench.ab.store import finish
+    from strata_bench.results.store import ResultsWriter
+
+    writer = ResultsWriter(root, "ab", {"devices": []})
+    plan = make_plan("abba", pairs=pairs, warmup=warmup, seed=5, max_failures="50%")
+    tail = {"output_tail": "last line\n"}
+    outcome = run_ab(_planted_arm("A", a, {"argv": ["prog"], "env": {}}, tail),
+                     _planted_arm("B", b, {"argv": ["prog"], "env": {"X": "1"}}, tail), plan, writer, case=name)
+    return finish(writer, [outcome]), writer.records_path, outcome
+
+
+@pytest.fixture
+def planted_arm():
+    return _planted_arm
+
+
+@pytest.fixture
+def records_file():
+    return _records_file
+
+
+@pytest.fixture
+def ab_file():
+    return _ab_file

@@ -27,9 +27,10 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from strata_bench.kit import (Q8_1_BYTES, U32, U64, Case, Expected, Family, InputError, Variant, activations,
-                              allow_dynamic_shared, ceil_div, chain_depth, check_shape, exact_weights, gamma,
-                              launch_quantize_q8_1, matvec_reference, padded, parse_data, q8_1_deviation,
-                              q8_1_value_error, quantize_q8_1, row_stride, traits, weights)
+                              allow_dynamic_shared, ceil_div, chain_depth, check_shape, decode_table_bytes,
+                              exact_weights, gamma, launch_quantize_q8_1, matvec_reference, padded, parse_data,
+                              q8_1_deviation, q8_1_staging_bytes, q8_1_value_error, quantize_q8_1, row_stride,
+                              traits, weights)
 
 from strata_bench.kernels.constants import GROUPED_WARPS as WARPS  # noqa: E402
 from strata_bench.kernels.constants import GROUPED_ENTRIES as ENTRIES_PER_PASS  # noqa: E402
@@ -215,14 +216,10 @@ def _matrix_old(kernels: Any, kind: str, fmt: str, rows: int, k: int, experts: i
 
 def _matrix_new(kernels: Any, kind: str, fmt: str, rows: int, k: int, experts: int, dev: Mapping[str, Any],
                 weights: tuple[Any, ...], act: Any, out: Any, stream: Any) -> None:
-    # The new kernels share mmvq's decode tables and q8_1 staging (SharedTab<F>, one pass of activations).
-    # Imported here, not at the top: importing mmvq registers it, and the registry's order (grouped
-    # before mmvq, as pkgutil lists them) is the order cases are listed and run.
-    from strata_bench.families.mmvq import new_shared_bytes, table_bytes
-
+    # The new kernels stage mmvq's decode tables and one pass of q8_1 activations (SharedTab<F>).
     fn = kernels.get(f"grouped_{kind}_new<{traits(fmt)}, {ROWS_PER_WARP}>")
-    shared = new_shared_bytes(ENTRIES_PER_PASS, k // 32)
-    allow_dynamic_shared(fn, shared, static_bytes=table_bytes(fmt))
+    shared = q8_1_staging_bytes(ENTRIES_PER_PASS, k // 32)
+    allow_dynamic_shared(fn, shared, static_bytes=decode_table_bytes(fmt))
     fn((ceil_div(rows, WARPS * ROWS_PER_WARP), experts), (32 * WARPS,),
        _matrix_args(fmt, rows, k, dev, weights, act, out), shared_mem=shared, stream=stream)
 

@@ -29,9 +29,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, Case, Expected, Family, InputError, MatvecRef,
-                              Variant, activations, allow_dynamic_shared, ceil_div, check_shape, exact_weights,
-                              launch_quantize_q8_1, matvec_reference, padded, parse_data, quantize_q8_1,
-                              resident_blocks, row_stride, traits, weights)
+                              Variant, activations, allow_dynamic_shared, ceil_div, check_shape, decode_table_bytes,
+                              exact_weights, launch_quantize_q8_1, matvec_reference, padded, parse_data,
+                              q8_1_staging_bytes, quantize_q8_1, resident_blocks, row_stride, traits, weights)
 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
@@ -57,20 +57,6 @@ BENCH_NCOLS = (1, 2, 4, 8)
 def fixture_name(fmt: str) -> str:
     """The shipped real-weight fixture of a format (q2_0 requantizes the q8_0 one)."""
     return f"smollm2-ffn_down.{Q2_0_FIXTURE_SOURCE if fmt == 'q2_0' else fmt}"
-
-
-from strata_bench.kernels.constants import TABLE_WORDS  # noqa: E402
-
-
-def table_bytes(fmt: str) -> int:
-    """Static shared memory of a new kernel: the format's decode table and its two constants
-    (SharedTab<F>::WORDS)."""
-    return 4 * (TABLE_WORDS[fmt] + 2)
-
-
-def new_shared_bytes(nc: int, nchunks: int) -> int:
-    """Dynamic shared memory of mmvq_new and the grouped new kernels: nc rows of q8_1 blocks."""
-    return nc * nchunks * Q8_1_BYTES
 
 
 class Mmvq(Family):
@@ -175,8 +161,8 @@ class Mmvq(Family):
         nchunks = case.cols // 32
         r = rows_per_warp(case.fmt, nc)
         fn = kernels.get(f"mmvq_new<{traits(case.fmt)}, {nc}, {r}>")
-        shared = new_shared_bytes(nc, nchunks)
-        allow_dynamic_shared(fn, shared, static_bytes=table_bytes(case.fmt))
+        shared = q8_1_staging_bytes(nc, nchunks)
+        allow_dynamic_shared(fn, shared, static_bytes=decode_table_bytes(case.fmt))
         groups = ceil_div(case.rows, NEW_WARPS * r)
         grid = (min(groups, resident_blocks(fn, 32 * NEW_WARPS, shared)),)
         args = (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),

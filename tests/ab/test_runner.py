@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from strata_bench.ab.arms import Arm, RunFailed
 from strata_bench.ab.plan import make_plan, schedule
 from strata_bench.ab.records import AbReport
 from strata_bench.ab.runner import run_ab
@@ -17,25 +16,11 @@ def _seq(slots):
     return [(s.pair, s.position, s.arm) for s in slots]
 
 
-def _arm(label, values):
-    """A fake arm returning the next planted value; a string raises RunFailed with it as reason."""
-    it = iter(values)
 
-    def run():
-        value = next(it)
-        if isinstance(value, str):
-            raise RunFailed(value, {"exit_code": 9})
-        if isinstance(value, BaseException):
-            raise value
-        return value
-
-    return Arm(label, run, {"variant": label.lower()})
-
-
-def test_records_follow_abba_order_and_are_appended(tmp_path):
+def test_records_follow_abba_order_and_are_appended(tmp_path, planted_arm):
     plan = make_plan("abba", pairs=4, warmup=1, seed=1)
     writer = ResultsWriter(tmp_path, "ab", {"test": True})
-    outcome = run_ab(_arm("A", [1.0, 1.0, 1.1, 0.9, 1.0]), _arm("B", [2.0, 2.0, 2.1, 1.9, 2.0]), plan, writer)
+    outcome = run_ab(planted_arm("A", [1.0, 1.0, 1.1, 0.9, 1.0]), planted_arm("B", [2.0, 2.0, 2.1, 1.9, 2.0]), plan, writer)
     finish(writer, [outcome])
     records = read_records(writer.records_path)
     assert records[0]["record"] == "plan" and records[0]["arms"]["B"] == {"variant": "b"}
@@ -48,10 +33,10 @@ def test_records_follow_abba_order_and_are_appended(tmp_path):
     assert "2 warm-up runs discarded" in outcome.notes()[0]
 
 
-def test_failed_run_is_recorded_shown_and_its_pair_excluded(tmp_path):
+def test_failed_run_is_recorded_shown_and_its_pair_excluded(tmp_path, planted_arm):
     plan = make_plan("ab", pairs=4, warmup=0, seed=1)
     writer = ResultsWriter(tmp_path, "ab", {})
-    outcome = run_ab(_arm("A", [1.0, 1.0, 1.0, 1.0]), _arm("B", [2.0, "exit code 9", 2.0, 2.0]), plan, writer)
+    outcome = run_ab(planted_arm("A", [1.0, 1.0, 1.0, 1.0]), planted_arm("B", [2.0, "exit code 9", 2.0, 2.0]), plan, writer)
     failed = [r for r in read_records(writer.records_path) if r.get("failure")]
     assert len(failed) == 1 and failed[0]["failure"] == "exit code 9" and failed[0]["exit_code"] == 9
     assert outcome.excluded_pairs == (1,)
@@ -61,21 +46,21 @@ def test_failed_run_is_recorded_shown_and_its_pair_excluded(tmp_path):
     assert not outcome.stopped
 
 
-def test_too_many_failures_stop_with_check_failed(tmp_path):
+def test_too_many_failures_stop_with_check_failed(tmp_path, planted_arm):
     plan = make_plan("abba", pairs=10, warmup=0, max_failures="2")
     writer = ResultsWriter(tmp_path, "ab", {})
-    outcome = run_ab(_arm("A", [1.0] * 10), _arm("B", ["boom"] * 10), plan, writer)
+    outcome = run_ab(planted_arm("A", [1.0] * 10), planted_arm("B", ["boom"] * 10), plan, writer)
     assert "3 of" in outcome.stopped and len(outcome.runs) < 20
     assert read_records(writer.records_path)[-1]["record"] == "stopped"
     with pytest.raises(CheckFailed, match="too many failed runs"):
         AbReport((outcome,), None, None).raise_for_status()
 
 
-def test_interrupt_keeps_every_finished_record(tmp_path):
+def test_interrupt_keeps_every_finished_record(tmp_path, planted_arm):
     plan = make_plan("abba", pairs=5, warmup=0)
     writer = ResultsWriter(tmp_path, "ab", {})
     with pytest.raises(KeyboardInterrupt):
-        run_ab(_arm("A", [1.0, 1.0, KeyboardInterrupt()]), _arm("B", [2.0, 2.0, 2.0]), plan, writer)
+        run_ab(planted_arm("A", [1.0, 1.0, KeyboardInterrupt()]), planted_arm("B", [2.0, 2.0, 2.0]), plan, writer)
     writer.close()
     records = read_records(writer.records_path)
     assert [r["record"] for r in records] == ["plan", "run", "run", "run", "run", "interrupted"]
@@ -84,22 +69,22 @@ def test_interrupt_keeps_every_finished_record(tmp_path):
     assert rebuilt.interrupted and rebuilt.comparison.paired.n == 2
 
 
-def test_regression_check_raises():
+def test_regression_check_raises(planted_arm):
     from strata_bench.stats.criteria import Criteria
 
     plan = make_plan("abba", pairs=6, warmup=0, criteria=Criteria(fail_on_regression=0.02))
-    outcome = run_ab(_arm("A", [1.0, 1.01, 0.99, 1.0, 1.0, 1.01]), _arm("B", [1.1, 1.11, 1.09, 1.1, 1.1, 1.11]), plan)
+    outcome = run_ab(planted_arm("A", [1.0, 1.01, 0.99, 1.0, 1.0, 1.01]), planted_arm("B", [1.1, 1.11, 1.09, 1.1, 1.1, 1.11]), plan)
     assert outcome.regression
     with pytest.raises(CheckFailed, match="regression"):
         AbReport((outcome,), None, None).raise_for_status()
 
 
-def test_until_decided_adds_pairs_until_a_verdict(tmp_path):
+def test_until_decided_adds_pairs_until_a_verdict(tmp_path, planted_arm):
     """Noisy at first, then steady: the first 6 pairs are UNDECIDED, more pairs decide SLOWER."""
     plan = make_plan("abba", pairs=6, warmup=0, seed=1, until_decided=30)
     wobble = [1.0, 1.2, 0.9, 1.15, 0.85, 1.1]
-    a = _arm("A", wobble + [1.0] * 30)
-    b = _arm("B", wobble[::-1] + [1.05] * 30)
+    a = planted_arm("A", wobble + [1.0] * 30)
+    b = planted_arm("B", wobble[::-1] + [1.05] * 30)
     writer = ResultsWriter(tmp_path, "ab", {})
     outcome = run_ab(a, b, plan, writer)
     assert outcome.comparison.verdict is Verdict.SLOWER
@@ -109,12 +94,12 @@ def test_until_decided_adds_pairs_until_a_verdict(tmp_path):
     assert outcomes_from_records(read_records(writer.records_path))[0].plan.pairs == outcome.plan.pairs
 
 
-def test_until_decided_stops_at_the_cap():
+def test_until_decided_stops_at_the_cap(planted_arm):
     plan = make_plan("abba", pairs=4, warmup=0, seed=1, until_decided=8)
     import random
 
     rng = random.Random(0)
-    outcome = run_ab(_arm("A", [rng.uniform(0.5, 1.5) for _ in range(8)]),
-                     _arm("B", [rng.uniform(0.5, 1.5) for _ in range(8)]), plan)
+    outcome = run_ab(planted_arm("A", [rng.uniform(0.5, 1.5) for _ in range(8)]),
+                     planted_arm("B", [rng.uniform(0.5, 1.5) for _ in range(8)]), plan)
     assert outcome.plan.pairs == 8 and outcome.comparison.verdict is Verdict.UNDECIDED
     assert "pairs would decide" in outcome.comparison.reason

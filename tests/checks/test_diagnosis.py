@@ -11,27 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from strata_bench.cases import Case, Family
 from strata_bench.checks.diagnosis import as_uint, diagnose, hex_bits, ulp_distance
 from strata_bench.kernels.sources import kernels_dir
 from strata_bench.runner.devices import probe
 
-
-class _Fam(Family):
-    # name left empty so it does not register in the global registry
-    def default_cases(self): return []
-    def name_expressions(self, source): return []
-    def make_inputs(self, case): return {}
-    def to_device(self, case, host): return {}
-    def alloc_outputs(self, case, dev): return {}
-    def launch(self, *a, **k): pass
-    def reference(self, case, host): return []
-
-    def describe_index(self, case, output, index):
-        return f"row {index[-1]}, column {index[0]}"
-
-
-CASE = Case("toy", "q8_0", rows=8, cols=32, ncols=2)
 f32, f16 = np.float32, np.float16
 
 
@@ -46,40 +29,40 @@ def test_hex_is_most_significant_byte_first_and_as_uint_keeps_the_bits():
     assert as_uint(np.array([-0.0], f32)).tolist() == [0x80000000]
 
 
-def test_diagnose_names_the_count_the_first_and_the_worst_exactly():
+def test_diagnose_names_the_count_the_first_and_the_worst_exactly(toy_family, toy_case):
     base = np.zeros((2, 8), f32)
     other = base.copy()
     other[0, 3] = f32(1e-7)
     other[1, 5] = f32(2.0)
-    assert diagnose(_Fam(), CASE, "y", base, other, "old", "new") == (
+    assert diagnose(toy_family, toy_case, "y", base, other, "old", "new") == (
         f"y: 2 of 16 elements differ; "
         f"first at row 3, column 0: old={f32(0)!r} (0x00000000) new={f32(1e-7)!r} (0x33d6bf95), 869711765 ulp; "
         f"worst at row 5, column 1: old={f32(0)!r} (0x00000000) new={f32(2)!r} (0x40000000), 1073741824 ulp")
 
 
-def test_diagnose_takes_a_nan_as_the_worst_difference():
+def test_diagnose_takes_a_nan_as_the_worst_difference(toy_family, toy_case):
     base = np.array([[1.0, 2.0, np.nan, 4.0]], f32)
     other = np.array([[1.0, np.nextafter(f32(2), f32(3)), 3.0, -4.0]], f32)
-    assert diagnose(_Fam(), CASE, "y", base, other, "old", "new") == (
+    assert diagnose(toy_family, toy_case, "y", base, other, "old", "new") == (
         f"y: 3 of 4 elements differ; "
         f"first at row 1, column 0: old={f32(2)!r} (0x40000000) new={np.nextafter(f32(2), f32(3))!r} (0x40000001), "
         f"1 ulp; worst at row 2, column 0: old={f32(np.nan)!r} (0x7fc00000) new={f32(3)!r} (0x40400000), 1065353216 ulp")
 
 
-def test_diagnose_integer_and_signed_zero_outputs():
-    text = diagnose(_Fam(), CASE, "q", np.array([1, 2, 3], np.int8), np.array([1, -2, 3], np.int8), "old", "new")
+def test_diagnose_integer_and_signed_zero_outputs(toy_family, toy_case):
+    text = diagnose(toy_family, toy_case, "q", np.array([1, 2, 3], np.int8), np.array([1, -2, 3], np.int8), "old", "new")
     where = f"row 1, column 1: old={np.int8(2)!r} (0x02) new={np.int8(-2)!r} (0xfe), 4 ulp"
     assert text == f"q: 1 of 3 elements differ; first at {where}; worst at {where}"
     # -0 and +0 differ in their bits, so the bitwise check fails, though they are 0 ulp apart.
-    text = diagnose(_Fam(), CASE, "h", np.array([1.0, -0.0], f16), np.array([1.0, 0.0], f16), "1-col", "4-col")
+    text = diagnose(toy_family, toy_case, "h", np.array([1.0, -0.0], f16), np.array([1.0, 0.0], f16), "1-col", "4-col")
     where = f"row 1, column 1: 1-col={f16(-0.0)!r} (0x8000) 4-col={f16(0.0)!r} (0x0000), 0 ulp"
     assert text == f"h: 1 of 2 elements differ; first at {where}; worst at {where}"
 
 
-def test_diagnose_integer_outputs():
+def test_diagnose_integer_outputs(toy_family, toy_case):
     a = np.array([1, 2, 3], np.int8)
     b = np.array([1, -2, 3], np.int8)
-    text = diagnose(_Fam(), CASE, "q", a, b, "old", "new")
+    text = diagnose(toy_family, toy_case, "q", a, b, "old", "new")
     assert "1 of 3 elements differ" in text and "0xfe" in text
 
 

@@ -91,9 +91,9 @@ def test_bytes_moved_and_flops():
 
 
 def test_shared_memory_of_the_new_kernel():
-    assert mod.new_shared_bytes(8, 256) == 8 * 256 * Q8_1_BYTES  # dynamic: the pass's activations
-    assert mod.table_bytes("iq1_s") == (2048 + 2) * 4  # static: table and its two constants
-    assert mod.table_bytes("q8_0") == 2 * 4 and mod.table_bytes("iq4_nl") == 6 * 4
+    assert kit.q8_1_staging_bytes(8, 256) == 8 * 256 * Q8_1_BYTES  # dynamic: the pass's activations
+    assert kit.decode_table_bytes("iq1_s") == (2048 + 2) * 4  # static: table and its two constants
+    assert kit.decode_table_bytes("q8_0") == 2 * 4 and kit.decode_table_bytes("iq4_nl") == 6 * 4
 
 
 # --- references against the kernels' own arithmetic, on the CPU -----------------------------------------------------

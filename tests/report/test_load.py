@@ -5,24 +5,17 @@ import pytest
 
 from strata_bench.errors import InputError
 from strata_bench.report.load import load
-from strata_bench.results.store import ResultsWriter
 
 
-def _records_file(tmp_path, kind, records):
-    writer = ResultsWriter(tmp_path, kind, {})
-    for record in records:
-        writer.append(record)
-    return writer.finish({"n": len(records)}, 0)
 
-
-def test_bad_files_are_input_errors(tmp_path):
+def test_bad_files_are_input_errors(tmp_path, records_file):
     with pytest.raises(InputError, match="not found"):
         load(tmp_path / "missing.json")
     bad = tmp_path / "x.txt"
     bad.write_text("hi")
     with pytest.raises(InputError, match=".json summary or a .jsonl"):
         load(bad)
-    summary = _records_file(tmp_path / "s", "bench", [{"case": "c"}])
+    summary = records_file(tmp_path / "s", "bench", [{"case": "c"}])
     summary.with_suffix(".jsonl").unlink()
     with pytest.raises(InputError, match="records file .* is missing"):
         load(summary)

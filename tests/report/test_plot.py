@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.ab.arms import Arm, RunFailed
+from strata_bench.ab.arms import Arm
 from strata_bench.ab.plan import make_plan
 from strata_bench.ab.runner import run_ab
 from strata_bench.ab.store import finish
@@ -12,41 +12,17 @@ from strata_bench.cli.main import cli
 from strata_bench.results.store import ResultsWriter
 
 
-def _values(values):
-    it = iter(values)
-
-    def run():
-        value = next(it)
-        if isinstance(value, str):
-            raise RunFailed(value, {"output_tail": "last line\n"})
-        return value
-
-    return run
 
 
-def _ab_file(tmp_path, a, b, name="case1", pairs=4, warmup=1):
-    writer = ResultsWriter(tmp_path, "ab", {"devices": []})
-    plan = make_plan("abba", pairs=pairs, warmup=warmup, seed=5, max_failures="50%")
-    outcome = run_ab(Arm("A", _values(a), {"argv": ["prog"], "env": {}}),
-                       Arm("B", _values(b), {"argv": ["prog"], "env": {"X": "1"}}), plan, writer, case=name)
-    return finish(writer, [outcome]), writer.records_path, outcome
 
-
-def _records_file(tmp_path, kind, records):
-    writer = ResultsWriter(tmp_path, kind, {})
-    for record in records:
-        writer.append(record)
-    return writer.finish({"n": len(records)}, 0)
-
-
-def test_plot_writes_a_png(tmp_path):
+def test_plot_writes_a_png(tmp_path, ab_file, records_file):
     pytest.importorskip("matplotlib")
-    summary, _, _ = _ab_file(tmp_path, [1.0, 1.0, 1.01, 0.99, 1.0], [1.1, "timed out", 1.12, 1.09, 1.1])
+    summary, _, _ = ab_file(tmp_path, [1.0, 1.0, 1.01, 0.99, 1.0], [1.1, "timed out", 1.12, 1.09, 1.1])
     out = tmp_path / "ab.png"
     res = CliRunner().invoke(cli, ["plot", str(summary), "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    parity = _records_file(tmp_path / "p", "parity", [{"case": "c", "status": "PASS"}])
+    parity = records_file(tmp_path / "p", "parity", [{"case": "c", "status": "PASS"}])
     res = CliRunner().invoke(cli, ["plot", str(parity)])
     assert res.exit_code == 2 and "plot draws A/B results" in res.output
 

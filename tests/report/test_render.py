@@ -7,13 +7,8 @@ import json
 
 from click.testing import CliRunner
 
-from strata_bench.ab.arms import Arm, RunFailed
-from strata_bench.ab.plan import make_plan
-from strata_bench.ab.runner import run_ab
-from strata_bench.ab.store import finish
 from strata_bench.cli.main import cli
 from strata_bench.report.render import render_file
-from strata_bench.results.store import ResultsWriter
 
 
 def text_of(render, *args, **kwargs) -> str:
@@ -26,39 +21,15 @@ def text_of(render, *args, **kwargs) -> str:
     return text if text is not None else buf.getvalue()
 
 
-def _values(values):
-    it = iter(values)
 
-    def run():
-        value = next(it)
-        if isinstance(value, str):
-            raise RunFailed(value, {"output_tail": "last line\n"})
-        return value
-
-    return run
-
-
-def _ab_file(tmp_path, a, b, name="case1", pairs=4, warmup=1):
-    writer = ResultsWriter(tmp_path, "ab", {"devices": []})
-    plan = make_plan("abba", pairs=pairs, warmup=warmup, seed=5, max_failures="50%")
-    outcome = run_ab(Arm("A", _values(a), {"argv": ["prog"], "env": {}}),
-                       Arm("B", _values(b), {"argv": ["prog"], "env": {"X": "1"}}), plan, writer, case=name)
-    return finish(writer, [outcome]), writer.records_path, outcome
-
-
-def _records_file(tmp_path, kind, records):
-    writer = ResultsWriter(tmp_path, kind, {})
-    for record in records:
-        writer.append(record)
-    return writer.finish({"n": len(records)}, 0)
 
 
 def _render(path, fmt):
     return text_of(render_file, path, fmt)
 
 
-def test_ab_summary_and_records_render_the_same_verdict(tmp_path):
-    summary, records, live = _ab_file(tmp_path, [1.0, 1.0, 1.01, 0.99, 1.0], [1.1, 1.1, "exit code 1", 1.09, 1.1])
+def test_ab_summary_and_records_render_the_same_verdict(tmp_path, ab_file):
+    summary, records, live = ab_file(tmp_path, [1.0, 1.0, 1.01, 0.99, 1.0], [1.1, 1.1, "exit code 1", 1.09, 1.1])
     for path in (summary, records):
         body = json.loads(_render(path, "json"))
         assert body["cases"][0]["verdict"] == live.comparison.verdict.value == "SLOWER"
@@ -70,34 +41,34 @@ def test_ab_summary_and_records_render_the_same_verdict(tmp_path):
     assert md.startswith("**A/B: `case1`**") and "| **ratio B/A [95% CI]** |" in md
 
 
-def test_ab_csv_is_one_row_per_run(tmp_path):
-    summary, _, live = _ab_file(tmp_path, [1.0] * 5, [2.0] * 5)
+def test_ab_csv_is_one_row_per_run(tmp_path, ab_file):
+    summary, _, live = ab_file(tmp_path, [1.0] * 5, [2.0] * 5)
     rows = list(csv.DictReader(io.StringIO(_render(summary, "csv"))))
     assert len(rows) == len(live.runs) == 10
     assert list(rows[0])[:6] == ["case", "run_index", "pair", "position", "arm", "warmup"]
     assert rows[0]["arm"] == "B" and rows[0]["warmup"] == "True"
 
 
-def test_parity_view_picks_its_columns(tmp_path):
+def test_parity_view_picks_its_columns(tmp_path, records_file):
     recs = [{"case": "mmvq/q8_0/64x256/n1/seed:1", "status": "PASS", "worst_ratio": 1e-7, "device": 0,
              "seconds": 0.1, "error": "", "checks": [{"check": "bitwise", "ok": True}]},
             {"case": "mmvq/q8_0/64x256/n8/seed:1", "status": "FAIL", "worst_ratio": 0.5, "device": 0,
              "seconds": 0.1, "error": "bitwise: 3 differ", "checks": []}]
-    path = _records_file(tmp_path, "parity", recs)
+    path = records_file(tmp_path, "parity", recs)
     md = _render(path, "md").splitlines()
     assert md[0] == "| case | status | worst_ratio | device | seconds | error |"
     assert "FAIL" in md[3] and "checks" not in md[0]
 
 
-def test_unknown_kind_renders_generic_columns(tmp_path):
-    path = _records_file(tmp_path, "sweep", [{"name": "x", "nested": {"a": 1}, "tags": [1, 2]}])
+def test_unknown_kind_renders_generic_columns(tmp_path, records_file):
+    path = records_file(tmp_path, "sweep", [{"name": "x", "nested": {"a": 1}, "tags": [1, 2]}])
     body = json.loads(_render(path, "json"))
     assert body == [{"name": "x", "nested.a": 1, "tags": "1, 2"}]
     assert "sweep" in _render(path, "table")
 
 
-def test_report_cli(tmp_path):
-    summary, _, _ = _ab_file(tmp_path, [1.0] * 5, [1.0] * 5)
+def test_report_cli(tmp_path, ab_file):
+    summary, _, _ = ab_file(tmp_path, [1.0] * 5, [1.0] * 5)
     res = CliRunner().invoke(cli, ["report", str(summary), "--format", "md"])
     assert res.exit_code == 0 and "SAME" in res.stdout
     res = CliRunner().invoke(cli, ["report", str(tmp_path / "nope.json")])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.ab.arms import Arm, RunFailed
+from strata_bench.ab.arms import Arm
 from strata_bench.ab.plan import make_plan
 from strata_bench.ab.runner import run_ab
 from strata_bench.ab.store import finish
@@ -15,41 +15,17 @@ from strata_bench.results.store import ResultsWriter
 from strata_bench.stats.criteria import Criteria
 
 
-def _values(values):
-    it = iter(values)
-
-    def run():
-        value = next(it)
-        if isinstance(value, str):
-            raise RunFailed(value, {"output_tail": "last line\n"})
-        return value
-
-    return run
 
 
-def _ab_file(tmp_path, a, b, name="case1", pairs=4, warmup=1):
-    writer = ResultsWriter(tmp_path, "ab", {"devices": []})
-    plan = make_plan("abba", pairs=pairs, warmup=warmup, seed=5, max_failures="50%")
-    outcome = run_ab(Arm("A", _values(a), {"argv": ["prog"], "env": {}}),
-                       Arm("B", _values(b), {"argv": ["prog"], "env": {"X": "1"}}), plan, writer, case=name)
-    return finish(writer, [outcome]), writer.records_path, outcome
 
-
-def _records_file(tmp_path, kind, records):
-    writer = ResultsWriter(tmp_path, kind, {})
-    for record in records:
-        writer.append(record)
-    return writer.finish({"n": len(records)}, 0)
-
-
-def _bench(tmp_path, medians):
+def _bench(records_file, root, medians):
     recs = [{"case": case, "variant": var, "median_us": us} for (case, var), us in medians.items()]
-    return _records_file(tmp_path, "bench", recs)
+    return records_file(root, "bench", recs)
 
 
-def test_compare_bench_flags_regression(tmp_path):
-    old = _bench(tmp_path / "old", {("c1", "new"): 10.0, ("c2", "new"): 20.0, ("gone", "new"): 1.0})
-    new = _bench(tmp_path / "new", {("c1", "new"): 11.0, ("c2", "new"): 20.05, ("added", "new"): 1.0})
+def test_compare_bench_flags_regression(tmp_path, records_file):
+    old = _bench(records_file, tmp_path / "old", {("c1", "new"): 10.0, ("c2", "new"): 20.0, ("gone", "new"): 1.0})
+    new = _bench(records_file, tmp_path / "new", {("c1", "new"): 11.0, ("c2", "new"): 20.05, ("added", "new"): 1.0})
     result = compare_files(old, new, Criteria(fail_on_regression=0.05))
     by_name = {d.name: d for d in result.deltas}
     assert by_name["c1 / new"].regression and by_name["c1 / new"].result.ratio == pytest.approx(1.1)
@@ -61,21 +37,21 @@ def test_compare_bench_flags_regression(tmp_path):
     assert res.exit_code == 0 and "- only in OLD: gone / new" in res.stdout
 
 
-def test_compare_ab_files_by_case_and_arm(tmp_path):
-    old, _, _ = _ab_file(tmp_path / "o", [1.0, 1.0, 1.01, 0.99, 1.0], [1.0, 1.0, 1.01, 0.99, 1.0])
-    new, _, _ = _ab_file(tmp_path / "n", [1.0, 1.0, 1.01, 0.99, 1.0], [1.2, 1.2, 1.21, 1.19, 1.2])
+def test_compare_ab_files_by_case_and_arm(tmp_path, ab_file):
+    old, _, _ = ab_file(tmp_path / "o", [1.0, 1.0, 1.01, 0.99, 1.0], [1.0, 1.0, 1.01, 0.99, 1.0])
+    new, _, _ = ab_file(tmp_path / "n", [1.0, 1.0, 1.01, 0.99, 1.0], [1.2, 1.2, 1.21, 1.19, 1.2])
     result = compare_files(old, new, Criteria(fail_on_regression=0.05))
     assert [d.name for d in result.regressions] == ["case1 / B"]
     assert {d.name: d.result.n_old for d in result.deltas} == {"case1 / A": 4, "case1 / B": 4}  # no warm-ups
 
 
-def test_compare_parity_pass_to_fail_is_a_regression(tmp_path):
-    old = _records_file(tmp_path / "o", "parity", [{"case": "c", "status": "PASS"}])
-    new = _records_file(tmp_path / "n", "parity", [{"case": "c", "status": "FAIL"}])
+def test_compare_parity_pass_to_fail_is_a_regression(tmp_path, records_file):
+    old = records_file(tmp_path / "o", "parity", [{"case": "c", "status": "PASS"}])
+    new = records_file(tmp_path / "n", "parity", [{"case": "c", "status": "FAIL"}])
     result = compare_files(old, new, Criteria())
     assert result.regressions[0].status_change == "PASS -> FAIL"
     with pytest.raises(InputError, match="cannot compare"):
-        compare_files(old, _bench(tmp_path / "b", {("c", "v"): 1.0}), Criteria())
+        compare_files(old, _bench(records_file, tmp_path / "b", {("c", "v"): 1.0}), Criteria())
 
 
 def test_compare_ab_files_with_several_metrics_per_metric_direction(tmp_path):
