@@ -46,6 +46,18 @@ def judge(case: str, plan: Plan, arms: Mapping[str, Mapping[str, Any]], runs: Se
     return AbOutcome(case, plan, arms, tuple(runs), comparison, tuple(excluded), stopped, interrupted)
 
 
+def reject(outcome: AbOutcome, reason: str) -> AbOutcome:
+    """The outcome with its timings rejected: verdict UNDECIDED (never FASTER) with `reason`, no regression
+    claimed from them, and `rejected` set (the command exits 1)."""
+    from dataclasses import replace
+
+    from strata_bench.stats.verdict import Verdict
+
+    comparison = replace(outcome.comparison, verdict=Verdict.UNDECIDED, reason=f"rejected: {reason}",
+                         regression=False)
+    return replace(outcome, comparison=comparison, rejected=reason)
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 

@@ -1,17 +1,13 @@
-"""Timed outputs checked, without a GPU: a numpy stand-in for cupy whose graph replays run the captured
-launches, a variant that does its work only on its first launches (its later launches leave the poison),
-and the roofline's impossible times."""
+"""Timed outputs checked, without a GPU: the numpy stand-in for cupy whose graph replays run the captured
+launches (tests/conftest.py, `graph_standin`), a variant that does its work only on its first launches
+(its later launches leave the poison), and the roofline's impossible times."""
 from __future__ import annotations
-
-import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from strata_bench.cases import Case, Family
+from strata_bench.cases import Case
 from strata_bench.errors import CheckFailed
-from strata_bench.timing import bench, graph
 from strata_bench.timing.bench import TimingConfig, bench_case
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.graph import InputCopies
@@ -19,65 +15,6 @@ from strata_bench.timing.verify import poison_outputs, roofline_problem, timed_o
 
 CEILINGS = Ceilings(read_bps=4e12, copy_bps=5e12)
 CASE = Case("toy", "f32", rows=1, cols=4, variants=("old", "lazy"))
-
-
-class _Stream:
-    def __init__(self, non_blocking=False):
-        self.captured = None
-
-    def __enter__(self): return self
-    def __exit__(self, *exc): return False
-    def begin_capture(self): self.captured = []
-    def end_capture(self): return self.captured
-
-
-class LazyFamily(Family):
-    """y = 2 * x; variant "lazy" does its work only on its first `honest` launches, then returns at once
-    (a device counter, here a Python one); `bytes_per_call` sets what the roofline expects."""
-
-    # name left empty so it does not register in the global registry
-    def __init__(self, honest=2, bytes_per_call=1000):
-        self.honest, self.bytes_per_call, self.calls = honest, bytes_per_call, 0
-
-    def default_cases(self): return []
-    def make_inputs(self, case): return {"x": np.arange(4, dtype=np.float32)}
-    def to_device(self, case, host): return {"x": np.array(host["x"]), "w": np.zeros(250, np.float32)}
-    def alloc_outputs(self, case, dev): return {"y": np.zeros(4, np.float32)}
-    def reference(self, case, host): return []
-    def bytes_moved(self, case): return self.bytes_per_call
-
-    def launch(self, case, variant, kernels, dev, outs, stream=None):
-        def work():
-            if variant == "lazy":
-                self.calls += 1
-                if self.calls > self.honest:
-                    return
-            outs["y"][:] = 2 * dev["x"]
-
-        if stream is None:
-            work()
-        else:
-            stream.captured.append(work)
-
-
-@pytest.fixture
-def fake_gpu(monkeypatch):
-    """cupy replaced by numpy; a replay runs the captured launches and takes `us_per_launch` each."""
-    speed = {"us": 1.0}
-
-    def replay(graph_, stream):
-        for launch in graph_:
-            launch()
-        return len(graph_) * speed["us"] * 1e-6
-
-    runtime = SimpleNamespace(getDeviceProperties=lambda device: {"l2CacheSize": 1000}, deviceSynchronize=lambda: None)
-    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(uint8=np.uint8, array_equal=np.array_equal,
-                                                             cuda=SimpleNamespace(Stream=_Stream, runtime=runtime)))
-    monkeypatch.setattr(graph, "replay_seconds", replay)
-    monkeypatch.setattr(bench, "replay_seconds", replay)
-    return speed
-
-
 CFG = TimingConfig(min_trials=10, graph_target_s=60e-6)
 LAZY_DIFFERS = ("timed output differs: lazy copy 0 of 3: y: 4 of 4 elements differ; first at index 0: "
                 "checked=np.float32(0.0) (0x00000000) timed=np.float32(nan) (0xffffffff), 2147483647 ulp; "
@@ -85,35 +22,35 @@ LAZY_DIFFERS = ("timed output differs: lazy copy 0 of 3: y: 4 of 4 elements diff
                 "2147483647 ulp")
 
 
-def test_poison_fills_every_output_of_every_copy_with_ff_bytes(fake_gpu):
+def test_poison_fills_every_output_of_every_copy_with_ff_bytes(graph_standin):
     prep = InputCopies([{}, {}], [{"y": np.zeros(2, np.float32), "i": np.zeros(3, np.int8)},
                                   {"y": np.ones(2, np.float32), "i": np.ones(3, np.int8)}], 8)
     poison_outputs(prep)
     assert [o["y"].tobytes() + o["i"].tobytes() for o in prep.outs] == [b"\xff" * 11] * 2
 
 
-def test_a_variant_that_works_only_on_its_first_launches_is_caught_by_bench(fake_gpu):
-    timings = bench_case(LazyFamily(honest=2), CASE, None, 0, CFG, CEILINGS)
+def test_a_variant_that_works_only_on_its_first_launches_is_caught_by_bench(graph_standin):
+    timings = bench_case(graph_standin.LazyFamily(honest=2), CASE, None, 0, CFG, CEILINGS)
     assert [(t.variant, t.status) for t in timings] == [("old", "timed"), ("lazy", LAZY_DIFFERS)]
     assert timings[1].samples_us  # timed, but the status says its figures are not results
 
 
-def test_an_honest_variant_passes_and_a_lazy_one_with_enough_honest_launches_does_too(fake_gpu):
+def test_an_honest_variant_passes_and_a_lazy_one_with_enough_honest_launches_does_too(graph_standin):
     # 10**6 honest launches cover the check, the probe, the warm-up and every trial: nothing skipped.
-    timings = bench_case(LazyFamily(honest=10**6), CASE, None, 0, CFG, CEILINGS)
+    timings = bench_case(graph_standin.LazyFamily(honest=10**6), CASE, None, 0, CFG, CEILINGS)
     assert [t.status for t in timings] == ["timed", "timed"]
 
 
-def test_a_copy_the_timed_graph_did_not_launch_is_not_checked(fake_gpu):
+def test_a_copy_the_timed_graph_did_not_launch_is_not_checked(graph_standin):
     prep = InputCopies([{}, {}], [{"y": np.full(1, 2, np.float32)}, {"y": np.full(1, np.nan, np.float32)}], 4)
     checked = {"y": np.full(1, 2, np.float32)}
-    assert timed_output_problem(LazyFamily(), CASE, "old", prep, checked, copies=1) == ""
-    assert timed_output_problem(LazyFamily(), CASE, "old", prep, checked).startswith(
+    assert timed_output_problem(graph_standin.LazyFamily(), CASE, "old", prep, checked, copies=1) == ""
+    assert timed_output_problem(graph_standin.LazyFamily(), CASE, "old", prep, checked).startswith(
         "timed output differs: old copy 1 of 2: y: 1 of 1 elements differ; first at index 0:")
 
 
-def test_only_the_compared_outputs_are_checked(fake_gpu):
-    class Scratch(LazyFamily):
+def test_only_the_compared_outputs_are_checked(graph_standin):
+    class Scratch(graph_standin.LazyFamily):
         def compared_outputs(self, case): return ("y",)
 
     prep = InputCopies([{}], [{"y": np.full(1, 2, np.float32), "tmp": np.full(1, 9, np.float32)}], 4)
@@ -131,18 +68,18 @@ def test_roofline_problem_flags_a_time_below_bytes_over_the_read_ceiling():
     assert roofline_problem("new", 0.05e-6, 0, CEILINGS) == ""  # a family that counts no bytes
 
 
-def test_bench_marks_a_time_beyond_the_roofline_impossible(fake_gpu):
+def test_bench_marks_a_time_beyond_the_roofline_impossible(graph_standin):
     # 1 us per launch for 40 MB: 10 us is the least at 4 TB/s.
-    timings = bench_case(LazyFamily(honest=10**6, bytes_per_call=40_000_000), CASE, None, 0, CFG, CEILINGS)
+    timings = bench_case(graph_standin.LazyFamily(honest=10**6, bytes_per_call=40_000_000), CASE, None, 0, CFG, CEILINGS)
     assert [t.status for t in timings] == [
         f"impossible: {v} at 1.000 us moves 40000000 bytes at 1000% of the measured read ceiling "
         f"(4.00 TB/s, least 10.000 us)" for v in ("old", "lazy")]
 
 
-def test_the_bench_command_exits_1_for_a_rejected_variant(fake_gpu):
+def test_the_bench_command_exits_1_for_a_rejected_variant(graph_standin):
     from strata_bench.cli.bench import _raise_for_rejected
 
-    timings = bench_case(LazyFamily(honest=2), CASE, None, 0, CFG, CEILINGS)
+    timings = bench_case(graph_standin.LazyFamily(honest=2), CASE, None, 0, CFG, CEILINGS)
     with pytest.raises(CheckFailed) as err:
         _raise_for_rejected(timings)
     assert str(err.value) == f"1 timed variant(s) rejected; first: {CASE.name}: {LAZY_DIFFERS}"
