@@ -41,6 +41,7 @@ from strata_bench.ab.kernel import build_arms, run_case  # noqa: E402
 from strata_bench.ab.plan import make_plan  # noqa: E402
 from strata_bench.ab.records import AbReport  # noqa: E402
 from strata_bench.ab.store import outcomes_from_records  # noqa: E402
+import json  # noqa: E402
 from strata_bench.cases import Case  # noqa: E402
 from strata_bench.errors import CheckFailed  # noqa: E402
 from strata_bench.timing.ceilings import Ceilings  # noqa: E402
@@ -110,3 +111,51 @@ def test_kernel_ab_rejects_a_time_beyond_the_roofline(graph_standin):
     assert outcome.rejected == ("impossible: old at 1.000 us moves 40000000 bytes at 1000% of the measured "
                                 "read ceiling (4.00 TB/s, least 10.000 us)")
     assert outcome.comparison.verdict.value == "UNDECIDED"
+
+
+# ---------------------------------------------------------------------------------------------------
+# On the GPU: the project's variant that works only on its first launches (tests/data/lazy_family)
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+LAZY = Path(__file__).parent.parent / "data" / "lazy_family"
+
+
+def _kernel_ab(tmp_path, a, b):
+    return subprocess.run([sys.executable, "-m", "strata_bench", "ab", "--kernels", str(LAZY), "--cases",
+                           str(LAZY / "cases.py"), "--family", "lazy_demo", "--a", a, "--b", b, "--pairs", "4",
+                           "--results", str(tmp_path), "-q", "--format", "json"],
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spec_b", ["lazy", "lazy*1.03"])
+def test_kernel_ab_rejects_the_lazy_variant_with_exit_1(tmp_path, spec_b):
+    proc = _kernel_ab(tmp_path, "honest", spec_b)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "Traceback" not in out and "FASTER" not in out
+    assert f"timed output differs: {spec_b} copy 0 of" in out
+    (records_file,) = tmp_path.rglob("ab-*.jsonl")
+    kinds = [json.loads(line).get("record") for line in records_file.read_text().splitlines()]
+    assert kinds.count("rejected") == 1
+
+
+@pytest.mark.gpu
+def test_kernel_ab_of_the_honest_variant_against_itself_is_not_rejected(tmp_path):
+    proc = _kernel_ab(tmp_path, "honest", "honest")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "rejected" not in out
+
+
+@pytest.mark.parametrize("output", ["json", "md"])
+def test_a_rejected_case_is_rendered_undecided_with_its_reason_never_faster(graph_standin, output):
+    from strata_bench.report.ab import render_ab
+
+    outcome, _ = _ab(graph_standin, "old", "lazy")
+    text = render_ab((outcome,), output)
+    assert "UNDECIDED" in text and "rejected: timed output differs: lazy copy 0 of 3" in text
+    assert "FASTER" not in text

@@ -3,6 +3,11 @@ launches (tests/conftest.py, `graph_standin`), a variant that does its work only
 (its later launches leave the poison), and the roofline's impossible times."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -85,3 +90,37 @@ def test_the_bench_command_exits_1_for_a_rejected_variant(graph_standin):
     assert str(err.value) == f"1 timed variant(s) rejected; first: {CASE.name}: {LAZY_DIFFERS}"
     assert err.value.exit_code == 1
     _raise_for_rejected(timings[:1])  # an honest variant alone: no error
+
+
+# ---------------------------------------------------------------------------------------------------
+# The project's own variant that works only on its first launches (tests/data/lazy_family), on the GPU
+
+LAZY = Path(__file__).parent.parent / "data" / "lazy_family"
+LAZY_ARGS = ["--kernels", str(LAZY), "--cases", str(LAZY / "cases.py"), "--family", "lazy_demo", "-q"]
+
+
+def _strata(*args):
+    return subprocess.run([sys.executable, "-m", "strata_bench", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.nvrtc
+def test_the_lazy_family_compiles(cubin_cache):
+    from strata_bench.kernels.build import compile_source
+
+    comp = compile_source("lazy.cu", ["double_all", "double_lazy"], "sm_90", root=LAZY)
+    assert comp is not None
+
+
+@pytest.mark.gpu
+def test_bench_rejects_the_lazy_variant_with_exit_1(tmp_path):
+    proc = _strata("bench", *LAZY_ARGS, "--budget", "0.2", "--results", str(tmp_path))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "Traceback" not in out
+    assert "timed output differs: lazy copy 0 of" in out and "y: 1048576 of 1048576 elements differ" in out
+    (records_file,) = tmp_path.rglob("bench-*.jsonl")
+    records = [json.loads(line) for line in records_file.read_text().splitlines()]
+    status = {r["variant"]: r["status"] for r in records if "variant" in r}
+    assert status["honest"] == "timed"
+    assert status["lazy"].startswith("timed output differs: lazy copy 0 of ")
