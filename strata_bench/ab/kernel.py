@@ -89,7 +89,7 @@ class KernelArms:
                 return problem
         for label, (spec, arm, prep) in zip("AB", self.graphs):
             values = [r.value for r in outcome.runs if r.arm == label and r.ok and not r.warmup]
-            if values:
+            if values and prep.cold:
                 problem = roofline_problem(spec, median(values) * 1e-6, self.family.bytes_moved(self.case),
                                            self.ceilings)
                 if problem:
@@ -117,7 +117,7 @@ def build_arms(family, case: Case, spec_a: str, spec_b: str, kernels, l2_bytes: 
     if problem:
         raise InputError(f"{case.name}: {problem}; fix parity before timing")
     # Arm B reads the same input copies but writes its own outputs, so each arm's are checked alone.
-    prep_b = InputCopies(prep.devs, [family.alloc_outputs(case, d) for d in prep.devs], prep.input_bytes)
+    prep_b = InputCopies(prep.devs, [family.alloc_outputs(case, d) for d in prep.devs], prep.input_bytes, prep.cold)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         # At least 200 launches a run, so a work factor is rounded to within 0.25%.

@@ -8,7 +8,8 @@ compared outputs must equal, bit for bit, the checked result (the baseline's out
 Poisoning and comparing happen outside the CUDA events: the same kernels, launches and bytes are timed.
 
 A time below bytes_moved / read ceiling (more than ROOFLINE_SLACK) is impossible for a kernel that reads
-its bytes from DRAM; it is reported as such, never as a speedup.
+its bytes from DRAM; it is reported as such, never as a speedup. Only cold timings are held to it (the
+copies cover 3x the L2, InputCopies.cold): with --hot, or copies capped short, the L2 may serve the reads.
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from strata_bench.cases import Case
 from strata_bench.errors import CheckFailed
 from strata_bench.timing.bench import TimingConfig, bench_case
 from strata_bench.timing.ceilings import Ceilings
-from strata_bench.timing.graph import InputCopies
+from strata_bench.timing.graph import InputCopies, prepare_copies
 from strata_bench.timing.verify import poison_outputs, roofline_problem, timed_output_problem
 
 CEILINGS = Ceilings(read_bps=4e12, copy_bps=5e12)
@@ -79,6 +80,17 @@ def test_bench_marks_a_time_beyond_the_roofline_impossible(graph_standin):
     assert [t.status for t in timings] == [
         f"impossible: {v} at 1.000 us moves 40000000 bytes at 1000% of the measured read ceiling "
         f"(4.00 TB/s, least 10.000 us)" for v in ("old", "lazy")]
+
+
+def test_the_roofline_holds_only_cold_timings(graph_standin):
+    # --hot (one copy), or copies that do not cover 3x the L2: the L2 may serve the reads, no roofline.
+    family = graph_standin.LazyFamily(honest=10**6, bytes_per_call=40_000_000)
+    hot = bench_case(family, CASE, None, 0, replace(CFG, hot=True), CEILINGS)
+    assert [(t.status, t.copies) for t in hot] == [("timed", 1), ("timed", 1)]
+    prep = prepare_copies(family, CASE, family.make_inputs(CASE), hot=False, l2_bytes=1000)
+    assert (len(prep.devs), prep.input_bytes, prep.cold) == (3, 1016, True)
+    capped = prepare_copies(family, CASE, family.make_inputs(CASE), hot=False, l2_bytes=10**6)
+    assert (len(capped.devs), capped.cold) == (64, False)  # 64 x 1016 bytes < 3 x 10^6
 
 
 def test_the_bench_command_exits_1_for_a_rejected_variant(graph_standin):
