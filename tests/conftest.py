@@ -152,8 +152,8 @@ def graph_standin(monkeypatch):
         return len(graph_) * state.us_per_launch * 1e-6
 
     runtime = SimpleNamespace(getDeviceProperties=lambda device: {"l2CacheSize": 1000}, deviceSynchronize=lambda: None)
-    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(uint8=np.uint8, array_equal=np.array_equal,
-                                                             cuda=SimpleNamespace(Stream=_GraphStream, runtime=runtime)))
+    cuda = SimpleNamespace(Stream=_GraphStream, runtime=runtime)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(uint8=np.uint8, array_equal=np.array_equal, cuda=cuda))
     monkeypatch.setattr(graph, "replay_seconds", replay)
     monkeypatch.setattr(bench, "replay_seconds", replay)
     return state

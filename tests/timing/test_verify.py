@@ -76,7 +76,8 @@ def test_roofline_problem_flags_a_time_below_bytes_over_the_read_ceiling():
 
 def test_bench_marks_a_time_beyond_the_roofline_impossible(graph_standin):
     # 1 us per launch for 40 MB: 10 us is the least at 4 TB/s.
-    timings = bench_case(graph_standin.LazyFamily(honest=10**6, bytes_per_call=40_000_000), CASE, None, 0, CFG, CEILINGS)
+    family = graph_standin.LazyFamily(honest=10**6, bytes_per_call=40_000_000)
+    timings = bench_case(family, CASE, None, 0, CFG, CEILINGS)
     assert [t.status for t in timings] == [
         f"impossible: {v} at 1.000 us moves 40000000 bytes at 1000% of the measured read ceiling "
         f"(4.00 TB/s, least 10.000 us)" for v in ("old", "lazy")]
