@@ -47,6 +47,7 @@ class _GraphArm:
     def __init__(self, family, case: Case, variant: str, factor: float, kernels, prep, launches: int, stream):
         from strata_bench.timing.graph import capture
 
+        self.variant = variant
         self.launches = launches
         self.stream = stream
         # The extra launches are not rounded up to whole rotations of the input copies: that rounding
@@ -73,7 +74,7 @@ class KernelArms:
     arm_a: Arm
     arm_b: Arm
     graphs: tuple[tuple[str, "_GraphArm", InputCopies], ...]  # (variant spec, arm, its copies) for A, B
-    checked: Mapping[str, Any]
+    checked: Mapping[str, Mapping[str, Any]]  # variant name -> its outputs in the check step
     ceilings: Ceilings
 
     def problem(self, outcome: AbOutcome) -> str:
@@ -83,7 +84,7 @@ class KernelArms:
         from strata_bench.timing.verify import roofline_problem, timed_output_problem
 
         for label, (spec, arm, prep) in zip("AB", self.graphs):
-            problem = timed_output_problem(self.family, self.case, spec, prep, self.checked,
+            problem = timed_output_problem(self.family, self.case, spec, prep, self.checked[arm.variant],
                                            min(arm.total, len(prep.devs)))
             if problem:
                 return problem

@@ -8,7 +8,7 @@
   Trials repeat until the 95% CI of the median is within `rel_ci` or the case's time budget is spent
   (timing/trials.py).
 - timed outputs checked: every copy's outputs were poisoned before the trials and must equal the
-  check step's result bitwise after them; a median below bytes / read ceiling is impossible
+  check step's result (that variant's) bitwise after them; a median below bytes / read ceiling is impossible
   (timing/verify.py). Either sets the variant's status instead of "timed".
 - summary: median, min, max us per call, GB/s of the bytes the kernel must move, fractions of the
   device's measured read and copy ceilings, TFLOP/s where the family counts flops.
@@ -90,9 +90,11 @@ def check_variants_agree(family: Family, case: Case, kernels: Any, prep: InputCo
     return check_variants(family, case, kernels, prep)[0]
 
 
-def check_variants(family: Family, case: Case, kernels: Any, prep: InputCopies) -> tuple[str, dict[str, Any]]:
-    """The check step, and the checked result: (why the variants disagree or "", the baseline's outputs),
-    which every copy's timed outputs must equal afterwards (timing/verify.py)."""
+def check_variants(family: Family, case: Case, kernels: Any,
+                   prep: InputCopies) -> tuple[str, dict[str, Mapping[str, Any]]]:
+    """The check step, and the checked results: (why the variants disagree or "", each variant's outputs).
+    Every copy's timed outputs of a variant must equal its checked outputs afterwards, every output bit
+    for bit, also where the family compares no outputs between variants (timing/verify.py)."""
     import cupy
 
     results = {}
@@ -109,8 +111,8 @@ def check_variants(family: Family, case: Case, kernels: Any, prep: InputCopies) 
         for name in (base if names is None else names):
             a, b = base[name].view(cupy.uint8), results[variant][name].view(cupy.uint8)
             if not bool(cupy.array_equal(a, b)):
-                return f"parity failed: {variant} differs from {case.baseline} in {name}", base
-    return "", base
+                return f"parity failed: {variant} differs from {case.baseline} in {name}", results
+    return "", results
 
 
 def warm_up(graph, stream, replays: int = WARMUP_REPLAYS) -> None:
@@ -122,8 +124,8 @@ def warm_up(graph, stream, replays: int = WARMUP_REPLAYS) -> None:
 def time_variant(family: Family, case: Case, variant: str, kernels: Any, prep: InputCopies,
                  ceilings: Ceilings, cfg: TimingConfig, checked: Mapping[str, Any]) -> Timing:
     """warm-up -> poison -> trials -> timed outputs checked -> summary for one variant (the check step ran
-    before and gave `checked`). A copy whose outputs differ from `checked`, or a median below the
-    roofline, sets the status (timing/verify.py)."""
+    before and gave `checked`, this variant's outputs). A copy whose outputs differ from `checked`, or a
+    cold median below the roofline, sets the status (timing/verify.py)."""
     import cupy
 
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -153,7 +155,7 @@ def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: Timin
     if problem:
         return [Timing(case, v, (), 0, len(prep.devs), family.bytes_moved(case), family.flops(case), ceilings,
                        status=problem) for v in case.variants]
-    return [time_variant(family, case, v, kernels, prep, ceilings, cfg, checked) for v in case.variants]
+    return [time_variant(family, case, v, kernels, prep, ceilings, cfg, checked[v]) for v in case.variants]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -55,13 +55,18 @@ def test_a_copy_the_timed_graph_did_not_launch_is_not_checked(graph_standin):
         "timed output differs: old copy 1 of 2: y: 1 of 1 elements differ; first at index 0:")
 
 
-def test_only_the_compared_outputs_are_checked(graph_standin):
-    class Scratch(graph_standin.LazyFamily):
-        def compared_outputs(self, case): return ("y",)
+def test_every_output_is_checked_against_the_variants_own_check_result(graph_standin):
+    # A family that compares no outputs between variants (pfgemm's tensor-core sums) is still checked:
+    # each variant against its own output in the check step.
+    class Uncompared(graph_standin.LazyFamily):
+        def compared_outputs(self, case): return ()
 
+    timings = bench_case(Uncompared(honest=2), CASE, None, 0, CFG, CEILINGS)
+    assert [(t.variant, t.status) for t in timings] == [("old", "timed"), ("lazy", LAZY_DIFFERS)]
     prep = InputCopies([{}], [{"y": np.full(1, 2, np.float32), "tmp": np.full(1, 9, np.float32)}], 4)
     checked = {"y": np.full(1, 2, np.float32), "tmp": np.full(1, 0, np.float32)}
-    assert timed_output_problem(Scratch(), CASE, "old", prep, checked) == ""
+    assert timed_output_problem(Uncompared(), CASE, "old", prep, checked).startswith(
+        "timed output differs: old copy 0 of 1: tmp: 1 of 1 elements differ; first at index 0:")
 
 
 def test_roofline_problem_flags_a_time_below_bytes_over_the_read_ceiling():
