@@ -21,10 +21,13 @@ class RunFailed(Exception):
 
 @dataclass(frozen=True)
 class Sample:
-    """A measurement with details worth keeping (exit code, output tail, wall time)."""
+    """A measurement with details worth keeping (exit code, output tail, wall time); a run that reads
+    several metrics carries them all in `metrics` (value is the first), and its --same captures."""
 
     value: float
     details: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    same: Mapping[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -10,18 +10,18 @@ import shutil
 import signal
 import subprocess
 import time
+
+import psutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
+from strata_bench.ab.metrics import OutputMissing, OutputSpec, read_metrics, read_same
+from strata_bench.ab.process import Server, ServerFailed, ServerSpec, run_hook, tree
 from strata_bench.ab.plan import Plan
 from strata_bench.ab.records import AbReport
-from strata_bench.ab.runner import case_progress, run_ab
-from strata_bench.ab.store import finish, finish_partial
 from strata_bench.errors import InputError
-from strata_bench.results.paths import provenance_directory
-from strata_bench.results.store import ResultsWriter
 
 METRIC_GROUP = "value"  # the named group --metric must define: (?P<value>...)
 OUTPUT_TAIL_CHARS = 2000
@@ -35,12 +35,20 @@ class CommandSpec:
     argv: tuple[str, ...] | str  # a string only with shell=True
     env: Mapping[str, str | None] = field(default_factory=dict)  # None unsets the variable
     shell: bool = False
-    metric: re.Pattern[str] | None = None
+    metric: re.Pattern[str] | None = None  # the single-metric form (group `value`, last match)
     timeout: float | None = None
+    metrics: tuple[OutputSpec, ...] = ()  # several metrics (strata_bench.ab.metrics); the first is `value`
+    same: tuple[OutputSpec, ...] = ()  # output that must be identical in every run
+    prepare: str | None = None  # shell command before each run (the arm's environment)
+    conclude: str | None = None  # shell command after each run
+    server: ServerSpec | None = None  # a fresh server per run; the command is then its client
 
     def describe(self) -> dict[str, Any]:
         argv = self.argv if isinstance(self.argv, str) else list(self.argv)
-        return {"argv": argv, "env": dict(self.env), "shell": self.shell}
+        body = {"argv": argv, "env": dict(self.env), "shell": self.shell}
+        body.update({k: v for k, v in (("prepare", self.prepare), ("conclude", self.conclude),
+                                       ("server", self.server.command if self.server else None)) if v})
+        return body
 
 
 def parse_env(items: Sequence[str]) -> dict[str, str | None]:
@@ -110,10 +118,38 @@ def command_arm(label: str, spec: CommandSpec) -> Arm:
 
 
 def run_command(spec: CommandSpec) -> Sample:
-    """Run once; the value is the metric from stdout+stderr, or the wall time in seconds."""
+    """Run once: --prepare, a fresh --server (until ready), the command, the server stopped (its whole
+    tree), --conclude. The value is the metric from the command's (and the server's) output, or the
+    command's wall time in seconds."""
+    env = _arm_env(spec.env)
+    if spec.prepare:
+        _hook("--prepare", spec.prepare, env, spec.timeout)
+    server = None
+    try:
+        if spec.server is not None:
+            server = _start_server(spec.server, env)
+        proc, raw, wall = _run_client(spec, env)
+        server_text = server.stop() if server else ""
+        server = None
+    finally:
+        if server is not None:
+            server.stop()  # the run failed or was interrupted: the server's tree goes too
+        if spec.conclude:
+            _hook("--conclude", spec.conclude, env, spec.timeout)
+    details = _details(proc, raw, wall)
+    if server_text:
+        details["server_tail"] = server_text[-OUTPUT_TAIL_CHARS:]
+    if proc.returncode != 0:
+        raise RunFailed(f"exit code {proc.returncode}", details)
+    text = _text(raw) + ("\n" + server_text if server_text else "")
+    return sample_from_output(spec, text, wall, details)
+
+
+def _run_client(spec: CommandSpec, env: Mapping[str, str]) -> tuple[subprocess.Popen, bytes, float]:
+    """The arm's command itself, timed; a timeout or an interruption ends its whole process tree."""
     started = time.perf_counter()
     try:
-        proc = subprocess.Popen(spec.argv, shell=spec.shell, env=_arm_env(spec.env),
+        proc = subprocess.Popen(spec.argv, shell=spec.shell, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
@@ -123,18 +159,49 @@ def run_command(spec: CommandSpec) -> Sample:
     except subprocess.TimeoutExpired:
         raw = _kill(proc)
         wall = time.perf_counter() - started
-        raise RunFailed(f"timed out after {spec.timeout:g} s (process group killed)",
+        raise RunFailed(f"timed out after {spec.timeout:g} s (process tree killed)",
                         _details(proc, raw, wall)) from None
     except BaseException:
-        _kill(proc)  # Ctrl-C: take the whole group down, then let the runner record it
+        _kill(proc)  # Ctrl-C or SIGTERM: take the whole tree down, then let the runner record it
         raise
-    wall = time.perf_counter() - started
-    details = _details(proc, raw, wall)
-    if proc.returncode != 0:
-        raise RunFailed(f"exit code {proc.returncode}", details)
+    return proc, raw or b"", time.perf_counter() - started
+
+
+def _hook(option: str, command: str, env: Mapping[str, str], timeout: float | None) -> None:
+    code, out = run_hook(command, env, timeout)
+    if code != 0:
+        why = "timed out" if code is None else f"exit code {code}"
+        raise RunFailed(f"{option} failed ({why}): {command}", {"output_tail": out[-OUTPUT_TAIL_CHARS:]})
+
+
+def _start_server(spec: ServerSpec, env: Mapping[str, str]) -> Server:
+    try:
+        server = Server(spec, env)
+    except OSError as exc:
+        raise RunFailed(f"server cannot start: {exc}") from None
+    try:
+        server.wait_ready()
+    except ServerFailed as exc:
+        server.stop()
+        raise RunFailed(exc.reason, {"output_tail": exc.tail, "server_tail": exc.tail}) from None
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def sample_from_output(spec: CommandSpec, text: str, wall: float, details: Mapping[str, Any]) -> Sample:
+    """The run's figure(s) and identity captures from its output (RunFailed when a metric is missing)."""
+    same = read_same(spec.same, text) if spec.same else {}
+    if spec.metrics:
+        try:
+            values = read_metrics(spec.metrics, text)
+        except OutputMissing as exc:
+            raise RunFailed(str(exc), details) from None
+        return Sample(next(iter(values.values())), details, values, same)
     if spec.metric is None:
-        return Sample(wall, details)
-    return Sample(read_metric(spec.metric, _text(raw), details), details)
+        return Sample(wall, details, {}, same)
+    return Sample(read_metric(spec.metric, text, details), details, {}, same)
 
 
 def read_metric(regex: re.Pattern[str], text: str, details: Mapping[str, Any] | None = None) -> float:
@@ -150,7 +217,11 @@ def read_metric(regex: re.Pattern[str], text: str, details: Mapping[str, Any] | 
 
 
 def _kill(proc: subprocess.Popen) -> bytes:
-    """SIGKILL the run's process group (it has its own session), and collect what it printed."""
+    """SIGKILL the run's process tree (its group, it has its own session, and every descendant psutil
+    finds, even one that left the group), and collect what it printed."""
+    for child in tree(proc.pid)[1:]:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     try:
@@ -172,22 +243,26 @@ def _details(proc: subprocess.Popen, raw: bytes | None, wall: float) -> dict[str
 
 def run_command_ab(spec_a: CommandSpec, spec_b: CommandSpec, plan: Plan, results_root: Path | None,
                    provenance: Mapping[str, Any] | None = None, quiet: bool = False,
-                   case: str = "command") -> AbReport:
+                   case: str = "command", setup: str | None = None, cleanup: str | None = None) -> AbReport:
     """A/B of two command lines (or one with an environment switch); records under results_root.
 
     `provenance` is stored in the summary as given (the CLI passes `provenance.collect(...)`, which
     adds the GPU, clocks and versions); the arms' argv and env switches are added under "ab".
+    `setup` runs once before the first run and `cleanup` once after the last (also after a failure
+    or an interruption). Ctrl-C or SIGTERM ends the current run's process tree, keeps the records,
+    writes the summary marked interrupted and raises AbInterrupted naming both files.
     """
-    arm_a, arm_b = command_arm("A", spec_a), command_arm("B", spec_b)
-    prov = dict(provenance or {})
-    prov["ab"] = {"A": spec_a.describe(), "B": spec_b.describe(), "order": plan.order, "seed": plan.seed}
-    writer = ResultsWriter(provenance_directory(results_root, prov), "ab", prov) if results_root else None
-    try:
-        with case_progress(plan.total_runs, case, quiet) as on_run:
-            outcome = run_ab(arm_a, arm_b, plan, writer, case, on_run)
-    except BaseException:
-        if writer is not None:
-            finish_partial(writer)
-        raise
-    summary = finish(writer, [outcome]) if writer else None
-    return AbReport((outcome,), summary, writer.records_path if writer else None)
+    from strata_bench.ab.matrix import Combination, run_matrix
+
+    return run_matrix([Combination(case, {}, spec_a, spec_b)], plan, results_root, provenance, quiet,
+                      setup, cleanup)
+
+
+def setup_hook(command: str | None, option: str) -> None:
+    """--setup / --cleanup: once, in this process's environment; a failure is a usage-level error."""
+    if not command:
+        return
+    code, out = run_hook(command, os.environ, None)
+    if code != 0:
+        tail = out.strip().splitlines()[-1:] or [""]
+        raise InputError(f"{option} failed (exit code {code}): {command} | {tail[0][:200]}")

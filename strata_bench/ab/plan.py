@@ -46,10 +46,17 @@ class Plan:
     criteria: Criteria = Criteria()
     unit: str = "s"
     metric: str = "wall time"
+    directions: tuple[tuple[str, bool], ...] = ()  # (metric name, higher is better) where given per metric
+    params: tuple[tuple[str, str], ...] = ()  # this case's --param values
+    until_decided: int = 0  # add pairs while the verdict is UNDECIDED, up to this many (0: never)
 
     @property
     def total_runs(self) -> int:
-        return 2 * (self.pairs + self.warmup)
+        return 2 * (max(self.pairs, self.until_decided) + self.warmup)
+
+    def higher_is_better(self, metric: str) -> bool:
+        """Direction of one metric entry (`prefill[512]` looks up `prefill`)."""
+        return dict(self.directions).get(metric.split("[", 1)[0], self.criteria.higher_is_better)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,7 +64,7 @@ class Plan:
 
 def make_plan(order: str = "abba", pairs: int = 10, warmup: int = 1, seed: int | None = None,
               max_failures: str | int | None = None, criteria: Criteria = Criteria(),
-              unit: str = "s", metric: str = "wall time") -> Plan:
+              unit: str = "s", metric: str = "wall time", directions=(), until_decided: int = 0) -> Plan:
     """Validate the settings; `max_failures` is a count ("3", 3) or a share of all runs ("25%")."""
     if order not in ORDERS:
         raise InputError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
@@ -65,9 +72,12 @@ def make_plan(order: str = "abba", pairs: int = 10, warmup: int = 1, seed: int |
         raise InputError(f"--pairs must be at least 1, got {pairs}")
     if warmup < 0:
         raise InputError(f"--warmup must be 0 or more, got {warmup}")
+    if until_decided and until_decided < pairs:
+        raise InputError(f"--until-decided must be at least --pairs ({pairs}), got {until_decided}")
     seed = secrets.randbits(32) if seed is None else int(seed)
-    total = 2 * (pairs + warmup)
-    return Plan(order, pairs, warmup, seed, failure_budget(max_failures, total), criteria, unit, metric)
+    total = 2 * (max(pairs, until_decided) + warmup)
+    return Plan(order, pairs, warmup, seed, failure_budget(max_failures, total), criteria, unit, metric,
+                tuple((str(n), bool(h)) for n, h in directions), (), int(until_decided))
 
 
 def failure_budget(spec: str | int | None, total_runs: int) -> int:
@@ -105,7 +115,9 @@ def schedule(order: str, pairs: int, warmup: int = 0, seed: int = 0) -> list[Slo
 
 def plan_from_json(body: Mapping[str, Any]) -> Plan:
     """The Plan a `plan` record describes (unknown keys ignored, so older records still load)."""
-    fields = {k: body[k] for k in ("order", "pairs", "warmup", "seed", "max_failures", "unit", "metric") if k in body}
+    fields = {k: body[k] for k in ("order", "pairs", "warmup", "seed", "max_failures", "unit", "metric",
+                                   "until_decided") if k in body}
+    fields.update({k: tuple((str(n), v) for n, v in body[k]) for k in ("directions", "params") if body.get(k)})
     criteria = Criteria(**{k: v for k, v in dict(body.get("criteria", {})).items()
                            if k in Criteria.__dataclass_fields__})
     return replace(Plan(**fields), criteria=criteria)

@@ -39,6 +39,8 @@ class RunRecord:
     started: str
     ended: str
     details: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)  # every --metric figure (value is the first)
+    same: Mapping[str, str | None] = field(default_factory=dict)  # every --same capture
 
     @property
     def ok(self) -> bool:
@@ -49,16 +51,28 @@ class RunRecord:
         body.update(case=self.case, arm=self.arm, pair=self.pair, position=self.position,
                     run_index=self.run_index, warmup=self.warmup, value=self.value,
                     failure=self.failure, started=self.started, ended=self.ended)
+        # The results writer sorts keys: the order the run printed its metrics in is kept beside them.
+        if self.metrics:
+            body["metrics"], body["metric_order"] = dict(self.metrics), list(self.metrics)
+        if self.same:
+            body["same"], body["same_order"] = dict(self.same), list(self.same)
         return body
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> "RunRecord":
         known = {"case", "arm", "pair", "position", "run_index", "warmup", "value", "failure",
-                 "started", "ended", "record"}
+                 "started", "ended", "record", "metrics", "same", "metric_order", "same_order"}
         details = {k: v for k, v in body.items() if k not in known}
         return cls(body.get("case", ""), body["arm"], int(body["pair"]), int(body.get("position", 0)),
                    int(body["run_index"]), bool(body.get("warmup", False)), body.get("value"),
-                   body.get("failure"), body.get("started", ""), body.get("ended", ""), details)
+                   body.get("failure"), body.get("started", ""), body.get("ended", ""), details,
+                   _ordered(body, "metrics", "metric_order"), _ordered(body, "same", "same_order"))
+
+
+def _ordered(body: Mapping[str, Any], key: str, order_key: str) -> dict[str, Any]:
+    values = dict(body.get(key) or {})
+    order = [k for k in body.get(order_key) or [] if k in values]
+    return {k: values[k] for k in order + [k for k in values if k not in order]}
 
 
 @dataclass(frozen=True)
@@ -73,7 +87,13 @@ class AbOutcome:
     excluded_pairs: tuple[int, ...]  # measured pairs with a failed or missing run
     stopped: str = ""  # why the schedule stopped early ("" when it ran to the end)
     interrupted: str = ""
+    metrics: tuple = ()  # MetricResult per metric entry (strata_bench.ab.judging); the first is `comparison`'s
+    identity: tuple = ()  # IdentityRow per --same entry
     rejected: str = ""  # why the timings are not results (timed output differs, impossible time)
+
+    @property
+    def identity_failures(self) -> list:
+        return [row for row in self.identity if not row.same]
 
     @property
     def failures(self) -> list[RunRecord]:
@@ -85,7 +105,15 @@ class AbOutcome:
 
     @property
     def regression(self) -> bool:
-        return self.comparison.regression
+        return self.comparison.regression or any(m.regression for m in self.metrics)
+
+    @property
+    def regressions(self) -> list[str]:
+        """The regression sentence of each metric that regressed."""
+        found = [f"{m.name}: {m.comparison.regression_reason}" for m in self.metrics if m.regression]
+        if self.comparison.regression and not found:
+            found.append(self.comparison.regression_reason)
+        return found
 
     def notes(self) -> list[str]:
         """What a reader must know beyond the numbers: discarded warm-ups, excluded pairs, outliers."""
@@ -104,6 +132,14 @@ class AbOutcome:
                 idx = [self._arm_runs(label)[i].run_index for i in arm.outliers]
                 notes.append(f"{label}: outliers by modified z-score at run {', '.join(map(str, idx))} "
                              f"(kept in the statistics)")
+        paired = self.comparison.paired
+        if paired is not None and paired.pair_outliers:
+            measured = sorted({r.pair for r in self.runs if not r.warmup} - set(self.excluded_pairs))
+            which = [str(measured[i]) for i in paired.pair_outliers if i < len(measured)]
+            notes.append(f"pairs {', '.join(which)}: log(B/A) is an outlier by modified z-score (kept; the "
+                         f"robust shift is hardly moved by it)")
+        for row in self.identity_failures:
+            notes.append(f"output {row.name!r} is not identical: {row.mismatch}")
         if self.stopped:
             notes.append(f"stopped early: {self.stopped}")
         if self.interrupted:
@@ -126,7 +162,10 @@ class AbOutcome:
                 "warmup_values": [{"arm": r.arm, "value": r.value, "failure": r.failure} for r in self.warmups],
                 "excluded_pairs": list(self.excluded_pairs), "stopped": self.stopped,
                 "interrupted": self.interrupted, **({"rejected": self.rejected} if self.rejected else {}),
-                "notes": self.notes()}
+                "notes": self.notes(),
+                "params": dict(self.plan.params),
+                "metrics": [m.summary() for m in self.metrics],
+                "identity": [row.to_dict() for row in self.identity]}
 
 
 @dataclass(frozen=True)
@@ -145,6 +184,10 @@ class AbReport:
         for outcome in self.outcomes:
             if outcome.stopped:
                 raise CheckFailed(f"{outcome.case}: too many failed runs: {outcome.stopped}")
+        different = [(o, row) for o in self.outcomes for row in o.identity_failures]
+        if different:
+            raise CheckFailed("; ".join(f"{o.case}: output {row.name!r} differs: {row.mismatch}"
+                                        for o, row in different))
         regressed = [o for o in self.outcomes if o.regression]
         if regressed:
-            raise CheckFailed("; ".join(f"{o.case}: {o.comparison.regression_reason}" for o in regressed))
+            raise CheckFailed("; ".join(f"{o.case}: {why}" for o in regressed for why in o.regressions))

@@ -14,36 +14,27 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import math
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
+from strata_bench.ab.judging import identity, judge_metric, judge_metrics, measured_pairs, metric_names
 from strata_bench.ab.plan import Plan, Slot, schedule
 from strata_bench.ab.records import AbOutcome, RunRecord
 from strata_bench.report.progress import progress_bar
+from strata_bench.stats.verdict import Verdict
 from strata_bench.results.store import ResultsWriter
-from strata_bench.stats.verdict import compare
 
 
 def judge(case: str, plan: Plan, arms: Mapping[str, Mapping[str, Any]], runs: Sequence[RunRecord],
           stopped: str = "", interrupted: str = "") -> AbOutcome:
     """Statistics over the measured runs: arm values from every successful run, paired values
-    from pairs whose two runs both succeeded."""
-    measured = [r for r in runs if not r.warmup]
-    a = [r for r in measured if r.arm == "A" and r.ok]
-    b = [r for r in measured if r.arm == "B" and r.ok]
-    by_pair: dict[int, dict[str, RunRecord]] = {}
-    for r in measured:
-        by_pair.setdefault(r.pair, {})[r.arm] = r
-    pairs, excluded = [], []
-    for p in range(plan.pairs):
-        both = by_pair.get(p, {})
-        if "A" in both and "B" in both and both["A"].ok and both["B"].ok:
-            pairs.append((both["A"].value, both["B"].value))
-        elif both:  # a pair never started (stopped early) is not "excluded", just absent
-            excluded.append(p)
-    comparison = compare([r.value for r in a], [r.value for r in b], plan.criteria, pairs=pairs,
-                         a_order=[r.run_index for r in a], b_order=[r.run_index for r in b])
-    return AbOutcome(case, plan, arms, tuple(runs), comparison, tuple(excluded), stopped, interrupted)
+    from pairs whose two runs both succeeded; one judgement per metric, and the identity check."""
+    # A run's `value` is its first metric, so with metrics the first one's judgement is the case's.
+    metrics = judge_metrics(plan, runs)
+    primary = metrics[0] if metric_names(runs) else judge_metric(plan, runs, None)
+    return AbOutcome(case, plan, arms, tuple(runs), primary.comparison, primary.excluded_pairs, stopped,
+                     interrupted, metrics, identity(runs))
 
 
 def reject(outcome: AbOutcome, reason: str) -> AbOutcome:
@@ -53,42 +44,106 @@ def reject(outcome: AbOutcome, reason: str) -> AbOutcome:
 
     from strata_bench.stats.verdict import Verdict
 
-    comparison = replace(outcome.comparison, verdict=Verdict.UNDECIDED, reason=f"rejected: {reason}",
-                         regression=False)
-    return replace(outcome, comparison=comparison, rejected=reason)
+    def undecided(c):
+        return replace(c, verdict=Verdict.UNDECIDED, reason=f"rejected: {reason}", regression=False)
+
+    metrics = tuple(replace(m, comparison=undecided(m.comparison)) for m in outcome.metrics)
+    return replace(outcome, comparison=undecided(outcome.comparison), metrics=metrics, rejected=reason)
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+class CaseRun:
+    """One case's schedule, run a pair at a time (so several cases can be interleaved pair by pair)."""
+
+    def __init__(self, arm_a: Arm, arm_b: Arm, plan: Plan, writer: ResultsWriter | None, case: str,
+                 progress: Callable[[RunRecord], None] | None = None) -> None:
+        self.arms = {"A": arm_a, "B": arm_b}
+        self.describe = {label: dict(arm.describe) for label, arm in self.arms.items()}
+        self.plan, self.writer, self.case, self.progress = plan, writer, case, progress
+        self.runs: list[RunRecord] = []
+        self.failed = 0
+        self.stopped = ""
+        self.slots = schedule(plan.order, plan.pairs, plan.warmup, plan.seed)
+        _append(writer, {"record": "plan", "case": case, **plan.to_dict(), "arms": self.describe})
+
+    @property
+    def done(self) -> bool:
+        return bool(self.stopped) or len(self.runs) >= len(self.slots)
+
+    def run_pair(self) -> None:
+        """The next pair's two runs (fewer if the failure budget stops the case)."""
+        for _ in range(2):
+            if self.done:
+                return
+            self._run_next()
+        if len(self.runs) == len(self.slots) and not self.stopped:
+            self.slots = _more_pairs(self.plan, self.runs, self.slots, self.writer, self.case)
+
+    def _run_next(self) -> None:
+        index = len(self.runs)
+        slot = self.slots[index]
+        try:
+            record = _one_run(self.arms[slot.arm], slot, index, self.case)
+        except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised untouched
+            _append(self.writer, {"record": "interrupted", "case": self.case, "run_index": index,
+                                  "error": f"{type(exc).__name__}: {exc}".rstrip(": ")})
+            raise
+        self.runs.append(record)
+        _append(self.writer, record.to_json(self.describe[slot.arm]))
+        if self.progress:
+            self.progress(record)
+        self.failed += not record.ok
+        if self.failed > self.plan.max_failures:
+            self.stopped = (f"{self.failed} of {index + 1} runs failed, more than the --max-failures budget of "
+                            f"{self.plan.max_failures}")
+            _append(self.writer, {"record": "stopped", "case": self.case, "run_index": index,
+                                  "reason": self.stopped})
+
+    def outcome(self) -> AbOutcome:
+        pairs = measured_pairs(self.plan, self.runs)
+        return judge(self.case, replace(self.plan, pairs=max(pairs, self.plan.pairs)), self.describe, self.runs,
+                     self.stopped)
+
+
 def run_ab(arm_a: Arm, arm_b: Arm, plan: Plan, writer: ResultsWriter | None = None, case: str = "command",
            progress: Callable[[RunRecord], None] | None = None) -> AbOutcome:
     """Run the plan's schedule, appending each record to `writer` as it finishes."""
-    arms = {"A": arm_a, "B": arm_b}
-    describe = {label: dict(arm.describe) for label, arm in arms.items()}
-    _append(writer, {"record": "plan", "case": case, **plan.to_dict(), "arms": describe})
-    runs: list[RunRecord] = []
-    failed = 0
-    stopped = ""
-    for index, slot in enumerate(schedule(plan.order, plan.pairs, plan.warmup, plan.seed)):
-        try:
-            record = _one_run(arms[slot.arm], slot, index, case)
-        except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised untouched
-            _append(writer, {"record": "interrupted", "case": case, "run_index": index,
-                             "error": f"{type(exc).__name__}: {exc}".rstrip(": ")})
-            raise
-        runs.append(record)
-        _append(writer, record.to_json(describe[slot.arm]))
-        if progress:
-            progress(record)
-        failed += not record.ok
-        if failed > plan.max_failures:
-            stopped = (f"{failed} of {index + 1} runs failed, more than the --max-failures budget of "
-                       f"{plan.max_failures}")
-            _append(writer, {"record": "stopped", "case": case, "run_index": index, "reason": stopped})
-            break
-    return judge(case, plan, describe, runs, stopped)
+    run = CaseRun(arm_a, arm_b, plan, writer, case, progress)
+    while not run.done:
+        run.run_pair()
+    return run.outcome()
+
+
+def run_interleaved(runs: Sequence[CaseRun]) -> list[AbOutcome]:
+    """Several cases (parameter combinations) pair by pair: round k runs one pair of every case, the
+    cases' order rotated by one each round, so drift over the session falls on every case alike."""
+    runs = list(runs)
+    k = 0
+    while not all(r.done for r in runs):
+        shift = k % len(runs)
+        for r in runs[shift:] + runs[:shift]:
+            if not r.done:
+                r.run_pair()
+        k += 1
+    return [r.outcome() for r in runs]
+
+
+def _more_pairs(plan: Plan, runs: list[RunRecord], slots: list[Slot], writer, case: str) -> list[Slot]:
+    """--until-decided: two more pairs (ABBA stays balanced) while any metric is UNDECIDED, up to the cap."""
+    done = (len(slots) - 2 * plan.warmup) // 2
+    if done >= plan.until_decided:
+        return slots
+    open_metrics = [m.name for m in judge("", replace(plan, pairs=done), {}, runs).metrics
+                    if m.comparison.verdict is Verdict.UNDECIDED]
+    if not open_metrics:
+        return slots
+    total = min(done + 2, plan.until_decided)
+    _append(writer, {"record": "extended", "case": case, "pairs": total,
+                     "reason": f"UNDECIDED: {', '.join(open_metrics)}"})
+    return schedule(plan.order, total, plan.warmup, plan.seed)
 
 
 def _one_run(arm: Arm, slot: Slot, index: int, case: str) -> RunRecord:
@@ -102,7 +157,8 @@ def _one_run(arm: Arm, slot: Slot, index: int, case: str) -> RunRecord:
     value = float(sample.value)
     failure = None if math.isfinite(value) else f"measurement is not finite ({value})"
     return RunRecord(case, slot.arm, slot.pair, slot.position, index, slot.warmup,
-                     value if failure is None else None, failure, started, _now(), sample.details)
+                     value if failure is None else None, failure, started, _now(), sample.details,
+                     dict(sample.metrics), dict(sample.same))
 
 
 def _append(writer: ResultsWriter | None, record: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 every case's outcome rebuilt from the records alone (so a report agrees with the data it shows)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -18,16 +19,17 @@ def finish(writer: ResultsWriter, outcomes: Sequence[AbOutcome], interrupted: bo
     return writer.finish(body, failures=sum(len(o.failures) + bool(o.rejected) for o in outcomes))
 
 
-def finish_partial(writer: ResultsWriter) -> None:
-    """After Ctrl-C or a crash: a summary of the runs that finished, marked interrupted. Never masks
-    the original exception (the records file alone is still a complete account)."""
+def finish_partial(writer: ResultsWriter) -> Path | None:
+    """After Ctrl-C, SIGTERM or a crash: a summary of the runs that finished, marked interrupted; its
+    path, or None when it could not be written. Never masks the original exception (the records file
+    alone is still a complete account)."""
     try:
         writer.close()
         outcomes = outcomes_from_records(read_records(writer.records_path))
         body = {"cases": [o.summary() for o in outcomes], "interrupted": True}
-        writer.finish(body, failures=sum(len(o.failures) + bool(o.rejected) for o in outcomes))
+        return writer.finish(body, failures=sum(len(o.failures) + bool(o.rejected) for o in outcomes))
     except Exception:  # noqa: BLE001 - best effort only
-        pass
+        return None
 
 
 def outcomes_from_records(records: Sequence[Mapping[str, Any]]) -> list[AbOutcome]:
@@ -44,6 +46,9 @@ def outcomes_from_records(records: Sequence[Mapping[str, Any]]) -> list[AbOutcom
             runs[case] = []
         elif kind == "run":
             runs.setdefault(case, []).append(RunRecord.from_json(body))
+        elif kind == "extended" and case in plans:
+            plan, arms = plans[case]
+            plans[case] = (replace(plan, pairs=int(body.get("pairs", plan.pairs))), arms)
         elif kind == "stopped":
             stopped[case] = body.get("reason", "")
         elif kind == "interrupted":

@@ -29,19 +29,42 @@ from strata_bench.errors import InputError
                    "variant.")
 @click.option("--b", "b_spec", metavar="CMD|VARIANT",
               help="Command line of arm B, or with --family the variant under test.")
-@click.option("--metric", metavar="REGEX",
-              help="Read the figure from stdout+stderr: a regex with the named group (?P<value>...); the last "
-                   "match counts. Default: wall time of the process.")
+@click.option("--metric", "metrics", multiple=True, metavar="[NAME[:higher]=]REGEX",
+              help="Read a figure from stdout+stderr (repeatable): the group (?P<value>...) or the only group; "
+                   "a group (?P<key>...) gives one metric per key (NAME[key]); the last match counts. "
+                   "NAME:higher= marks that metric higher-is-better. Default: wall time of the process.")
+@click.option("--same", "same", multiple=True, metavar="[NAME=]REGEX",
+              help="Output that must be identical in every run of both arms (repeatable; group value, the only "
+                   "group, or the whole match; a key group checks per key). A difference exits 1.")
 @click.option("--unit", default=None,
               help="Unit of --metric, for display (default: s for wall time, none for a metric).")
-@click.option("--higher-is-better", is_flag=True, help="The metric is a rate (tokens/s): higher is better.")
+@click.option("--higher-is-better", is_flag=True, help="The metrics are rates (tokens/s): higher is better.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Kill a run (its whole process group) after S seconds; it is recorded as failed.")
 @click.option("--shell", is_flag=True, help="Run the command strings through /bin/sh -c.")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), default=None, metavar="PCT",
               help="Exit 1 when B is worse by more than PCT percent with the 95% CI excluding PCT.")
 @click.option("--same-band", "band_pct", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              metavar="PCT", help="Verdict SAME when the 95% CI of B vs A lies within +/-PCT percent.")
+              metavar="PCT", help="Verdict SAME (equivalence) when the whole 95% CI of the robust shift of B vs A "
+                                  "lies within +/-PCT percent.")
+@click.option("--until-decided", "until_decided", type=click.IntRange(min=0), default=0, metavar="MAX_PAIRS",
+              help="While any metric is UNDECIDED after --pairs, add pairs (two at a time) up to MAX_PAIRS in all.")
+@click.option("--prepare", metavar="CMD", help="Shell command run before each run (the arm's environment).")
+@click.option("--conclude", metavar="CMD", help="Shell command run after each run, failed or not.")
+@click.option("--setup", metavar="CMD", help="Shell command run once before the first run.")
+@click.option("--cleanup", metavar="CMD", help="Shell command run once after the last run (also after Ctrl-C).")
+@click.option("--server", metavar="CMD",
+              help="Start CMD (a shell command, the arm's environment) fresh for every run, wait until ready, "
+                   "run the arm's command as its client, then stop the server's whole process tree. "
+                   "Metrics are read from both outputs.")
+@click.option("--ready", metavar="REGEX", help="The server is ready when a line of its output matches REGEX.")
+@click.option("--ready-port", type=click.IntRange(1, 65535), default=None, metavar="N",
+              help="The server is ready when 127.0.0.1:N accepts connections.")
+@click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              metavar="S", help="A server not ready after S seconds is a failed run (with its last lines).")
+@click.option("--param", "params", multiple=True, metavar="NAME=V1,V2",
+              help="Repeatable: one case per combination of values, {NAME} substituted in the commands, hooks, "
+                   "server and --env-a/--env-b values; the combinations are interleaved pair by pair.")
 @click.option("--max-failures", default="25%", show_default=True, metavar="N|P%",
               help="Stop with exit 1 once more runs than this have failed (count, or share of all runs).")
 @results_option("Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json.")
@@ -50,14 +73,17 @@ from strata_bench.errors import InputError
 @quiet_option
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, warmup, seed, env_a, env_b,
-            a_spec, b_spec, metric, unit, higher_is_better, timeout, shell, fail_pct, band_pct, max_failures,
+            a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct, until_decided,
+            prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params, max_failures,
             results_dir, output, quiet, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
     Whole commands: either one command after `--` whose arms differ only by --env-a/--env-b, or two
-    command lines --a 'CMD' --b 'CMD'. Every run is a fresh process; the figure is its wall time or
-    the `value` group of --metric. Kernel variants: with --family, --a and --b name variants
-    (--format then filters quant formats) and the runs are timed in one process.
+    command lines --a 'CMD' --b 'CMD'. Every run is a fresh process (and, with --server, a fresh
+    server); the figures are its wall time or each --metric, each with its own verdict; --same
+    output must be identical in every run; --param runs every combination of values, interleaved.
+    Kernel variants: with --family, --a and --b name variants (--format then filters quant formats)
+    and the runs are timed in one process.
 
     A run that fails (nonzero exit, --timeout, no metric) is recorded and shown; its pair leaves
     the paired statistics. Every run is appended to the records file as it finishes.
@@ -69,10 +95,18 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     Examples:
         strata-bench ab --pairs 20 --env-a STRATA_Q2_WARP=0 --env-b STRATA_Q2_WARP=1 \\
             --metric 'prefill \\d+ tokens in (?P<value>[0-9.]+) ms' --unit ms -- python -m my.workload
+        strata-bench ab --pairs 10 --env-a STRATA_OLD_IQ_MMVQ=1 --env-b STRATA_OLD_IQ_MMVQ=0 \\
+            --metric 'prefill=prefill (?P<key>\\d+) tokens in (?P<value>[0-9.]+) ms' \\
+            --metric 'decode:higher=([0-9.]+) tokens/s' --same 'logits=logits sha256 (?P<key>\\d+): (\\w+)' \\
+            --param decode=32,128 -- strata-bench workload --tokens 128,512 --decode '{decode}'
+        strata-bench ab --pairs 10 --env-b MY_SWITCH=1 --server 'my-server --port 8080' --ready 'listening' \\
+            --metric 'tok/s: ([0-9.]+)' -- my-client --port 8080
         strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 --format md
         strata-bench ab --family mmvq --a old --b new --format iq2_xxs --pairs 20
     """
-    from strata_bench.ab.command import compile_metric, run_command_ab
+    from strata_bench.ab.matrix import CommandLines, make_combinations, parse_params, run_matrix
+    from strata_bench.ab.metrics import parse_output_specs
+    from strata_bench.ab.process import AbInterrupted
     from strata_bench.ab.plan import make_plan
     from strata_bench.report.ab import render_ab
     from strata_bench.stats.criteria import Criteria
@@ -80,17 +114,31 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     formats, output = split_output_format(formats, output)  # --format md|json means the output format
     criteria = Criteria(higher_is_better=higher_is_better, same_band=band_pct / 100,
                         fail_on_regression=None if fail_pct is None else fail_pct / 100)
-    metric_regex = compile_metric(metric)
-    unit = unit if unit is not None else ("" if metric_regex else "s")
+    metric_specs = parse_output_specs(metrics, "--metric", "metric")
+    same_specs = parse_output_specs(same, "--same", "output", need_group=False)
+    unit = unit if unit is not None else ("" if metric_specs else "s")
+    directions = [(m.name, m.higher_is_better) for m in metric_specs if m.higher_is_better is not None]
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
-                           metric or "wall time")
+                     metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
+                     directions, until_decided)
     if families:
-        _reject_command_options(env_a, env_b, metric, shell, command_args)
+        _reject_command_options(env_a, env_b, metrics or same, shell, command_args,
+                                prepare or conclude or setup or cleanup or server or params)
         report = _kernel_ab(make_filter(families, formats, pattern), a_spec, b_spec, plan, results_dir,
                             kernels_dir, cases_file, quiet)
     else:
-        spec_a, spec_b = _command_specs(a_spec, b_spec, env_a, env_b, shell, metric_regex, timeout, command_args)
-        report = run_command_ab(spec_a, spec_b, plan, Path(results_dir), _provenance(), quiet)
+        lines = CommandLines(a_spec, b_spec, tuple(command_args), env_a, env_b, shell, prepare, conclude, server,
+                             ready, ready_port, ready_timeout)
+        combos = make_combinations(lines, parse_params(params), timeout, metric_specs, same_specs)
+        try:
+            report = run_matrix(combos, plan, Path(results_dir), _provenance(), quiet, setup, cleanup)
+        except AbInterrupted as stop:
+            why = "terminated (SIGTERM)" if stop.terminated else "interrupted"
+            click.echo(f"{why}: records kept in {stop.records}; summary (interrupted: true) in {stop.summary}",
+                       err=True)
+            if stop.terminated:
+                raise SystemExit(143) from None
+            raise
     text = render_ab(report.outcomes, output or "table")
     if text is not None:
         click.echo(text, nl=not text.endswith("\n"))
@@ -99,27 +147,10 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     report.raise_for_status()
 
 
-def _command_specs(a_spec, b_spec, env_a, env_b, shell, metric, timeout, command_args):
-    """Two CommandSpecs: one command line with per-arm env switches, or two command lines."""
-    from strata_bench.ab.command import CommandSpec, command_argv, parse_env
-
-    if command_args and (a_spec or b_spec):
-        raise InputError("give either a command after -- (arms differ by --env-a/--env-b) or --a/--b, not both")
-    if command_args:
-        line = " ".join(command_args) if shell else tuple(command_args)
-        lines = (line, line)
-    elif a_spec and b_spec:
-        lines = (command_argv(a_spec, shell), command_argv(b_spec, shell))
-    else:
-        raise InputError("nothing to run: give a command after -- or both --a 'CMD' and --b 'CMD' "
-                         "(or --family F for kernel variants)")
-    envs = (parse_env(env_a), parse_env(env_b))
-    return tuple(CommandSpec(line, env, shell, metric, timeout) for line, env in zip(lines, envs))
-
-
-def _reject_command_options(env_a, env_b, metric, shell, command_args) -> None:
-    used = [name for name, value in (("--env-a", env_a), ("--env-b", env_b), ("--metric", metric),
-                                     ("--shell", shell), ("a command after --", command_args)) if value]
+def _reject_command_options(env_a, env_b, metric, shell, command_args, hooks=None) -> None:
+    used = [name for name, value in (("--env-a", env_a), ("--env-b", env_b), ("--metric/--same", metric),
+                                     ("--shell", shell), ("a command after --", command_args),
+                                     ("--prepare/--conclude/--setup/--cleanup/--server/--param", hooks)) if value]
     if used:
         raise InputError(f"{used[0]} applies to command A/B, not to kernel variants (--family)")
 

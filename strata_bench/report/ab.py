@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from strata_bench.report.format import (describe_dominance, format_diff, format_interval, format_mean_sd,
                                         format_ratio, format_value)
 from strata_bench.report.frame import markdown_table
+from strata_bench.stats.verdict import signed_percent
 
 
 def describe_arm(describe: Mapping[str, Any]) -> str:
@@ -44,19 +45,25 @@ def comparison_rows(outcome) -> list[tuple[str, str]]:
     """The paired result as (what, value) rows, in the order a reviewer reads them."""
     c, unit = outcome.comparison, outcome.plan.unit
     p = c.paired
-    rows = [("metric", f"{outcome.plan.metric} ({'higher' if c.criteria.higher_is_better else 'lower'} is better)"),
+    name = outcome.plan.metric
+    if len(outcome.metrics) > 1:
+        name = f"{outcome.metrics[0].name} (the first of the metrics below)"
+    rows = [("metric", f"{name} ({'higher' if c.criteria.higher_is_better else 'lower'} is better)"),
             ("order", f"{outcome.plan.order}, {outcome.plan.pairs} pairs, {outcome.plan.warmup} warm-up pair(s), "
                       f"seed {outcome.plan.seed}")]
     if p is None:
         rows.append(("B - A (paired)", "n/a: no complete pair"))
     else:
-        rows += [("B - A (paired)", f"{format_diff(p, unit)}, mean +/- 95% CI half-width, {p.n} pairs"),
+        rows += [("B vs A (robust)", f"{shift_text(p)}: Hodges-Lehmann shift of log(B/A) over {p.n} pairs, "
+                                     f"{_ci_method(p)}; the verdict reads this"),
+                 ("B - A (paired)", f"{format_diff(p, unit)}, mean +/- 95% CI half-width, {p.n} pairs"),
                  ("sd of B - A", format_value(p.sd_diff, unit) if math.isfinite(p.sd_diff) else "n/a"),
                  ("95% CI (t)", format_interval(p.ci_t, unit)),
                  ("95% CI (bootstrap)", format_interval(p.ci_boot, unit)),
-                 ("B vs A, 95% CI", format_interval(p.rel_ci, percent=True)),
+                 ("B vs A, 95% CI (t)", format_interval(p.rel_ci, percent=True) + " (mean-based cross-check)"),
                  ("ratio B/A [95% CI]", format_ratio(p.ratio, p.ratio_ci)),
-                 ("Wilcoxon p", _p_text(p.wilcoxon_p, p.wilcoxon_note))]
+                 ("Wilcoxon p", _p_text(p.wilcoxon_p, p.wilcoxon_note)),
+                 ("position effect", _position_text(p))]
     rows += [("dominance", describe_dominance(c.dominance, c.criteria.higher_is_better)),
              ("outliers", _outlier_text(outcome)),
              ("drift", ("WARNING: " if c.drift.flagged else "") + c.drift.note),
@@ -66,14 +73,106 @@ def comparison_rows(outcome) -> list[tuple[str, str]]:
     return rows
 
 
+# The seeds' summary shape: one row per metric.
+METRIC_HEADERS = ["metric", "A runs", "B runs", "ratio B/A", "B - A (paired) [95% CI]", "dominance", "verdict"]
+IDENTITY_HEADERS = ["output", "A", "B", "identical"]
+
+
+def metric_rows(outcome) -> list[list[str]]:
+    """One row per metric: runs per arm, ratio of means, paired difference with its CI, dominance, verdict."""
+    rows = []
+    for m in outcome.metrics:
+        c, p = m.comparison, m.comparison.paired
+        diff = "n/a" if p is None else f"{format_diff(p, outcome.plan.unit)}; robust {shift_text(p)}"
+        ratio = "n/a" if p is None else f"{p.ratio:.4f}"
+        verdict = c.verdict.value + (" (REGRESSION)" if c.regression else "")
+        rows.append([m.name + (" (higher)" if c.criteria.higher_is_better else ""), str(c.a.n), str(c.b.n), ratio,
+                     diff, _dominance_short(c), verdict])
+    return rows
+
+
+def _dominance_short(c) -> str:
+    if c.dominance.value == "OVERLAP":
+        return "overlap"
+    return "every B above every A" if c.dominance.value == "B_ABOVE" else "every B below every A"
+
+
+def identity_rows(outcome) -> list[list[str]]:
+    """One row per --same entry: A's text, B's text, and whether every run printed the same."""
+    return [[row.name, _short(row.a_value), _short(row.b_value), "yes" if row.same else "NO: " + row.mismatch]
+            for row in outcome.identity]
+
+
+def _short(text: str | None, width: int = 24) -> str:
+    if text is None:
+        return "nothing"
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def shift_text(p) -> str:
+    """'+3.02% [+2.85%, +3.20%]': the robust shift of B against A and its interval."""
+    ci = "n/a" if p.shift_ci is None else f"[{signed_percent(p.shift_ci.low, 2)}, {signed_percent(p.shift_ci.high, 2)}]"
+    return f"{signed_percent(p.shift, 2)} {ci}"
+
+
+def _ci_method(p) -> str:
+    if p.shift_ci is None:
+        return "no interval"
+    if p.shift_ci.method.startswith("t "):
+        return "t interval (fewer than 6 pairs: no 95% signed-rank interval exists)"
+    return "exact signed-rank 95% CI"
+
+
+def _position_text(p) -> str:
+    pe = p.position
+    if pe is None:
+        return "n/a (needs 2+ pairs in each order)"
+    t = "" if pe.t is None else f", t={pe.t:.2f}, p={pe.p:.3g}"
+    return (f"{signed_percent(pe.position, 2)} for running second ({pe.a_first} pairs A first, "
+            f"{pe.b_first} B first{t}; 2x2 crossover, ABBA cancels it)")
+
+
+def matrix_headers(outcomes) -> list[str]:
+    """'metric', then per combination (one column group per parameter value): B/A, shift, verdict."""
+    heads = ["metric"]
+    for o in outcomes:
+        label = " ".join(f"{k}={v}" for k, v in o.plan.params) or o.case
+        heads += [f"{label}: B/A", f"{label}: B vs A [95% CI]", f"{label}: verdict"]
+    return heads
+
+
+def matrix_rows(outcomes) -> list[list[str]]:
+    """One row per metric across every combination (a metric missing from one shows n/a there)."""
+    names = list(dict.fromkeys(m.name for o in outcomes for m in o.metrics))
+    rows = []
+    for name in names:
+        row = [name]
+        for o in outcomes:
+            m = next((m for m in o.metrics if m.name == name), None)
+            p = m.comparison.paired if m else None
+            if p is None:
+                row += ["n/a", "n/a", m.comparison.verdict.value if m else "n/a"]
+                continue
+            row += [f"{p.ratio:.4f}", shift_text(p),
+                    m.comparison.verdict.value + (" (REGRESSION)" if m.regression else "")]
+        rows.append(row)
+    return rows
+
+
+def _is_matrix(outcomes) -> bool:
+    return len(outcomes) > 1 and all(o.plan.params for o in outcomes)
+
+
 def _p_text(p: float | None, note: str) -> str:
     text = "n/a" if p is None else f"{p:.3g}"
     return f"{text} ({note})" if note else text
 
 
 def _outlier_text(outcome) -> str:
-    arms = (("A", outcome.comparison.a), ("B", outcome.comparison.b))
-    parts = [f"{label}: {len(arm.outliers)}" for label, arm in arms if arm.outliers]
+    c = outcome.comparison
+    parts = [f"{label}: {len(arm.outliers)}" for label, arm in (("A", c.a), ("B", c.b)) if arm.outliers]
+    if c.paired is not None and c.paired.pair_outliers:
+        parts.append(f"pairs: {len(c.paired.pair_outliers)}")
     return (", ".join(parts) + " (modified z > 3.5, kept)") if parts else "none (modified z > 3.5)"
 
 
@@ -94,6 +193,8 @@ def print_ab(outcomes, console=None) -> None:
     from rich.table import Table
 
     console = console or Console()
+    if _is_matrix(outcomes):
+        _print_table(console, "A/B by parameter", matrix_headers(outcomes), matrix_rows(outcomes))
     for outcome in outcomes:
         arms = Table(title=f"A/B: {outcome.case}")
         for head in ARM_HEADERS:
@@ -107,10 +208,31 @@ def print_ab(outcomes, console=None) -> None:
         for what, value in comparison_rows(outcome):
             result.add_row(what, _styled(what, value, outcome))
         console.print(result)
+        _print_table(console, f"metrics: {outcome.case}", METRIC_HEADERS,
+                     metric_rows(outcome) if _several(outcome) else [])
+        _print_table(console, f"identity: {outcome.case}", IDENTITY_HEADERS, identity_rows(outcome))
         for line in failure_lines(outcome):
             console.print(f"[red]failed[/red] {line}", soft_wrap=True, markup=True, highlight=False)
         for note in outcome.notes():
             console.print(f"note: {note}", soft_wrap=True, highlight=False)
+
+
+def _several(outcome) -> bool:
+    """The per-metric table is shown when there is more than one metric (else it repeats the result)."""
+    return len(outcome.metrics) > 1
+
+
+def _print_table(console, title: str, headers: list[str], rows: list[list[str]]) -> None:
+    from rich.table import Table
+
+    if not rows:
+        return
+    table = Table(title=title)
+    for head in headers:
+        table.add_column(head, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 _VERDICT_STYLE = {"SAME": "green", "FASTER": "bold green", "SLOWER": "bold red", "UNDECIDED": "yellow"}
@@ -129,13 +251,21 @@ def _styled(what: str, value: str, outcome) -> str:
 
 
 def ab_markdown(outcomes) -> str:
-    """Markdown for a pull request: an arm table and a result table per case, then failures and notes."""
+    """Markdown for a pull request: with --param, first one table of every metric with a column group per
+    parameter value; then an arm table and a result table per case, failures and notes."""
     parts = []
+    if _is_matrix(outcomes):
+        parts += ["**A/B by parameter**", "", markdown_table(matrix_headers(outcomes), matrix_rows(outcomes)), ""]
     for outcome in outcomes:
         parts += [f"**A/B: `{outcome.case}`**", "",
                   markdown_table(ARM_HEADERS, [[f"`{c}`" if i == 1 and c else c for i, c in enumerate(row)]
                                                for row in arm_rows(outcome)]), "",
                   markdown_table(["", "result"], [[f"**{w}**", v] for w, v in comparison_rows(outcome)])]
+        if _several(outcome):
+            parts += ["", markdown_table(METRIC_HEADERS, metric_rows(outcome))]
+        if outcome.identity:
+            parts += ["", markdown_table(IDENTITY_HEADERS, [[f"`{c}`" if i in (1, 2) else c for i, c in enumerate(r)]
+                                                            for r in identity_rows(outcome)])]
         extra = [f"- failed: {line}" for line in failure_lines(outcome)] + [f"- note: {n}" for n in outcome.notes()]
         parts += ([""] + extra) if extra else []
         parts.append("")

@@ -1,4 +1,5 @@
-"""A/B runs as a picture: values by run index per arm (drift, outliers, failures at a glance).
+"""A/B runs as a picture, one row of panels per case and metric: values by run index per arm with the
+two runs of each pair joined (drift, outliers, failures at a glance), and the per-pair B - A.
 
 matplotlib is optional (the `plot` extra) and imported only here, with the Agg backend so no
 display is needed.
@@ -36,62 +37,95 @@ def plot_file(path: str | Path, out: str | Path | None = None) -> Path:
         raise InputError(f"{loaded.path} holds no A/B runs")
     target = Path(out) if out else loaded.path.with_suffix(".png")
     plt = _pyplot()
-    fig, axes = plt.subplots(len(outcomes), 2, figsize=(12, 3.6 * len(outcomes)), squeeze=False,
+    panels = [(o, m) for o in outcomes for m in (o.metrics or (None,))]
+    fig, axes = plt.subplots(len(panels), 2, figsize=(12, 3.6 * len(panels)), squeeze=False,
                              gridspec_kw={"width_ratios": [3, 2]})
-    for outcome, (runs_ax, diff_ax) in zip(outcomes, axes):
-        draw_runs(runs_ax, outcome)
-        draw_diffs(diff_ax, outcome)
+    for (outcome, metric), (runs_ax, diff_ax) in zip(panels, axes):
+        view = MetricView(outcome, metric)
+        draw_runs(runs_ax, view)
+        draw_diffs(diff_ax, view)
     fig.tight_layout()
     fig.savefig(target, dpi=110)
     plt.close(fig)
     return target
 
 
-def _unit_label(outcome) -> str:
-    unit = outcome.plan.unit
-    return f"{outcome.plan.metric} ({unit})" if unit else outcome.plan.metric
+class MetricView:
+    """One metric of one outcome as the panels need it: each run's figure, the comparison, the labels."""
+
+    def __init__(self, outcome, metric=None) -> None:
+        self.outcome = outcome
+        self.several = len(outcome.metrics) > 1 or bool(outcome.plan.params)
+        self.name = metric.name if metric is not None else outcome.plan.metric
+        self.comparison = metric.comparison if metric is not None else outcome.comparison
+        self.excluded = metric.excluded_pairs if metric is not None else outcome.excluded_pairs
+        self.keyed = metric is not None and any(r.metrics for r in outcome.runs)
+
+    def figure(self, r):
+        if not r.ok:
+            return None
+        return r.metrics.get(self.name) if self.keyed else r.value
+
+    @property
+    def title(self) -> str:
+        plan = self.outcome.plan
+        head = f"{self.outcome.case} / {self.name}" if self.several else self.outcome.case
+        return f"{head}: {self.comparison.verdict.value} ({plan.order}, {plan.pairs} pairs)"
+
+    @property
+    def label(self) -> str:
+        unit = self.outcome.plan.unit
+        return f"{self.name} ({unit})" if unit else self.name
 
 
-def draw_runs(ax, outcome) -> None:
-    """Each arm's values against run index; warm-ups hollow, outliers circled, failures as red x."""
-    outliers = _outlier_runs(outcome)
-    values = [r.value for r in outcome.runs if r.ok]
+def draw_runs(ax, view: MetricView) -> None:
+    """Each arm's values against run index, each pair's two runs joined by a grey line; warm-ups hollow,
+    outliers circled, failures as red x."""
+    runs = [r for r in view.outcome.runs if view.figure(r) is not None]
+    by_pair: dict[int, list] = {}
+    for r in runs:
+        if not r.warmup:
+            by_pair.setdefault(r.pair, []).append(r)
+    for pair in by_pair.values():
+        if len(pair) == 2:
+            ax.plot([r.run_index for r in pair], [view.figure(r) for r in pair], color="0.6", linewidth=0.8,
+                    zorder=1)
     for label, (color, marker) in ARM_STYLE.items():
-        runs = [r for r in outcome.runs if r.arm == label and r.ok]
-        measured = [r for r in runs if not r.warmup]
-        ax.plot([r.run_index for r in measured], [r.value for r in measured], marker=marker, color=color,
-                linestyle="-", linewidth=0.6, label=label)
-        warm = [r for r in runs if r.warmup]
+        mine = [r for r in runs if r.arm == label]
+        measured = [r for r in mine if not r.warmup]
+        ax.scatter([r.run_index for r in measured], [view.figure(r) for r in measured], marker=marker, color=color,
+                   label=label, zorder=2)
+        warm = [r for r in mine if r.warmup]
         if warm:
-            ax.scatter([r.run_index for r in warm], [r.value for r in warm], marker=marker,
+            ax.scatter([r.run_index for r in warm], [view.figure(r) for r in warm], marker=marker,
                        facecolors="none", edgecolors=color, label=f"{label} warm-up")
+    outliers = _outlier_runs(view)
     if outliers:
-        ax.scatter([r.run_index for r in outliers], [r.value for r in outliers], s=160, facecolors="none",
+        ax.scatter([r.run_index for r in outliers], [view.figure(r) for r in outliers], s=160, facecolors="none",
                    edgecolors="black", label="outlier (kept)")
-    failed = outcome.failures
+    failed = view.outcome.failures
     if failed:
-        floor = min(values) if values else 0.0
+        floor = min(view.figure(r) for r in runs) if runs else 0.0
         ax.scatter([r.run_index for r in failed], [floor] * len(failed), marker="x", color="red", s=60,
                    label="failed run", zorder=3)
-    ax.set_xlabel("run index (execution order)")
-    ax.set_ylabel(_unit_label(outcome))
-    c = outcome.comparison
-    ax.set_title(f"{outcome.case}: {c.verdict.value} ({outcome.plan.order}, {outcome.plan.pairs} pairs)")
+    ax.set_xlabel("run index (execution order); grey lines join the two runs of a pair")
+    ax.set_ylabel(view.label)
+    ax.set_title(view.title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
 
 
-def draw_diffs(ax, outcome) -> None:
+def draw_diffs(ax, view: MetricView) -> None:
     """B - A per complete pair, with the mean and its 95% t interval."""
     pairs: dict[int, dict[str, float]] = {}
-    for r in outcome.runs:
-        if r.ok and not r.warmup:
-            pairs.setdefault(r.pair, {})[r.arm] = r.value
-    complete = sorted(p for p, arms in pairs.items() if len(arms) == 2 and p not in outcome.excluded_pairs)
+    for r in view.outcome.runs:
+        if view.figure(r) is not None and not r.warmup:
+            pairs.setdefault(r.pair, {})[r.arm] = view.figure(r)
+    complete = sorted(p for p, arms in pairs.items() if len(arms) == 2 and p not in view.excluded)
     diffs = [pairs[p]["B"] - pairs[p]["A"] for p in complete]
     ax.axhline(0.0, color="gray", linewidth=0.8)
     ax.plot(complete, diffs, marker="o", color="tab:green", linewidth=0.6)
-    paired = outcome.comparison.paired
+    paired = view.comparison.paired
     if paired is not None:
         ax.axhline(paired.mean_diff, color="tab:green", linestyle="--", linewidth=0.8, label="mean B - A")
         if paired.ci_t is not None:
@@ -101,14 +135,15 @@ def draw_diffs(ax, outcome) -> None:
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("pair")
-    ax.set_ylabel(f"B - A ({outcome.plan.unit})" if outcome.plan.unit else "B - A")
+    unit = view.outcome.plan.unit
+    ax.set_ylabel(f"B - A ({unit})" if unit else "B - A")
     ax.set_title("paired differences")
     ax.grid(alpha=0.3)
 
 
-def _outlier_runs(outcome):
+def _outlier_runs(view: MetricView):
     out = []
-    for label, arm in (("A", outcome.comparison.a), ("B", outcome.comparison.b)):
-        measured = [r for r in outcome.runs if r.arm == label and not r.warmup and r.ok]
-        out += [measured[i] for i in arm.outliers]
+    for label, arm in (("A", view.comparison.a), ("B", view.comparison.b)):
+        measured = [r for r in view.outcome.runs if r.arm == label and not r.warmup and view.figure(r) is not None]
+        out += [measured[i] for i in arm.outliers if i < len(measured)]
     return out

@@ -64,6 +64,8 @@ def compare_files(old_path: str | Path, new_path: str | Path, criteria: Criteria
         raise InputError(f"{old.path.name}: records have no {'/'.join(view.key)} column to match cases by")
     if old.kind == "parity":
         return _compare_status(old_df, new_df, key)
+    if old.kind == "ab" and (_has_metrics(old) or _has_metrics(new)):
+        return _compare_ab_metrics(old, new, criteria, higher_is_better)
     column = next((v for v in view.values if v in old_df.columns and v in new_df.columns), None)
     if column is None:
         raise InputError(f"{old.kind} records carry none of {', '.join(view.values) or 'value'}: nothing to compare")
@@ -87,6 +89,38 @@ def _without_rejected(loaded: Loaded, df):
     if rejected and "case" in df.columns:
         df = df[~df["case"].isin(rejected)]
     return df
+
+
+def _has_metrics(loaded: Loaded) -> bool:
+    return any(r.get("record") == "run" and r.get("metrics") for r in loaded.records)
+
+
+def _metric_samples(loaded: Loaded) -> dict[tuple[str, ...], list[float]]:
+    """(case, arm, metric) -> every measured value of that metric (warm-ups and failures left out)."""
+    out: dict[tuple[str, ...], list[float]] = {}
+    for r in loaded.records:
+        if r.get("record") != "run" or r.get("warmup") or r.get("failure"):
+            continue
+        for name in r.get("metric_order") or sorted(r.get("metrics") or {}):
+            value = (r.get("metrics") or {}).get(name)
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                out.setdefault((str(r.get("case", "")), str(r["arm"]), name), []).append(float(value))
+    return out
+
+
+def _compare_ab_metrics(old: Loaded, new: Loaded, criteria: Criteria, higher_is_better: bool | None) -> FileComparison:
+    """A/B files with several metrics: a row per case, arm and metric, each with its own direction."""
+    directions = {str(n): bool(h) for n, h in _plan_record(old).get("directions", [])}
+    default = _file_direction(old) if higher_is_better is None else higher_is_better
+    old_s, new_s = _metric_samples(old), _metric_samples(new)
+    deltas = []
+    for key in [k for k in old_s if k in new_s]:
+        up = directions.get(key[2].split("[", 1)[0], default) if higher_is_better is None else higher_is_better
+        crit = Criteria(up, criteria.same_band, criteria.fail_on_regression, criteria.confidence)
+        result = compare_samples(old_s[key], new_s[key], crit)
+        deltas.append(CaseDelta(key, tuple(old_s[key]), tuple(new_s[key]), result, regression=result.regression))
+    return FileComparison("ab", "metrics", tuple(deltas), _names(old_s, new_s), _names(new_s, old_s),
+                          _file_unit(old))
 
 
 def _plan_record(loaded: Loaded) -> Mapping[str, Any]:

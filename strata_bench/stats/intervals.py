@@ -36,29 +36,31 @@ class Interval:
 
 
 def t_interval(x: np.ndarray, confidence: float = 0.95) -> Interval | None:
-    """Student's t interval for the mean; None with fewer than 2 values."""
+    """Student's t interval for the mean (scipy.stats.ttest_1samp); None with fewer than 2 values."""
+    x = np.asarray(x, dtype=float)
     if x.size < 2:
         return None
-    mean = float(x.mean())
-    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
-    if sem == 0:  # scipy gives NaN for a zero scale; every value equal is a zero-width interval
-        return Interval(mean, mean, "t")
-    low, high = sps.t.interval(confidence, x.size - 1, loc=mean, scale=sem)
-    return Interval(float(low), float(high), "t")
+    if np.ptp(x) == 0:  # scipy gives NaN for a zero scale; every value equal is a zero-width interval
+        return Interval(float(x[0]), float(x[0]), "t")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nearly equal values warn of precision loss; the interval is still right
+        ci = sps.ttest_1samp(x, 0.0).confidence_interval(confidence)
+    return Interval(float(ci.low), float(ci.high), "t")
 
 
 def welch_interval(old: np.ndarray, new: np.ndarray, confidence: float = 0.95) -> Interval | None:
-    """Welch's t interval for mean(new) - mean(old); None unless both sides have 2+ values."""
+    """Welch's t interval for mean(new) - mean(old) (scipy.stats.ttest_ind, equal_var=False);
+    None unless both sides have 2+ values."""
+    old, new = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
     if old.size < 2 or new.size < 2:
         return None
-    vo, vn = old.var(ddof=1) / old.size, new.var(ddof=1) / new.size
     diff = float(new.mean() - old.mean())
-    if vo + vn == 0:
+    if np.ptp(old) == 0 and np.ptp(new) == 0:
         return Interval(diff, diff, "welch t")
-    # Welch-Satterthwaite degrees of freedom (scipy's ttest_ind computes the same, rounded differently).
-    dof = (vo + vn) ** 2 / (vo ** 2 / (old.size - 1) + vn ** 2 / (new.size - 1))
-    low, high = sps.t.interval(confidence, dof, loc=diff, scale=math.sqrt(vo + vn))
-    return Interval(float(low), float(high), "welch t")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ci = sps.ttest_ind(new, old, equal_var=False).confidence_interval(confidence)
+    return Interval(float(ci.low), float(ci.high), "welch t")
 
 
 def bootstrap_interval(data: tuple[np.ndarray, ...], statistic, criteria: Criteria,

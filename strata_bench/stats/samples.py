@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from scipy import stats as sps
 
 # Iglewicz and Hoaglin's cut-off for the modified z-score.
 OUTLIER_Z = 3.5
@@ -36,15 +37,17 @@ def arm_stats(values: Sequence[float]) -> ArmStats:
 
 
 def modified_z(values: Sequence[float]) -> np.ndarray:
-    """0.6745 * (x - median) / MAD. With MAD = 0 (over half the values equal), fall back to the
-    mean absolute deviation scaled to match (1.253314); all zeros when every value is equal."""
+    """(x - median) / MAD scaled to a normal sd (scipy.stats.median_abs_deviation, scale="normal"),
+    which is Iglewicz and Hoaglin's 0.6745 * (x - median) / MAD. With MAD = 0 (over half the values
+    equal), fall back to the mean absolute deviation scaled to match (1.253314); all zeros when every
+    value is equal."""
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         return x
     dev = x - np.median(x)
-    mad = float(np.median(np.abs(dev)))
+    mad = float(sps.median_abs_deviation(x, scale="normal"))
     if mad > 0:
-        return 0.6745 * dev / mad
+        return dev / mad
     mean_ad = float(np.mean(np.abs(dev)))
     if mean_ad > 0:
         return dev / (1.253314 * mean_ad)

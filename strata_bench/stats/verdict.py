@@ -4,9 +4,11 @@ B is compared with A: a difference is always B - A and a ratio is mean(B) / mean
 lower is better (times). With `higher_is_better` (tokens/s, GB/s) the verdict names keep their
 meaning from B's point of view: FASTER means "B is better", SLOWER "B is worse".
 
-The verdict reads the 95% t interval of the paired difference divided by mean(A) (the relative
-difference); the bootstrap intervals (percentile, seeded) are shown next to it as a cross-check,
-not used to decide.
+The verdict reads the robust shift: the Hodges-Lehmann estimate of log(B/A) over pairs with its exact
+95% signed-rank interval (strata_bench.stats.robust), shown as a relative change. SAME is an
+equivalence decision: the whole interval lies inside +/-same_band. The mean difference with its t
+interval and the bootstrap intervals (percentile, seeded) are shown next to it as a cross-check,
+not used to decide. An UNDECIDED verdict says roughly how many pairs would decide.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from strata_bench.stats.criteria import Criteria
 from strata_bench.stats.drift import Drift, drift
 from strata_bench.stats.intervals import Interval, welch_interval
 from strata_bench.stats.paired import Dominance, PairedStats, dominance, paired_stats
+from strata_bench.stats.robust import pairs_to_decide
 from strata_bench.stats.samples import ArmStats, arm_stats
 
 
@@ -47,6 +50,7 @@ class Comparison:
     regression: bool
     regression_reason: str
     criteria: Criteria
+    pairs_needed: int | None = None  # UNDECIDED: about how many pairs would decide at the observed spread
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(asdict(self))
@@ -116,26 +120,33 @@ def _worst(rel_ci: Interval, criteria: Criteria) -> float:
 
 def compare(a: Sequence[float], b: Sequence[float], criteria: Criteria = Criteria(), *,
             pairs: Sequence[tuple[float, float]] | None = None,
-            a_order: Sequence[int] | None = None, b_order: Sequence[int] | None = None) -> Comparison:
+            a_order: Sequence[int] | None = None, b_order: Sequence[int] | None = None,
+            a_first: Sequence[bool] | None = None) -> Comparison:
     """Judge B against A.
 
     `a` and `b` are every measured value of each arm (for arm stats, dominance, outliers, drift);
     `pairs` the complete (A, B) pairs, by default `zip(a, b)`. `a_order`/`b_order` are the run
-    indices of the values (default 0..n-1), used by the drift check.
+    indices of the values (default 0..n-1), used by the drift check; `a_first[i]` whether A ran
+    first in pair i (the position effect).
     """
     pairs = list(zip(a, b)) if pairs is None else list(pairs)
     pa = [p[0] for p in pairs]
     pb = [p[1] for p in pairs]
-    paired = paired_stats(pa, pb, criteria)
-    rel_ci = paired.rel_ci if paired else None
+    paired = paired_stats(pa, pb, criteria, a_first)
+    rel_ci = paired.shift_ci if paired else None
     verdict, reason = decide(rel_ci, criteria)
+    needed = None
+    if verdict is Verdict.UNDECIDED and paired is not None:
+        needed = pairs_to_decide(paired.shift, rel_ci, paired.n, criteria.same_band)
+        if needed is not None:
+            reason += f" (about {needed} pairs would decide at this spread)"
     regressed, regression_reason = check_regression(rel_ci, criteria)
     trend = drift(a, a_order if a_order is not None else range(len(a)),
                   b, b_order if b_order is not None else range(len(b)),
                   [y - x for x, y in pairs],
                   tolerance=criteria.same_band * abs(paired.mean_a) if paired else 0.0)
     return Comparison(arm_stats(a), arm_stats(b), paired, dominance(a, b), trend, verdict, reason,
-                      regressed, regression_reason, criteria)
+                      regressed, regression_reason, criteria, needed)
 
 
 def compare_samples(old: Sequence[float], new: Sequence[float], criteria: Criteria = Criteria()) -> SampleComparison:

@@ -119,12 +119,35 @@ def run(tokens: int, decode_tokens: int, layers: int, fmt: str, device: int = 0)
     load_builtin_families()
     with cupy.cuda.Device(device):
         pre, dec = _prepare(prefill_steps(fmt, tokens), device), _prepare(decode_steps(fmt), device)
+        for p in pre + dec:  # outputs zeroed once, so bytes a kernel leaves alone hash the same every run
+            for out in p.outs.values():
+                out.fill(0)
+        cupy.cuda.Device().synchronize()  # the fills ran on the default stream; the timed stream does not wait
         stream = cupy.cuda.Stream(non_blocking=True)
         with stream:
             _time_ms(pre, 1, 1, stream)  # warm-up: module load, clocks
             _time_ms(dec, 1, 1, stream)
             prefill_ms = _time_ms(pre, layers, 1, stream)
+            logits = outputs_sha256(pre, stream)
             decode_ms = _time_ms(dec, layers, decode_tokens, stream)
+            decoded = outputs_sha256(dec, stream)
     return {"tokens": tokens, "prefill_ms": prefill_ms, "decode_tokens": decode_tokens, "decode_ms": decode_ms,
             "decode_tps": decode_tokens / (decode_ms / 1e3), "layers": layers, "format": fmt,
-            "variants": chosen_variants()}
+            "variants": chosen_variants(), "logits_sha256": logits, "decode_sha256": decoded}
+
+
+def outputs_sha256(prepared: list[_Prepared], stream) -> str:
+    """sha256 over every step's outputs, in step order and output-name order: the stand-in for an
+    engine's "first-token logits sha256" (any kernel whose bits change, changes it). Read after the
+    timed passes, so it costs no timed work."""
+    import hashlib
+
+    import cupy
+
+    stream.synchronize()
+    digest = hashlib.sha256()
+    for p in prepared:
+        for name in sorted(p.outs):
+            digest.update(name.encode())
+            digest.update(cupy.asnumpy(p.outs[name]).tobytes())
+    return digest.hexdigest()

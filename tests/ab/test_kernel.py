@@ -75,6 +75,7 @@ def test_kernel_ab_rejects_a_variant_that_works_only_on_its_first_launches(graph
     assert outcome.rejected == _lazy_differs(spec_b)
     assert outcome.comparison.verdict.value == "UNDECIDED"  # never FASTER
     assert outcome.comparison.reason == "rejected: " + _lazy_differs(spec_b)
+    assert all(m.comparison.verdict.value == "UNDECIDED" for m in outcome.metrics)
     assert records[-1] == {"record": "rejected", "case": TOY.name, "reason": _lazy_differs(spec_b)}
     assert outcome.summary()["rejected"] == _lazy_differs(spec_b)
     assert f"rejected: {_lazy_differs(spec_b)}" in outcome.notes()

@@ -92,3 +92,29 @@ def test_regression_check_raises():
     assert outcome.regression
     with pytest.raises(CheckFailed, match="regression"):
         AbReport((outcome,), None, None).raise_for_status()
+
+
+def test_until_decided_adds_pairs_until_a_verdict(tmp_path):
+    """Noisy at first, then steady: the first 6 pairs are UNDECIDED, more pairs decide SLOWER."""
+    plan = make_plan("abba", pairs=6, warmup=0, seed=1, until_decided=30)
+    wobble = [1.0, 1.2, 0.9, 1.15, 0.85, 1.1]
+    a = _arm("A", wobble + [1.0] * 30)
+    b = _arm("B", wobble[::-1] + [1.05] * 30)
+    writer = ResultsWriter(tmp_path, "ab", {})
+    outcome = run_ab(a, b, plan, writer)
+    assert outcome.comparison.verdict is Verdict.SLOWER
+    assert 6 < outcome.plan.pairs < 30 and outcome.plan.pairs % 2 == 0
+    extended = [r for r in read_records(writer.records_path) if r["record"] == "extended"]
+    assert extended[0] == {"record": "extended", "case": "command", "pairs": 8, "reason": "UNDECIDED: wall time"}
+    assert outcomes_from_records(read_records(writer.records_path))[0].plan.pairs == outcome.plan.pairs
+
+
+def test_until_decided_stops_at_the_cap():
+    plan = make_plan("abba", pairs=4, warmup=0, seed=1, until_decided=8)
+    import random
+
+    rng = random.Random(0)
+    outcome = run_ab(_arm("A", [rng.uniform(0.5, 1.5) for _ in range(8)]),
+                     _arm("B", [rng.uniform(0.5, 1.5) for _ in range(8)]), plan)
+    assert outcome.plan.pairs == 8 and outcome.comparison.verdict is Verdict.UNDECIDED
+    assert "pairs would decide" in outcome.comparison.reason

@@ -90,7 +90,7 @@ def test_hanging_command_times_out_and_is_shown(tmp_path):
     ([], "nothing to run"),
     (["--a", "true"], "nothing to run"),
     (["--a", "true", "--b", "true", "--", "true"], "either a command"),
-    (["--metric", "v=(\\d+)", "--", "true"], "(?P<value>"),
+    (["--metric", "v=(\\d+)\\.(\\d+)", "--", "true"], "(?P<value>"),
     (["--env-a", "1BAD=2", "--", "true"], "NAME=VALUE"),
     (["--max-failures", "many", "--", "true"], "max-failures"),
     (["--", "strata-no-such-program-xyz"], "command not found"),

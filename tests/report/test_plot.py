@@ -49,3 +49,28 @@ def test_plot_writes_a_png(tmp_path):
     parity = _records_file(tmp_path / "p", "parity", [{"case": "c", "status": "PASS"}])
     res = CliRunner().invoke(cli, ["plot", str(parity)])
     assert res.exit_code == 2 and "plot draws A/B results" in res.output
+
+
+def test_plot_one_panel_row_per_metric_with_pairs_joined(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import sys
+
+    from strata_bench.ab.arms import Sample
+    from strata_bench.report import plot as plot_mod
+
+    def run(factor):
+        return lambda: Sample(1.0 * factor, {}, {"prefill[128]": 1.0 * factor, "decode": 100 / factor})
+
+    writer = ResultsWriter(tmp_path, "ab", {"devices": []})
+    plan = make_plan("abba", pairs=3, warmup=0, seed=5)
+    outcome = run_ab(Arm("A", run(1.0), {}), Arm("B", run(1.1), {}), plan, writer)
+    summary = finish(writer, [outcome])
+    drawn = []
+    real = plot_mod.draw_runs
+    monkeypatch.setattr(plot_mod, "draw_runs", lambda ax, view: (drawn.append((view.name, view.title)),
+                                                                  real(ax, view)))
+    out = plot_mod.plot_file(summary, tmp_path / "m.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert drawn == [("prefill[128]", "command / prefill[128]: SLOWER (abba, 3 pairs)"),
+                     ("decode", "command / decode: FASTER (abba, 3 pairs)")]  # lower is better here
+    assert sys.modules["matplotlib"].get_backend().lower() == "agg"

@@ -93,3 +93,26 @@ def test_compare_parity_pass_to_fail_is_a_regression(tmp_path):
     assert result.regressions[0].status_change == "PASS -> FAIL"
     with pytest.raises(InputError, match="cannot compare"):
         compare_files(old, _bench(tmp_path / "b", {("c", "v"): 1.0}), Criteria())
+
+
+def test_compare_ab_files_with_several_metrics_per_metric_direction(tmp_path):
+    from strata_bench.ab.arms import Sample
+
+    def file(where, slower):
+        writer = ResultsWriter(where, "ab", {"devices": []})
+        plan = make_plan("abba", pairs=4, warmup=0, seed=5, directions=[("tps", True)])
+        values = iter([1.0, 1.01, 0.99, 1.0] * 2)
+
+        def run():
+            v = next(values) * slower
+            return Sample(v, {}, {"ms": v, "tps": 100 / v})
+
+        outcome = run_ab(Arm("A", run, {}), Arm("B", run, {}), plan, writer, case="c")
+        return finish(writer, [outcome])
+
+    result = compare_files(file(tmp_path / "o", 1.0), file(tmp_path / "n", 1.2), Criteria(fail_on_regression=0.05))
+    assert result.value_column == "metrics"
+    assert [d.name for d in result.deltas] == ["c / A / ms", "c / A / tps", "c / B / ms", "c / B / tps"]
+    assert {d.name: d.result.verdict.value for d in result.deltas} == {
+        "c / A / ms": "SLOWER", "c / A / tps": "SLOWER", "c / B / ms": "SLOWER", "c / B / tps": "SLOWER"}
+    assert len(result.regressions) == 4

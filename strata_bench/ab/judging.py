@@ -1,0 +1,126 @@
+"""Judging one case's runs: paired statistics per metric, and the output-identity check.
+
+A metric's pairs are the measured pairs whose two runs both succeeded and both printed that metric
+(a keyed metric, `prefill[512]`, may be missing from a run that printed other keys). Identity
+compares every successful run, warm-ups included, with the first one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+from strata_bench.ab.plan import Plan
+from strata_bench.ab.records import RunRecord
+from strata_bench.stats.verdict import Comparison, compare
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One metric's judgement: the comparison of B against A and the pairs left out."""
+
+    name: str
+    comparison: Comparison
+    excluded_pairs: tuple[int, ...]
+
+    @property
+    def regression(self) -> bool:
+        return self.comparison.regression
+
+    def summary(self) -> dict[str, Any]:
+        c = self.comparison
+        return {"name": self.name, "higher_is_better": c.criteria.higher_is_better, "verdict": c.verdict.value,
+                "reason": c.reason, "regression": c.regression, "regression_reason": c.regression_reason,
+                "excluded_pairs": list(self.excluded_pairs), "comparison": c.to_dict()}
+
+
+def measured_pairs(plan: Plan, runs: Sequence[RunRecord]) -> int:
+    """Pairs scheduled: the plan's, or more when --until-decided added some."""
+    return max([plan.pairs] + [r.pair + 1 for r in runs if not r.warmup])
+
+
+def judge_metric(plan: Plan, runs: Sequence[RunRecord], name: str | None) -> MetricResult:
+    """Statistics of one metric (None: each run's `value`) over the measured runs."""
+    def figure(r: RunRecord) -> float | None:
+        if not r.ok:
+            return None
+        return r.value if name is None else r.metrics.get(name)
+
+    measured = [r for r in runs if not r.warmup]
+    a = [r for r in measured if r.arm == "A" and figure(r) is not None]
+    b = [r for r in measured if r.arm == "B" and figure(r) is not None]
+    by_pair: dict[int, dict[str, RunRecord]] = {}
+    for r in measured:
+        by_pair.setdefault(r.pair, {})[r.arm] = r
+    pairs, positions, excluded = [], [], []
+    for p in range(measured_pairs(plan, runs)):
+        both = by_pair.get(p, {})
+        if "A" in both and "B" in both and figure(both["A"]) is not None and figure(both["B"]) is not None:
+            pairs.append((figure(both["A"]), figure(both["B"])))
+            positions.append(both["A"].position)
+        elif both:  # a pair never started (stopped early) is not "excluded", just absent
+            excluded.append(p)
+    label = name or plan.metric
+    criteria = replace(plan.criteria, higher_is_better=plan.higher_is_better(label))
+    comparison = compare([figure(r) for r in a], [figure(r) for r in b], criteria, pairs=pairs,
+                         a_order=[r.run_index for r in a], b_order=[r.run_index for r in b],
+                         a_first=[pos == 0 for pos in positions])
+    return MetricResult(label, comparison, tuple(excluded))
+
+
+def metric_names(runs: Sequence[RunRecord]) -> list[str]:
+    """Every metric entry printed by any run, in order of first appearance."""
+    return list(dict.fromkeys(name for r in runs for name in r.metrics))
+
+
+def judge_metrics(plan: Plan, runs: Sequence[RunRecord]) -> tuple[MetricResult, ...]:
+    """One result per metric entry; a single result over `value` when the runs carry no metrics."""
+    names = metric_names(runs)
+    if not names:
+        return (judge_metric(plan, runs, None),)
+    return tuple(judge_metric(plan, runs, n) for n in names)
+
+
+@dataclass(frozen=True)
+class IdentityRow:
+    """One --same entry: A's text, B's text, and the first run that differs from the reference run."""
+
+    name: str
+    a_value: str | None
+    b_value: str | None
+    same: bool
+    mismatch: str  # "" when same; else which runs printed what
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "A": self.a_value, "B": self.b_value, "same": self.same,
+                "mismatch": self.mismatch}
+
+
+def _who(r: RunRecord) -> str:
+    kind = "warm-up" if r.warmup else f"pair {r.pair}"
+    return f"run {r.run_index} ({r.arm}, {kind})"
+
+
+def identity(runs: Sequence[RunRecord]) -> tuple[IdentityRow, ...]:
+    """Per --same entry, every successful run against the first successful run."""
+    done = [r for r in runs if r.failure is None and r.same]
+    names = list(dict.fromkeys(n for r in done for n in r.same))
+    rows = []
+    for name in names:
+        ref = done[0]
+        want = ref.same.get(name)
+        odd = next((r for r in done if r.same.get(name) != want or want is None), None)
+        shown = {arm: " / ".join(_show(v) for v in dict.fromkeys(r.same.get(name) for r in done if r.arm == arm))
+                 for arm in "AB"}
+        if odd is None:
+            rows.append(IdentityRow(name, want, want, True, ""))
+            continue
+        if odd is ref:
+            why = f"{_who(ref)} printed nothing for it"
+        else:
+            why = f"{_who(ref)} printed {_show(want)}, {_who(odd)} printed {_show(odd.same.get(name))}"
+        rows.append(IdentityRow(name, shown["A"] or "no run", shown["B"] or "no run", False, why))
+    return tuple(rows)
+
+
+def _show(text: str | None) -> str:
+    return "nothing" if text is None else repr(text)

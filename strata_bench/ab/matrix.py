@@ -1,0 +1,183 @@
+"""A command A/B over a parameter matrix, and the session around it (setup, cleanup, interruption).
+
+`--param NAME=V1,V2` (repeatable) makes one combination per value (the product over names); `{NAME}`
+is substituted into the commands, the hooks, the server command and the --env-a/--env-b values.
+Every combination is its own case with its own statistics; the combinations run interleaved pair by
+pair (strata_bench.ab.runner.run_interleaved), so drift over a session does not fall on one value.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from strata_bench.ab.plan import Plan
+from strata_bench.ab.process import AbInterrupted, Terminated, sigterm_interrupts
+from strata_bench.ab.records import AbReport
+from strata_bench.ab.runner import CaseRun, run_interleaved
+from strata_bench.ab.store import finish, finish_partial
+from strata_bench.errors import InputError
+from strata_bench.report.progress import progress_bar
+from strata_bench.results.paths import provenance_directory
+from strata_bench.results.store import ResultsWriter
+
+_PARAM = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<values>.+)$")
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One case of the matrix: its name, parameter values and the two arms' command specs."""
+
+    case: str
+    params: Mapping[str, str]
+    spec_a: Any  # CommandSpec (typed loosely: strata_bench.ab.command imports this module)
+    spec_b: Any
+
+
+def parse_params(items: Sequence[str]) -> dict[str, list[str]]:
+    """`NAME=V1,V2` per item -> {NAME: [V1, V2]}; names distinct, values non-empty and distinct."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        m = _PARAM.match(item)
+        if not m:
+            raise InputError(f"--param must be NAME=V1,V2,..., got {item!r}")
+        values = m.group("values").split(",")
+        if any(not v for v in values) or len(set(values)) != len(values):
+            raise InputError(f"--param values must be non-empty and distinct, got {item!r}")
+        if m.group("name") in out:
+            raise InputError(f"--param {m.group('name')!r} is given twice")
+        out[m.group("name")] = values
+    return out
+
+
+def combinations(params: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
+    """Every combination, the first name varying slowest; [{}] without parameters."""
+    names = list(params)
+    return [dict(zip(names, values)) for values in itertools.product(*(params[n] for n in names))]
+
+
+def substitute(text: str, values: Mapping[str, str], known: Sequence[str] = ()) -> str:
+    """Replace `{NAME}` by its value; an unknown `{NAME}` that looks like a parameter is an error."""
+    def one(m: re.Match) -> str:
+        name = m.group(1)
+        if name in values:
+            return values[name]
+        if known and name not in known:
+            raise InputError(f"{{{name}}} is not a --param (known: {', '.join(known)}) in {text!r}")
+        return m.group(0)
+
+    return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", one, text)
+
+
+def case_name(stem: str, values: Mapping[str, str]) -> str:
+    """'command' or 'command decode=32 prompt=512'."""
+    return " ".join([stem] + [f"{k}={v}" for k, v in values.items()])
+
+
+@dataclass(frozen=True)
+class CommandLines:
+    """What the command-line options say about the arms, before parameters are substituted."""
+
+    a: str | None = None  # --a
+    b: str | None = None  # --b
+    args: tuple[str, ...] = ()  # the command after --
+    env_a: tuple[str, ...] = ()
+    env_b: tuple[str, ...] = ()
+    shell: bool = False
+    prepare: str | None = None
+    conclude: str | None = None
+    server: str | None = None
+    ready: str | None = None
+    ready_port: int | None = None
+    ready_timeout: float = 60.0
+
+
+def make_combinations(lines: CommandLines, params: Mapping[str, Sequence[str]], timeout: float | None,
+                      metrics=(), same=(), stem: str = "command") -> list[Combination]:
+    """One Combination per parameter combination, with `{NAME}` substituted everywhere it may appear."""
+    from strata_bench.ab.command import CommandSpec, command_argv, parse_env
+    from strata_bench.ab.process import ServerSpec
+
+    if lines.args and (lines.a or lines.b):
+        raise InputError("give either a command after -- (arms differ by --env-a/--env-b) or --a/--b, not both")
+    if not lines.args and not (lines.a and lines.b):
+        raise InputError("nothing to run: give a command after -- or both --a 'CMD' and --b 'CMD' "
+                         "(or --family F for kernel variants)")
+    ready = _ready_regex(lines)
+    known = list(params)
+    out = []
+    for values in combinations(params):
+        def sub(text, values=values):
+            return None if text is None else substitute(text, values, known)
+
+        if lines.args:
+            line = sub(" ".join(lines.args)) if lines.shell else tuple(sub(a) for a in lines.args)
+            argv = (line, line)
+        else:
+            argv = (command_argv(sub(lines.a), lines.shell), command_argv(sub(lines.b), lines.shell))
+        server = None if lines.server is None else ServerSpec(sub(lines.server), ready, lines.ready_port,
+                                                              lines.ready_timeout)
+        envs = (parse_env([sub(e) for e in lines.env_a]), parse_env([sub(e) for e in lines.env_b]))
+        specs = [CommandSpec(arg, env, lines.shell, None, timeout, tuple(metrics), tuple(same),
+                             sub(lines.prepare), sub(lines.conclude), server) for arg, env in zip(argv, envs)]
+        out.append(Combination(case_name(stem, values), values, *specs))
+    return out
+
+
+def _ready_regex(lines: CommandLines):
+    if lines.server is None:
+        if lines.ready or lines.ready_port:
+            raise InputError("--ready and --ready-port need --server CMD")
+        return None
+    if bool(lines.ready) == bool(lines.ready_port):
+        raise InputError("--server needs exactly one of --ready REGEX and --ready-port N")
+    if lines.ready is None:
+        return None
+    try:
+        return re.compile(lines.ready)
+    except re.error as exc:
+        raise InputError(f"--ready is not a valid regex ({exc}): {lines.ready!r}") from None
+
+
+def run_matrix(combos: Sequence[Combination], plan: Plan, results_root: Path | None,
+               provenance: Mapping[str, Any] | None = None, quiet: bool = False,
+               setup: str | None = None, cleanup: str | None = None) -> AbReport:
+    """Run every combination interleaved pair by pair; setup once first, cleanup once last."""
+    from strata_bench.ab.command import command_arm, setup_hook
+
+    arms = [(command_arm("A", c.spec_a), command_arm("B", c.spec_b)) for c in combos]
+    prov = dict(provenance or {})
+    first = combos[0]
+    prov["ab"] = {"A": first.spec_a.describe(), "B": first.spec_b.describe(), "order": plan.order, "seed": plan.seed}
+    if len(combos) > 1 or first.params:
+        prov["ab"]["params"] = [dict(c.params) for c in combos]
+    writer = ResultsWriter(provenance_directory(results_root, prov), "ab", prov) if results_root else None
+    total = plan.total_runs * len(combos)
+    label = first.case if len(combos) == 1 else f"{len(combos)} combinations"
+    setup_hook(setup, "--setup")
+    finished = False
+    try:
+        with sigterm_interrupts(), progress_bar(label, total, enabled=not quiet, transient=False) as advance:
+            def on_run(record) -> None:
+                advance(f"{record.case}: run {record.run_index + 1} {record.arm} {'ok' if record.ok else 'FAILED'}")
+
+            runs = [CaseRun(a, b, replace(plan, params=tuple(c.params.items())), writer, c.case, on_run)
+                    for c, (a, b) in zip(combos, arms)]
+            outcomes = run_interleaved(runs)
+        finished = True
+    except BaseException as exc:
+        summary = finish_partial(writer) if writer is not None else None
+        if isinstance(exc, KeyboardInterrupt):
+            raise AbInterrupted(str(writer.records_path) if writer else None, str(summary) if summary else None,
+                                isinstance(exc, Terminated)) from exc
+        raise
+    finally:
+        try:
+            setup_hook(cleanup, "--cleanup")
+        except InputError:
+            if finished:  # else the interruption or crash in flight is the news, not the cleanup
+                raise
+    summary = finish(writer, outcomes) if writer else None
+    return AbReport(tuple(outcomes), summary, writer.records_path if writer else None)

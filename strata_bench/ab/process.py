@@ -1,0 +1,195 @@
+"""Processes of a command A/B: a run's whole process tree ended (psutil), shell hooks, SIGTERM as an
+interruption, and a server started fresh for one run and stopped with everything it started.
+
+Every process the A/B starts gets its own session (start_new_session), so its process group can be
+signalled at once; psutil also finds descendants that left the group (a daemon that called setsid),
+which a group kill alone would leave behind.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import psutil
+
+TERM_GRACE_S = 3.0  # after SIGTERM, how long a process tree gets before SIGKILL
+SERVER_TAIL_LINES = 20
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: handled like Ctrl-C (the current run's tree ended, records kept, summary written)."""
+
+
+class AbInterrupted(KeyboardInterrupt):
+    """An A/B stopped by Ctrl-C or SIGTERM after its records and partial summary were written."""
+
+    def __init__(self, records: str | None, summary: str | None, terminated: bool) -> None:
+        super().__init__("interrupted")
+        self.records, self.summary, self.terminated = records, summary, terminated
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While inside, SIGTERM raises Terminated in the main thread (outside: the old handler)."""
+    def on_term(signum, frame):
+        raise Terminated(f"signal {signum}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """The process and every descendant still alive (empty when it is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root] + root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def end_tree(pid: int, grace: float = TERM_GRACE_S, procs: list[psutil.Process] | None = None) -> None:
+    """SIGTERM the process group and every descendant, then SIGKILL whatever is left after `grace`."""
+    procs = tree(pid) if procs is None else procs
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    alive = _wait_gone(procs, grace)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    _wait_gone(alive, grace)
+
+
+def _alive(p: psutil.Process) -> bool:
+    """Running and not a zombie: a grandchild's zombie waits for a reaper this process is not (and a
+    container's PID 1 may never reap it), so waiting for it to vanish would wait for nothing."""
+    try:
+        if p.status() == psutil.STATUS_ZOMBIE:
+            with contextlib.suppress(ChildProcessError, psutil.Error):
+                p.wait(timeout=0)  # our own child: reap it
+            return False
+        return p.is_running()
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every process has exited (zombies count as exited); those still alive after `timeout`."""
+    deadline = time.perf_counter() + timeout
+    alive = [p for p in procs if _alive(p)]
+    while alive and time.perf_counter() < deadline:
+        time.sleep(0.01)
+        alive = [p for p in alive if _alive(p)]
+    return alive
+
+
+def run_hook(command: str, env: Mapping[str, str], timeout: float | None) -> tuple[int | None, str]:
+    """Run a --prepare/--conclude/--setup/--cleanup command through /bin/sh; (exit code or None on
+    timeout, its output)."""
+    proc = subprocess.Popen(command, shell=True, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        raw, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, (raw or b"").decode("utf-8", errors="replace")
+    except subprocess.TimeoutExpired:
+        end_tree(proc.pid, grace=0.5)
+        return None, (proc.communicate()[0] or b"").decode("utf-8", errors="replace")
+    except BaseException:
+        end_tree(proc.pid, grace=0.5)
+        raise
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """--server: the command, how to know it is ready, and how long to wait."""
+
+    command: str
+    ready: re.Pattern[str] | None = None  # a line of its output
+    ready_port: int | None = None  # or a TCP port on 127.0.0.1 accepting connections
+    ready_timeout: float = 60.0
+
+
+class ServerFailed(Exception):
+    """The server died or never became ready; `tail` holds its last output lines."""
+
+    def __init__(self, reason: str, tail: str) -> None:
+        super().__init__(reason)
+        self.reason, self.tail = reason, tail
+
+
+class Server:
+    """One server process for one run; its output is read by a thread as it comes."""
+
+    def __init__(self, spec: ServerSpec, env: Mapping[str, str]) -> None:
+        self.spec = spec
+        self.lines: list[str] = []
+        self._ready_line = threading.Event()
+        self.proc = subprocess.Popen(spec.command, shell=True, env=dict(env), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for raw in iter(self.proc.stdout.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            self.lines.append(line)
+            if self.spec.ready is not None and self.spec.ready.search(line):
+                self._ready_line.set()
+
+    def tail(self, n: int = SERVER_TAIL_LINES) -> str:
+        return "\n".join(deque(self.lines, maxlen=n))
+
+    def wait_ready(self) -> float:
+        """Seconds until ready; ServerFailed when it exits first or the timeout passes."""
+        started = time.perf_counter()
+        deadline = started + self.spec.ready_timeout
+        while time.perf_counter() < deadline:
+            if self._is_ready():
+                return time.perf_counter() - started
+            code = self.proc.poll()
+            if code is not None:
+                self._reader.join(timeout=1)
+                raise ServerFailed(f"server exited with code {code} before it was ready", self.tail())
+            time.sleep(0.02)
+        raise ServerFailed(f"server not ready after {self.spec.ready_timeout:g} s "
+                           f"({self._waiting_for()})", self.tail())
+
+    def _is_ready(self) -> bool:
+        if self.spec.ready is not None:
+            return self._ready_line.is_set()
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.spec.ready_port), 0.2):
+            return True
+        return False
+
+    def _waiting_for(self) -> str:
+        if self.spec.ready is not None:
+            return f"no line matched {self.spec.ready.pattern!r}"
+        return f"port {self.spec.ready_port} refused connections"
+
+    def stop(self) -> str:
+        """End the server's whole process tree; returns everything it printed."""
+        end_tree(self.proc.pid)
+        self._reader.join(timeout=2)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=1)
+        return "\n".join(self.lines)

@@ -1,0 +1,83 @@
+"""Process hygiene: a run's whole tree ended (even a descendant that left the group), and SIGTERM
+handled like Ctrl-C: the tree ended, records kept, the summary written with interrupted: true."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from strata_bench.ab.arms import RunFailed
+from strata_bench.ab.command import CommandSpec, run_command
+from strata_bench.ab.process import end_tree, tree
+
+PY = sys.executable
+ENGINE = str(Path(__file__).resolve().parents[1] / "fake_engine.py")
+# A child that starts a grandchild in a session of its own (out of the group), which writes its pid.
+ESCAPE = ("import subprocess, sys, time; "
+          "subprocess.Popen([sys.executable, '-c', 'import os, sys, time; os.setsid(); "
+          "open(sys.argv[1], \"w\").write(str(os.getpid())); time.sleep(600)', sys.argv[1]]); time.sleep(600)")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_for(path: Path, timeout: float = 10.0) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} was never written")
+
+
+def test_timeout_ends_a_descendant_that_left_the_process_group(tmp_path):
+    pid_file = tmp_path / "pid"
+    with pytest.raises(RunFailed, match="timed out after 1 s"):
+        run_command(CommandSpec((PY, "-c", ESCAPE, str(pid_file)), timeout=1.0))
+    assert _gone(int(_wait_for(pid_file)))
+
+
+def test_end_tree_ends_every_descendant():
+    proc = subprocess.Popen([PY, "-c", "import subprocess, sys, time; "
+                             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); time.sleep(600)"],
+                            start_new_session=True)
+    deadline = time.time() + 10
+    while len(tree(proc.pid)) < 2 and time.time() < deadline:
+        time.sleep(0.02)
+    procs = tree(proc.pid)
+    assert len(procs) == 2
+    end_tree(proc.pid)
+    proc.wait(timeout=5)
+    assert all(_gone(p.pid) for p in procs)
+
+
+def test_sigterm_ends_the_run_keeps_records_and_writes_the_summary(tmp_path):
+    pids = tmp_path / "pids"
+    env = {**os.environ, "FAKE_PIDS_FILE": str(pids), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    cli = [PY, "-c", "from strata_bench.cli.main import cli; cli()", "ab", "--results", str(tmp_path / "res"), "-q",
+           "--pairs", "3", "--warmup", "0", "--env-b", "FAKE_HANG=1", "--metric", r"([0-9.]+) tokens/s",
+           "--", PY, ENGINE, "run"]
+    proc = subprocess.Popen(cli, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(pids, timeout=30)  # run 1 (B) hangs with a child
+    hung = [int(p) for p in pids.read_text().split()]
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 143, err
+    records = next((tmp_path / "res").rglob("ab-*.jsonl"))
+    summary = records.with_suffix(".json")
+    assert f"terminated (SIGTERM): records kept in {records}; summary (interrupted: true) in {summary}" in err
+    assert json.loads(summary.read_text())["summary"]["interrupted"] is True
+    kinds = [json.loads(line)["record"] for line in records.read_text().splitlines()]
+    assert kinds == ["plan", "run", "interrupted"]
+    assert all(_gone(pid) for pid in hung)
