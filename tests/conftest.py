@@ -148,3 +148,81 @@ def records_file():
 @pytest.fixture
 def ab_file():
     return _ab_file
+
+
+# ---------------------------------------------------------------------------------------------------
+# A numpy stand-in for cupy whose CUDA graphs run: a capture records the launches' work, a replay runs
+# it and takes `us_per_launch` each. With `LazyFamily`, a variant that does its work only on its first
+# launches (timed outputs checked: tests/timing/test_verify.py, tests/ab/test_kernel.py).
+
+class _GraphStream:
+    def __init__(self, non_blocking=False):
+        self.captured = None
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): return False
+    def begin_capture(self): self.captured = []
+    def end_capture(self): return self.captured
+
+
+def _lazy_family_class():
+    import numpy as np
+
+    from strata_bench.cases import Family
+
+    class LazyFamily(Family):
+        """y = 2 * x. Variants "lazy" and "lazy2" do their work only on their first `honest` launches
+        (together), then return at once (on a GPU a device counter does this; here a Python one);
+        `bytes_per_call` is what the roofline expects one launch to move."""
+
+        # name left empty so it does not register in the global registry
+        def __init__(self, honest=2, bytes_per_call=1000):
+            self.honest, self.bytes_per_call, self.calls = honest, bytes_per_call, 0
+
+        def default_cases(self): return []
+        def make_inputs(self, case): return {"x": np.arange(4, dtype=np.float32)}
+        def to_device(self, case, host): return {"x": np.array(host["x"]), "w": np.zeros(250, np.float32)}
+        def alloc_outputs(self, case, dev): return {"y": np.zeros(4, np.float32)}
+        def reference(self, case, host): return []
+        def bytes_moved(self, case): return self.bytes_per_call
+
+        def launch(self, case, variant, kernels, dev, outs, stream=None):
+            def work():
+                if variant.startswith("lazy"):
+                    self.calls += 1
+                    if self.calls > self.honest:
+                        return
+                outs["y"][:] = 2 * dev["x"]
+
+            if stream is None:
+                work()
+            else:
+                stream.captured.append(work)
+
+    return LazyFamily
+
+
+@pytest.fixture
+def graph_standin(monkeypatch):
+    """cupy replaced by numpy with graphs that run; returns a namespace: LazyFamily, and `us_per_launch`
+    (settable) for the replays' time."""
+    import sys
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from strata_bench.timing import bench, graph
+
+    state = SimpleNamespace(LazyFamily=_lazy_family_class(), us_per_launch=1.0)
+
+    def replay(graph_, stream):
+        for launch in graph_:
+            launch()
+        return len(graph_) * state.us_per_launch * 1e-6
+
+    runtime = SimpleNamespace(getDeviceProperties=lambda device: {"l2CacheSize": 1000}, deviceSynchronize=lambda: None)
+    cuda = SimpleNamespace(Stream=_GraphStream, runtime=runtime)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(uint8=np.uint8, array_equal=np.array_equal, cuda=cuda))
+    monkeypatch.setattr(graph, "replay_seconds", replay)
+    monkeypatch.setattr(bench, "replay_seconds", replay)
+    return state

@@ -5,20 +5,27 @@ weights by rotation as in bench) and reports microseconds per call. The two grap
 pair differs only in the variant. A variant may carry a work factor, `new*1.03`: its graph holds 3%
 more launches than the other arm's while its time is still divided by the same count; this is the planted
 slowdown that shows whether a comparison can see 3%.
+
+Timed outputs checked (timing/verify.py): each arm writes its own outputs, poisoned after the warm-up;
+after the schedule every copy's must equal the check step's result bitwise, and neither arm's median may
+beat the roofline. Otherwise the case is rejected: a "rejected" record, verdict UNDECIDED, exit 1.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Mapping
 
 from strata_bench.ab.arms import Arm
 from strata_bench.ab.plan import Plan
-from strata_bench.ab.records import AbReport
-from strata_bench.ab.runner import case_progress, run_ab
+from strata_bench.ab.records import AbOutcome, AbReport
+from strata_bench.ab.runner import case_progress, reject, run_ab
 from strata_bench.ab.store import finish, finish_partial
 from strata_bench.cases import FAMILIES, Case, CaseFilter
 from strata_bench.errors import InputError
+from strata_bench.timing.ceilings import Ceilings
+from strata_bench.timing.graph import InputCopies
 
 _VARIANT = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)(?:\*(?P<factor>[0-9.]+))?$")
 
@@ -40,11 +47,13 @@ class _GraphArm:
     def __init__(self, family, case: Case, variant: str, factor: float, kernels, prep, launches: int, stream):
         from strata_bench.timing.graph import capture
 
+        self.variant = variant
         self.launches = launches
         self.stream = stream
         # The extra launches are not rounded up to whole rotations of the input copies: that rounding
         # once turned a planted 3% into 10% (143 launches over 11 copies -> 154).
         total = max(1, round(launches * factor))
+        self.total = total
         self.factor = total / launches
         with stream:
             self.graph = capture(family, case, variant, kernels, prep, total, stream)
@@ -55,35 +64,101 @@ class _GraphArm:
         return replay_seconds(self.graph, self.stream) / self.launches * 1e6
 
 
-def _arms_for_case(family, case: Case, spec_a: str, spec_b: str, device: int):
+@dataclass(frozen=True)
+class KernelArms:
+    """Both arms of one case, and what checks their timed outputs after the schedule: each arm has its own
+    outputs per input copy (the inputs are shared), poisoned after the warm-up replays."""
+
+    family: Any
+    case: Case
+    arm_a: Arm
+    arm_b: Arm
+    graphs: tuple[tuple[str, "_GraphArm", InputCopies], ...]  # (variant spec, arm, its copies) for A, B
+    checked: Mapping[str, Mapping[str, Any]]  # variant name -> its outputs in the check step
+    ceilings: Ceilings
+
+    def problem(self, outcome: AbOutcome) -> str:
+        """"" when both arms' timed outputs equal the checked result and neither beats the roofline."""
+        from statistics import median
+
+        from strata_bench.timing.verify import roofline_problem, timed_output_problem
+
+        for label, (spec, arm, prep) in zip("AB", self.graphs):
+            problem = timed_output_problem(self.family, self.case, spec, prep, self.checked[arm.variant],
+                                           min(arm.total, len(prep.devs)))
+            if problem:
+                return problem
+        for label, (spec, arm, prep) in zip("AB", self.graphs):
+            values = [r.value for r in outcome.runs if r.arm == label and r.ok and not r.warmup]
+            if values and prep.cold:
+                problem = roofline_problem(spec, median(values) * 1e-6, self.family.bytes_moved(self.case),
+                                           self.ceilings)
+                if problem:
+                    return problem
+        return ""
+
+
+def build_arms(family, case: Case, spec_a: str, spec_b: str, kernels, l2_bytes: int,
+               ceilings: Ceilings) -> KernelArms:
+    """Check the two variants at the timed shape, size and capture one graph per arm, warm up, poison
+    every output of every copy. The cupy calls are the only device dependency (tests pass a stand-in)."""
     import cupy
 
-    from strata_bench.kernels.build import load_kernels
-    from strata_bench.timing.bench import check_variants_agree
+    from strata_bench.timing.bench import check_variants
     from strata_bench.timing.graph import launch_count, prepare_copies
+    from strata_bench.timing.verify import poison_outputs
 
     (name_a, fa), (name_b, fb) = parse_variant(spec_a), parse_variant(spec_b)
     for name in (name_a, name_b):
         if name not in case.variants:
             raise InputError(f"variant {name!r} is not one of {case.name}'s: {', '.join(case.variants)}")
-    kernels = load_kernels(family, device)
-    l2 = cupy.cuda.runtime.getDeviceProperties(device)["l2CacheSize"]
-    prep = prepare_copies(family, case, family.make_inputs(case), hot=False, l2_bytes=l2)
-    problem = check_variants_agree(family, replace(case, variants=tuple(dict.fromkeys((name_a, name_b)))),
-                                   kernels, prep)
+    prep = prepare_copies(family, case, family.make_inputs(case), hot=False, l2_bytes=l2_bytes)
+    problem, checked = check_variants(family, replace(case, variants=tuple(dict.fromkeys((name_a, name_b)))),
+                                      kernels, prep)
     if problem:
         raise InputError(f"{case.name}: {problem}; fix parity before timing")
+    # Arm B reads the same input copies but writes its own outputs, so each arm's are checked alone.
+    prep_b = InputCopies(prep.devs, [family.alloc_outputs(case, d) for d in prep.devs], prep.input_bytes, prep.cold)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         # At least 200 launches a run, so a work factor is rounded to within 0.25%.
         launches = launch_count(family, case, name_a, kernels, prep, stream, floor=200)
     arm_a = _GraphArm(family, case, name_a, fa, kernels, prep, launches, stream)
-    arm_b = _GraphArm(family, case, name_b, fb, kernels, prep, launches, stream)
+    arm_b = _GraphArm(family, case, name_b, fb, kernels, prep_b, launches, stream)
     for arm in (arm_a, arm_b, arm_a, arm_b):
         arm()  # warm-up replays outside the schedule (the plan's warm-up pairs come on top)
+    with stream:
+        poison_outputs(prep)
+        poison_outputs(prep_b)
     describe = {"case": case.name, "launches_per_run": launches, "weight_copies": len(prep.devs)}
-    return (Arm("A", arm_a, {**describe, "variant": spec_a, "work_factor": arm_a.factor}),
-            Arm("B", arm_b, {**describe, "variant": spec_b, "work_factor": arm_b.factor}))
+    return KernelArms(family, case,
+                      Arm("A", arm_a, {**describe, "variant": spec_a, "work_factor": arm_a.factor}),
+                      Arm("B", arm_b, {**describe, "variant": spec_b, "work_factor": arm_b.factor}),
+                      ((spec_a, arm_a, prep), (spec_b, arm_b, prep_b)), checked, ceilings)
+
+
+def _arms_for_case(family, case: Case, spec_a: str, spec_b: str, device: int) -> KernelArms:
+    import cupy
+
+    from strata_bench.kernels.build import load_kernels
+    from strata_bench.timing.ceilings import measure_ceilings
+
+    parse_variant(spec_a), parse_variant(spec_b)
+    kernels = load_kernels(family, device)
+    l2 = cupy.cuda.runtime.getDeviceProperties(device)["l2CacheSize"]
+    return build_arms(family, case, spec_a, spec_b, kernels, l2, measure_ceilings(device))
+
+
+def run_case(arms: KernelArms, plan: Plan, writer, on_run=None) -> AbOutcome:
+    """The plan's schedule over both arms, then their timed outputs checked: a problem is recorded
+    (a "rejected" record) and rejects the outcome (verdict UNDECIDED, exit 1)."""
+    outcome = run_ab(arms.arm_a, arms.arm_b, plan, writer, arms.case.name, on_run)
+    problem = arms.problem(outcome)
+    if problem:
+        if writer is not None:
+            writer.append({"record": "rejected", "case": arms.case.name, "reason": problem})
+        outcome = reject(outcome, problem)
+    return outcome
 
 
 def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan: Plan, results_dir: Path,
@@ -110,9 +185,9 @@ def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan:
     try:
         with cupy.cuda.Device(devices[0]):
             for case in cases:
-                arm_a, arm_b = _arms_for_case(FAMILIES[case.family], case, variant_a, variant_b, devices[0])
+                arms = _arms_for_case(FAMILIES[case.family], case, variant_a, variant_b, devices[0])
                 with case_progress(plan.total_runs, case.name, quiet) as on_run:
-                    outcomes.append(run_ab(arm_a, arm_b, plan, writer, case.name, on_run))
+                    outcomes.append(run_case(arms, plan, writer, on_run))
     except BaseException:
         finish_partial(writer)
         raise

@@ -8,6 +8,8 @@ Records appended to the JSONL (one object per line; `record` says which):
                wall_s, output tail).
   stopped      the failure budget was exceeded; no further runs of that case.
   interrupted  an exception ended the schedule (its name and text).
+  rejected     kernel A/B only, after the runs: a timed output differs from the checked result, or a
+               time beats the roofline (reason); the case's verdict is UNDECIDED and the command exits 1.
 A report recomputes the statistics from these records alone (strata_bench.ab.store).
 """
 from __future__ import annotations
@@ -87,6 +89,7 @@ class AbOutcome:
     interrupted: str = ""
     metrics: tuple = ()  # MetricResult per metric entry (strata_bench.ab.judging); the first is `comparison`'s
     identity: tuple = ()  # IdentityRow per --same entry
+    rejected: str = ""  # why the timings are not results (timed output differs, impossible time)
 
     @property
     def identity_failures(self) -> list:
@@ -141,6 +144,8 @@ class AbOutcome:
             notes.append(f"stopped early: {self.stopped}")
         if self.interrupted:
             notes.append(f"interrupted: {self.interrupted}")
+        if self.rejected:
+            notes.append(f"rejected: {self.rejected}")
         return notes
 
     def _arm_runs(self, label: str) -> list[RunRecord]:
@@ -156,7 +161,8 @@ class AbOutcome:
                              for r in self.failures],
                 "warmup_values": [{"arm": r.arm, "value": r.value, "failure": r.failure} for r in self.warmups],
                 "excluded_pairs": list(self.excluded_pairs), "stopped": self.stopped,
-                "interrupted": self.interrupted, "notes": self.notes(),
+                "interrupted": self.interrupted, **({"rejected": self.rejected} if self.rejected else {}),
+                "notes": self.notes(),
                 "params": dict(self.plan.params),
                 "metrics": [m.summary() for m in self.metrics],
                 "identity": [row.to_dict() for row in self.identity]}
@@ -171,7 +177,10 @@ class AbReport:
     records_path: Path | None
 
     def raise_for_status(self) -> None:
-        """CheckFailed (exit 1) when a case stopped on failures or regressed."""
+        """CheckFailed (exit 1) when a case was rejected, stopped on failures or regressed."""
+        rejected = [o for o in self.outcomes if o.rejected]
+        if rejected:
+            raise CheckFailed("; ".join(f"{o.case}: {o.rejected}" for o in rejected))
         for outcome in self.outcomes:
             if outcome.stopped:
                 raise CheckFailed(f"{outcome.case}: too many failed runs: {outcome.stopped}")

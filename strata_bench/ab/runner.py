@@ -37,6 +37,20 @@ def judge(case: str, plan: Plan, arms: Mapping[str, Mapping[str, Any]], runs: Se
                      interrupted, metrics, identity(runs))
 
 
+def reject(outcome: AbOutcome, reason: str) -> AbOutcome:
+    """The outcome with its timings rejected: verdict UNDECIDED (never FASTER) with `reason`, no regression
+    claimed from them, and `rejected` set (the command exits 1)."""
+    from dataclasses import replace
+
+    from strata_bench.stats.verdict import Verdict
+
+    def undecided(c):
+        return replace(c, verdict=Verdict.UNDECIDED, reason=f"rejected: {reason}", regression=False)
+
+    metrics = tuple(replace(m, comparison=undecided(m.comparison)) for m in outcome.metrics)
+    return replace(outcome, comparison=undecided(outcome.comparison), metrics=metrics, rejected=reason)
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 

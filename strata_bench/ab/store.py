@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from strata_bench.ab.plan import Plan, plan_from_json
 from strata_bench.ab.records import AbOutcome, RunRecord
-from strata_bench.ab.runner import judge
+from strata_bench.ab.runner import judge, reject
 from strata_bench.errors import InputError
 from strata_bench.results.store import ResultsWriter, read_records
 
@@ -16,7 +16,7 @@ from strata_bench.results.store import ResultsWriter, read_records
 def finish(writer: ResultsWriter, outcomes: Sequence[AbOutcome], interrupted: bool = False) -> Path:
     """Write the summary file next to the records (schema and provenance come from the writer)."""
     body = {"cases": [o.summary() for o in outcomes], "interrupted": interrupted}
-    return writer.finish(body, failures=sum(len(o.failures) for o in outcomes))
+    return writer.finish(body, failures=sum(len(o.failures) + bool(o.rejected) for o in outcomes))
 
 
 def finish_partial(writer: ResultsWriter) -> Path | None:
@@ -27,7 +27,7 @@ def finish_partial(writer: ResultsWriter) -> Path | None:
         writer.close()
         outcomes = outcomes_from_records(read_records(writer.records_path))
         body = {"cases": [o.summary() for o in outcomes], "interrupted": True}
-        return writer.finish(body, failures=sum(len(o.failures) for o in outcomes))
+        return writer.finish(body, failures=sum(len(o.failures) + bool(o.rejected) for o in outcomes))
     except Exception:  # noqa: BLE001 - best effort only
         return None
 
@@ -38,6 +38,7 @@ def outcomes_from_records(records: Sequence[Mapping[str, Any]]) -> list[AbOutcom
     runs: dict[str, list[RunRecord]] = {}
     stopped: dict[str, str] = {}
     interrupted: dict[str, str] = {}
+    rejected: dict[str, str] = {}
     for body in records:
         kind, case = body.get("record"), body.get("case", "")
         if kind == "plan":
@@ -52,8 +53,11 @@ def outcomes_from_records(records: Sequence[Mapping[str, Any]]) -> list[AbOutcom
             stopped[case] = body.get("reason", "")
         elif kind == "interrupted":
             interrupted[case] = body.get("error", "")
+        elif kind == "rejected":
+            rejected[case] = body.get("reason", "")
     missing = [c for c in runs if c not in plans]
     if missing:
         raise InputError(f"ab records without a plan record for case {missing[0]!r}")
-    return [judge(case, plans[case][0], plans[case][1], runs[case], stopped.get(case, ""),
-                  interrupted.get(case, "")) for case in plans]
+    outcomes = [judge(case, plans[case][0], plans[case][1], runs[case], stopped.get(case, ""),
+                      interrupted.get(case, "")) for case in plans]
+    return [reject(o, rejected[o.case]) if o.case in rejected else o for o in outcomes]

@@ -51,6 +51,9 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
     """Time kernel variants: us per call, GB/s, fraction of the measured read and copy ceilings.
 
     Each case runs its variants once at the timed shape and must agree bitwise before it is timed.
+    Every copy's outputs are poisoned before the timed replays and must equal that checked result
+    after them; a variant whose outputs differ, or whose time beats bytes / read ceiling, is
+    rejected (exit 1), never shown as a speedup.
     Launches are captured in a CUDA graph and timed with events around replays; weights are kept cold
     by rotating through input copies totalling at least 3x the L2 (unless --hot). The table has a row
     per call and a column per column count: old / new and the speedup.
@@ -99,6 +102,19 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
     from strata_bench.report import bench as benchtable
     click.echo(benchtable.render([t.to_record() for t in timings], output or "table"))
     click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {path}", err=True)
+    _raise_for_rejected(timings)
+
+
+def _raise_for_rejected(timings) -> None:
+    """CheckFailed (exit 1) when a timed variant's outputs differ from the checked result or its time
+    beats the roofline: its figures are not results."""
+    from strata_bench.errors import CheckFailed
+    from strata_bench.timing.verify import IMPOSSIBLE, TIMED_OUTPUT_DIFFERS
+
+    rejected = [t for t in timings if t.status.startswith((TIMED_OUTPUT_DIFFERS, IMPOSSIBLE))]
+    if rejected:
+        raise CheckFailed(f"{len(rejected)} timed variant(s) rejected; first: {rejected[0].case.name}: "
+                          f"{rejected[0].status}")
 
 
 def _writer(results_dir: Path, devices: list[int], cfg):

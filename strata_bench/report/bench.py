@@ -45,8 +45,9 @@ def pivot_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def _cell(variants: dict[str, dict]) -> str:
     names = list(variants)
-    if any(v["status"] != "timed" for v in variants.values()):
-        return "not timed: " + next(v["status"] for v in variants.values() if v["status"] != "timed")
+    bad = [v for v in variants.values() if v["status"] != "timed"]
+    if bad:  # timed but rejected (timed output differs, impossible): never shown as a speedup
+        return ("rejected: " if bad[0].get("trials") else "not timed: ") + bad[0]["status"]
     if len(names) < 2:
         v = variants[names[0]]
         return f"{v['median_us']:.2f} us"

@@ -57,7 +57,8 @@ def compare_files(old_path: str | Path, new_path: str | Path, criteria: Criteria
     if old.kind != new.kind:
         raise InputError(f"cannot compare a {old.kind!r} file with a {new.kind!r} file")
     view = VIEWS.get(old.kind, View((), ("case",), ("value",)))
-    old_df, new_df = frame(old, all_columns=True), frame(new, all_columns=True)
+    old_df = _without_rejected(old, frame(old, all_columns=True))
+    new_df = _without_rejected(new, frame(new, all_columns=True))
     key = [k for k in view.key if k in old_df.columns and k in new_df.columns]
     if not key:
         raise InputError(f"{old.path.name}: records have no {'/'.join(view.key)} column to match cases by")
@@ -74,6 +75,20 @@ def compare_files(old_path: str | Path, new_path: str | Path, criteria: Criteria
     unit = _file_unit(old) if old.kind == "ab" else ""
     return _compare_values(old.kind, column, _samples(old_df, key, column), _samples(new_df, key, column), crit,
                            unit)
+
+
+def _without_rejected(loaded: Loaded, df):
+    """Records whose timings were rejected (timed output differs, impossible time: timing/verify.py) are
+    not results: bench variants by their status, ab cases by their "rejected" record. They then show as
+    only in one file."""
+    from strata_bench.timing.verify import IMPOSSIBLE, TIMED_OUTPUT_DIFFERS
+
+    if "status" in df.columns:
+        df = df[~df["status"].astype(str).str.startswith((TIMED_OUTPUT_DIFFERS, IMPOSSIBLE))]
+    rejected = {r.get("case") for r in loaded.records if r.get("record") == "rejected"}
+    if rejected and "case" in df.columns:
+        df = df[~df["case"].isin(rejected)]
+    return df
 
 
 def _has_metrics(loaded: Loaded) -> bool:

@@ -7,6 +7,9 @@
   launch cost is not timed; cold weights by rotating through copies of the inputs totalling >= 3x the L2.
   Trials repeat until the 95% CI of the median is within `rel_ci` or the case's time budget is spent
   (timing/trials.py).
+- timed outputs checked: every copy's outputs were poisoned before the trials and must equal the
+  check step's result (that variant's) bitwise after them; a median below bytes / read ceiling is impossible
+  (timing/verify.py). Either sets the variant's status instead of "timed".
 - summary: median, min, max us per call, GB/s of the bytes the kernel must move, fractions of the
   device's measured read and copy ceilings, TFLOP/s where the family counts flops.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -22,6 +25,7 @@ from strata_bench.cases import Case, Family
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.graph import GRAPH_TARGET_S, InputCopies, capture, launch_count, prepare_copies, replay_seconds
 from strata_bench.timing.trials import run_trials
+from strata_bench.timing.verify import poison_outputs, roofline_problem, timed_output_problem
 
 WARMUP_REPLAYS = 3
 
@@ -50,7 +54,8 @@ class Timing:
     bytes_moved: int
     flops: int
     ceilings: Ceilings
-    status: str = "timed"  # "timed", or why not ("parity failed: ...")
+    status: str = "timed"  # "timed", or why not ("parity failed: ...", "timed output differs: ...",
+    # "impossible: ...": the last two have samples but are not results)
     ci_rel: float = math.nan
 
     @property
@@ -82,6 +87,14 @@ class Timing:
 
 def check_variants_agree(family: Family, case: Case, kernels: Any, prep: InputCopies) -> str:
     """The check step: run each variant once at the timed shape; "" when they agree bitwise, else why not."""
+    return check_variants(family, case, kernels, prep)[0]
+
+
+def check_variants(family: Family, case: Case, kernels: Any,
+                   prep: InputCopies) -> tuple[str, dict[str, Mapping[str, Any]]]:
+    """The check step, and the checked results: (why the variants disagree or "", each variant's outputs).
+    Every copy's timed outputs of a variant must equal its checked outputs afterwards, every output bit
+    for bit, also where the family compares no outputs between variants (timing/verify.py)."""
     import cupy
 
     results = {}
@@ -98,8 +111,8 @@ def check_variants_agree(family: Family, case: Case, kernels: Any, prep: InputCo
         for name in (base if names is None else names):
             a, b = base[name].view(cupy.uint8), results[variant][name].view(cupy.uint8)
             if not bool(cupy.array_equal(a, b)):
-                return f"parity failed: {variant} differs from {case.baseline} in {name}"
-    return ""
+                return f"parity failed: {variant} differs from {case.baseline} in {name}", results
+    return "", results
 
 
 def warm_up(graph, stream, replays: int = WARMUP_REPLAYS) -> None:
@@ -109,8 +122,10 @@ def warm_up(graph, stream, replays: int = WARMUP_REPLAYS) -> None:
 
 
 def time_variant(family: Family, case: Case, variant: str, kernels: Any, prep: InputCopies,
-                 ceilings: Ceilings, cfg: TimingConfig) -> Timing:
-    """warm-up -> trials -> summary for one variant (the check step ran before)."""
+                 ceilings: Ceilings, cfg: TimingConfig, checked: Mapping[str, Any]) -> Timing:
+    """warm-up -> poison -> trials -> timed outputs checked -> summary for one variant (the check step ran
+    before and gave `checked`, this variant's outputs). A copy whose outputs differ from `checked`, or a
+    cold median below the roofline, sets the status (timing/verify.py)."""
     import cupy
 
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -118,9 +133,14 @@ def time_variant(family: Family, case: Case, variant: str, kernels: Any, prep: I
         launches = launch_count(family, case, variant, kernels, prep, stream, cfg.graph_target_s)
         graph = capture(family, case, variant, kernels, prep, launches, stream)
         warm_up(graph, stream)
+        poison_outputs(prep)
         samples, ci_rel = run_trials(lambda: replay_seconds(graph, stream), launches, cfg)
-    return Timing(case, variant, tuple(samples), launches, len(prep.devs), family.bytes_moved(case),
-                  family.flops(case), ceilings, ci_rel=ci_rel)
+    bytes_moved = family.bytes_moved(case)
+    per_call_s = float(np.median(samples)) * 1e-6
+    status = (timed_output_problem(family, case, variant, prep, checked, min(launches, len(prep.devs)))
+              or (prep.cold and roofline_problem(variant, per_call_s, bytes_moved, ceilings)) or "timed")
+    return Timing(case, variant, tuple(samples), launches, len(prep.devs), bytes_moved,
+                  family.flops(case), ceilings, status=status, ci_rel=ci_rel)
 
 
 def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: TimingConfig,
@@ -131,11 +151,11 @@ def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: Timin
     l2 = cupy.cuda.runtime.getDeviceProperties(device)["l2CacheSize"]
     host = family.make_inputs(case)
     prep = prepare_copies(family, case, host, cfg.hot, l2)
-    problem = check_variants_agree(family, case, kernels, prep)
+    problem, checked = check_variants(family, case, kernels, prep)
     if problem:
         return [Timing(case, v, (), 0, len(prep.devs), family.bytes_moved(case), family.flops(case), ceilings,
                        status=problem) for v in case.variants]
-    return [time_variant(family, case, v, kernels, prep, ceilings, cfg) for v in case.variants]
+    return [time_variant(family, case, v, kernels, prep, ceilings, cfg, checked[v]) for v in case.variants]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -89,3 +89,10 @@ def test_a_single_variant_shows_its_time_and_a_failed_variant_its_status():
     assert one.to_dict() == {"n=1": {"mmvq/iq2_xxs/4096x4096": "12.35 us"}}
     failed = bench.pivot_frame([_record("c1", "old", 1, 1.0, 1.0, 0.1), _record("c1", "new", 1, None, None, None, "error")])
     assert failed.to_dict() == {"n=1": {"mmvq/iq2_xxs/4096x4096": "not timed: error"}}
+
+
+def test_a_rejected_variant_shows_why_and_no_speedup():
+    # Timed (it has trials) but its outputs differed or its time beat the roofline: never a speedup.
+    lazy = {**_record("c1", "new", 1, 4.06, 83597.0, 19.0, "impossible: new at 4.060 us ..."), "trials": 10}
+    frame = bench.pivot_frame([{**_record("c1", "old", 1, 266.3, 1270.0, 0.29), "trials": 10}, lazy])
+    assert frame.to_dict() == {"n=1": {"mmvq/iq2_xxs/4096x4096": "rejected: impossible: new at 4.060 us ..."}}

@@ -37,6 +37,23 @@ def test_compare_bench_flags_regression(tmp_path, records_file):
     assert res.exit_code == 0 and "- only in OLD: gone / new" in res.stdout
 
 
+def test_compare_leaves_out_rejected_timings(tmp_path, ab_file, records_file):
+    # A bench variant whose timed outputs differed, and an ab case with a "rejected" record, are not
+    # results: they show as only in one file, never as a ratio.
+    old = _bench(records_file, tmp_path / "old", {("c1", "new"): 10.0, ("c2", "new"): 20.0})
+    recs = [{"case": "c1", "variant": "new", "median_us": 0.2, "status": "timed output differs: new copy 0 of 3"},
+            {"case": "c2", "variant": "new", "median_us": 20.0, "status": "timed"}]
+    new = records_file(tmp_path / "new", "bench", recs)
+    result = compare_files(old, new, Criteria())
+    assert [d.name for d in result.deltas] == ["c2 / new"] and result.only_old == ("c1 / new",)
+    old_ab, _, _ = ab_file(tmp_path / "o", [1.0] * 5, [1.0] * 5)
+    new_ab, records, _ = ab_file(tmp_path / "n", [1.0] * 5, [0.1] * 5)
+    with open(records, "a") as f:
+        f.write('{"record": "rejected", "case": "case1", "reason": "impossible: ..."}\n')
+    result = compare_files(old_ab, new_ab, Criteria())
+    assert result.deltas == () and result.only_old == ("case1 / A", "case1 / B")
+
+
 def test_compare_ab_files_by_case_and_arm(tmp_path, ab_file):
     old, _, _ = ab_file(tmp_path / "o", [1.0, 1.0, 1.01, 0.99, 1.0], [1.0, 1.0, 1.01, 0.99, 1.0])
     new, _, _ = ab_file(tmp_path / "n", [1.0, 1.0, 1.01, 0.99, 1.0], [1.2, 1.2, 1.21, 1.19, 1.2])

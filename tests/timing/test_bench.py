@@ -92,7 +92,8 @@ def test_timing_config_is_what_the_provenance_records():
 # The named steps, on host arrays: check -> (size, capture, warm-up, trials) per variant -> summary
 
 class _Stream:
-    """cupy.cuda.Stream's part that bench uses; a capture returns the launches it saw as the 'graph'."""
+    """cupy.cuda.Stream's part that bench uses; a capture returns the launches it saw (callables that do
+    the launch's work) as the 'graph'."""
 
     def __init__(self, non_blocking=False):
         self.captured = None
@@ -117,20 +118,26 @@ class _Pair(Family):
     def bytes_moved(self, case): return 1000
 
     def launch(self, case, variant, kernels, dev, outs, stream=None):
-        if stream is None:  # eager: the check step
+        def work():
             outs["y"][:] = 1.0 if variant == "old" else self.new_value
+
+        if stream is None:  # eager: the check step
+            work()
             self.log.append(("check", variant))
         else:
-            stream.captured.append(variant)
+            stream.captured.append(work)
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    """cupy replaced by host stand-ins; a replay takes 1 us per captured launch; the steps are logged."""
+    """cupy replaced by host stand-ins; a replay runs the captured launches and takes 1 us per launch;
+    the steps are logged."""
     log = []
 
     def replay(graph_, stream):
         log.append(("replay", len(graph_)))
+        for launch in graph_:
+            launch()
         return len(graph_) * 1e-6
 
     runtime = SimpleNamespace(getDeviceProperties=lambda device: {"l2CacheSize": 1000}, deviceSynchronize=lambda: None)
