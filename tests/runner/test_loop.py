@@ -56,6 +56,68 @@ def test_each_device_runs_every_case_until_its_first_fault(monkeypatch, family_r
     assert len(ticks) == 4  # progress advances for cases that finished, not for the fault
 
 
+@pytest.fixture
+def fake_three_devices(monkeypatch, family_registry):
+    """Three fake devices (no CUDA): the device contexts entered are recorded, kernels load as None."""
+    family_registry["toy"] = SimpleNamespace(name="toy")
+    entered = []
+
+    @contextlib.contextmanager
+    def device(index):
+        entered.append(index)
+        yield
+
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=device)))
+    monkeypatch.setattr(loop, "precompile", lambda c, d: None)
+    monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: None)
+    return [Case("toy", "q8_0", rows=1, cols=32, data=f"seed:{i}") for i in range(4)], entered
+
+
+class IllegalAddress(RuntimeError):
+    """Stands in for cupy's CUDARuntimeError after an illegal address (a sticky fault)."""
+
+
+def test_a_fault_on_device_1_leaves_devices_0_and_2_whole(fake_three_devices):
+    cases, entered = fake_three_devices
+
+    def per_case(fam, case, kernels, dev):
+        if dev == 1 and case is cases[2]:
+            raise IllegalAddress("cudaErrorIllegalAddress: an illegal memory access was encountered")
+        return (dev, case.data)
+
+    results, faults = [], []
+
+    def on_fault(case, dev, exc, seconds):
+        faults.append(exc)
+        return (dev, case.data, "FAULT")
+
+    run_on_devices(cases, [0, 1, 2], per_case, results.append, on_fault)
+    assert entered == [0, 1, 2]
+    every = [f"seed:{i}" for i in range(4)]
+    assert [r[1] for r in results if r[0] == 0] == every
+    assert [r[1] for r in results if r[0] == 2] == every
+    assert [r for r in results if r[0] == 1] == [(1, "seed:0"), (1, "seed:1"), (1, "seed:2", "FAULT")]
+    # The unwrapped sticky error became a KernelFault naming the case and the device, with its cause.
+    (fault,) = faults
+    assert isinstance(fault, KernelFault) and isinstance(fault.__cause__, IllegalAddress)
+    assert str(fault) == ("kernel fault in toy/q8_0/1x32/n1/seed:2 on device 1: "
+                          "cudaErrorIllegalAddress: an illegal memory access was encountered")
+
+
+def test_an_error_that_is_not_a_fault_stops_the_run(fake_three_devices):
+    cases, entered = fake_three_devices
+
+    def per_case(fam, case, kernels, dev):
+        if dev == 1:
+            raise ValueError("a bug in a family, not a fault")
+        return dev
+
+    results = []
+    with pytest.raises(ValueError, match="a bug in a family"):
+        run_on_devices(cases, [0, 1, 2], per_case, results.append, lambda *a: pytest.fail("not a fault"))
+    assert results == [0, 0, 0, 0] and entered == [0, 1]
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not probe().usable, reason=f"needs a usable CUDA GPU ({probe().reason})")
 def test_fault_is_named_and_earlier_results_are_kept(tmp_path):
