@@ -33,6 +33,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         strata-bench parity
         strata-bench parity --family mmvq --format iq2_xxs,iq3_s -k n8
         strata-bench parity --format md > parity.md
+        strata-bench parity --device all --format md   # every case on each GPU, counts per device
         strata-bench parity --kernels my_kernels/ --cases my_cases.py --family my_mmvq
     """
     from strata_bench.runner import loop as engine
@@ -50,7 +51,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         devices = gpu.select_devices(device_spec)
     except NoGpu as exc:
         raise NoGpu(f"{exc}; {len(cases)} cases selected, none run") from None
-    writer = _results_writer(Path(results_dir), devices)
+    names = {d: gpu.device_name(d) for d in devices}
+    writer = _results_writer(Path(results_dir), devices, names)
     run = ParityRun()
 
     def keep(result) -> None:
@@ -62,40 +64,52 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         try:
             engine.run_on_devices(cases, devices, check_case, keep, fault_result, advance)
         finally:
-            summary_path = writer.finish(run.summary(devices), run.failures)
-    _render(run, devices, output or "table", summary_path)
-    faults = run.summary(devices)["faults"]
+            counts = _counts(run, devices, names, len(cases))
+            summary_path = writer.finish(_summary(run, devices, counts), run.failures)
+    _render(run, devices, counts, output or "table", summary_path)
+    faults = [r for r in run.results if r.status.value == "FAULT"]
     if faults:
-        raise KernelFault(f"parity: kernel fault in {faults[0]}; {run.failures} of {len(run.results)} cases failed "
-                          f"(details in {summary_path})")
+        raise KernelFault(f"parity: kernel fault in {faults[0].case.name} on device {faults[0].device}; "
+                          f"{run.failures} of {len(run.results)} cases failed (details in {summary_path})")
     if run.failures:
         raise CheckFailed(f"parity: {run.failures} of {len(run.results)} cases failed (details in {summary_path})")
 
 
-def _results_writer(results_dir: Path, devices: list[int]):
-    from strata_bench.runner import devices as gpu
+def _results_writer(results_dir: Path, devices: list[int], names: dict[int, str]):
     from strata_bench.results import provenance
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
-    name = gpu.device_name(devices[0])
-    return ResultsWriter(device_directory(results_dir, name), "parity", provenance.collect(devices))
+    # One file per run, in the first device's folder; provenance lists every device the run used.
+    return ResultsWriter(device_directory(results_dir, names[devices[0]]), "parity", provenance.collect(devices))
 
 
-def _render(run, devices, output, summary_path) -> None:
+def _counts(run, devices, names, cases_per_device):
+    from strata_bench.report.live import device_counts
+
+    return device_counts(run.results, devices, names, cases_per_device)
+
+
+def _summary(run, devices, counts) -> dict:
+    """The run's summary record, with the counts per device (cases, failures, faults, not run)."""
+    return {**run.summary(devices), "per_device": [c.to_record() for c in counts]}
+
+
+def _render(run, devices, counts, output, summary_path) -> None:
     from strata_bench.report import live as render
 
     if output == "json":
         import json
 
-        click.echo(json.dumps({"summary": run.summary(devices),
+        click.echo(json.dumps({"summary": _summary(run, devices, counts),
                                "cases": [r.to_record() for r in run.results]}, indent=2, default=str))
         return
-    text = render.parity_markdown(run.results) if output == "md" else None
-    if text is not None:
-        click.echo(text)
+    if output == "md":
+        click.echo(render.parity_markdown(run.results, counts))
     else:
         render.print_parity_table(run.results)
+        for c in counts:
+            click.echo(c.text())
     line = (f"{len(run.results)} cases, {run.failures} failures on {len(devices)} device"
             f"{'s' if len(devices) != 1 else ''}; results: {summary_path}")
     click.echo(line, err=output == "md")
