@@ -12,15 +12,24 @@ from rich.console import Console
 from rich.table import Table
 
 
-def _call_name(rec: dict[str, Any]) -> str:
+def _call_name(rec: dict[str, Any], several_devices: bool = False) -> str:
     params = "".join(f"/{k}={v}" for k, v in sorted((rec.get("params") or {}).items()))
-    return f"{rec['family']}/{rec['format']}/{rec['rows']}x{rec['cols']}{params}"
+    device = f"device {rec.get('device')}: " if several_devices else ""
+    return f"{device}{rec['family']}/{rec['format']}/{rec['rows']}x{rec['cols']}{params}"
+
+
+def _several_devices(records: list[dict[str, Any]]) -> bool:
+    """True when the records come from more than one device (a `--device all` run): rows then name it."""
+    return len({r.get("device") for r in records}) > 1
 
 
 def detail_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    records = list(records)
+    several = _several_devices(records)
     rows = []
     for r in records:
-        rows.append({"case": r["case"], "variant": r["variant"], "status": r["status"],
+        rows.append({"case": r["case"], **({"device": r.get("device")} if several else {}),
+                     "variant": r["variant"], "status": r["status"],
                      "median_us": r.get("median_us"), "min_us": r.get("min_us"), "max_us": r.get("max_us"),
                      "ci_%": None if r.get("ci_rel") is None else 100 * r["ci_rel"],
                      "GB/s": r.get("gbps"), "%read": _pct(r.get("frac_read")), "%copy": _pct(r.get("frac_copy")),
@@ -33,10 +42,13 @@ def _pct(x):
 
 
 def pivot_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Rows: calls; columns: n=<ncols>; cells: 'old / new us (speedup)' for the first two variants."""
+    """Rows: calls (per device when the records come from several); columns: n=<ncols>; cells:
+    'old / new us (speedup)' for the first two variants."""
+    records = list(records)
+    several = _several_devices(records)
     by_call: dict[str, dict[int, dict[str, dict]]] = {}
     for r in records:
-        by_call.setdefault(_call_name(r), {}).setdefault(int(r["ncols"]), {})[r["variant"]] = r
+        by_call.setdefault(_call_name(r, several), {}).setdefault(int(r["ncols"]), {})[r["variant"]] = r
     table = {}
     for call, per_n in by_call.items():
         table[call] = {f"n={n}": _cell(v) for n, v in sorted(per_n.items())}
@@ -87,3 +99,33 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return "-" if v != v else f"{v:.2f}"
     return "-" if v is None else str(v)
+
+
+def device_lines(prov_devices: list[dict[str, Any]], per_device: list[dict[str, Any]]) -> list[str]:
+    """One line per device of a bench run: its provenance (name, arch, clocks, power limit) and the
+    ceilings measured on it, so a `--device all` run shows what each device's figures are against."""
+    by_index = {d.get("index"): d for d in prov_devices if isinstance(d, dict)}
+    lines = []
+    for share in per_device:
+        dev = by_index.get(share["device"], {})
+        nvml = dev.get("nvml") or {}
+        ceil = share.get("ceilings") or {}
+        line = (f"device {share['device']}: {share['name']} ({dev.get('arch') or '-'}), "
+                f"SM clock {_mhz(nvml.get('sm_clock_mhz'))} (max {_mhz(nvml.get('max_sm_clock_mhz'))}), "
+                f"memory clock {_mhz(nvml.get('memory_clock_mhz'))}, power limit {_unit(nvml.get('power_limit_w'), 'W')}; "
+                f"read ceiling {_gbps(ceil.get('read_bps'))}, copy ceiling {_gbps(ceil.get('copy_bps'))}; "
+                f"{share['timings']} rows, {share['not_timed']} not timed")
+        lines.append(line + (f"; {share['fault']}" if share.get("fault") else ""))
+    return lines
+
+
+def _unit(value, unit: str) -> str:
+    return "-" if value is None else f"{value:g} {unit}"
+
+
+def _mhz(value) -> str:
+    return _unit(value, "MHz")
+
+
+def _gbps(bps) -> str:
+    return "-" if bps is None or bps != bps else f"{bps / 1e9:.0f} GB/s"
