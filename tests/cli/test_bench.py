@@ -118,3 +118,33 @@ def test_a_rejected_variant_names_its_device():
     with pytest.raises(CheckFailed, match=rf"^1 timed variant\(s\) rejected; first: {CASES[1].name} on device 2: "
                                           rf"{TIMED_OUTPUT_DIFFERS}: copy 1$"):
         _raise_for_rejected(good + [bad], [0, 0, 2])
+
+
+FAULT_DATA = __import__("pathlib").Path(__file__).parent.parent / "data" / "fault_family"
+
+
+@pytest.mark.gpu
+def test_bench_device_all_on_this_host(tmp_path):
+    """On the GPUs present: every device times fault_demo's first case with its own ceilings and provenance
+    line, and each device's fault (the second case faults everywhere) stops only that device."""
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "strata_bench", "bench", "--kernels", str(FAULT_DATA), "--cases",
+         str(FAULT_DATA / "cases.py"), "--family", "fault_demo", "--device", "all", "--budget", "0.2",
+         "--results", str(tmp_path), "-q"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    count = gpu.probe().count
+    (records_file,) = tmp_path.rglob("bench-*.jsonl")
+    records = [json.loads(line) for line in records_file.read_text().splitlines()]
+    assert [(r["device"], r["status"][:12]) for r in records] == [
+        (d, s) for d in range(count) for s in ("timed", "timed", "kernel fault", "kernel fault")]
+    (summary_file,) = tmp_path.rglob("bench-*.json")
+    summary = json.loads(summary_file.read_text())
+    per_device = summary["summary"]["per_device"]
+    assert [(d["device"], d["timings"], d["not_timed"]) for d in per_device] == [(d, 4, 2) for d in range(count)]
+    assert all(d["ceilings"]["read_bps"] > 1e11 for d in per_device)
+    assert [d["index"] for d in summary["provenance"]["devices"]] == list(range(count))
+    for d in range(count):
+        assert f"device {d}: " in proc.stderr and "power limit" in proc.stderr
+    assert "bench: kernel fault in fault_demo/f32/1x1024/n1/seed:1/fault=1 on device 0" in proc.stderr

@@ -133,3 +133,27 @@ def test_fault_is_named_and_earlier_results_are_kept(tmp_path):
     assert [r["status"] for r in records] == ["PASS", "FAULT"]
     (summary,) = tmp_path.rglob("parity-*.json")
     assert json.loads(summary.read_text())["failures"] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not probe().usable, reason=f"needs a usable CUDA GPU ({probe().reason})")
+def test_device_all_runs_every_case_on_each_device_after_another_devices_fault(tmp_path):
+    # fault_demo's second case faults on every device: each device must still have run its first case,
+    # so on a host with two or more GPUs, device 1's PASS was run after device 0's context was lost.
+    proc = subprocess.run(
+        [sys.executable, "-m", "strata_bench", "parity", "--kernels", str(DATA), "--cases", str(DATA / "cases.py"),
+         "--family", "fault_demo", "--device", "all", "--results", str(tmp_path), "-q"],
+        capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    count = probe().count
+    (records_file,) = tmp_path.rglob("parity-*.jsonl")
+    records = [json.loads(line) for line in records_file.read_text().splitlines()]
+    assert [(r["device"], r["status"]) for r in records] == [(d, s) for d in range(count) for s in ("PASS", "FAULT")]
+    (summary,) = tmp_path.rglob("parity-*.json")
+    per_device = json.loads(summary.read_text())["summary"]["per_device"]
+    assert [(d["device"], d["cases"], d["failures"], d["faults"]) for d in per_device] == \
+        [(d, 2, 1, 1) for d in range(count)]
+    assert "parity: kernel fault in fault_demo/f32/1x1024/n1/seed:1/fault=1 on device 0" in proc.stderr
+    for d in range(count):
+        assert f"device {d} (" in proc.stdout
