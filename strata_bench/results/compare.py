@@ -269,8 +269,9 @@ def judge(est: RatioEstimate, q: float | None, crit: Criteria, n_tested: int = 1
         verdict, reason = Verdict.UNDECIDED, (f"interval includes no change and reaches past the "
                                               f"+/-{unsigned_percent(band)} threshold; more samples may decide")
     elif q > alpha:
+        cases = f"{n_tested} case{'s' if n_tested != 1 else ''}"
         verdict, reason = Verdict.UNDECIDED, (f"a change alone (p={est.p:.2g}), not after Benjamini-Hochberg "
-                                              f"over {n_tested} case{'s' if n_tested != 1 else ''} (q={q:.2g} > {alpha:.2g})")
+                                              f"over {cases} (q={q:.2g} > {alpha:.2g})")
     else:
         verdict, reason = Verdict.UNDECIDED, (f"a change is resolved ({signed_percent(shift)}) but lies within "
                                               f"the +/-{unsigned_percent(band)} threshold")
@@ -288,11 +289,12 @@ def _regression(rel: Interval, discovered: bool, crit: Criteria) -> tuple[bool, 
         return False, ""
     worse_low = -rel.high if crit.higher_is_better else rel.low  # NEW worse by at least this
     worse_high = max(0.0, -rel.low if crit.higher_is_better else rel.high)
+    at_least, beyond = unsigned_percent(worse_low), unsigned_percent(limit)
     if worse_low > limit and discovered:
-        return True, f"regression: NEW is worse by at least {unsigned_percent(worse_low)}, beyond {unsigned_percent(limit)}"
+        return True, f"regression: NEW is worse by at least {at_least}, beyond {beyond}"
     if worse_low > limit:
-        return False, f"worse by at least {unsigned_percent(worse_low)}, but not a discovery after Benjamini-Hochberg"
-    return False, f"no regression beyond {unsigned_percent(limit)} (NEW worse by at most {unsigned_percent(worse_high)})"
+        return False, f"worse by at least {at_least}, but not a discovery after Benjamini-Hochberg"
+    return False, f"no regression beyond {beyond} (NEW worse by at most {unsigned_percent(worse_high)})"
 
 
 def _judge_single(est: RatioEstimate, crit: Criteria) -> CaseResult:
