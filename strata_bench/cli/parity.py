@@ -43,6 +43,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
 
     formats, output = split_output_format(formats, output)
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir)
+    # Said on stderr (never in --list's stdout): a lost fixtures folder or family shows as a smaller count.
+    click.echo(_selection_line(cases), err=True)
     if list_only:
         for case in cases:
             click.echo(case.name)
@@ -73,6 +75,12 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
                           f"{run.failures} of {len(run.results)} cases failed (details in {summary_path})")
     if run.failures:
         raise CheckFailed(f"parity: {run.failures} of {len(run.results)} cases failed (details in {summary_path})")
+
+
+def _selection_line(cases) -> str:
+    real = sum(case.data.startswith("fixture:") for case in cases)
+    fixtures = len({case.data for case in cases if case.data.startswith("fixture:")})
+    return f"{len(cases)} cases selected, {real} of them on real weights ({fixtures} fixtures)"
 
 
 def _results_writer(results_dir: Path, devices: list[int], names: dict[int, str]):

@@ -1,6 +1,6 @@
-"""`strata-bench parity --device all` on three fake devices (no CUDA): every case on each device, counts per
-device in the summary, the table and the markdown, a failure and a fault naming their device, and a kernel
-fault on device 1 that leaves devices 0 and 2 whole."""
+"""`strata-bench parity`: what it says about the cases it selected; and `--device all` on three fake
+devices (no CUDA): every case on each device, counts per device in the summary, the table and the markdown,
+a failure and a fault naming their device, and a kernel fault on device 1 that leaves devices 0 and 2 whole."""
 from __future__ import annotations
 
 import contextlib
@@ -86,8 +86,9 @@ def test_every_case_on_each_device_and_a_fault_on_device_1_leaves_0_and_2_whole(
     assert ("FAULT toy/q8_0/1x32/n1/seed:1 on device 1: kernel fault in toy/q8_0/1x32/n1/seed:1 on device 1: "
             "cudaErrorIllegalAddress: an illegal memory access was encountered") in result.stdout
     assert "FAIL toy/q8_0/1x32/n1/seed:2 on device 2: 3 of 32 outputs differ; first at row 0" in result.stdout
-    assert result.stderr.startswith("parity: kernel fault in toy/q8_0/1x32/n1/seed:1 on device 1; "
-                                    "2 of 8 cases failed")
+    assert result.stderr.splitlines()[0] == "3 cases selected, 0 of them on real weights (0 fixtures)"
+    assert result.stderr.splitlines()[-1].startswith("parity: kernel fault in toy/q8_0/1x32/n1/seed:1 on device 1; "
+                                                     "2 of 8 cases failed")
 
 
 def test_markdown_gives_counts_per_device(three_devices, tmp_path):
@@ -105,3 +106,18 @@ def test_json_summary_has_the_counts_per_device(three_devices, tmp_path):
     body = json.loads(result.stdout)
     assert [d["failures"] for d in body["summary"]["per_device"]] == [0, 1, 1]
     assert [c["device"] for c in body["cases"]] == [0, 0, 0, 1, 1, 2, 2, 2]
+
+def test_list_prints_only_case_names_and_the_real_weight_count_goes_to_stderr():
+    result = CliRunner().invoke(cli, ["parity", "--list"])
+    assert result.exit_code == 0, result.output
+    names = result.stdout.splitlines()
+    assert len(names) == 412 and all(name.count("/") >= 4 for name in names)
+    # 60 cases on the 10 shipped real-weight fixtures (dequant and mmvq of 11 formats, the rest fused families);
+    # a lost fixtures folder or family changes both numbers.
+    assert result.stderr.strip() == "412 cases selected, 60 of them on real weights (10 fixtures)"
+
+
+def test_a_filter_changes_the_count():
+    result = CliRunner().invoke(cli, ["parity", "--list", "--family", "dequant"])
+    # one real-weight case per format; q2_0 re-quantizes the q8_0 rows, so 11 cases read 10 fixtures
+    assert result.stderr.strip() == "33 cases selected, 11 of them on real weights (10 fixtures)"
