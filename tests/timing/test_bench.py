@@ -73,7 +73,10 @@ def test_timing_record_of_a_timed_variant():
         "ncols": 8, "data": "seed:1", "params": {}, "variant": "new", "status": "timed", "median_us": 3.0,
         "min_us": 2.0, "max_us": 4.0, "ci_rel": 0.005, "trials": 3, "launches_per_sample": 200, "copies": 12,
         "bytes": 8_000_000, "gbps": 8_000_000 / 3e-6 / 1e9, "frac_read": 8_000_000 / 3e-6 / 4e12,
-        "frac_copy": 8_000_000 / 3e-6 / 5e12, "tflops": 64_000_000 / 3e-6 / 1e12, "samples_us": [4.0, 2.0, 3.0]}
+        "frac_copy": 8_000_000 / 3e-6 / 5e12, "tflops": 64_000_000 / 3e-6 / 1e12,
+        "ceilings": {"read_bps": 4e12, "write_bps": None, "copy_bps": 5e12, "peak_bps": None, "source": ""},
+        "clocks": None, "rotation": None, "l2_reset": "", "sensitivity": None, "flags": [],
+        "samples_us": [4.0, 2.0, 3.0]}
 
 
 def test_timing_record_of_a_variant_that_was_not_timed():
