@@ -170,3 +170,24 @@ def test_bench_case_does_not_time_variants_that_disagree(fake_gpu):
     assert fake_gpu == []
     assert [(t.variant, t.status, t.samples_us, t.copies) for t in timings] == [
         (v, "parity failed: new differs from old in y", (), 3) for v in ("old", "new")]
+
+
+@pytest.mark.gpu
+def test_bench_of_mmvq_on_the_device_has_no_unflagged_fraction_over_100_and_records_clocks(tmp_path):
+    # The default q8_0 mmvq bench cases (the 101% read / 107% copy): each record names its
+    # ceilings, its clocks and rotation; any fraction over 1 carries a flag.
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "strata_bench", "bench", "--family", "mmvq", "--format", "q8_0",
+                          "--results", str(tmp_path), "-q", "--format", "json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    records = __import__("json").loads(out.stdout)
+    assert records
+    for r in records:
+        assert r["ceilings"]["read_bps"] > 0 and r["rotation"]["l2_multiple"] >= 3, r["case"]
+        assert r["clocks"] is not None and "sensitivity" in r
+        if max(r["frac_read"] or 0, r["frac_copy"] or 0) > 1:
+            assert any(f.startswith("above the measured") for f in r["flags"]), r
+    print("\n" + "\n".join(f"{r['case']} {r['variant']}: {100 * r['frac_read']:.1f}% read, "
+                           f"{100 * r['frac_copy']:.1f}% copy, clocks {r['clocks']['sm_mhz']}, "
+                           f"flags {r['flags']}, sees {r['sensitivity']}" for r in records))
