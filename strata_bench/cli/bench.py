@@ -66,7 +66,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
     from strata_bench.timing.bench import TimingConfig, bench_case, sweep_cases
-    from strata_bench.timing.ceilings import measure_ceilings
+    from strata_bench.timing.ceilings import measure_ceilings, remeasure_ceilings
 
     formats, output = split_output_format(formats, output)
     base = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench")
@@ -81,7 +81,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
     timings = []
 
     def per_case(family, case, kernels, device):
-        return bench_case(family, case, kernels, device, cfg, measure_ceilings(device))
+        return bench_case(family, case, kernels, device, cfg, measure_ceilings(device),
+                          remeasure=lambda: remeasure_ceilings(device))
 
     def keep(result):
         for timing in result:
@@ -96,11 +97,12 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
         try:
             engine.run_on_devices(cases, devices, per_case, keep, on_fault, advance)
         finally:
-            ceil = {str(d): vars(measure_ceilings(d)) for d in devices}
+            ceil = {str(d): measure_ceilings(d).to_dict() for d in devices}
             path = writer.finish({"timings": len(timings), "ceilings": ceil, "hot": hot},
                                  sum(t.status != "timed" for t in timings))
     from strata_bench.report import bench as benchtable
-    click.echo(benchtable.render([t.to_record() for t in timings], output or "table"))
+    click.echo(benchtable.render([t.to_record() for t in timings], output or "table",
+                                 [measure_ceilings(d).text() for d in devices]))
     click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {path}", err=True)
     _raise_for_rejected(timings)
 
