@@ -69,7 +69,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
     from strata_bench.timing.bench import TimingConfig, bench_case, sweep_cases
-    from strata_bench.timing.ceilings import measure_ceilings
+    from strata_bench.timing.ceilings import measure_ceilings, remeasure_ceilings
 
     formats, output = split_output_format(formats, output)
     base = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench")
@@ -87,7 +87,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
 
     def per_case(family, case, kernels, device):
         ceilings[device] = measure_ceilings(device)
-        return device, bench_case(family, case, kernels, device, cfg, ceilings[device])
+        return device, bench_case(family, case, kernels, device, cfg, ceilings[device],
+                                  remeasure=lambda: remeasure_ceilings(device))
 
     def keep(result):
         device, case_timings = result
@@ -104,12 +105,16 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
         try:
             engine.run_on_devices(cases, devices, per_case, keep, on_fault, advance)
         finally:
-            per_device = _per_device(devices, names, timings, ceilings)
-            path = writer.finish({"timings": len(timings), "ceilings": {str(d): vars(c) for d, c in ceilings.items()},
-                                  "hot": hot, "per_device": per_device},
+            # Each device reached has its ceilings in this process (re-measured ones included), so
+            # measure_ceilings only reads them back here; a device never reached has none.
+            measured = {d: measure_ceilings(d) for d in ceilings}
+            per_device = _per_device(devices, names, timings, measured)
+            path = writer.finish({"timings": len(timings), "hot": hot, "per_device": per_device,
+                                  "ceilings": {str(d): c.to_dict() for d, c in measured.items()}},
                                  sum(t.status != "timed" for _, t in timings))
     from strata_bench.report import bench as benchtable
-    click.echo(benchtable.render([{**t.to_record(), "device": d} for d, t in timings], output or "table"))
+    click.echo(benchtable.render([{**t.to_record(), "device": d} for d, t in timings], output or "table",
+                                 [f"device {d}: {c.text()}" for d, c in measured.items()]))
     for line in benchtable.device_lines(writer.provenance.get("devices") or [], per_device):
         click.echo(line, err=True)
     click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {path}", err=True)
@@ -139,7 +144,7 @@ def _per_device(devices, names, timings, ceilings) -> list[dict]:
         fault = next((t.status for t in mine if t.status.startswith(KERNEL_FAULT)), None)
         out.append({"device": d, "name": names[d], "timings": len(mine),
                     "not_timed": sum(t.status != "timed" for t in mine), "fault": fault,
-                    "ceilings": vars(ceilings[d]) if d in ceilings else None})
+                    "ceilings": ceilings[d].to_dict() if d in ceilings else None})
     return out
 
 

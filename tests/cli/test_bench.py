@@ -32,7 +32,7 @@ class IllegalAddress(RuntimeError):
     """Stands in for cupy's CUDARuntimeError after an illegal address in a timed replay."""
 
 
-def fake_bench_case(family, case, kernels, device, cfg, ceilings, fault_on=None):
+def fake_bench_case(family, case, kernels, device, cfg, ceilings, remeasure=None, fault_on=None):
     assert ceilings is CEILINGS[device]  # each device is timed against its own ceilings
     if (device, case.ncols) == fault_on:
         raise IllegalAddress("cudaErrorIllegalAddress: an illegal memory access was encountered")
@@ -61,7 +61,7 @@ def three_devices(monkeypatch, family_registry):
 
     def use(fault_on=None):
         monkeypatch.setattr("strata_bench.timing.bench.bench_case",
-                            lambda *a: fake_bench_case(*a, fault_on=fault_on))
+                            lambda *a, **k: fake_bench_case(*a, **k, fault_on=fault_on))
     return use
 
 
@@ -81,7 +81,11 @@ def test_each_device_is_timed_on_its_own(three_devices, tmp_path):
         (d, n, v, US[d] * (2 if v == "old" else 1)) for d in range(3) for n in (1, 8) for v in ("old", "new")]
     # Each device's fraction is against its own read ceiling: 40 kB in 10 us = 4 GB/s of 4 TB/s.
     assert {r["device"]: r["frac_read"] for r in records if r["variant"] == "new"} == {0: 1e-3, 1: 1e-3, 2: 1e-3}
-    assert summary["summary"]["ceilings"] == {str(d): vars(c) for d, c in CEILINGS.items()}
+    assert {d: (c["read_bps"], c["copy_bps"]) for d, c in summary["summary"]["ceilings"].items()} == \
+        {str(d): (c.read_bps, c.copy_bps) for d, c in CEILINGS.items()}
+    assert [d["ceilings"]["read_bps"] for d in summary["summary"]["per_device"]] == [4.0e12, 2.0e12, 4.0e12]
+    # The footer names each device's ceilings.
+    assert "device 1: ceilings: read 2.00, write -, copy 1.50 TB/s (best of a kernel sweep; given)" in result.stdout
     assert [(d["device"], d["timings"], d["not_timed"], d["fault"]) for d in summary["summary"]["per_device"]] == [
         (0, 4, 0, None), (1, 4, 0, None), (2, 4, 0, None)]
     assert summary["provenance"]["devices"] == PROV

@@ -145,3 +145,35 @@ def test_device_lines_give_each_devices_provenance_and_ceilings():
         "kernel fault: kernel fault in c1 on device 1: cudaErrorIllegalAddress",
         "device 2: NVIDIA H200 (sm_90), SM clock - (max -), memory clock -, power limit -; "
         "read ceiling -, copy ceiling -; 0 rows, 0 not timed"]
+
+
+# Records written since issue 12: clocks, sensitivity and flags per variant, a read fraction over 100%.
+CLOCKS = {"samples": 3, "sm_mhz": [1965, 1980], "mem_mhz": [3201, 3201], "max_temperature_c": 50,
+          "max_power_w": 400.0, "reasons": [], "counters_ns": {}, "throttled": False, "sm_spread": 0.0076}
+NEWER = [{**_record("c1", "old", 1, 20.0, 400.0, 0.1), "trials": 40, "clocks": CLOCKS, "sensitivity": 0.0042,
+          "flags": []},
+         {**_record("c1", "new", 1, 1.9, 4200.0, 1.02), "trials": 38, "sensitivity": 0.0042,
+          "clocks": {**CLOCKS, "reasons": ["sw_power_cap"], "throttled": True},
+          "flags": ["throttled: sw_power_cap", "above the measured read and copy ceiling (re-measured)"]}]
+
+
+def test_newer_records_add_clocks_and_sensitivity_columns_and_hide_fractions_over_100():
+    frame = bench.detail_frame(NEWER)
+    assert list(frame.columns)[-2:] == ["clocks", "sees>=%"]
+    assert frame[["%read", "%copy", "clocks", "sees>=%"]].values.tolist() == [
+        [10.0, 11.000000000000002, "1965-1980 MHz", 0.42], [">100", ">100", "1965-1980 MHz THROTTLED", 0.42]]
+    assert bench.pivot_frame(NEWER).to_dict() == {
+        "n=1": {"mmvq/iq2_xxs/4096x4096": "20.00 / 1.90 us (10.53x, 4200 GB/s, >100% read, flagged)"}}
+
+
+def test_the_footer_gives_the_ceilings_each_flag_and_each_case_sensitivity():
+    ceilings = ["ceilings: read 4.64, write 4.50, copy 4.40 TB/s, theoretical peak 4.81 TB/s (...)"]
+    assert bench.footer_lines(NEWER, ceilings) == ceilings + [
+        "c1: could see >= 0.4% (40 + 38 trials)",
+        "flag: c1 new: throttled: sw_power_cap",
+        "flag: c1 new: above the measured read and copy ceiling (re-measured)"]
+    assert bench.render(NEWER, "md", ceilings).endswith(
+        "\n\n- " + ceilings[0] + "\n- c1: could see >= 0.4% (40 + 38 trials)\n- flag: c1 new: throttled: "
+        "sw_power_cap\n- flag: c1 new: above the measured read and copy ceiling (re-measured)")
+    assert bench.render(NEWER, "table", ceilings).splitlines()[-4:] == bench.footer_lines(NEWER, ceilings)
+    assert bench.footer_lines(RECORDS) == []  # older records: no footer
