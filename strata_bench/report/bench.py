@@ -160,7 +160,8 @@ def device_lines(prov_devices: list[dict[str, Any]], per_device: list[dict[str, 
         ceil = share.get("ceilings") or {}
         line = (f"device {share['device']}: {share['name']} ({dev.get('arch') or '-'}), "
                 f"SM clock {_mhz(nvml.get('sm_clock_mhz'))} (max {_mhz(nvml.get('max_sm_clock_mhz'))}), "
-                f"memory clock {_mhz(nvml.get('memory_clock_mhz'))}, power limit {_unit(nvml.get('power_limit_w'), 'W')}; "
+                f"memory clock {_mhz(nvml.get('memory_clock_mhz'))}, "
+                f"power limit {_unit(nvml.get('power_limit_w'), 'W')}; "
                 f"read ceiling {_gbps(ceil.get('read_bps'))}, copy ceiling {_gbps(ceil.get('copy_bps'))}; "
                 f"{share['timings']} rows, {share['not_timed']} not timed")
         lines.append(line + (f"; {share['fault']}" if share.get("fault") else ""))
