@@ -5,7 +5,7 @@
 The names live in their modules (cases/, data/, numerics/, kernels/launch.py); docs/EXTENDING.md
 lists each one with a line on what it is for.
 """
-from strata_bench.cases import Case, CaseFilter, Expected, Family, Output, Variant
+from strata_bench.cases import Case, CaseFilter, Expected, Family, FixtureRef, Output, Variant, fixture_ref
 from strata_bench.data.source import DataSource, parse_data
 from strata_bench.data.weights import (ACT_SEED_OFFSET, FORMATS, OUTLIER, Q2_0_FIXTURE_SOURCE, ROW_ALIGN,
                                        TAIL_SLACK, activations, check_shape, chunks_per_row, padded, row_stride,
@@ -22,6 +22,8 @@ from strata_bench.numerics.q8_1 import (Q8_1_BYTES, Q8_1_VALUES, butterfly_sum_f
 __all__ = [
     # the contract
     "Case", "CaseFilter", "Expected", "Family", "Output", "Variant", "CheckFailed", "InputError",
+    # real weights: a fixture as a family's fixture_cases hook sees it
+    "FixtureRef", "fixture_ref",
     # data: where weights and activations come from, and their device layout
     "DataSource", "parse_data", "ACT_SEED_OFFSET", "FORMATS", "OUTLIER", "Q2_0_FIXTURE_SOURCE", "ROW_ALIGN",
     "TAIL_SLACK", "activations", "check_shape", "chunks_per_row", "padded", "row_stride", "traits", "weights",

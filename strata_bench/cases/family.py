@@ -17,10 +17,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 from strata_bench.cases.case import Case, Expected
 from strata_bench.errors import InputError
+
+if TYPE_CHECKING:
+    from strata_bench.cases.fixtures import FixtureRef
 
 # (family, source) -> the name expressions a variant compiles from that source ([] for one it does not use).
 KernelsOf = Callable[["Family", str], Sequence[str]]
@@ -133,6 +136,16 @@ class Family(ABC):
     def bench_cases(self) -> Iterable[Case]:
         """The cases `strata-bench bench` times with no filter (default: the seeded parity cases)."""
         return [c for c in self.default_cases() if c.data.startswith("seed")]
+
+    def fixture_cases(self, fixture: "FixtureRef", ncols: tuple[int, ...] | None = None,
+                      fmt: str | None = None) -> list[Case]:
+        """The family's cases over a fixture's real rows (--fixtures, --gguf, the shipped fixtures).
+
+        The fixture gives the rows and inputs per row; `ncols` is --cols (None: the family's defaults),
+        for families whose cases have columns, entries or tokens. `fmt` asks for cases in another format
+        the family converts the rows to (q2_0 from q8_0 rows); None: the fixture's own format. Return []
+        for a fixture the family cannot take. Default: [] (a family without real-weight cases)."""
+        return []
 
     def compared_outputs(self, case: Case) -> tuple[str, ...] | None:
         """Outputs compared bitwise between variants (default None: all of them)."""

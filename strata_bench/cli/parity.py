@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import (case_filter_options, device_option, make_filter, output_option, quiet_option,
-                                      results_option, split_output_format)
+from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option, make_filter,
+                                      output_option, quiet_option, results_option, split_output_format)
 from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 
 
@@ -15,9 +15,11 @@ from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 @device_option()
 @output_option()
 @results_option("Where to keep the raw records and the summary (results/<device>/parity-*.json).")
-@click.option("--list", "list_only", is_flag=True, help="List the selected cases and exit (no GPU needed).")
+@case_request_options
+@list_option
 @quiet_option
-def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, list_only, quiet):
+def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, request, list_only,
+            quiet):
     """Check bitwise and float64 parity of kernel variants, case by case.
 
     Every variant runs twice over two poisons (an unwritten element fails), every variant is compared
@@ -34,6 +36,10 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         strata-bench parity --family mmvq --format iq2_xxs,iq3_s -k n8
         strata-bench parity --format md > parity.md
         strata-bench parity --kernels my_kernels/ --cases my_cases.py --family my_mmvq
+        strata-bench parity --family mmvq --shape 4096x14336 --cols 1,8
+        strata-bench parity --fixtures 'smollm2-ffn_down.iq*' --cols 1,4
+        strata-bench parity --gguf model.gguf --tensor 'blk\\.(0|1|2|3|20|47)\\.ffn_(gate|up|down)'
+        strata-bench parity --variants examples/toml_variant/variants.toml --family mmvq
     """
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
@@ -41,7 +47,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     from strata_bench.checks.parity import check_case
 
     formats, output = split_output_format(formats, output)
-    cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir)
+    cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, request=request)
     if list_only:
         for case in cases:
             click.echo(case.name)

@@ -17,8 +17,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Case, Expected, Family, Variant, ceil_div, check_shape,
-                              padded, parse_data, row_stride, traits, weights)
+from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Case, Expected, Family, FixtureRef, Variant, ceil_div,
+                              check_shape, fixture_ref, padded, parse_data, row_stride, traits, weights)
 
 from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS  # noqa: E402
 VARIANTS = ("dequant",)
@@ -35,16 +35,25 @@ class Dequant(Family):
     description = "quantized rows -> float32, bitwise against gguf-py (numpy reference for q2_0)"
 
     def default_cases(self) -> Iterable[Case]:
-        from strata_bench.data.store import read_manifest
-
-        have = set(read_manifest()["fixtures"])
         cases = []
         for fmt in FORMATS:
             cases.append(self.case(fmt, 1024, 2560, 1, "seed:1"))
             cases.append(self.case(fmt, 7, 768, 1, "edge:2"))  # edge blocks first; 7 rows of 3 blocks (or 12/24)
-            if fixture_name(fmt) in have:
-                cases.append(self.case(fmt, 64, 1536, 1, f"fixture:{fixture_name(fmt)}"))
+            shipped = fixture_ref(fixture_name(fmt))
+            if shipped is not None:
+                cases += self.fixture_cases(shipped, fmt=fmt)
         return cases
+
+    def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
+                      fmt: str | None = None) -> list[Case]:
+        """The fixture's rows dequantized (one case: dequant has no columns); q2_0 from q8_0 rows."""
+        from strata_bench.formats import get_format
+
+        fmt = fmt or fixture.fmt
+        takes = fmt == fixture.fmt or (fmt == "q2_0" and fixture.fmt == Q2_0_FIXTURE_SOURCE)
+        if fmt not in FORMATS or not takes or fixture.cols % get_format(fmt).block_size:
+            return []
+        return [self.case(fmt, fixture.rows, fixture.cols, 1, fixture.data)]
 
     def bench_cases(self) -> Iterable[Case]:
         return [self.case(fmt, 8192, 8192, 1, "seed:1") for fmt in FORMATS]

@@ -28,7 +28,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, Case, Expected, Family, InputError, MatvecRef,
+from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, Case, Expected, Family, FixtureRef, InputError,
+                              MatvecRef, fixture_ref,
                               Variant, activations, allow_dynamic_shared, ceil_div, check_shape, decode_table_bytes,
                               exact_weights, launch_quantize_q8_1, matvec_reference, padded, parse_data,
                               q8_1_staging_bytes, quantize_q8_1, resident_blocks, row_stride, traits, weights)
@@ -66,17 +67,32 @@ class Mmvq(Family):
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
-        from strata_bench.data.store import read_manifest
-
-        have = set(read_manifest()["fixtures"])
         cases = []
         for fmt in FORMATS:
             for rows, cols in SHAPES:
                 cases += [self.case(fmt, rows, cols, n, "seed:1") for n in DEFAULT_NCOLS]
             cases += [self.case(fmt, *EDGE_SHAPE, n, "edge:2") for n in EDGE_NCOLS]
-            if fixture_name(fmt) in have:
-                cases += [self.case(fmt, 64, 1536, n, f"fixture:{fixture_name(fmt)}") for n in FIXTURE_NCOLS]
+            shipped = fixture_ref(fixture_name(fmt))
+            if shipped is not None:
+                cases += self.fixture_cases(shipped, fmt=fmt)
         return cases
+
+    def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
+                      fmt: str | None = None) -> list[Case]:
+        """The fixture's rows x 1, 3, 8 and 11 columns (or --cols), in its format; q2_0 from q8_0 rows."""
+        fmt = fmt or fixture.fmt
+        takes = fmt == fixture.fmt or (fmt == "q2_0" and fixture.fmt == Q2_0_FIXTURE_SOURCE)
+        if fmt not in FORMATS or not takes or fixture.cols % 32:
+            return []
+        if fmt != fixture.fmt:
+            from strata_bench.formats import get_format
+
+            if fixture.cols % get_format(fmt).block_size:
+                return []
+        for n in ncols or ():
+            if not 1 <= n <= MAX_COLUMNS:
+                raise InputError(f"mmvq: --cols {n}: 1 to {MAX_COLUMNS} columns")
+        return [self.case(fmt, fixture.rows, fixture.cols, n, fixture.data) for n in ncols or FIXTURE_NCOLS]
 
     def bench_cases(self) -> Iterable[Case]:
         return [self.case(fmt, r, k, n, "seed:1") for fmt in FORMATS for r, k in BENCH_SHAPES for n in BENCH_NCOLS]
