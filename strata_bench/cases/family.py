@@ -23,6 +23,7 @@ from strata_bench.cases.case import Case, Expected
 from strata_bench.errors import InputError
 
 if TYPE_CHECKING:
+    from strata_bench.cases.abi import LaunchAbi
     from strata_bench.cases.fixtures import FixtureRef
 
 # (family, source) -> the name expressions a variant compiles from that source ([] for one it does not use).
@@ -115,6 +116,27 @@ class Family(ABC):
         for v in self.variants:
             names += v.kernels(self, source)
         return list(dict.fromkeys(names))
+
+    def launch_abi(self) -> "LaunchAbi | None":
+        """The launch ABI a variant declared in TOML follows (cases/abi.py, docs/ABI.md): argument names,
+        case fields, name placeholders. Default None: the family takes no TOML variants."""
+        return None
+
+    def source_options(self, source: str) -> tuple[str, ...]:
+        """Extra NVRTC options for one source (a TOML variant's include dirs and defines). Default: none."""
+        return self.__dict__.get("_source_options", {}).get(source, ())
+
+    def add_variant(self, variant: Variant, source: str | None = None, options: tuple[str, ...] = ()) -> None:
+        """Append a variant to this instance's table (a TOML variant), with the source it compiles from
+        and that source's options; InputError when the table already has its name."""
+        if any(v.name == variant.name for v in self.variants):
+            raise InputError(f"{self.name} already has a variant named {variant.name!r} "
+                             f"({', '.join(v.name for v in self.variants)})")
+        self.variants = (*self.variants, variant)
+        if source is not None:
+            if source not in self.sources:
+                self.sources = (*self.sources, source)
+            self.__dict__.setdefault("_source_options", {})[source] = tuple(options)
 
     def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
                outs: Mapping[str, Any], stream: Any = None) -> None:

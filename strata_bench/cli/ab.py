@@ -167,10 +167,10 @@ def _reject_command_options(env_a, env_b, metric, shell, command_args, hooks=Non
 
 
 def _list_cases(case_filter, kernels_dir, cases_file, request) -> None:
+    from strata_bench.cli.listing import echo_cases
     from strata_bench.runner import loop as engine
 
-    for case in dict.fromkeys(engine.prepare_cases(case_filter, cases_file, kernels_dir, "bench", request)):
-        click.echo(case.name)
+    echo_cases(engine.prepare_cases(case_filter, cases_file, kernels_dir, "bench", request), bool(request.variants))
 
 
 def _kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, quiet, request=None):

@@ -50,8 +50,9 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench",
                                  request=request)
     if list_only:
-        for case in cases:
-            click.echo(case.name)
+        from strata_bench.cli.listing import echo_cases
+
+        echo_cases(cases, bool(request.variants))
         return
     try:
         devices = gpu.select_devices(device_spec)

@@ -49,8 +49,9 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     formats, output = split_output_format(formats, output)
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, request=request)
     if list_only:
-        for case in cases:
-            click.echo(case.name)
+        from strata_bench.cli.listing import echo_cases
+
+        echo_cases(cases, bool(request.variants))
         return
     try:
         devices = gpu.select_devices(device_spec)
@@ -58,6 +59,9 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         raise NoGpu(f"{exc}; {len(cases)} cases selected, none run") from None
     writer = _results_writer(Path(results_dir), devices)
     run = ParityRun()
+    from strata_bench.cases.fixtures import fixture_sources
+
+    sources = fixture_sources(cases)  # the real weights' file, sha256, tensor and rows, for every report
 
     def keep(result) -> None:
         run.results.append(result)
@@ -68,8 +72,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         try:
             engine.run_on_devices(cases, devices, check_case, keep, fault_result, advance)
         finally:
-            summary_path = writer.finish(run.summary(devices), run.failures)
-    _render(run, devices, output or "table", summary_path)
+            summary_path = writer.finish({**run.summary(devices), "fixtures": sources}, run.failures)
+    _render(run, devices, output or "table", summary_path, sources)
     faults = run.summary(devices)["faults"]
     if faults:
         raise KernelFault(f"parity: kernel fault in {faults[0]}; {run.failures} of {len(run.results)} cases failed "
@@ -88,20 +92,25 @@ def _results_writer(results_dir: Path, devices: list[int]):
     return ResultsWriter(device_directory(results_dir, name), "parity", provenance.collect(devices))
 
 
-def _render(run, devices, output, summary_path) -> None:
+def _render(run, devices, output, summary_path, sources=()) -> None:
     from strata_bench.report import live as render
+    from strata_bench.report.sources import sources_markdown
 
     if output == "json":
         import json
 
-        click.echo(json.dumps({"summary": run.summary(devices),
+        click.echo(json.dumps({"summary": {**run.summary(devices), "fixtures": list(sources)},
                                "cases": [r.to_record() for r in run.results]}, indent=2, default=str))
         return
     text = render.parity_markdown(run.results) if output == "md" else None
     if text is not None:
         click.echo(text)
+        if sources:
+            click.echo("\n" + sources_markdown(sources))
     else:
         render.print_parity_table(run.results)
+        if sources:
+            click.echo(sources_markdown(sources))
     line = (f"{len(run.results)} cases, {run.failures} failures on {len(devices)} device"
             f"{'s' if len(devices) != 1 else ''}; results: {summary_path}")
     click.echo(line, err=output == "md")

@@ -17,8 +17,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Case, Expected, Family, FixtureRef, Variant, ceil_div,
-                              check_shape, fixture_ref, padded, parse_data, row_stride, traits, weights)
+from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, AbiArg, Case, Expected, Family, FixtureRef, LaunchAbi,
+                              Variant, ceil_div, check_shape, fixture_ref, padded, parse_data, row_stride, traits,
+                              weights)
 
 from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS  # noqa: E402
 VARIANTS = ("dequant",)
@@ -89,6 +90,10 @@ class Dequant(Family):
     variants = (Variant(VARIANTS[0], _dequant_kernels, _launch_dequant,
                         "one thread per 32-value chunk, rows at a 16-byte aligned stride"),)
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "dequant")."""
+        return DEQUANT_ABI
+
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         from strata_bench.formats import get_format
 
@@ -113,3 +118,28 @@ class Dequant(Family):
         from strata_bench.formats import get_format
 
         return case.rows * get_format(case.fmt).bytes_per_row(case.cols) + case.rows * case.cols * 4
+
+
+def _abi_fields(case: Case) -> dict[str, int]:
+    return {"rows": case.rows, "cols": case.cols, "nchunks": case.cols // 32, "stride": row_stride(case.fmt, case.cols)}
+
+
+DEQUANT_ABI = LaunchAbi(
+    family="dequant",
+    args=(
+        AbiArg("w", "const uint8_t*", "rows of blocks at `stride` (16-byte aligned); 16 readable bytes after the "
+                                      "last row", lambda c, d, o: d["w"]),
+        AbiArg("stride", "long long", "bytes from one row to the next",
+               lambda c, d, o: np.int64(row_stride(c.fmt, c.cols))),
+        AbiArg("rows", "int", "rows", lambda c, d, o: np.int32(c.rows)),
+        AbiArg("nchunks", "int", "32-value chunks per row (cols / 32)", lambda c, d, o: np.int32(c.cols // 32)),
+        AbiArg("cols", "int", "values per row", lambda c, d, o: np.int32(c.cols)),
+        AbiArg("y", "float*", "[rows][cols] float32, every element written", lambda c, d, o: o["y"]),
+    ),
+    field_names=("rows", "cols", "nchunks", "stride"),
+    fields=_abi_fields,
+    placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in FORMATS),
+    placeholders=lambda case: {"traits": traits(case.fmt), "fmt": case.fmt},
+    baseline=VARIANTS[0],
+    writes="y: rows x cols floats, bit for bit gguf-py's dequantization",
+)

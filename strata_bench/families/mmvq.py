@@ -28,8 +28,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, Case, Expected, Family, FixtureRef, InputError,
-                              MatvecRef, fixture_ref,
+from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, Case, Expected, Family, FixtureRef,
+                              InputError, LaunchAbi, MatvecRef, fixture_ref,
                               Variant, activations, allow_dynamic_shared, ceil_div, check_shape, decode_table_bytes,
                               exact_weights, launch_quantize_q8_1, matvec_reference, padded, parse_data,
                               q8_1_staging_bytes, quantize_q8_1, resident_blocks, row_stride, traits, weights)
@@ -190,6 +190,10 @@ class Mmvq(Family):
         Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns"),
     )
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "mmvq"): q8_1 activations already quantized."""
+        return MMVQ_ABI
+
     # --- reference ------------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         ref = _matvec(case.fmt, case.rows, case.cols, case.data)
@@ -215,6 +219,42 @@ class Mmvq(Family):
 
     def flops(self, case: Case) -> int:
         return 2 * case.rows * case.cols * case.ncols
+
+
+# --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
+def _abi_fields(case: Case) -> dict[str, int]:
+    from strata_bench.formats import get_format
+
+    return {"rows": case.rows, "cols": case.cols, "ncols": case.ncols, "nchunks": case.cols // 32,
+            "stride": row_stride(case.fmt, case.cols), "row_bytes": get_format(case.fmt).bytes_per_row(case.cols)}
+
+
+MMVQ_ABI = LaunchAbi(
+    family="mmvq",
+    args=(
+        AbiArg("w", "const uint8_t*", "rows x row_bytes of blocks at `stride` (16-byte aligned); 16 readable bytes "
+                                      "after the last row", lambda c, d, o: d["w"]),
+        AbiArg("stride", "long long", "bytes from one row to the next",
+               lambda c, d, o: np.int64(row_stride(c.fmt, c.cols))),
+        AbiArg("rows", "int", "weight rows (outputs per column)", lambda c, d, o: np.int32(c.rows)),
+        AbiArg("nchunks", "int", "32-value chunks per row (cols / 32)", lambda c, d, o: np.int32(c.cols // 32)),
+        AbiArg("cols", "int", "inputs per row", lambda c, d, o: np.int32(c.cols)),
+        AbiArg("xq", "const block_q8_1*", "[ncols][nchunks] q8_1 blocks (36 bytes), quantized before the kernel",
+               lambda c, d, o: d["xq"]),
+        AbiArg("x", "const float*", "[ncols][cols] float32 activations (raw)", lambda c, d, o: d["x"]),
+        AbiArg("ncols", "int", "activation columns", lambda c, d, o: np.int32(c.ncols)),
+        AbiArg("y", "float*", "[ncols][rows] float32 output, every element written", lambda c, d, o: o["y"]),
+        AbiArg("y_stride", "int", "floats from one output column to the next (= rows)",
+               lambda c, d, o: np.int32(c.rows)),
+    ),
+    field_names=("rows", "cols", "ncols", "nchunks", "stride", "row_bytes"),
+    fields=_abi_fields,
+    placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in FORMATS),
+    placeholders=lambda case: {"traits": traits(case.fmt), "fmt": case.fmt},
+    prelude=lambda family, case, kernels, dev, stream: family._quantize_activations(case, kernels, dev, stream),
+    baseline="old",
+    writes="y: all ncols x rows floats; bitwise equal to old (mmvq.cu's ARITHMETIC CONTRACT)",
+)
 
 
 # --- helpers -----------------------------------------------------------------------------------------

@@ -112,3 +112,67 @@ def test_gguf_bad_input_one_line_nothing_cached(cache, args, line):
     assert res.exit_code == 2
     assert res.stderr.splitlines() == [line]
     assert not cache.exists()
+
+
+EXAMPLE_TOML = "examples/toml_variant/variants.toml"
+
+
+@pytest.fixture
+def toml_cleanup(monkeypatch):
+    from strata_bench.cases import load_builtin_families
+    from strata_bench.cases.toml_variant import remove_toml_variants
+    from strata_bench.kernels.sources import REPO_ROOT
+
+    monkeypatch.chdir(REPO_ROOT)
+    yield
+    remove_toml_variants(load_builtin_families())
+
+
+def test_variants_list_parity_bench_ab(toml_cleanup):
+    res = _run(["parity", "--list", "--variants", EXAMPLE_TOML, "--family", "mmvq"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) == 275 and all(line.endswith("  variants=old,new,row8") for line in lines)
+    assert lines[0] == "mmvq/iq2_xxs/8192x2560/n1/seed:1  variants=old,new,row8"
+    res = _run(["bench", "--list", "--variants", EXAMPLE_TOML, "--family", "mmvq", "--format", "iq3_s,q8_0",
+                "--shape", "131072x8192", "--cols", "1,8"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == [f"mmvq/{f}/131072x8192/n{n}/seed:1  variants=old,new,row8"
+                                       for f in ("iq3_s", "q8_0") for n in (1, 8)]
+    res = _run(["ab", "--list", "--family", "mmvq", "--variants", EXAMPLE_TOML, "--a", "old", "--b", "row8",
+                "--fixtures", "smollm2-ffn_down.q8_0", "--cols", "8"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == ["mmvq/q8_0/64x1536/n8/fixture:smollm2-ffn_down.q8_0  variants=old,new,row8"]
+
+
+def test_bad_variants_file_is_one_line(toml_cleanup, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[variant]\n")
+    res = _run(["parity", "--list", "--variants", str(bad)])
+    assert res.exit_code == 2
+    (line,) = res.stderr.splitlines()
+    assert line.startswith(f"{bad}: TOML syntax error: ")
+
+
+@pytest.mark.nvrtc
+def test_compile_variants_for_sm90(toml_cleanup, cubin_cache):
+    res = _run(["compile", "--variants", EXAMPLE_TOML, "--arch", "90", "--family", "mmvq", "--resources"])
+    assert res.exit_code == 0, res.output
+    assert "mmvq_row8<siq::fmt_iq3_s>" in res.stdout
+    assert res.stdout.splitlines()[-1] == "3 compile(s): 3 ok (0 cached), 0 failed"
+
+
+@pytest.mark.gpu
+def test_parity_gguf_report_names_the_rows(cache, tmp_path):
+    import json
+
+    res = _run(["parity", "--gguf", OTHER_GGUF, "--tensor", r"blk\.0\.ffn_down", "--rows", "0:32",
+                "--family", "dequant", "--format", "md", "--results", str(tmp_path / "results"), "-q"])
+    assert res.exit_code == 0, res.output
+    row = ("| `gguf-98ce7b4927f1-blk.0.ffn_down.weight-r0-32` | `other-rows.gguf` | `98ce7b4927f1` | "
+           "`blk.0.ffn_down.weight` | `0:32` |")
+    assert row in res.stdout.splitlines()
+    (summary,) = (tmp_path / "results").rglob("parity-*.json")
+    assert json.loads(summary.read_text())["summary"]["fixtures"] == [{
+        "fixture": "gguf-98ce7b4927f1-blk.0.ffn_down.weight-r0-32", "file": "other-rows.gguf",
+        "sha256": "98ce7b4927f1", "tensor": "blk.0.ffn_down.weight", "rows": "0:32", "kind": "gguf"}]
