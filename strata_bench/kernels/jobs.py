@@ -27,7 +27,18 @@ class CompileJob:
 
     @property
     def label(self) -> str:
-        return f"{self.family}:{self.source}"
+        return f"{self.family}:{_shown(self.source)}"
+
+
+def _shown(source: str) -> str:
+    # A TOML variant's source is an absolute path: show it relative to the working directory when inside.
+    path = Path(source)
+    if not path.is_absolute():
+        return source
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return source
 
 
 @dataclass(frozen=True)
