@@ -223,7 +223,7 @@ def run_case(arms: KernelArms, plan: Plan, writer, on_run=None) -> AbOutcome:
 
 def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan: Plan, results_dir: Path,
                   kernels_dir: str | None = None, cases_file: str | None = None, quiet: bool = False,
-                  device: int = 0) -> AbReport:
+                  device: int = 0, request=None) -> AbReport:
     """A/B of two kernel variants on every selected case; records under results/<device>/ab-*.jsonl."""
     import cupy
 
@@ -235,7 +235,8 @@ def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan:
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
-    cases = list(dict.fromkeys(engine.prepare_cases(case_filter, cases_file, kernels_dir, purpose="bench")))
+    cases = list(dict.fromkeys(engine.prepare_cases(case_filter, cases_file, kernels_dir, purpose="bench",
+                                                    request=request)))
     devices = gpu.select_devices(str(device))
     plan = replace(plan, unit="us", metric="kernel us per call")
     prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,

@@ -5,39 +5,14 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import (case_filter_options, device_option, make_filter, output_option, quiet_option,
-                                      results_option, split_output_format)
-from strata_bench.errors import InputError, NoGpu
-
-
-def _parse_shape(value: str | None) -> tuple[int, int] | None:
-    if not value:
-        return None
-    try:
-        rows, cols = (int(v) for v in value.lower().split("x"))
-    except ValueError:
-        raise InputError(f"--shape must be ROWSxCOLS, got {value!r}") from None
-    if rows <= 0 or cols <= 0:
-        raise InputError(f"--shape must be positive, got {value!r}")
-    return rows, cols
-
-
-def _parse_cols(value: str | None) -> tuple[int, ...] | None:
-    if not value:
-        return None
-    try:
-        cols = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise InputError(f"--cols must be a comma list of integers, got {value!r}") from None
-    if not cols or min(cols) <= 0:
-        raise InputError(f"--cols must be positive integers, got {value!r}")
-    return cols
+from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
+                                      make_filter, output_option, quiet_option, results_option, split_output_format)
+from strata_bench.errors import NoGpu
 
 
 @click.command("bench")
 @case_filter_options
-@click.option("--shape", metavar="ROWSxCOLS", help="Replace each case's shape (e.g. 131072x8192, the DRAM shape).")
-@click.option("--cols", "cols_spec", metavar="N[,N]", help="Sweep the column count (e.g. 1,2,4,8).")
+@case_request_options
 @click.option("--hot", is_flag=True, help="Time with warm caches (one input copy) instead of rotating cold copies.")
 @click.option("--budget", type=float, default=2.0, show_default=True, help="Seconds of trials per variant at most.")
 @click.option("--rel-ci", type=float, default=0.01, show_default=True,
@@ -45,9 +20,10 @@ def _parse_cols(value: str | None) -> tuple[int, ...] | None:
 @device_option()
 @output_option()
 @results_option()
+@list_option
 @quiet_option
-def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spec, hot, budget, rel_ci,
-            device_spec, output, results_dir, quiet):
+def command(families, formats, pattern, kernels_dir, cases_file, request, hot, budget, rel_ci,
+            device_spec, output, results_dir, list_only, quiet):
     """Time kernel variants: us per call, GB/s, fraction of the measured read and copy ceilings.
 
     Each case runs its variants once at the timed shape and must agree bitwise before it is timed.
@@ -65,16 +41,22 @@ def command(families, formats, pattern, kernels_dir, cases_file, shape, cols_spe
         strata-bench bench --family mmvq --format iq2_xxs --cols 1,4,8
         strata-bench bench --family mmvq --shape 131072x8192 --cols 1,8 --format md
         strata-bench bench --family mmvq --format q8_0 --device all   # each GPU timed on its own
+        strata-bench bench --variants examples/toml_variant/variants.toml --family mmvq --shape 131072x8192 --cols 1,8
+        strata-bench bench --gguf model.gguf --tensor 'blk\\.0\\.ffn_down' --rows 0:4096 --family mmvq --cols 1,8
     """
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
-    from strata_bench.timing.bench import TimingConfig, bench_case, sweep_cases
+    from strata_bench.timing.bench import TimingConfig, bench_case
     from strata_bench.timing.ceilings import measure_ceilings, remeasure_ceilings
 
     formats, output = split_output_format(formats, output)
-    base = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench")
-    shape_v, cols_v = _parse_shape(shape), _parse_cols(cols_spec)
-    cases = sweep_cases(base, shape_v, cols_v)
+    cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench",
+                                 request=request)
+    if list_only:
+        from strata_bench.cli.listing import echo_cases
+
+        echo_cases(cases, bool(request.variants))
+        return
     try:
         devices = gpu.select_devices(device_spec)
     except NoGpu as exc:

@@ -7,18 +7,26 @@ import time
 from typing import Any, Callable
 
 from strata_bench.cases import FAMILIES, Case, CaseFilter, load_builtin_families, load_user_cases, select_cases
+from strata_bench.cases.request import CaseRequest, request_cases
 from strata_bench.errors import InputError, KernelFault
 
 
 def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: str | None = None,
-                  purpose: str = "parity") -> list[Case]:
-    """Load built-in families (and a user's case file), then select the cases matching the filter."""
+                  purpose: str = "parity", request: CaseRequest | None = None) -> list[Case]:
+    """Load built-in families (and a user's case file, and TOML variants), then select the cases matching
+    the filter and the request (--shape/--cols sweep, --fixtures/--gguf real weights: cases/request.py)."""
     load_builtin_families()
     if kernels_dir and not cases_file:
         raise InputError(f"--kernels {kernels_dir} needs --cases FILE.py naming the families that use it")
     if cases_file:
         load_user_cases(cases_file, kernels_dir)
-    return select_cases(flt, purpose=purpose)
+    if request is None:
+        return select_cases(flt, purpose=purpose)
+    if request.variants:
+        from strata_bench.cases.toml_variant import load_variant_files
+
+        load_variant_files(request.variants, FAMILIES)
+    return request_cases(flt, request, FAMILIES, purpose)
 
 
 def precompile(cases: list[Case], devices: list[int]) -> None:

@@ -51,8 +51,8 @@ def three_devices(monkeypatch, family_registry):
     monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=device)))
     monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(True, 3, ""))
     monkeypatch.setattr(gpu, "device_name", lambda d: "NVIDIA H200")
-    monkeypatch.setattr(loop, "prepare_cases", lambda *a, **k: [Case("toy", "q8_0", rows=64, cols=256)])
-    monkeypatch.setattr("strata_bench.timing.bench.sweep_cases", lambda base, shape, cols: list(CASES))
+    # prepare_cases applies --shape/--cols itself (the bench sweep): it hands back the swept cases
+    monkeypatch.setattr(loop, "prepare_cases", lambda *a, **k: list(CASES))
     monkeypatch.setattr(loop, "precompile", lambda c, d: None)
     monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: None)
     monkeypatch.setattr("strata_bench.timing.ceilings.measure_ceilings", CEILINGS.__getitem__)
