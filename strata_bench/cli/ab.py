@@ -77,7 +77,8 @@ from strata_bench.errors import InputError
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def command(families, formats, pattern, kernels_dir, cases_file, request, list_only, order, pairs, warmup, seed,
             env_a, env_b, a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct,
-            until_decided, prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params, max_failures,
+            until_decided, prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params,
+            max_failures,
             results_dir, output, quiet, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
