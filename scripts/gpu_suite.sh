@@ -22,7 +22,7 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram quality workload gputests bench-families)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram quality workload user devices gputests bench-families)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
 BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T094112Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
@@ -89,11 +89,28 @@ for s in "${steps[@]}"; do
                 --same 'logits=logits sha256 (?P<key>\d+): (?P<value>[0-9a-f]+)' \
                 --same 'tokens=decode sha256: ([0-9a-f]+)' --param decode=32,256 --timeout 300 --format md \
                 -- python3 -m strata_bench workload --tokens 128,512 --decode '{decode}' --layers 2 ;;
+        user)  # the user's own weights, shapes and TOML-declared kernels (issue 10)
+            TOML=examples/toml_variant/variants.toml
+            step compile-toml sb compile --variants "$TOML" --arch 90
+            step parity-toml sb parity -q --variants "$TOML" --family mmvq
+            step parity-toml-dequant sb parity -q --variants examples/dequant_rows/variants.toml --family dequant
+            step parity-gguf sb parity -q --gguf tests/data/gguf/other-rows.gguf --tensor 'blk\.(0|1)\.ffn_' --format md
+            step bench-toml sb bench -q --variants "$TOML" --family mmvq --format iq3_s,q8_0 --shape 131072x8192 --cols 1,8 --budget 1
+            step ab-toml sb ab -q --order abba --pairs 10 --family mmvq --variants "$TOML" --a old --b row8 --format iq3_s \
+                --shape 131072x8192 --cols 8 ;;
+        devices)  # --device all on the devices this host has (issue 15; one GPU here)
+            step env-devices sb env
+            step parity-device-all sb parity -q --device all --family dequant,q8_1 --format md --results /tmp/device-all
+            step bench-device-all sb bench -q --family mmvq --format q8_0 --shape 131072x8192 --cols 1 --device all \
+                --budget 0.5 --results /tmp/device-all ;;
         *) echo "unknown step $s" | tee -a "$logdir/status.txt" ;;
     esac
 done
 # Keep what every step printed beside the results it wrote.
 logs="results/logs/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$logs" && cp "$logdir"/*.log "$logdir/status.txt" "$logs"/
+for f in /tmp/digests-base.json /tmp/digests-new.json; do  # every output's sha256, as tab-separated text
+    [ -f "$f" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('# output sha256 per case|variant|output; tree', d['tree'], 'parity exit', d['status']); [print(k+'\t'+v) for k,v in sorted(d['digests'].items())]" "$f" > "$logs/$(basename "$f" .json).tsv"
+done
 tar czf "$out/results.tgz" results
 cat "$logdir/status.txt"
