@@ -2,6 +2,7 @@
 so no GPU is needed)."""
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from strata_bench.checks.outcome import CaseResult, Status
@@ -40,3 +41,29 @@ def test_profile_prints_each_phase_on_stderr(monkeypatch, tmp_path):
     plain = CliRunner().invoke(cli, args)
     assert plain.exit_code == 0 and "parity profile" not in plain.output
     assert seen[-1].times is None and seen[-1].shared_runs == {}
+
+
+def _checks_by_case(results_dir):
+    import json
+
+    (records,) = list(results_dir.rglob("parity-*.jsonl"))
+    return {r["case"]: (r["status"], r["checks"]) for r in map(json.loads, records.read_text().splitlines())}
+
+
+@pytest.mark.gpu
+def test_gpu_parity_records_are_the_same_without_cache_cold_and_warm(tmp_path, monkeypatch):
+    """On the GPU: mmvq q8_0 and q2warp (related-case sharing, cached references) give the same status and
+    every check's values with the reference cache off, cold and warm; --profile lists the four phases."""
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
+    runs = {}
+    for label, switch in (("off", "off"), ("cold", "on"), ("warm", "on")):
+        monkeypatch.setenv("STRATA_REF_CACHE", switch)
+        out = tmp_path / label
+        result = CliRunner().invoke(cli, ["parity", "--family", "mmvq,q2warp", "--format", "q8_0,q2_0",
+                                          "--results", str(out), "-q", "--profile"])
+        assert result.exit_code == 0, result.output
+        assert all(f"  {p} " in result.stderr for p in ("inputs", "references", "launches", "comparisons"))
+        runs[label] = _checks_by_case(out)
+    assert list((tmp_path / "cache" / "references").rglob("*.npz"))
+    assert runs["off"] == runs["cold"] == runs["warm"]
+    assert len(runs["warm"]) > 40
