@@ -137,29 +137,43 @@ def _load(path: Path) -> tuple[Expected, ...] | None:
         return None
 
 
-def _storable(refs: tuple[Expected, ...]) -> bool:
-    ok = all(isinstance(e.ref, np.ndarray) and not e.ref.dtype.hasobject and type(e.tol) is float
-             and isinstance(e.output, str) and isinstance(e.why, str) and isinstance(e.label, str) for e in refs)
-    unique = {(e.ref.dtype.str, e.ref.shape, _array_digest(e.ref)): e.ref.nbytes for e in refs} if ok else {}
-    return ok and sum(unique.values()) <= MAX_ENTRY_BYTES
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    if a is b:
+        return True
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    unsigned = np.dtype(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else None
+    return bool(np.array_equal(a.view(unsigned), b.view(unsigned))) if unsigned else a.tobytes() == b.tobytes()
 
 
-def _store(path: Path, refs: tuple[Expected, ...]) -> None:
-    arrays: dict[str, np.ndarray] = {}
-    names: dict[tuple, str] = {}
-    meta = []
+def _layout(refs: tuple[Expected, ...]) -> tuple[list[np.ndarray], list[int]] | None:
+    """The distinct arrays of an entry (bit for bit) and which one each reference uses; None where an
+    entry cannot be stored (a reference that is not a plain array with a float tolerance, or too big)."""
+    if not all(isinstance(e.ref, np.ndarray) and not e.ref.dtype.hasobject and type(e.tol) is float
+               and isinstance(e.output, str) and isinstance(e.why, str) and isinstance(e.label, str) for e in refs):
+        return None
+    arrays: list[np.ndarray] = []
+    which = []
     for e in refs:
-        ident = (e.ref.dtype.str, e.ref.shape, _array_digest(e.ref))
-        name = names.setdefault(ident, f"ref{len(names)}")
-        arrays[name] = e.ref
-        meta.append({"output": e.output, "array": name, "tol": e.tol, "why": e.why, "label": e.label})
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        index = next((i for i, a in enumerate(arrays) if _same_bits(a, e.ref)), None)
+        if index is None:
+            arrays.append(e.ref)
+            index = len(arrays) - 1
+        which.append(index)
+    return (arrays, which) if sum(a.nbytes for a in arrays) <= MAX_ENTRY_BYTES else None
+
+
+def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], which: list[int]) -> None:
+    meta = [{"output": e.output, "array": f"ref{i}", "tol": e.tol, "why": e.why, "label": e.label}
+            for e, i in zip(refs, which)]
+    named = {f"ref{i}": a for i, a in enumerate(arrays)}
+    named["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
+                np.savez(f, **named)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
@@ -180,6 +194,7 @@ def cached_references(family: Family, case: Case, host: Mapping[str, Any],
     if hit is not None:
         return hit
     refs = tuple(compute())
-    if _storable(refs):
-        _store(path, refs)
+    layout = _layout(refs)
+    if layout is not None:
+        _store(path, refs, *layout)
     return refs
