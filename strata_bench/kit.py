@@ -5,7 +5,8 @@
 The names live in their modules (cases/, data/, numerics/, kernels/launch.py); docs/EXTENDING.md
 lists each one with a line on what it is for.
 """
-from strata_bench.cases import Case, CaseFilter, Expected, Family, Output, Variant
+from strata_bench.cases import Case, CaseFilter, Expected, Family, FixtureRef, Output, Variant, fixture_ref
+from strata_bench.cases.abi import AbiArg, LaunchAbi
 from strata_bench.data.source import DataSource, parse_data
 from strata_bench.data.weights import (ACT_SEED_OFFSET, FORMATS, OUTLIER, Q2_0_FIXTURE_SOURCE, ROW_ALIGN,
                                        TAIL_SLACK, activations, check_shape, chunks_per_row, padded, row_stride,
@@ -22,6 +23,10 @@ from strata_bench.numerics.q8_1 import (Q8_1_BYTES, Q8_1_VALUES, butterfly_sum_f
 __all__ = [
     # the contract
     "Case", "CaseFilter", "Expected", "Family", "Output", "Variant", "CheckFailed", "InputError",
+    # real weights: a fixture as a family's fixture_cases hook sees it
+    "FixtureRef", "fixture_ref",
+    # the launch ABI a TOML variant follows (docs/ABI.md); a built-in family's class, to extend it
+    "AbiArg", "LaunchAbi", "builtin_family",
     # data: where weights and activations come from, and their device layout
     "DataSource", "parse_data", "ACT_SEED_OFFSET", "FORMATS", "OUTLIER", "Q2_0_FIXTURE_SOURCE", "ROW_ALIGN",
     "TAIL_SLACK", "activations", "check_shape", "chunks_per_row", "padded", "row_stride", "traits", "weights",
@@ -33,3 +38,14 @@ __all__ = [
     "FP16_MIN_NORMAL", "U32", "U64", "fp16_half_ulp", "gamma", "q8_1_deviation", "q8_1_value_error",
     "MatvecRef", "chain_depth", "exact_weights", "matvec_reference",
 ]
+
+
+def builtin_family(name: str) -> type:
+    """The class of the built-in family `name`, for a user family that extends it (a new variant next to
+    the built-in ones): `class MyDequant(builtin_family("dequant")): name = "my_dequant"`."""
+    from strata_bench.cases import load_builtin_families
+
+    families = load_builtin_families()
+    if name not in families:
+        raise InputError(f"no built-in family {name!r}; families: {', '.join(sorted(families))}")
+    return type(families[name])

@@ -5,12 +5,17 @@
 The family inherits everything from the built-in `dequant` family (inputs, references, tolerances)
 and adds one variant, "rows", compiled from this folder: one entry in its variant table. Every case
 then runs both variants and checks "rows" byte for byte against "dequant" (the baseline, listed first),
-and both against gguf-py.
+and both against gguf-py. Only the public kit is used (strata_bench.kit, docs/EXTENDING.md).
+
+The same variant needs no Python at all when it follows dequant's launch ABI (docs/ABI.md):
+
+    strata-bench parity --variants examples/dequant_rows/variants.toml --family dequant
 """
 import numpy as np
 
-from strata_bench.families.dequant import Dequant
-from strata_bench.kit import FORMATS, Variant, ceil_div, row_stride, traits
+from strata_bench.kit import FORMATS, Variant, builtin_family, ceil_div, row_stride, traits
+
+Dequant = builtin_family("dequant")
 
 WARPS_PER_BLOCK = 8
 

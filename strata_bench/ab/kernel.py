@@ -44,10 +44,12 @@ def parse_variant(spec: str) -> tuple[str, float]:
 class _GraphArm:
     """One variant's graph on one case; calling it replays once and returns us per call."""
 
-    def __init__(self, family, case: Case, variant: str, factor: float, kernels, prep, launches: int, stream):
+    def __init__(self, family, case: Case, variant: str, factor: float, kernels, prep, launches: int, stream,
+                 clocks=None):
         from strata_bench.timing.graph import capture
 
         self.variant = variant
+        self.clocks = clocks  # a ClockReader (timing/clocks.py): read before and after each replay
         self.launches = launches
         self.stream = stream
         # The extra launches are not rounded up to whole rotations of the input copies: that rounding
@@ -58,10 +60,16 @@ class _GraphArm:
         with stream:
             self.graph = capture(family, case, variant, kernels, prep, total, stream)
 
-    def __call__(self) -> float:
+    def __call__(self):
+        from strata_bench.ab.arms import Sample
         from strata_bench.timing.graph import replay_seconds
 
-        return replay_seconds(self.graph, self.stream) / self.launches * 1e6
+        if self.clocks is None:
+            return replay_seconds(self.graph, self.stream) / self.launches * 1e6
+        before = self.clocks.read()  # host-side, outside the replay's events
+        value = replay_seconds(self.graph, self.stream) / self.launches * 1e6
+        summary = self.clocks.summary([before, self.clocks.read()])
+        return Sample(value, {"clocks": summary.to_dict()})
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,7 @@ class KernelArms:
     graphs: tuple[tuple[str, "_GraphArm", InputCopies], ...]  # (variant spec, arm, its copies) for A, B
     checked: Mapping[str, Mapping[str, Any]]  # variant name -> its outputs in the check step
     ceilings: Ceilings
+    l2_reset: str = ""  # the persisting-L2 reset before the schedule: "reset" or why not
 
     def problem(self, outcome: AbOutcome) -> str:
         """"" when both arms' timed outputs equal the checked result and neither beats the roofline."""
@@ -99,13 +108,14 @@ class KernelArms:
 
 
 def build_arms(family, case: Case, spec_a: str, spec_b: str, kernels, l2_bytes: int,
-               ceilings: Ceilings) -> KernelArms:
+               ceilings: Ceilings, clocks=None) -> KernelArms:
     """Check the two variants at the timed shape, size and capture one graph per arm, warm up, poison
     every output of every copy. The cupy calls are the only device dependency (tests pass a stand-in)."""
     import cupy
 
     from strata_bench.timing.bench import check_variants
     from strata_bench.timing.graph import launch_count, prepare_copies
+    from strata_bench.timing.l2 import reset_persisting_l2
     from strata_bench.timing.verify import poison_outputs
 
     (name_a, fa), (name_b, fb) = parse_variant(spec_a), parse_variant(spec_b)
@@ -118,23 +128,26 @@ def build_arms(family, case: Case, spec_a: str, spec_b: str, kernels, l2_bytes: 
     if problem:
         raise InputError(f"{case.name}: {problem}; fix parity before timing")
     # Arm B reads the same input copies but writes its own outputs, so each arm's are checked alone.
-    prep_b = InputCopies(prep.devs, [family.alloc_outputs(case, d) for d in prep.devs], prep.input_bytes, prep.cold)
+    prep_b = InputCopies(prep.devs, [family.alloc_outputs(case, d) for d in prep.devs], prep.input_bytes, prep.cold,
+                         prep.l2_bytes)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         # At least 200 launches a run, so a work factor is rounded to within 0.25%.
         launches = launch_count(family, case, name_a, kernels, prep, stream, floor=200)
-    arm_a = _GraphArm(family, case, name_a, fa, kernels, prep, launches, stream)
-    arm_b = _GraphArm(family, case, name_b, fb, kernels, prep_b, launches, stream)
+    arm_a = _GraphArm(family, case, name_a, fa, kernels, prep, launches, stream, clocks)
+    arm_b = _GraphArm(family, case, name_b, fb, kernels, prep_b, launches, stream, clocks)
     for arm in (arm_a, arm_b, arm_a, arm_b):
         arm()  # warm-up replays outside the schedule (the plan's warm-up pairs come on top)
     with stream:
         poison_outputs(prep)
         poison_outputs(prep_b)
-    describe = {"case": case.name, "launches_per_run": launches, "weight_copies": len(prep.devs)}
+        l2_reset = reset_persisting_l2()
+    describe = {"case": case.name, "launches_per_run": launches, "weight_copies": len(prep.devs),
+                "rotation_l2_multiple": prep.rotation()["l2_multiple"]}
     return KernelArms(family, case,
                       Arm("A", arm_a, {**describe, "variant": spec_a, "work_factor": arm_a.factor}),
                       Arm("B", arm_b, {**describe, "variant": spec_b, "work_factor": arm_b.factor}),
-                      ((spec_a, arm_a, prep), (spec_b, arm_b, prep_b)), checked, ceilings)
+                      ((spec_a, arm_a, prep), (spec_b, arm_b, prep_b)), checked, ceilings, l2_reset)
 
 
 def _arms_for_case(family, case: Case, spec_a: str, spec_b: str, device: int) -> KernelArms:
@@ -146,13 +159,60 @@ def _arms_for_case(family, case: Case, spec_a: str, spec_b: str, device: int) ->
     parse_variant(spec_a), parse_variant(spec_b)
     kernels = load_kernels(family, device)
     l2 = cupy.cuda.runtime.getDeviceProperties(device)["l2CacheSize"]
-    return build_arms(family, case, spec_a, spec_b, kernels, l2, measure_ceilings(device))
+    from strata_bench.timing.clocks import ClockReader
+
+    return build_arms(family, case, spec_a, spec_b, kernels, l2, measure_ceilings(device), ClockReader(device))
+
+
+def throttled_pairs(outcome: AbOutcome) -> dict[int, tuple[str, ...]]:
+    """Measured pairs with a run whose clocks were held down: pair -> the reasons (and grown counters)."""
+    from strata_bench.timing.clocks import ClockSummary
+
+    found: dict[int, tuple[str, ...]] = {}
+    for r in outcome.runs:
+        clocks = r.details.get("clocks") if not r.warmup else None
+        if clocks:
+            summary = ClockSummary.from_dict(clocks)
+            if summary.throttled:
+                why = summary.throttle_text().removeprefix("throttled: ").split(", ")
+                found[r.pair] = tuple(dict.fromkeys(found.get(r.pair, ()) + tuple(why)))
+    return found
+
+
+def sensitivity(outcome: AbOutcome) -> str:
+    """'could see >= 0.4% (12 pairs)': the half-width of the interval the verdict reads (the paired
+    shift's, else the mean-based one), i.e. the smallest change this many pairs could have detected."""
+    paired = outcome.comparison.paired
+    if paired is None:
+        return "sensitivity unknown (no complete pairs)"
+    ci = paired.shift_ci or paired.rel_ci
+    if ci is None:
+        return f"sensitivity unknown ({paired.n} pairs, too few for an interval)"
+    return f"could see >= {100 * ci.half_width:.1f}% ({paired.n} pairs)"
+
+
+def timing_flags(outcome: AbOutcome) -> tuple[str, ...]:
+    """The notes kernel A/B adds: the sensitivity, then the pairs measured while throttled."""
+    flags = [sensitivity(outcome)]
+    throttled = throttled_pairs(outcome)
+    if throttled:
+        reasons = sorted({w for why in throttled.values() for w in why})
+        flags.append(f"throttled: pairs {', '.join(map(str, sorted(throttled)))} measured while the clocks "
+                     f"were held down ({', '.join(reasons)})")
+    return tuple(flags)
 
 
 def run_case(arms: KernelArms, plan: Plan, writer, on_run=None) -> AbOutcome:
     """The plan's schedule over both arms, then their timed outputs checked: a problem is recorded
-    (a "rejected" record) and rejects the outcome (verdict UNDECIDED, exit 1)."""
+    (a "rejected" record) and rejects the outcome (verdict UNDECIDED, exit 1). The sensitivity and
+    any pair measured while throttled are added to the notes and recorded (a "timing" record)."""
     outcome = run_ab(arms.arm_a, arms.arm_b, plan, writer, arms.case.name, on_run)
+    warm = arms.graphs[0][2].rotation()["warning"]
+    outcome = replace(outcome, flags=timing_flags(outcome) + ((warm,) if warm else ()))
+    if writer is not None:
+        writer.append({"record": "timing", "case": arms.case.name, "notes": list(outcome.flags),
+                       "throttled_pairs": sorted(throttled_pairs(outcome)),
+                       "rotation": arms.graphs[0][2].rotation(), "l2_reset": arms.l2_reset})
     problem = arms.problem(outcome)
     if problem:
         if writer is not None:
@@ -163,7 +223,7 @@ def run_case(arms: KernelArms, plan: Plan, writer, on_run=None) -> AbOutcome:
 
 def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan: Plan, results_dir: Path,
                   kernels_dir: str | None = None, cases_file: str | None = None, quiet: bool = False,
-                  device: int = 0) -> AbReport:
+                  device: int = 0, request=None) -> AbReport:
     """A/B of two kernel variants on every selected case; records under results/<device>/ab-*.jsonl."""
     import cupy
 
@@ -175,7 +235,8 @@ def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan:
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
-    cases = list(dict.fromkeys(engine.prepare_cases(case_filter, cases_file, kernels_dir, purpose="bench")))
+    cases = list(dict.fromkeys(engine.prepare_cases(case_filter, cases_file, kernels_dir, purpose="bench",
+                                                    request=request)))
     devices = gpu.select_devices(str(device))
     plan = replace(plan, unit="us", metric="kernel us per call")
     prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,

@@ -90,6 +90,7 @@ class AbOutcome:
     metrics: tuple = ()  # MetricResult per metric entry (strata_bench.ab.judging); the first is `comparison`'s
     identity: tuple = ()  # IdentityRow per --same entry
     rejected: str = ""  # why the timings are not results (timed output differs, impossible time)
+    flags: tuple[str, ...] = ()  # what the arms add to the notes (kernel A/B: sensitivity, throttled pairs)
 
     @property
     def identity_failures(self) -> list:
@@ -146,6 +147,7 @@ class AbOutcome:
             notes.append(f"interrupted: {self.interrupted}")
         if self.rejected:
             notes.append(f"rejected: {self.rejected}")
+        notes.extend(self.flags)
         return notes
 
     def _arm_runs(self, label: str) -> list[RunRecord]:

@@ -7,7 +7,8 @@ itself when its class is defined (registry.py).
 """
 from strata_bench.cases.case import Case, CaseFilter, Expected, Output
 from strata_bench.cases.family import Family, Variant
+from strata_bench.cases.fixtures import FixtureRef, fixture_ref
 from strata_bench.cases.registry import FAMILIES, load_builtin_families, load_user_cases, register_family, select_cases
 
-__all__ = ["Case", "CaseFilter", "Expected", "Output", "Family", "Variant", "FAMILIES", "load_builtin_families",
-           "load_user_cases", "register_family", "select_cases"]
+__all__ = ["Case", "CaseFilter", "Expected", "Output", "Family", "Variant", "FixtureRef", "fixture_ref", "FAMILIES",
+           "load_builtin_families", "load_user_cases", "register_family", "select_cases"]

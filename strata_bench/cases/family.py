@@ -17,10 +17,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 from strata_bench.cases.case import Case, Expected
 from strata_bench.errors import InputError
+
+if TYPE_CHECKING:
+    from strata_bench.cases.abi import LaunchAbi
+    from strata_bench.cases.fixtures import FixtureRef
 
 # (family, source) -> the name expressions a variant compiles from that source ([] for one it does not use).
 KernelsOf = Callable[["Family", str], Sequence[str]]
@@ -113,6 +117,27 @@ class Family(ABC):
             names += v.kernels(self, source)
         return list(dict.fromkeys(names))
 
+    def launch_abi(self) -> "LaunchAbi | None":
+        """The launch ABI a variant declared in TOML follows (cases/abi.py, docs/ABI.md): argument names,
+        case fields, name placeholders. Default None: the family takes no TOML variants."""
+        return None
+
+    def source_options(self, source: str) -> tuple[str, ...]:
+        """Extra NVRTC options for one source (a TOML variant's include dirs and defines). Default: none."""
+        return self.__dict__.get("_source_options", {}).get(source, ())
+
+    def add_variant(self, variant: Variant, source: str | None = None, options: tuple[str, ...] = ()) -> None:
+        """Append a variant to this instance's table (a TOML variant), with the source it compiles from
+        and that source's options; InputError when the table already has its name."""
+        if any(v.name == variant.name for v in self.variants):
+            raise InputError(f"{self.name} already has a variant named {variant.name!r} "
+                             f"({', '.join(v.name for v in self.variants)})")
+        self.variants = (*self.variants, variant)
+        if source is not None:
+            if source not in self.sources:
+                self.sources = (*self.sources, source)
+            self.__dict__.setdefault("_source_options", {})[source] = tuple(options)
+
     def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
                outs: Mapping[str, Any], stream: Any = None) -> None:
         """Launch one variant (looked up in the table). Must only enqueue work, so bench can capture it
@@ -133,6 +158,16 @@ class Family(ABC):
     def bench_cases(self) -> Iterable[Case]:
         """The cases `strata-bench bench` times with no filter (default: the seeded parity cases)."""
         return [c for c in self.default_cases() if c.data.startswith("seed")]
+
+    def fixture_cases(self, fixture: "FixtureRef", ncols: tuple[int, ...] | None = None,
+                      fmt: str | None = None) -> list[Case]:
+        """The family's cases over a fixture's real rows (--fixtures, --gguf, the shipped fixtures).
+
+        The fixture gives the rows and inputs per row; `ncols` is --cols (None: the family's defaults),
+        for families whose cases have columns, entries or tokens. `fmt` asks for cases in another format
+        the family converts the rows to (q2_0 from q8_0 rows); None: the fixture's own format. Return []
+        for a fixture the family cannot take. Default: [] (a family without real-weight cases)."""
+        return []
 
     def compared_outputs(self, case: Case) -> tuple[str, ...] | None:
         """Outputs compared bitwise between variants (default None: all of them)."""

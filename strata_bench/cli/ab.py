@@ -6,14 +6,17 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import (case_filter_options, make_filter, output_option, quiet_option, results_option,
-                                      split_output_format)
+from strata_bench.cli.options import (case_filter_options, case_request_options, list_option, make_filter,
+                                      output_option, quiet_option, results_option, split_output_format)
 from strata_bench.ab.plan import ORDERS  # light: the plan module imports neither scipy nor numpy
+from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError
 
 
 @click.command("ab", context_settings={"allow_interspersed_args": False})
 @case_filter_options
+@case_request_options
+@list_option
 @click.option("--order", type=click.Choice(ORDERS), default="abba", show_default=True,
               help="abba: pair p runs A,B when p is even and B,A when odd; ab: always A,B; "
                    "random: a seeded coin flip per pair.")
@@ -72,9 +75,10 @@ from strata_bench.errors import InputError
                     "means the same (other --format values filter quant formats with --family).")
 @quiet_option
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
-def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, warmup, seed, env_a, env_b,
-            a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct, until_decided,
-            prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params, max_failures,
+def command(families, formats, pattern, kernels_dir, cases_file, request, list_only, order, pairs, warmup, seed,
+            env_a, env_b, a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct,
+            until_decided, prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params,
+            max_failures,
             results_dir, output, quiet, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
@@ -103,6 +107,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
             --metric 'tok/s: ([0-9.]+)' -- my-client --port 8080
         strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 --format md
         strata-bench ab --family mmvq --a old --b new --format iq2_xxs --pairs 20
+        strata-bench ab --family mmvq --variants examples/toml_variant/variants.toml --a old --b warp8 \\
+            --shape 131072x8192 --cols 1,8 --format iq3_s
     """
     from strata_bench.ab.matrix import CommandLines, make_combinations, parse_params, run_matrix
     from strata_bench.ab.metrics import parse_output_specs
@@ -121,11 +127,17 @@ def command(families, formats, pattern, kernels_dir, cases_file, order, pairs, w
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
                      metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
                      directions, until_decided)
+    if not families and (list_only or request != CaseRequest()):
+        raise InputError("--list, --shape, --cols, --fixtures, --gguf and --variants apply to kernel variants: "
+                         "add --family NAME")
     if families:
         _reject_command_options(env_a, env_b, metrics or same, shell, command_args,
                                 prepare or conclude or setup or cleanup or server or params)
+        if list_only:
+            _list_cases(make_filter(families, formats, pattern), kernels_dir, cases_file, request)
+            return
         report = _kernel_ab(make_filter(families, formats, pattern), a_spec, b_spec, plan, results_dir,
-                            kernels_dir, cases_file, quiet)
+                            kernels_dir, cases_file, quiet, request)
     else:
         lines = CommandLines(a_spec, b_spec, tuple(command_args), env_a, env_b, shell, prepare, conclude, server,
                              ready, ready_port, ready_timeout)
@@ -155,7 +167,14 @@ def _reject_command_options(env_a, env_b, metric, shell, command_args, hooks=Non
         raise InputError(f"{used[0]} applies to command A/B, not to kernel variants (--family)")
 
 
-def _kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, quiet):
+def _list_cases(case_filter, kernels_dir, cases_file, request) -> None:
+    from strata_bench.cli.listing import echo_cases
+    from strata_bench.runner import loop as engine
+
+    echo_cases(engine.prepare_cases(case_filter, cases_file, kernels_dir, "bench", request), bool(request.variants))
+
+
+def _kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, quiet, request=None):
     """Kernel variants in one process, through strata_bench.ab.kernel (imported only here)."""
     if not (variant_a and variant_b):
         raise InputError("--family needs --a VARIANT and --b VARIANT (for example --a old --b new)")
@@ -167,7 +186,7 @@ def _kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir
         raise InputError("kernel A/B is unavailable: strata_bench.ab.kernel is missing from this build") from None
     return kernel_ab.run_kernel_ab(case_filter=case_filter, variant_a=variant_a, variant_b=variant_b, plan=plan,
                                    results_dir=Path(results_dir), kernels_dir=kernels_dir, cases_file=cases_file,
-                                   quiet=quiet)
+                                   quiet=quiet, **({} if request in (None, CaseRequest()) else {"request": request}))
 
 
 def _provenance() -> dict:

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import click
 
-from strata_bench.cli.options import _split
+from strata_bench.cli.options import _split, variants_option
 
 
 @click.command("compile")
@@ -19,10 +19,11 @@ from strata_bench.cli.options import _split
               help="Python file declaring extra families (same API as the built-ins).")
 @click.option("--resources", is_flag=True, help="Also print registers, spills, shared memory and stack per kernel.")
 @click.option("--no-cache", is_flag=True, help="Compile again even where the cubin cache has the result.")
+@variants_option
 @click.option("-j", "--jobs", "workers", type=click.IntRange(1, 64), default=None,
               help="Parallel NVRTC compiles (default: CPU count).")
 def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | None, cases_file: str | None,
-            resources: bool, no_cache: bool, workers: int | None) -> None:
+            resources: bool, no_cache: bool, variant_files: Sequence[str], workers: int | None) -> None:
     """Compile kernel sources through NVRTC with the options results record.
 
     Without --arch it builds for the local GPU (exit 77 if there is none); with --arch it needs no GPU,
@@ -37,6 +38,7 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
         strata-bench compile --arch 75,80,86,89,90,120
         strata-bench compile --arch 90 --family mmvq --resources
         strata-bench compile --arch 90 --kernels my_kernels --cases my_cases.py
+        strata-bench compile --variants examples/toml_variant/variants.toml --arch 90 --family mmvq
     """
     from strata_bench.cli.console import stdout_console
 
@@ -44,6 +46,11 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
 
     arch_list = buildplan.parse_archs(archs) if archs else None  # bad --arch fails before any import
     chosen = buildplan.load_families(_split(tuple(families)), cases_file, kernels_dir)
+    if variant_files:
+        from strata_bench.cases import FAMILIES
+        from strata_bench.cases.toml_variant import load_variant_files
+
+        load_variant_files(tuple(variant_files), FAMILIES)
     arch_list = arch_list or buildplan.local_archs()
     jobs = buildplan.plan(chosen, arch_list)
     outcomes = _run_with_progress(jobs, not no_cache, workers or os.cpu_count() or 1)

@@ -1,9 +1,13 @@
 """Options shared by several commands, each defined once as a decorator."""
 from __future__ import annotations
 
+import functools
+
 import click
 
 from strata_bench.cases import CaseFilter
+from strata_bench.cases.request import CaseRequest
+from strata_bench.errors import InputError
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -79,3 +83,80 @@ def split_output_format(formats: tuple[str, ...], output: str | None) -> tuple[t
     quant = tuple(v for v in values if v not in OUTPUT_FORMATS)
     chosen = [v for v in values if v in OUTPUT_FORMATS]
     return quant, output or (chosen[-1] if chosen else None)
+
+
+# --- what a command runs beyond the filters: shapes, real weights, TOML variants ---------------------
+def parse_shape(value: str | None) -> tuple[int, int] | None:
+    """'ROWSxCOLS' -> (rows, cols); InputError naming the value otherwise."""
+    if not value:
+        return None
+    try:
+        rows, cols = (int(v) for v in value.lower().split("x"))
+    except ValueError:
+        raise InputError(f"--shape must be ROWSxCOLS, got {value!r}") from None
+    if rows <= 0 or cols <= 0:
+        raise InputError(f"--shape must be positive, got {value!r}")
+    return rows, cols
+
+
+def parse_cols(value: str | None) -> tuple[int, ...] | None:
+    """'1,4,8' -> (1, 4, 8); InputError naming the value otherwise."""
+    if not value:
+        return None
+    try:
+        cols = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"--cols must be a comma list of integers, got {value!r}") from None
+    if not cols or min(cols) <= 0:
+        raise InputError(f"--cols must be positive integers, got {value!r}")
+    return cols
+
+
+_REQUEST_OPTIONS = (
+    click.option("--shape", metavar="ROWSxCOLS",
+                 help="Replace each case's shape (e.g. 131072x8192, the DRAM shape); exit 2 where a format's "
+                      "blocks do not divide COLS."),
+    click.option("--cols", "cols_spec", metavar="N[,N]",
+                 help="Sweep the column count (e.g. 1,2,4,8); with real weights, the columns (entries, tokens) "
+                      "of each fixture's cases."),
+    click.option("--fixtures", "fixture_patterns", multiple=True, metavar="PATTERN",
+                 help="Run every selected family's cases over the fixtures whose names match the glob "
+                      "(repeatable), instead of the default cases."),
+    click.option("--gguf", "gguf_file", type=click.Path(dir_okay=False),
+                 help="Run every selected family's cases over rows read from this GGUF file (with --tensor)."),
+    click.option("--tensor", "tensor_regex", metavar="REGEX", help="With --gguf: the tensors to read (re.search)."),
+    click.option("--rows", "rows_spec", metavar="A:B", help="With --gguf: rows A to B of each tensor (default 0:64)."),
+    click.option("--variants", "variant_files", multiple=True, type=click.Path(dir_okay=False),
+                 metavar="FILE.toml", help="Kernel variants declared in TOML against a family's ABI "
+                                          "(docs/ABI.md); they join the family's variant table."),
+)
+
+
+def case_request_options(func):
+    """--shape, --cols, --fixtures, --gguf, --tensor, --rows, --variants, parsed into `request`
+    (a CaseRequest) before the command runs."""
+
+    @functools.wraps(func)
+    def wrapper(*args, shape, cols_spec, fixture_patterns, gguf_file, tensor_regex, rows_spec, variant_files,
+                **kwargs):
+        from strata_bench.data.gguf_import import parse_rows
+
+        request = CaseRequest(parse_shape(shape), parse_cols(cols_spec), tuple(fixture_patterns), gguf_file,
+                              tensor_regex, parse_rows(rows_spec) if rows_spec is not None else None,
+                              tuple(variant_files))
+        return func(*args, request=request, **kwargs)
+
+    for option in reversed(_REQUEST_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def variants_option(func):
+    """--variants FILE.toml (repeatable) into `variant_files` (compile: no cases, only the variant table)."""
+    return _REQUEST_OPTIONS[-1](func)
+
+
+def list_option(func):
+    """--list: print the selected cases, one name a line, and exit (no GPU needed)."""
+    return click.option("--list", "list_only", is_flag=True,
+                        help="List the selected cases and exit (no GPU needed).")(func)

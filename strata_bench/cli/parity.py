@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import (case_filter_options, device_option, make_filter, output_option, quiet_option,
-                                      results_option, split_output_format)
+from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
+                                      make_filter, output_option, quiet_option, results_option, split_output_format)
 from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 
 
@@ -15,12 +15,13 @@ from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 @device_option()
 @output_option()
 @results_option("Where to keep the raw records and the summary (results/<device>/parity-*.json).")
-@click.option("--list", "list_only", is_flag=True, help="List the selected cases and exit (no GPU needed).")
+@case_request_options
+@list_option
 @click.option("--profile", is_flag=True,
               help="Print the seconds spent per phase (inputs, references, launches, comparisons) to stderr.")
 @quiet_option
-def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, list_only, quiet,
-            profile):
+def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, request, list_only,
+            quiet, profile):
     """Check bitwise and float64 parity of kernel variants, case by case.
 
     Every variant runs twice over two poisons (an unwritten element fails), every variant is compared
@@ -36,7 +37,12 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         strata-bench parity
         strata-bench parity --family mmvq --format iq2_xxs,iq3_s -k n8
         strata-bench parity --format md > parity.md
+        strata-bench parity --device all --format md   # every case on each GPU, counts per device
         strata-bench parity --kernels my_kernels/ --cases my_cases.py --family my_mmvq
+        strata-bench parity --family mmvq --shape 4096x14336 --cols 1,8
+        strata-bench parity --fixtures 'smollm2-ffn_down.iq*' --cols 1,4
+        strata-bench parity --gguf model.gguf --tensor 'blk\\.(0|1|2|3|20|47)\\.ffn_(gate|up|down)'
+        strata-bench parity --variants examples/toml_variant/variants.toml --family mmvq
         strata-bench parity --profile -q
 
     References are cached on disk (under $STRATA_CACHE_DIR/references, else
@@ -50,17 +56,24 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     from strata_bench.checks.phases import PhaseTimes
 
     formats, output = split_output_format(formats, output)
-    cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir)
+    cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, request=request)
+    # Said on stderr (never in --list's stdout): a lost fixtures folder or family shows as a smaller count.
+    click.echo(_selection_line(cases), err=True)
     if list_only:
-        for case in cases:
-            click.echo(case.name)
+        from strata_bench.cli.listing import echo_cases
+
+        echo_cases(cases, bool(request.variants))
         return
     try:
         devices = gpu.select_devices(device_spec)
     except NoGpu as exc:
         raise NoGpu(f"{exc}; {len(cases)} cases selected, none run") from None
-    writer = _results_writer(Path(results_dir), devices)
+    names = {d: gpu.device_name(d) for d in devices}
+    writer = _results_writer(Path(results_dir), devices, names)
     run = ParityRun()
+    from strata_bench.cases.fixtures import fixture_sources
+
+    sources = fixture_sources(cases)  # the real weights' file, sha256, tensor and rows, for every report
 
     def keep(result) -> None:
         run.results.append(result)
@@ -75,45 +88,69 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         try:
             engine.run_on_devices(cases, devices, CaseChecker(times), keep, fault_result, advance)
         finally:
-            summary_path = writer.finish(run.summary(devices), run.failures)
+            counts = _counts(run, devices, names, len(cases))
+            summary_path = writer.finish(_summary(run, devices, counts, sources), run.failures)
     wall = time.perf_counter() - started
-    _render(run, devices, output or "table", summary_path)
+    _render(run, devices, counts, output or "table", summary_path, sources)
     if times is not None:
         click.echo(f"parity profile ({len(run.results)} cases):", err=True)
         for line in times.lines(wall):
             click.echo("  " + line, err=True)
-    faults = run.summary(devices)["faults"]
+    faults = [r for r in run.results if r.status.value == "FAULT"]
     if faults:
-        raise KernelFault(f"parity: kernel fault in {faults[0]}; {run.failures} of {len(run.results)} cases failed "
-                          f"(details in {summary_path})")
+        raise KernelFault(f"parity: kernel fault in {faults[0].case.name} on device {faults[0].device}; "
+                          f"{run.failures} of {len(run.results)} cases failed (details in {summary_path})")
     if run.failures:
         raise CheckFailed(f"parity: {run.failures} of {len(run.results)} cases failed (details in {summary_path})")
 
 
-def _results_writer(results_dir: Path, devices: list[int]):
-    from strata_bench.runner import devices as gpu
+def _selection_line(cases) -> str:
+    real = sum(case.data.startswith("fixture:") for case in cases)
+    fixtures = len({case.data for case in cases if case.data.startswith("fixture:")})
+    return f"{len(cases)} cases selected, {real} of them on real weights ({fixtures} fixtures)"
+
+
+def _results_writer(results_dir: Path, devices: list[int], names: dict[int, str]):
     from strata_bench.results import provenance
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
-    name = gpu.device_name(devices[0])
-    return ResultsWriter(device_directory(results_dir, name), "parity", provenance.collect(devices))
+    # One file per run, in the first device's folder; provenance lists every device the run used.
+    return ResultsWriter(device_directory(results_dir, names[devices[0]]), "parity", provenance.collect(devices))
 
 
-def _render(run, devices, output, summary_path) -> None:
+def _counts(run, devices, names, cases_per_device):
+    from strata_bench.report.live import device_counts
+
+    return device_counts(run.results, devices, names, cases_per_device)
+
+
+def _summary(run, devices, counts, sources) -> dict:
+    """The run's summary record, with the counts per device (cases, failures, faults, not run) and the real
+    weights' sources."""
+    return {**run.summary(devices), "per_device": [c.to_record() for c in counts], "fixtures": list(sources)}
+
+
+def _render(run, devices, counts, output, summary_path, sources=()) -> None:
     from strata_bench.report import live as render
+    from strata_bench.report.sources import sources_markdown
 
     if output == "json":
         import json
 
-        click.echo(json.dumps({"summary": run.summary(devices),
+        click.echo(json.dumps({"summary": _summary(run, devices, counts, sources),
                                "cases": [r.to_record() for r in run.results]}, indent=2, default=str))
         return
-    text = render.parity_markdown(run.results) if output == "md" else None
-    if text is not None:
-        click.echo(text)
+    if output == "md":
+        click.echo(render.parity_markdown(run.results, counts))
+        if sources:
+            click.echo("\n" + sources_markdown(sources))
     else:
         render.print_parity_table(run.results)
+        for c in counts:
+            click.echo(c.text())
+        if sources:
+            click.echo(sources_markdown(sources))
     line = (f"{len(run.results)} cases, {run.failures} failures on {len(devices)} device"
             f"{'s' if len(devices) != 1 else ''}; results: {summary_path}")
     click.echo(line, err=output == "md")

@@ -198,9 +198,16 @@ def read_manifest(root: str | Path | None = None) -> dict[str, Any]:
 
 
 def _locate(name: str, root: str | Path | None) -> tuple[Path, dict[str, Any]]:
-    """The folder holding fixture `name` and its entry (the user's folder wins over the built-in set)."""
+    """The folder holding fixture `name` and its entry (the user's folder wins over the built-in set;
+    with no folder given, rows cached by --gguf are found last)."""
     roots = search_roots(root)
-    for folder in roots:
+    if root is None:
+        from strata_bench.data.gguf_cache import cache_root
+
+        roots_read = roots + [cache_root()] if cache_root().is_dir() else roots
+    else:
+        roots_read = roots
+    for folder in roots_read:
         entry = _read_one_manifest(folder)["fixtures"].get(name)
         if entry is not None:
             return folder, entry
@@ -270,6 +277,14 @@ def load_fixture(name: str, root: str | Path | None = None) -> Fixture:
         raise InputError(f"fixture {name!r}: {path.name} has sha256 {actual[:16]}..., "
                          f"the manifest says {entry['sha256'][:16]}...")
     return _read_npz(path, name)
+
+
+def fixture_entry(name: str) -> dict[str, Any] | None:
+    """The manifest entry of fixture `name` (fixtures folders, then the --gguf cache), None if absent."""
+    try:
+        return _locate(name, None)[1]
+    except InputError:
+        return None
 
 
 def list_fixtures(root: str | Path | None = None) -> list[dict[str, Any]]:

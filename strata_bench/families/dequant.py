@@ -17,8 +17,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Case, Expected, Family, Variant, ceil_div, check_shape,
-                              padded, parse_data, row_stride, traits, weights)
+from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, AbiArg, Case, Expected, Family, FixtureRef, LaunchAbi,
+                              Variant, ceil_div, check_shape, fixture_ref, padded, parse_data, row_stride, traits,
+                              weights)
 
 from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS  # noqa: E402
 VARIANTS = ("dequant",)
@@ -35,16 +36,25 @@ class Dequant(Family):
     description = "quantized rows -> float32, bitwise against gguf-py (numpy reference for q2_0)"
 
     def default_cases(self) -> Iterable[Case]:
-        from strata_bench.data.store import read_manifest
-
-        have = set(read_manifest()["fixtures"])
         cases = []
         for fmt in FORMATS:
             cases.append(self.case(fmt, 1024, 2560, 1, "seed:1"))
             cases.append(self.case(fmt, 7, 768, 1, "edge:2"))  # edge blocks first; 7 rows of 3 blocks (or 12/24)
-            if fixture_name(fmt) in have:
-                cases.append(self.case(fmt, 64, 1536, 1, f"fixture:{fixture_name(fmt)}"))
+            shipped = fixture_ref(fixture_name(fmt))
+            if shipped is not None:
+                cases += self.fixture_cases(shipped, fmt=fmt)
         return cases
+
+    def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
+                      fmt: str | None = None) -> list[Case]:
+        """The fixture's rows dequantized (one case: dequant has no columns); q2_0 from q8_0 rows."""
+        from strata_bench.formats import get_format
+
+        fmt = fmt or fixture.fmt
+        takes = fmt == fixture.fmt or (fmt == "q2_0" and fixture.fmt == Q2_0_FIXTURE_SOURCE)
+        if fmt not in FORMATS or not takes or fixture.cols % get_format(fmt).block_size:
+            return []
+        return [self.case(fmt, fixture.rows, fixture.cols, 1, fixture.data)]
 
     def bench_cases(self) -> Iterable[Case]:
         return [self.case(fmt, 8192, 8192, 1, "seed:1") for fmt in FORMATS]
@@ -80,6 +90,10 @@ class Dequant(Family):
     variants = (Variant(VARIANTS[0], _dequant_kernels, _launch_dequant,
                         "one thread per 32-value chunk, rows at a 16-byte aligned stride"),)
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "dequant")."""
+        return DEQUANT_ABI
+
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         from strata_bench.formats import get_format
 
@@ -104,3 +118,28 @@ class Dequant(Family):
         from strata_bench.formats import get_format
 
         return case.rows * get_format(case.fmt).bytes_per_row(case.cols) + case.rows * case.cols * 4
+
+
+def _abi_fields(case: Case) -> dict[str, int]:
+    return {"rows": case.rows, "cols": case.cols, "nchunks": case.cols // 32, "stride": row_stride(case.fmt, case.cols)}
+
+
+DEQUANT_ABI = LaunchAbi(
+    family="dequant",
+    args=(
+        AbiArg("w", "const uint8_t*", "rows of blocks at `stride` (16-byte aligned); 16 readable bytes after the "
+                                      "last row", lambda c, d, o: d["w"]),
+        AbiArg("stride", "long long", "bytes from one row to the next",
+               lambda c, d, o: np.int64(row_stride(c.fmt, c.cols))),
+        AbiArg("rows", "int", "rows", lambda c, d, o: np.int32(c.rows)),
+        AbiArg("nchunks", "int", "32-value chunks per row (cols / 32)", lambda c, d, o: np.int32(c.cols // 32)),
+        AbiArg("cols", "int", "values per row", lambda c, d, o: np.int32(c.cols)),
+        AbiArg("y", "float*", "[rows][cols] float32, every element written", lambda c, d, o: o["y"]),
+    ),
+    field_names=("rows", "cols", "nchunks", "stride"),
+    fields=_abi_fields,
+    placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in FORMATS),
+    placeholders=lambda case: {"traits": traits(case.fmt), "fmt": case.fmt},
+    baseline=VARIANTS[0],
+    writes="y: rows x cols floats, bit for bit gguf-py's dequantization",
+)

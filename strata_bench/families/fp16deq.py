@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import Case, CheckFailed, Expected, Family, InputError, Variant, ceil_div, parse_data
+from strata_bench.kit import Case, CheckFailed, Expected, Family, FixtureRef, InputError, Variant, ceil_div, parse_data
 
 from strata_bench.kernels.constants import BLOCK_SHAPES, FP16DEQ_THREADS as THREADS  # noqa: E402
 GENERIC, VEC16 = "generic", "vec16"
@@ -56,9 +56,18 @@ class Fp16Deq(Family):
                 case(fmt, 40, 2048, "seed:4", VEC16, ld=2048 + 8),    # padded, still 16-byte rows
                 case(fmt, 40, 2048, "seed:5", GENERIC, ld=2048 + 3),  # padded, rows not 16-byte aligned
                 case(fmt, 40, 2048, "edge:6", GENERIC, offset=1),     # output 2 bytes past alignment
-                case(fmt, 64, 1536, f"fixture:smollm2-ffn_down.{fmt}", VEC16),
             ]
+            cases += self.fixture_cases(FixtureRef(f"smollm2-ffn_down.{fmt}", fmt, 64, 1536))
         return cases
+
+    def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
+                      fmt: str | None = None) -> list[Case]:
+        """The fixture's rows converted (one case; the 16-byte path where the rows allow it)."""
+        fmt = fmt or fixture.fmt
+        if fmt not in FORMATS or fmt != fixture.fmt:
+            return []
+        path = VEC16 if fixture.cols % 8 == 0 else GENERIC  # ld = cols: 16-byte output rows need cols % 8 == 0
+        return [self.path_case(fmt, fixture.rows, fixture.cols, fixture.data, path)]
 
     def bench_cases(self) -> Iterable[Case]:
         return [self.path_case(fmt, rows, 8192, "seed:1", VEC16) for fmt in FORMATS for rows in (8192, 16384)]

@@ -28,7 +28,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, Case, Expected, Family, InputError, MatvecRef,
+from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, Case, Expected, Family, FixtureRef,
+                              InputError, LaunchAbi, MatvecRef, fixture_ref,
                               Variant, activations, allow_dynamic_shared, ceil_div, check_shape, decode_table_bytes,
                               exact_weights, launch_quantize_q8_1, matvec_reference, padded, parse_data,
                               q8_1_staging_bytes, quantize_q8_1, resident_blocks, row_stride, traits, weights)
@@ -66,17 +67,32 @@ class Mmvq(Family):
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
-        from strata_bench.data.store import read_manifest
-
-        have = set(read_manifest()["fixtures"])
         cases = []
         for fmt in FORMATS:
             for rows, cols in SHAPES:
                 cases += [self.case(fmt, rows, cols, n, "seed:1") for n in DEFAULT_NCOLS]
             cases += [self.case(fmt, *EDGE_SHAPE, n, "edge:2") for n in EDGE_NCOLS]
-            if fixture_name(fmt) in have:
-                cases += [self.case(fmt, 64, 1536, n, f"fixture:{fixture_name(fmt)}") for n in FIXTURE_NCOLS]
+            shipped = fixture_ref(fixture_name(fmt))
+            if shipped is not None:
+                cases += self.fixture_cases(shipped, fmt=fmt)
         return cases
+
+    def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
+                      fmt: str | None = None) -> list[Case]:
+        """The fixture's rows x 1, 3, 8 and 11 columns (or --cols), in its format; q2_0 from q8_0 rows."""
+        fmt = fmt or fixture.fmt
+        takes = fmt == fixture.fmt or (fmt == "q2_0" and fixture.fmt == Q2_0_FIXTURE_SOURCE)
+        if fmt not in FORMATS or not takes or fixture.cols % 32:
+            return []
+        if fmt != fixture.fmt:
+            from strata_bench.formats import get_format
+
+            if fixture.cols % get_format(fmt).block_size:
+                return []
+        for n in ncols or ():
+            if not 1 <= n <= MAX_COLUMNS:
+                raise InputError(f"mmvq: --cols {n}: 1 to {MAX_COLUMNS} columns")
+        return [self.case(fmt, fixture.rows, fixture.cols, n, fixture.data) for n in ncols or FIXTURE_NCOLS]
 
     def bench_cases(self) -> Iterable[Case]:
         return [self.case(fmt, r, k, n, "seed:1") for fmt in FORMATS for r, k in BENCH_SHAPES for n in BENCH_NCOLS]
@@ -174,6 +190,10 @@ class Mmvq(Family):
         Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns"),
     )
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "mmvq"): q8_1 activations already quantized."""
+        return MMVQ_ABI
+
     # --- reference ------------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         ref = _matvec(case.fmt, case.rows, case.cols, case.data)
@@ -199,6 +219,42 @@ class Mmvq(Family):
 
     def flops(self, case: Case) -> int:
         return 2 * case.rows * case.cols * case.ncols
+
+
+# --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
+def _abi_fields(case: Case) -> dict[str, int]:
+    from strata_bench.formats import get_format
+
+    return {"rows": case.rows, "cols": case.cols, "ncols": case.ncols, "nchunks": case.cols // 32,
+            "stride": row_stride(case.fmt, case.cols), "row_bytes": get_format(case.fmt).bytes_per_row(case.cols)}
+
+
+MMVQ_ABI = LaunchAbi(
+    family="mmvq",
+    args=(
+        AbiArg("w", "const uint8_t*", "rows x row_bytes of blocks at `stride` (16-byte aligned); 16 readable bytes "
+                                      "after the last row", lambda c, d, o: d["w"]),
+        AbiArg("stride", "long long", "bytes from one row to the next",
+               lambda c, d, o: np.int64(row_stride(c.fmt, c.cols))),
+        AbiArg("rows", "int", "weight rows (outputs per column)", lambda c, d, o: np.int32(c.rows)),
+        AbiArg("nchunks", "int", "32-value chunks per row (cols / 32)", lambda c, d, o: np.int32(c.cols // 32)),
+        AbiArg("cols", "int", "inputs per row", lambda c, d, o: np.int32(c.cols)),
+        AbiArg("xq", "const block_q8_1*", "[ncols][nchunks] q8_1 blocks (36 bytes), quantized before the kernel",
+               lambda c, d, o: d["xq"]),
+        AbiArg("x", "const float*", "[ncols][cols] float32 activations (raw)", lambda c, d, o: d["x"]),
+        AbiArg("ncols", "int", "activation columns", lambda c, d, o: np.int32(c.ncols)),
+        AbiArg("y", "float*", "[ncols][rows] float32 output, every element written", lambda c, d, o: o["y"]),
+        AbiArg("y_stride", "int", "floats from one output column to the next (= rows)",
+               lambda c, d, o: np.int32(c.rows)),
+    ),
+    field_names=("rows", "cols", "ncols", "nchunks", "stride", "row_bytes"),
+    fields=_abi_fields,
+    placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in FORMATS),
+    placeholders=lambda case: {"traits": traits(case.fmt), "fmt": case.fmt},
+    prelude=lambda family, case, kernels, dev, stream: family._quantize_activations(case, kernels, dev, stream),
+    baseline="old",
+    writes="y: all ncols x rows floats; bitwise equal to old (mmvq.cu's ARITHMETIC CONTRACT)",
+)
 
 
 # --- helpers -----------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import Case, Expected, Family, InputError, Variant, ceil_div, parse_data
+from strata_bench.kit import Case, Expected, Family, FixtureRef, InputError, Variant, ceil_div, parse_data
 
 FAMILY = "pfgemm"
 from strata_bench.kernels.constants import PFGEMM_FORMAT_IDS as FORMAT_IDS  # noqa: E402
@@ -46,6 +46,8 @@ FIXTURE_ROLL = 7  # expert e's rows are the tiled fixture rows rolled by 7e, so 
 GROUPS_A = "0,1,15,16,17,33,64,4"
 GROUPS_B = "70,0,3,129,0,16,48,1"  # leading large group, empties in the middle, 129 = 2 tiles + 1 row
 BENCH_GROUPS = "64x128"  # 8192 token rows over 128 experts
+FIXTURE_TILE_ROWS = 256  # a fixture case's N: the fixture's rows tiled to a multiple of this
+FIXTURE_GROUPS = {"iq2_s": GROUPS_A, "iq4_nl": GROUPS_B}
 
 # Tolerance constants (docs/PFGEMM.md): fp16 rounding of a weight (relative 2^-11 for normal results,
 # absolute 2^-25 below 2^-14), and truncating tensor-core accumulation: at most 2^-22 of the running
@@ -186,9 +188,21 @@ class PfGemm(Family):
             case("iq4_nl", 144, 512, GROUPS_A, "seed:9", ("old", "auto")),   # N % 128 != 0: auto -> old
             case("q2_0", 1280, 2560, GROUPS_A, "seed:7", ("old", "auto")),
             case("q2_0", 2560, 640, GROUPS_B, "seed:8", ("old", "auto")),
-            case("iq2_s", 256, 1536, GROUPS_A, "fixture:smollm2-ffn_down.iq2_s"),
-            case("iq4_nl", 256, 1536, GROUPS_B, "fixture:smollm2-ffn_down.iq4_nl"),
+            *self.fixture_cases(FixtureRef("smollm2-ffn_down.iq2_s", "iq2_s", 64, 1536)),
+            *self.fixture_cases(FixtureRef("smollm2-ffn_down.iq4_nl", "iq4_nl", 64, 1536)),
         ]
+
+    def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
+                      fmt: str | None = None) -> list[Case]:
+        """Every expert's weights are the fixture's rows (tiled to a multiple of FIXTURE_TILE_ROWS,
+        rolled per expert) over the family's token groups (entries come from the groups, not --cols)."""
+        fmt = fmt or fixture.fmt
+        if fmt not in FORMAT_IDS or fmt != fixture.fmt:
+            return []
+        rows = -(-fixture.rows // FIXTURE_TILE_ROWS) * FIXTURE_TILE_ROWS
+        new_ok = fmt in NEW_FORMATS and fixture.cols % NEW_FORMATS[fmt] == 0
+        return [self.expert_case(fmt, rows, fixture.cols, FIXTURE_GROUPS.get(fmt, GROUPS_A), fixture.data,
+                                 None if new_ok else ("old", "auto"))]
 
     def bench_cases(self) -> Iterable[Case]:
         """8192 token rows over 128 experts (issue 6): IQ2_S gate/up 1280 x 2560, IQ4_NL down 2560 x 1280,

@@ -23,8 +23,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (Q8_1_BYTES, U64, Case, Expected, Family, InputError, Variant, allow_dynamic_shared,
-                              ceil_div, dequantize_q8_1, gamma, parse_data, quantize_q8_1, unpack_q8_1)
+from strata_bench.kit import (Q8_1_BYTES, U64, Case, Expected, Family, FixtureRef, InputError, Variant,
+                              allow_dynamic_shared, ceil_div, dequantize_q8_1, gamma, parse_data, quantize_q8_1,
+                              unpack_q8_1)
 
 from strata_bench.kernels.constants import BLOCK_SHAPES, Q2WARP_STATIC_SHARED_BYTES  # noqa: E402
 BLOCK_VALUES, BLOCK_BYTES = BLOCK_SHAPES["q2_0"]
@@ -53,9 +54,19 @@ class Q2Warp(Family):
             self.case("q2_0", 13, 8320, 3, "seed:4"),    # 260 half-blocks: 9 groups, the last of 4 half-blocks
             self.case("q2_0", 7, 64, 2, "seed:5"),       # one block per row: two lanes of one warp do everything
             self.case("q2_0", 6, 192, 1, "edge:6"),      # 3 blocks per row; 6 rows: the second warp has 2 of its 4 rows
-            self.case("q2_0", 64, 1536, 2, "fixture:smollm2-ffn_down.q8_0"),
         ]
+        cases += self.fixture_cases(FixtureRef("smollm2-ffn_down.q8_0", "q8_0", 64, 1536))
         return cases
+
+    def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
+                      fmt: str | None = None) -> list[Case]:
+        """Q8_0 (or Q2_0) rows requantized to Q2_0 by Q2_0.quantize, x 2 columns (or --cols, 1 to 4)."""
+        if fixture.fmt not in ("q8_0", "q2_0") or (fmt or "q2_0") != "q2_0" or fixture.cols % BLOCK_VALUES:
+            return []
+        for n in ncols or ():
+            if not 1 <= n <= 4:
+                raise InputError(f"q2warp: --cols {n}: 1 to 4 columns")
+        return [self.case("q2_0", fixture.rows, fixture.cols, n, fixture.data) for n in ncols or (2,)]
 
     def bench_cases(self) -> Iterable[Case]:
         shapes = ((12288, 2560), (131072, 8192))  # attention projection; PEER.md's DRAM shape

@@ -287,8 +287,14 @@ def load_kernels(family: Any, device_id: int) -> Kernels:
 def compile_family(family: Any, arch: str, use_cache: bool = True) -> list[CompiledSource]:
     """Every source of a family; a user family may set `kernels_root` (its --kernels DIR)."""
     root = family.kernels_root
-    return [compile_source(src, family.name_expressions(src), arch, use_cache=use_cache, root=root)
-            for src in family.sources]
+    return [compile_source(src, family.name_expressions(src), arch, family_source_options(family, src), use_cache,
+                           root) for src in family.sources]
+
+
+def family_source_options(family: Any, source: str) -> tuple[str, ...]:
+    # A TOML variant's include dirs and defines (Family.source_options); a family without the hook has none.
+    hook = getattr(family, "source_options", None)
+    return tuple(hook(source)) if hook is not None else ()
 
 
 def recorded_options(arch: str = "sm_90") -> list[str]:

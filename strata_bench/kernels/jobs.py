@@ -23,10 +23,22 @@ class CompileJob:
     arch: str  # "sm_90"
     name_expressions: tuple[str, ...]
     root: Path | None = None  # kernel directory of a user family (--kernels); None: kernels_src
+    options: tuple[str, ...] = ()  # extra NVRTC options of the source (a TOML variant's -I and -D)
 
     @property
     def label(self) -> str:
-        return f"{self.family}:{self.source}"
+        return f"{self.family}:{_shown(self.source)}"
+
+
+def _shown(source: str) -> str:
+    # A TOML variant's source is an absolute path: show it relative to the working directory when inside.
+    path = Path(source)
+    if not path.is_absolute():
+        return source
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return source
 
 
 @dataclass(frozen=True)
@@ -79,15 +91,16 @@ def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str
 
 def plan(families: dict[str, Any], archs: Sequence[str]) -> list[CompileJob]:
     """Every (family, source, arch) job, grouped by source so the summary reads row by row."""
-    return [CompileJob(name, src, arch, tuple(fam.name_expressions(src)), fam.kernels_root)
+    return [CompileJob(name, src, arch, tuple(fam.name_expressions(src)), fam.kernels_root,
+                       build.family_source_options(fam, src))
             for name, fam in families.items() for src in fam.sources for arch in archs]
 
 
 def run_job(job: CompileJob, use_cache: bool = True) -> CompileOutcome:
     start = time.perf_counter()
     try:
-        compiled = build.compile_source(job.source, job.name_expressions, job.arch, use_cache=use_cache,
-                                        root=job.root)
+        compiled = build.compile_source(job.source, job.name_expressions, job.arch, job.options,
+                                        use_cache=use_cache, root=job.root)
     except build.ToolkitHeadersMissing as exc:
         return CompileOutcome(job, time.perf_counter() - start, skipped=str(exc))
     except CompileError as exc:

@@ -12,31 +12,83 @@ from rich.console import Console
 from rich.table import Table
 
 
-def _call_name(rec: dict[str, Any]) -> str:
+def _call_name(rec: dict[str, Any], several_devices: bool = False) -> str:
     params = "".join(f"/{k}={v}" for k, v in sorted((rec.get("params") or {}).items()))
-    return f"{rec['family']}/{rec['format']}/{rec['rows']}x{rec['cols']}{params}"
+    device = f"device {rec.get('device')}: " if several_devices else ""
+    return f"{device}{rec['family']}/{rec['format']}/{rec['rows']}x{rec['cols']}{params}"
+
+
+def _several_devices(records: list[dict[str, Any]]) -> bool:
+    """True when the records come from more than one device (a `--device all` run): rows then name it."""
+    return len({r.get("device") for r in records}) > 1
 
 
 def detail_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per variant (with a device column when the records come from several devices). Records
+    that carry clocks and sensitivity (bench since issue 12) add the columns `clocks` (SM clock over the
+    trials) and `sees>=%` (the smallest change against the baseline its data could detect); a fraction
+    over 100% shows as ">100" (a flagged row, not a figure)."""
+    records = list(records)
+    several = _several_devices(records)
+    newer = any("sensitivity" in r for r in records)
     rows = []
     for r in records:
-        rows.append({"case": r["case"], "variant": r["variant"], "status": r["status"],
-                     "median_us": r.get("median_us"), "min_us": r.get("min_us"), "max_us": r.get("max_us"),
-                     "ci_%": None if r.get("ci_rel") is None else 100 * r["ci_rel"],
-                     "GB/s": r.get("gbps"), "%read": _pct(r.get("frac_read")), "%copy": _pct(r.get("frac_copy")),
-                     "TFLOP/s": r.get("tflops")})
+        row = {"case": r["case"], **({"device": r.get("device")} if several else {}),
+               "variant": r["variant"], "status": r["status"],
+               "median_us": r.get("median_us"), "min_us": r.get("min_us"), "max_us": r.get("max_us"),
+               "ci_%": None if r.get("ci_rel") is None else 100 * r["ci_rel"],
+               "GB/s": r.get("gbps"), "%read": _pct(r.get("frac_read")), "%copy": _pct(r.get("frac_copy")),
+               "TFLOP/s": r.get("tflops")}
+        if newer:
+            row["clocks"] = _clocks(r.get("clocks"))
+            row["sees>=%"] = _pct(r.get("sensitivity"))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _pct(x):
-    return None if x is None else 100 * x
+    if x is None:
+        return None
+    return ">100" if x > 1 else 100 * x
+
+
+def _clocks(clocks: dict | None) -> str | None:
+    if not clocks:
+        return None
+    from strata_bench.timing.clocks import ClockSummary
+
+    summary = ClockSummary.from_dict(clocks)
+    return summary.text() + (" THROTTLED" if summary.throttled else "")
+
+
+def footer_lines(records: Iterable[dict[str, Any]], ceilings: Iterable[str] = ()) -> list[str]:
+    """Below the tables: the ceilings, then each flagged variant (warm rotation, throttling, a ceiling
+    beaten) and each case's sensitivity, once per case."""
+    lines = list(ceilings)
+    seen: set[str] = set()
+    for r in records:
+        for flag in r.get("flags") or ():
+            lines.append(f"flag: {r['case']} {r['variant']}: {flag}")
+        if r["case"] not in seen and r.get("trials"):
+            seen.add(r["case"])
+            timed = [x for x in records if x["case"] == r["case"] and x.get("trials")]
+            from strata_bench.timing.verify import sensitivity_text
+
+            if "sensitivity" in r:
+                lines.append(f"{r['case']}: " + sensitivity_text(
+                    timed[-1].get("sensitivity") if timed[-1].get("sensitivity") is not None else float("nan"),
+                    [x["trials"] for x in timed]))
+    return lines
 
 
 def pivot_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Rows: calls; columns: n=<ncols>; cells: 'old / new us (speedup)' for the first two variants."""
+    """Rows: calls (per device when the records come from several); columns: n=<ncols>; cells:
+    'old / new us (speedup)' for the first two variants."""
+    records = list(records)
+    several = _several_devices(records)
     by_call: dict[str, dict[int, dict[str, dict]]] = {}
     for r in records:
-        by_call.setdefault(_call_name(r), {}).setdefault(int(r["ncols"]), {})[r["variant"]] = r
+        by_call.setdefault(_call_name(r, several), {}).setdefault(int(r["ncols"]), {})[r["variant"]] = r
     table = {}
     for call, per_n in by_call.items():
         table[call] = {f"n={n}": _cell(v) for n, v in sorted(per_n.items())}
@@ -52,22 +104,30 @@ def _cell(variants: dict[str, dict]) -> str:
         v = variants[names[0]]
         return f"{v['median_us']:.2f} us"
     a, b = variants[names[0]], variants[names[1]]
+    frac = b.get('frac_read') or 0
+    read = ">100% read, flagged" if frac > 1 else f"{100 * frac:.0f}% read"
     return (f"{a['median_us']:.2f} / {b['median_us']:.2f} us ({a['median_us'] / b['median_us']:.2f}x, "
-            f"{b['gbps']:.0f} GB/s, {100 * (b.get('frac_read') or 0):.0f}% read)")
+            f"{b['gbps']:.0f} GB/s, {read})")
 
 
-def render(records: list[dict[str, Any]], output: str) -> str:
+def render(records: list[dict[str, Any]], output: str, ceilings: Iterable[str] = ()) -> str:
+    """The pivot, the per-variant detail and the footer (`ceilings`: one line per device, then the
+    flags and each case's sensitivity); JSON is the records as they are."""
     if output == "json":
         return json.dumps(records, indent=2, default=str)
     pivot = pivot_frame(records)
     detail = detail_frame(records)
+    footer = footer_lines(records, ceilings)
     if output == "md":
         return ("Old / new per call (speedup, new's GB/s and fraction of the read ceiling)\n\n"
-                + pivot.to_markdown() + "\n\n" + detail.to_markdown(index=False, floatfmt=".2f"))
+                + pivot.to_markdown() + "\n\n" + detail.to_markdown(index=False, floatfmt=".2f")
+                + ("\n\n" + "\n".join(f"- {line}" for line in footer) if footer else ""))
     buf = io.StringIO()
     console = Console(file=buf, width=200, force_terminal=False)
     console.print(_rich(pivot, "old / new per call", index=True))
     console.print(_rich(detail, "per variant", index=False))
+    for line in footer:
+        console.print(line, markup=False, highlight=False)
     return buf.getvalue().rstrip()
 
 
@@ -87,3 +147,34 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return "-" if v != v else f"{v:.2f}"
     return "-" if v is None else str(v)
+
+
+def device_lines(prov_devices: list[dict[str, Any]], per_device: list[dict[str, Any]]) -> list[str]:
+    """One line per device of a bench run: its provenance (name, arch, clocks, power limit) and the
+    ceilings measured on it, so a `--device all` run shows what each device's figures are against."""
+    by_index = {d.get("index"): d for d in prov_devices if isinstance(d, dict)}
+    lines = []
+    for share in per_device:
+        dev = by_index.get(share["device"], {})
+        nvml = dev.get("nvml") or {}
+        ceil = share.get("ceilings") or {}
+        line = (f"device {share['device']}: {share['name']} ({dev.get('arch') or '-'}), "
+                f"SM clock {_mhz(nvml.get('sm_clock_mhz'))} (max {_mhz(nvml.get('max_sm_clock_mhz'))}), "
+                f"memory clock {_mhz(nvml.get('memory_clock_mhz'))}, "
+                f"power limit {_unit(nvml.get('power_limit_w'), 'W')}; "
+                f"read ceiling {_gbps(ceil.get('read_bps'))}, copy ceiling {_gbps(ceil.get('copy_bps'))}; "
+                f"{share['timings']} rows, {share['not_timed']} not timed")
+        lines.append(line + (f"; {share['fault']}" if share.get("fault") else ""))
+    return lines
+
+
+def _unit(value, unit: str) -> str:
+    return "-" if value is None else f"{value:g} {unit}"
+
+
+def _mhz(value) -> str:
+    return _unit(value, "MHz")
+
+
+def _gbps(bps) -> str:
+    return "-" if bps is None or bps != bps else f"{bps / 1e9:.0f} GB/s"

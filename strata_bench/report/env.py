@@ -37,6 +37,9 @@ def device_rows(prov: dict[str, Any]) -> list[dict[str, str]]:
     """One display row per device: static properties from CUDA, live ones from NVML."""
     rows = []
     for dev in prov["devices"]:
+        if dev.get("name") is None:  # a device CUDA could not describe: its index and why
+            rows.append({"#": str(dev["index"]), "name": f"- ({dev.get('reason', 'unknown')})"})
+            continue
         nvml = dev.get("nvml") or {}
         khz = dev.get("memory_clock_khz")
         rows.append({
@@ -89,11 +92,12 @@ def _git_text(git: dict[str, Any]) -> str:
 def render_table(prov: dict[str, Any], console: Console) -> None:
     rows = device_rows(prov)
     if rows:
-        table = Table(title="Devices")
-        for column in rows[0]:
+        table = Table(title=f"Devices ({len(rows)})")
+        columns = max((list(row) for row in rows), key=len)  # an unreadable device's row has fewer keys
+        for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*row.values())
+            table.add_row(*(row.get(column, "-") for column in columns))
         console.print(table)
         for reason in sorted({(d.get("nvml") or {}).get("reason", {}).get("all") for d in prov["devices"]} - {None}):
             console.print(f"NVML clocks and power: {reason}")

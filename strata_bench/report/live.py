@@ -1,5 +1,9 @@
-"""Live rendering for the GPU commands: the stdout console and the parity table (terminal and markdown)."""
+"""Live rendering for the GPU commands: the stdout console, the parity table (terminal and markdown) and
+the parity counts per device (a run with `--device all` shows each device's cases, failures and faults)."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -33,29 +37,88 @@ def _first_failure(result) -> str:
     return next((c.detail for c in result.checks if not c.ok), "")
 
 
+@dataclass(frozen=True)
+class DeviceCounts:
+    """One device's share of a parity run."""
+
+    device: int
+    name: str
+    cases: int  # cases with a result on this device
+    failures: int  # FAIL and FAULT
+    faults: int
+    not_run: int  # selected cases left after this device's fault (its context is gone)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"device": self.device, "name": self.name, "cases": self.cases, "failures": self.failures,
+                "faults": self.faults, "not_run": self.not_run}
+
+    def text(self) -> str:
+        """'device 1 (NVIDIA H200): 3 cases, 1 failure (1 fault), 2 not run'."""
+        line = f"device {self.device} ({self.name}): {_count(self.cases, 'case')}, {_count(self.failures, 'failure')}"
+        if self.faults:
+            line += f" ({_count(self.faults, 'fault')})"
+        return line + (f", {self.not_run} not run" if self.not_run else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def device_counts(results: Sequence[Any], devices: Sequence[int], names: Mapping[int, str] | None = None,
+                  selected: int | None = None) -> list[DeviceCounts]:
+    """Counts per device, in `devices` order; `selected` (cases per device) gives the cases not run."""
+    out = []
+    for device in devices:
+        mine = [r for r in results if r.device == device]
+        failures = sum(r.status.value != "PASS" for r in mine)
+        faults = sum(r.status.value == "FAULT" for r in mine)
+        not_run = max(0, selected - len(mine)) if selected is not None else 0
+        out.append(DeviceCounts(device, (names or {}).get(device, "?"), len(mine), failures, faults, not_run))
+    return out
+
+
+def _several_devices(results) -> bool:
+    return len({r.device for r in results}) > 1
+
+
+def _failure_line(r) -> str:
+    return f"{r.case.name} on device {r.device}: {_first_failure(r)}"
+
+
 def print_parity_table(results, console: Console | None = None) -> None:
-    """A row per case (variants, checks, worst ratio, verdict), then one line per case that did not pass."""
+    """A row per case (variants, checks, worst ratio, verdict; the device when the run used several),
+    then one line per case that did not pass, naming its device."""
     console = console or stdout_console()
+    several = _several_devices(results)
     table = Table(title="strata-bench parity", show_lines=False)
-    for col in ("case", "variants", "checks", "max|err|/max|ref|", "verdict"):
+    for col in ("case",) + (("device",) if several else ()) + ("variants", "checks", "max|err|/max|ref|", "verdict"):
         table.add_column(col, overflow="fold")
     for r in results:
         style = "green" if r.status.value == "PASS" else "bold red"
-        table.add_row(r.case.name, " vs ".join(r.case.variants), _checks_text(r), _ratio_text(r),
-                      f"[{style}]{r.status.value}[/{style}]")
+        table.add_row(r.case.name, *((str(r.device),) if several else ()), " vs ".join(r.case.variants),
+                      _checks_text(r), _ratio_text(r), f"[{style}]{r.status.value}[/{style}]")
     console.print(table)
     for r in results:
         if r.status.value != "PASS":
-            console.print(f"[bold red]{r.status.value}[/] {r.case.name}: {_first_failure(r)}", soft_wrap=True)
+            console.print(f"[bold red]{r.status.value}[/] {_failure_line(r)}", soft_wrap=True)
 
 
-def parity_markdown(results) -> str:
-    """The parity table as markdown for a pull request, then a list of the failures."""
-    lines = ["| case | variants | checks | max\\|err\\|/max\\|ref\\| | verdict |", "|---|---|---|---|---|"]
+def parity_markdown(results, counts: Sequence[DeviceCounts] = ()) -> str:
+    """The parity table as markdown for a pull request (a device column when the run used several), the
+    counts per device when given, then a list of the failures, each naming its device."""
+    several = _several_devices(results)
+    device_head, device_rule = ("device | ", "---|") if several else ("", "")
+    lines = [f"| case | {device_head}variants | checks | max\\|err\\|/max\\|ref\\| | verdict |",
+             f"|---|{device_rule}---|---|---|---|"]
     for r in results:
-        lines.append(f"| `{r.case.name}` | {' vs '.join(r.case.variants)} | {_checks_text(r)} | "
+        device_cell = f"{r.device} | " if several else ""
+        lines.append(f"| `{r.case.name}` | {device_cell}{' vs '.join(r.case.variants)} | {_checks_text(r)} | "
                      f"{_ratio_text(r)} | {r.status.value} |")
+    if counts:
+        lines += ["", "| device | name | cases | failures | faults | not run |", "|---|---|---|---|---|---|"]
+        lines += [f"| {c.device} | {c.name} | {c.cases} | {c.failures} | {c.faults} | {c.not_run} |" for c in counts]
     failures = [r for r in results if r.status.value != "PASS"]
     if failures:
-        lines += ["", "Failures:", ""] + [f"- `{r.case.name}`: {_first_failure(r)}" for r in failures]
+        lines += ["", "Failures:", ""] + [f"- `{r.case.name}` on device {r.device}: {_first_failure(r)}"
+                                          for r in failures]
     return "\n".join(lines)

@@ -170,7 +170,16 @@ def device_info(device_ids: list[int] | None) -> tuple[list[dict[str, Any]], str
     if not status.usable:
         return [], status.reason
     ids = list(range(status.count)) if device_ids is None else list(device_ids)
-    return [_one_device(i) for i in ids], ""
+    return [_guarded_device(i) for i in ids], ""
+
+
+def _guarded_device(index: int) -> dict[str, Any]:
+    """One device's entry; a device CUDA cannot describe keeps its index, with the reason, so the list
+    still has an entry per device (a host where one of several GPUs has fallen off the bus)."""
+    try:
+        return _one_device(index)
+    except Exception as exc:  # noqa: BLE001 - provenance must never stop a run; the reason is kept
+        return {"index": index, "name": None, "reason": _reason(exc)}
 
 
 def _one_device(index: int) -> dict[str, Any]:

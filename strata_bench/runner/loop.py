@@ -7,18 +7,26 @@ import time
 from typing import Any, Callable
 
 from strata_bench.cases import FAMILIES, Case, CaseFilter, load_builtin_families, load_user_cases, select_cases
+from strata_bench.cases.request import CaseRequest, request_cases
 from strata_bench.errors import InputError, KernelFault
 
 
 def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: str | None = None,
-                  purpose: str = "parity") -> list[Case]:
-    """Load built-in families (and a user's case file), then select the cases matching the filter."""
+                  purpose: str = "parity", request: CaseRequest | None = None) -> list[Case]:
+    """Load built-in families (and a user's case file, and TOML variants), then select the cases matching
+    the filter and the request (--shape/--cols sweep, --fixtures/--gguf real weights: cases/request.py)."""
     load_builtin_families()
     if kernels_dir and not cases_file:
         raise InputError(f"--kernels {kernels_dir} needs --cases FILE.py naming the families that use it")
     if cases_file:
         load_user_cases(cases_file, kernels_dir)
-    return select_cases(flt, purpose=purpose)
+    if request is None:
+        return select_cases(flt, purpose=purpose)
+    if request.variants:
+        from strata_bench.cases.toml_variant import load_variant_files
+
+        load_variant_files(request.variants, FAMILIES)
+    return request_cases(flt, request, FAMILIES, purpose)
 
 
 def precompile(cases: list[Case], devices: list[int]) -> None:
@@ -40,7 +48,9 @@ def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[...
     """Call per_case(family, case, kernels, device) for every case on every device.
 
     A KernelFault leaves that device's context unusable, so the device's remaining cases are skipped
-    after the fault is recorded; results so far were already handed to on_result.
+    after the fault is recorded; results so far were already handed to on_result. The other devices'
+    contexts are their own: the loop goes on with the next device, whose results are whole. A sticky CUDA
+    error that reaches here unwrapped (bench's timing launches) is treated as that device's fault too.
     Host references are prepared in this loop, not ahead on worker threads: a run that prepared them on
     8 threads took 66 s on the H200 host against 41 s before (the workers' numpy calls contend with the
     launch loop for the GIL and the cores)."""
@@ -57,9 +67,26 @@ def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[...
                 try:
                     kernels = load_kernels(family, device)
                     result = per_case(family, case, kernels, device)
-                except KernelFault as exc:
-                    on_result(on_fault(case, device, exc, time.perf_counter() - start))
+                except Exception as exc:  # noqa: BLE001 - only faults are caught; anything else re-raises
+                    fault = device_fault(case, device, exc)
+                    if fault is None:
+                        raise
+                    on_result(on_fault(case, device, fault, time.perf_counter() - start))
                     break
                 on_result(result)
                 if progress is not None:
                     progress()
+
+
+def device_fault(case: Case, device: int, exc: BaseException) -> KernelFault | None:
+    """The KernelFault that stops `device`: exc itself, or a sticky CUDA error (illegal address, trap)
+    wrapped as one naming the case and the device; None for any other error (it is not a fault)."""
+    from strata_bench.runner.launch import is_sticky_fault
+
+    if isinstance(exc, KernelFault):
+        return exc
+    if is_sticky_fault(exc):
+        fault = KernelFault(f"kernel fault in {case.name} on device {device}: {exc}")
+        fault.__cause__ = exc
+        return fault
+    return None

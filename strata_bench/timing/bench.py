@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
 from strata_bench.cases import Case, Family
 from strata_bench.timing.ceilings import Ceilings
+from strata_bench.timing.clocks import ClockReader, ClockSummary
 from strata_bench.timing.graph import GRAPH_TARGET_S, InputCopies, capture, launch_count, prepare_copies, replay_seconds
+from strata_bench.timing.l2 import reset_persisting_l2
 from strata_bench.timing.trials import run_trials
-from strata_bench.timing.verify import poison_outputs, roofline_problem, timed_output_problem
+from strata_bench.timing.verify import (above_ceiling, poison_outputs, roofline_problem, sensitivity_text,
+                                        timed_output_problem)
 
 WARMUP_REPLAYS = 3
+CLOCK_EVERY = 10  # read the clocks after every 10th timed replay (and after the first and the last)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,24 @@ class Timing:
     status: str = "timed"  # "timed", or why not ("parity failed: ...", "timed output differs: ...",
     # "impossible: ...": the last two have samples but are not results)
     ci_rel: float = math.nan
+    clocks: ClockSummary | None = None  # NVML readings during the trials
+    rotation: Mapping[str, Any] | None = None  # copies x bytes per copy against the L2 (InputCopies.rotation)
+    l2_reset: str = ""  # the persisting-L2 reset before the trials: "reset" or why not
+    sensitivity: float = math.nan  # the smallest relative change against the baseline its data could see
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """What a reader must know beside the figures: warm rotation, throttling, a ceiling beaten."""
+        flags = []
+        if self.rotation and self.rotation.get("warning"):
+            flags.append(self.rotation["warning"])
+        if self.clocks is not None and self.clocks.throttled:
+            flags.append(self.clocks.throttle_text())
+        if self.samples_us and self.status == "timed":
+            beaten = above_ceiling(self.bytes_moved, self.median_us * 1e-6, self.ceilings)
+            if beaten:
+                flags.append(beaten)
+        return tuple(flags)
 
     @property
     def median_us(self) -> float:
@@ -79,7 +101,17 @@ class Timing:
                 "frac_read": self.bytes_moved / (med * 1e-6) / self.ceilings.read_bps if self.samples_us else None,
                 "frac_copy": self.bytes_moved / (med * 1e-6) / self.ceilings.copy_bps if self.samples_us else None,
                 "tflops": self.flops / (med * 1e-6) / 1e12 if self.flops and self.samples_us else None,
-                "samples_us": list(self.samples_us)}
+                "ceilings": _ceilings_record(self.ceilings),
+                "clocks": None if self.clocks is None else self.clocks.to_dict(),
+                "rotation": None if self.rotation is None else dict(self.rotation), "l2_reset": self.l2_reset,
+                "sensitivity": None if math.isnan(self.sensitivity) else self.sensitivity,
+                "flags": list(self.flags), "samples_us": list(self.samples_us)}
+
+
+def _ceilings_record(ceilings: Ceilings) -> dict[str, Any]:
+    """The ceilings a timing was judged by (None for a figure not measured)."""
+    def known(x): return None if isinstance(x, float) and math.isnan(x) else x
+    return {k: known(getattr(ceilings, k)) for k in ("read_bps", "write_bps", "copy_bps", "peak_bps", "source")}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -122,30 +154,65 @@ def warm_up(graph, stream, replays: int = WARMUP_REPLAYS) -> None:
 
 
 def time_variant(family: Family, case: Case, variant: str, kernels: Any, prep: InputCopies,
-                 ceilings: Ceilings, cfg: TimingConfig, checked: Mapping[str, Any]) -> Timing:
-    """warm-up -> poison -> trials -> timed outputs checked -> summary for one variant (the check step ran
-    before and gave `checked`, this variant's outputs). A copy whose outputs differ from `checked`, or a
-    cold median below the roofline, sets the status (timing/verify.py)."""
+                 ceilings: Ceilings, cfg: TimingConfig, checked: Mapping[str, Any],
+                 clocks: ClockReader | None = None) -> Timing:
+    """warm-up -> poison -> L2 reset -> trials (clocks read) -> timed outputs checked -> summary for one
+    variant (the check step ran before and gave `checked`, this variant's outputs). A copy whose outputs
+    differ from `checked` sets the status (timing/verify.py); the roofline is judged by `bench_case`."""
     import cupy
 
     stream = cupy.cuda.Stream(non_blocking=True)
+    readings, replays = [], [0]
+
+    def replay() -> float:
+        seconds = replay_seconds(graph, stream)
+        if clocks is not None and replays[0] % CLOCK_EVERY == 0:
+            readings.append(clocks.read())  # outside the events: the replay is over
+        replays[0] += 1
+        return seconds
+
     with stream:
         launches = launch_count(family, case, variant, kernels, prep, stream, cfg.graph_target_s)
         graph = capture(family, case, variant, kernels, prep, launches, stream)
         warm_up(graph, stream)
         poison_outputs(prep)
-        samples, ci_rel = run_trials(lambda: replay_seconds(graph, stream), launches, cfg)
-    bytes_moved = family.bytes_moved(case)
-    per_call_s = float(np.median(samples)) * 1e-6
-    status = (timed_output_problem(family, case, variant, prep, checked, min(launches, len(prep.devs)))
-              or (prep.cold and roofline_problem(variant, per_call_s, bytes_moved, ceilings)) or "timed")
-    return Timing(case, variant, tuple(samples), launches, len(prep.devs), bytes_moved,
-                  family.flops(case), ceilings, status=status, ci_rel=ci_rel)
+        l2_reset = reset_persisting_l2()
+        samples, ci_rel = run_trials(replay, launches, cfg)
+    if clocks is not None:
+        readings.append(clocks.read())
+    status = timed_output_problem(family, case, variant, prep, checked, min(launches, len(prep.devs))) or "timed"
+    return Timing(case, variant, tuple(samples), launches, len(prep.devs), family.bytes_moved(case),
+                  family.flops(case), ceilings, status=status, ci_rel=ci_rel,
+                  clocks=None if clocks is None else clocks.summary(readings),
+                  rotation=prep.rotation(cfg.hot), l2_reset=l2_reset)
+
+
+def judge_roofline(timing: Timing, cold: bool) -> Timing:
+    """A timed, cold variant whose median beats the roofline gets the "impossible: ..." status."""
+    if timing.status != "timed" or not cold or not timing.samples_us:
+        return timing
+    problem = roofline_problem(timing.variant, timing.median_us * 1e-6, timing.bytes_moved, timing.ceilings)
+    return replace(timing, status=problem) if problem else timing
+
+
+def with_sensitivity(timings: list[Timing]) -> list[Timing]:
+    """Each variant's smallest detectable change against the baseline (the first variant): the two
+    medians' 95% CI half-widths combined, sqrt(a^2 + b^2); the baseline's is that of the first other."""
+    if not timings:
+        return timings
+    base = timings[0].ci_rel
+    mine = [math.hypot(base, t.ci_rel) for t in timings[1:]]
+    first = mine[0] if mine else base
+    return [replace(t, sensitivity=s) for t, s in zip(timings, [first] + mine)]
 
 
 def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: TimingConfig,
-               ceilings: Ceilings) -> list[Timing]:
-    """The named steps for one case: check, then warm-up + trials + summary per variant."""
+               ceilings: Ceilings, remeasure: Callable[[], Ceilings] | None = None,
+               clocks: ClockReader | None = None) -> list[Timing]:
+    """The named steps for one case: check, then warm-up + trials + summary per variant. A variant
+    faster than a ceiling makes `remeasure` (once per device, timing/ceilings.py) give the ceilings
+    the variants are judged by; a variant still above them is flagged (and "impossible" beyond the
+    slack, timing/verify.py). `clocks` defaults to an NVML reader of `device`."""
     import cupy
 
     l2 = cupy.cuda.runtime.getDeviceProperties(device)["l2CacheSize"]
@@ -154,8 +221,24 @@ def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: Timin
     problem, checked = check_variants(family, case, kernels, prep)
     if problem:
         return [Timing(case, v, (), 0, len(prep.devs), family.bytes_moved(case), family.flops(case), ceilings,
-                       status=problem) for v in case.variants]
-    return [time_variant(family, case, v, kernels, prep, ceilings, cfg, checked[v]) for v in case.variants]
+                       status=problem, rotation=prep.rotation(cfg.hot)) for v in case.variants]
+    clocks = clocks if clocks is not None else ClockReader(device)
+    timings = [time_variant(family, case, v, kernels, prep, ceilings, cfg, checked[v], clocks)
+               for v in case.variants]
+    beaten = any(t.status == "timed" and t.samples_us and above_ceiling(t.bytes_moved, t.median_us * 1e-6, ceilings)
+                 for t in timings)
+    if beaten and remeasure is not None:
+        ceilings = remeasure()
+        timings = [replace(t, ceilings=ceilings) for t in timings]
+    return with_sensitivity([judge_roofline(t, prep.cold) for t in timings])
+
+
+def sensitivity_line(timings: list[Timing]) -> str:
+    """'could see >= 0.4% (40 + 38 trials)' for a case's timings ('' when not timed)."""
+    timed = [t for t in timings if t.samples_us]
+    if not timed:
+        return ""
+    return sensitivity_text(timed[-1].sensitivity, [len(t.samples_us) for t in timed])
 
 
 # ---------------------------------------------------------------------------------------------------

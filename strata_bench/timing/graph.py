@@ -30,6 +30,22 @@ class InputCopies:
     # The copies together are at least 3x the L2 (not --hot, not capped short): each launch reads its
     # inputs from DRAM, so a time below bytes / read ceiling is impossible (timing/verify.py).
     cold: bool = True
+    l2_bytes: int = 0  # the device's L2 (0: not known)
+
+    @property
+    def rotation_bytes(self) -> int:
+        """Bytes of input the launches cycle through: copies x bytes per copy."""
+        return len(self.devs) * self.input_bytes
+
+    def rotation(self, hot: bool = False) -> dict[str, Any]:
+        """What the record keeps to prove cold caches: copies x bytes per copy against the L2, and a
+        warning when the rotation is below 3x the L2 (the 64-copy cap on small inputs), unless --hot."""
+        multiple = self.rotation_bytes / self.l2_bytes if self.l2_bytes else None
+        warm = not hot and multiple is not None and multiple < L2_ROTATION_FACTOR
+        return {"copies": len(self.devs), "bytes_per_copy": self.input_bytes, "l2_bytes": self.l2_bytes,
+                "l2_multiple": multiple, "hot": hot,
+                "warning": (f"warm: rotation {len(self.devs)} x {self.input_bytes} B is {multiple:.2f}x the L2, "
+                            f"below {L2_ROTATION_FACTOR}x") if warm else ""}
 
 
 def rotation_copies(per_copy_bytes: int, l2_bytes: int, hot: bool) -> int:
@@ -49,7 +65,8 @@ def prepare_copies(family: Family, case: Case, host: Mapping[str, Any], hot: boo
     copies = rotation_copies(per_copy, l2_bytes, hot)
     devs = [first] + [family.to_device(case, host) for _ in range(copies - 1)]
     outs = [family.alloc_outputs(case, d) for d in devs]
-    return InputCopies(devs, outs, per_copy, cold=not hot and copies * per_copy >= L2_ROTATION_FACTOR * l2_bytes)
+    return InputCopies(devs, outs, per_copy, cold=not hot and copies * per_copy >= L2_ROTATION_FACTOR * l2_bytes,
+                       l2_bytes=l2_bytes)
 
 
 def capture(family: Family, case: Case, variant: str, kernels: Any, prep: InputCopies, launches: int, stream):

@@ -9,13 +9,16 @@ output, also where a family compares none between variants, as pfgemm's tensor-c
 fills its outputs with the same 0xFF, so elements a kernel never writes (padding) agree.
 Poisoning and comparing happen outside the CUDA events: the same kernels, launches and bytes are timed.
 
-A time below bytes_moved / read ceiling (more than ROOFLINE_SLACK) is impossible for a kernel that reads
-its bytes from DRAM; it is reported as such, never as a speedup. Only cold timings are held to it (the
-copies cover 3x the L2, InputCopies.cold): with --hot, or copies capped short, the L2 may serve the reads.
+A time below bytes_moved / read ceiling (more than ROOFLINE_SLACK), or below bytes / theoretical peak, is
+impossible for a kernel that reads its bytes from DRAM; it is reported as such, never as a speedup. Only
+cold timings are held to it (the copies cover 3x the L2, InputCopies.cold): with --hot, or copies capped
+short, the L2 may serve the reads. A time between the two (above a ceiling, within the slack) is flagged
+("above the measured ceiling") and its fraction is shown as ">100%", never as a figure.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+import math
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -27,9 +30,12 @@ from strata_bench.timing.graph import InputCopies
 POISON = 0xFF
 TIMED_OUTPUT_DIFFERS = "timed output differs"
 IMPOSSIBLE = "impossible"
-# The read ceiling measured today is a few percent below what a tuned kernel reaches (issue 12, item 2):
-# a kernel at up to 10% over it is not called impossible; 1900% (a kernel that skipped its work) is.
-ROOFLINE_SLACK = 0.10
+# The read ceiling is the best of a tuned sweep (timing/ceilings.py), re-measured once when beaten. The
+# slack covers the noise of the two figures compared: a bench median's 95% CI (1% by default, --rel-ci)
+# and the ceiling's own pass-to-pass spread (about 1% expected; the GPU test tests/timing/test_ceilings_gpu
+# measures it and fails above 1.5%). 3% is about twice their sum, and still below the H200's theoretical
+# peak (4.81 TB/s is 3.6% above the 4.64 TB/s a tuned kernel reaches), which bounds every time on its own.
+ROOFLINE_SLACK = 0.03
 
 
 def poison_outputs(prep: InputCopies) -> None:
@@ -70,12 +76,38 @@ def roofline_seconds(bytes_moved: int, ceilings: Ceilings) -> float:
 
 
 def roofline_problem(variant: str, seconds: float, bytes_moved: int, ceilings: Ceilings) -> str:
-    """"" when `seconds` per call is possible, else "impossible: ..." with the fraction of the ceiling."""
+    """"" when `seconds` per call is possible, else "impossible: ..." with the fraction of the ceiling:
+    faster than the read ceiling by more than ROOFLINE_SLACK, or faster than the theoretical peak."""
     floor = roofline_seconds(bytes_moved, ceilings)
     if not (bytes_moved > 0 and seconds > 0 and ceilings.read_bps > 0):
         return ""
-    if seconds * (1 + ROOFLINE_SLACK) >= floor:
+    peak = ceilings.peak_bps
+    beats_peak = math.isfinite(peak) and peak >= ceilings.read_bps and bytes_moved / seconds > peak
+    if seconds * (1 + ROOFLINE_SLACK) >= floor and not beats_peak:
         return ""
+    also = f", above the theoretical peak {peak / 1e12:.2f} TB/s" if beats_peak else ""
     return (f"{IMPOSSIBLE}: {variant} at {seconds * 1e6:.3f} us moves {bytes_moved} bytes at "
             f"{floor / seconds:.0%} of the measured read ceiling ({ceilings.read_bps / 1e12:.2f} TB/s, "
-            f"least {floor * 1e6:.3f} us)")
+            f"least {floor * 1e6:.3f} us{also})")
+
+
+def above_ceiling(bytes_moved: int, seconds: float, ceilings: Ceilings) -> str:
+    """'' when bytes / seconds is within every measured ceiling it is reported against (read, copy), else
+    'above the measured read ceiling (re-measured)': a fraction over 100% is not a measurement."""
+    if not (bytes_moved > 0 and seconds > 0):
+        return ""
+    rate = bytes_moved / seconds
+    over = [name for name, bps in (("read", ceilings.read_bps), ("copy", ceilings.copy_bps)) if 0 < bps < rate]
+    if not over:
+        return ""
+    again = " (re-measured)" if ceilings.source == "re-measured" else ""
+    return f"above the measured {' and '.join(over)} ceiling{again}"
+
+
+def sensitivity_text(rel: float, trials: Sequence[int]) -> str:
+    """'could see >= 0.4% (40 + 38 trials)': the smallest relative change the data could detect."""
+    counts = " + ".join(str(n) for n in trials)
+    noun = "trial" if sum(trials) == 1 else "trials"
+    if rel is None or not math.isfinite(rel):
+        return f"sensitivity unknown ({counts} {noun}, too few for a CI)"
+    return f"could see >= {100 * rel:.1f}% ({counts} {noun})"

@@ -160,3 +160,54 @@ def test_a_rejected_case_is_rendered_undecided_with_its_reason_never_faster(grap
     text = render_ab((outcome,), output)
     assert "UNDECIDED" in text and "rejected: timed output differs: lazy copy 0 of 3" in text
     assert "FASTER" not in text
+
+
+# ---------------------------------------------------------------------------------------------------
+# Clocks around every run, throttled pairs and the sensitivity in the notes (a planted clock reader)
+
+class _PlantedClocks:
+    """Reads 1980 MHz, except that the readings numbered in `capped` carry NVML's power-cap reason."""
+
+    def __init__(self, capped=()):
+        self.n, self.capped = 0, set(capped)
+
+    def read(self):
+        from strata_bench.timing.clocks import ClockSample
+
+        self.n += 1
+        return ClockSample(1980, 3201, 50, 400.0, 0x4 if self.n in self.capped else 0x1)
+
+    def summary(self, samples):
+        from strata_bench.timing.clocks import summarize
+
+        return summarize(samples)
+
+
+def test_kernel_ab_reads_clocks_around_each_run_and_flags_the_pairs_measured_while_throttled(graph_standin):
+    from strata_bench.ab.kernel import sensitivity, throttled_pairs
+
+    family = graph_standin.LazyFamily(honest=10**6)
+    # 4 warm-up replays in build_arms read 8 times, the plan's first (warm-up) pair 4 more: reading 13 is
+    # the start of the first measured run (pair 0; warm-up pairs are numbered below 0).
+    arms = build_arms(family, TOY, "old", "old", None, 1000, CEILINGS, clocks=_PlantedClocks(capped={13}))
+    records = _Records()
+    outcome = run_case(arms, PLAN, records)
+    runs = [r for r in records if r["record"] == "run"]
+    assert all(r["clocks"]["samples"] == 2 and r["clocks"]["sm_mhz"] == [1980, 1980] for r in runs)
+    assert [r["pair"] for r in runs if r["clocks"]["throttled"]] == [0]
+    assert throttled_pairs(outcome) == {0: ("sw_power_cap",)}
+    # Equal times in every run: the interval is a point, so the data could see any change.
+    assert sensitivity(outcome) == "could see >= 0.0% (4 pairs)"
+    assert outcome.notes()[-2:] == [
+        "could see >= 0.0% (4 pairs)",
+        "throttled: pairs 0 measured while the clocks were held down (sw_power_cap)"]
+    timing, = [r for r in records if r["record"] == "timing"]
+    assert timing["throttled_pairs"] == [0] and timing["notes"] == list(outcome.flags)
+    assert timing["rotation"]["l2_multiple"] == 3.048 and timing["rotation"]["warning"] == ""
+    AbReport((outcome,), None, None).raise_for_status()  # throttling is flagged, not a failure
+
+
+def test_kernel_ab_without_clocks_still_states_its_sensitivity(graph_standin):
+    outcome, records = _ab(graph_standin, "old", "old", honest=10**6)
+    assert outcome.flags == ("could see >= 0.0% (4 pairs)",)
+    assert all("clocks" not in r for r in records if r["record"] == "run")

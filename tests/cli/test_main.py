@@ -54,7 +54,8 @@ def test_parity_bad_regex_is_one_line_usage_error():
 @pytest.mark.parametrize("args,expected", [
     (["--bogus"], "Error: No such option '--bogus'. (see 'strata-bench --help')"),
     (["nosuch"], "Error: No such command 'nosuch'. (see 'strata-bench --help')"),
-    (["parity", "--bogus"], "Error: No such option '--bogus'. (see 'strata-bench parity --help')"),
+    (["parity", "--bogus"], "Error: No such option '--bogus'. (Did you mean one of: '--cols', '--gguf', "
+                               "'--rows'?) (see 'strata-bench parity --help')"),
     (["fixtures", "nosuch"], "Error: No such command 'nosuch'. (see 'strata-bench fixtures --help')"),
     (["compile", "-j", "0"], "Error: Invalid value for '-j' / '--jobs': 0 is not in the range 1<=x<=64. "
                              "(see 'strata-bench compile --help')"),

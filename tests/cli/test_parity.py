@@ -1,14 +1,131 @@
-"""`parity --profile`: the seconds per phase are printed to stderr after the table (the loop is faked,
-so no GPU is needed)."""
+"""`strata-bench parity`: what it says about the cases it selected; and `--device all` on three fake
+devices (no CUDA): every case on each device, counts per device in the summary, the table and the markdown,
+a failure and a fault naming their device, and a kernel fault on device 1 that leaves devices 0 and 2 whole;
+`--profile` prints the seconds per phase (loop faked), and on a GPU the records are the same with the
+reference cache off, cold and warm."""
 from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.checks.outcome import CaseResult, Status
+from strata_bench.cases import Case
+from strata_bench.checks.outcome import CaseResult, CheckResult, Status
 from strata_bench.cli.main import cli
+from strata_bench.runner import devices as gpu
+from strata_bench.runner import loop
+
+NAMES = {0: "NVIDIA H200", 1: "NVIDIA H200", 2: "Tesla V100-SXM2-16GB"}
+CASES = [Case("toy", "q8_0", rows=1, cols=32, data=f"seed:{i}") for i in range(3)]
 
 
+class IllegalAddress(RuntimeError):
+    """Stands in for cupy's CUDARuntimeError after an illegal address."""
+
+
+def fake_check_case(family, case, kernels, device, *loop_state):
+    """Device 1 faults on the second case; device 2 fails the third case's bitwise check."""
+    if device == 1 and case is CASES[1]:
+        raise IllegalAddress("cudaErrorIllegalAddress: an illegal memory access was encountered")
+    ok = not (device == 2 and case is CASES[2])
+    check = CheckResult("bitwise", "new", ok, "" if ok else "3 of 32 outputs differ; first at row 0")
+    return CaseResult(case, device, Status.PASS if ok else Status.FAIL, (check,), 0.01)
+
+
+@pytest.fixture
+def three_devices(monkeypatch, family_registry):
+    family_registry["toy"] = SimpleNamespace(name="toy")
+
+    @contextlib.contextmanager
+    def device(index):
+        yield
+
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=device)))
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(True, 3, ""))
+    monkeypatch.setattr(gpu, "device_name", NAMES.__getitem__)
+    monkeypatch.setattr(loop, "prepare_cases", lambda *a, **k: list(CASES))
+    monkeypatch.setattr(loop, "precompile", lambda c, d: None)
+    monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: None)
+    monkeypatch.setattr("strata_bench.checks.parity.check_case", fake_check_case)
+    monkeypatch.setattr("strata_bench.results.provenance.collect",
+                        lambda ids: {"devices": [{"index": i, "name": NAMES[i]} for i in ids]})
+    # After a kernel fault the CLI leaves with os._exit (the context is gone); here it must return.
+    monkeypatch.setattr(os, "_exit", lambda code: sys.exit(code))
+
+
+def _run(tmp_path, *args):
+    result = CliRunner().invoke(cli, ["parity", "--device", "all", "--results", str(tmp_path), "-q", *args])
+    (records_file,) = tmp_path.rglob("parity-*.jsonl")
+    (summary_file,) = tmp_path.rglob("parity-*.json")
+    records = [json.loads(line) for line in records_file.read_text().splitlines()]
+    return result, records, json.loads(summary_file.read_text())
+
+
+def test_every_case_on_each_device_and_a_fault_on_device_1_leaves_0_and_2_whole(three_devices, tmp_path):
+    result, records, summary = _run(tmp_path)
+    assert result.exit_code == 1, result.output
+    assert [(r["device"], r["case"], r["status"]) for r in records] == [
+        (0, CASES[0].name, "PASS"), (0, CASES[1].name, "PASS"), (0, CASES[2].name, "PASS"),
+        (1, CASES[0].name, "PASS"), (1, CASES[1].name, "FAULT"),
+        (2, CASES[0].name, "PASS"), (2, CASES[1].name, "PASS"), (2, CASES[2].name, "FAIL")]
+    assert summary["summary"]["per_device"] == [
+        {"device": 0, "name": "NVIDIA H200", "cases": 3, "failures": 0, "faults": 0, "not_run": 0},
+        {"device": 1, "name": "NVIDIA H200", "cases": 2, "failures": 1, "faults": 1, "not_run": 1},
+        {"device": 2, "name": "Tesla V100-SXM2-16GB", "cases": 3, "failures": 1, "faults": 0, "not_run": 0}]
+    assert summary["failures"] == 2 and summary["summary"]["devices"] == [0, 1, 2]
+    assert summary["provenance"]["devices"] == [{"index": i, "name": NAMES[i]} for i in range(3)]
+    # The table run: each device's counts, each failure with its device, and the exit line names the fault's.
+    lines = result.stdout.splitlines()
+    assert lines[-4:-1] == ["device 0 (NVIDIA H200): 3 cases, 0 failures",
+                            "device 1 (NVIDIA H200): 2 cases, 1 failure (1 fault), 1 not run",
+                            "device 2 (Tesla V100-SXM2-16GB): 3 cases, 1 failure"]
+    assert lines[-1].startswith("8 cases, 2 failures on 3 devices; results: ")
+    assert ("FAULT toy/q8_0/1x32/n1/seed:1 on device 1: kernel fault in toy/q8_0/1x32/n1/seed:1 on device 1: "
+            "cudaErrorIllegalAddress: an illegal memory access was encountered") in result.stdout
+    assert "FAIL toy/q8_0/1x32/n1/seed:2 on device 2: 3 of 32 outputs differ; first at row 0" in result.stdout
+    assert result.stderr.splitlines()[0] == "3 cases selected, 0 of them on real weights (0 fixtures)"
+    assert result.stderr.splitlines()[-1].startswith("parity: kernel fault in toy/q8_0/1x32/n1/seed:1 on device 1; "
+                                                     "2 of 8 cases failed")
+
+
+def test_markdown_gives_counts_per_device(three_devices, tmp_path):
+    result, _, _ = _run(tmp_path, "--format", "md")
+    assert result.exit_code == 1
+    assert ("| device | name | cases | failures | faults | not run |\n|---|---|---|---|---|---|\n"
+            "| 0 | NVIDIA H200 | 3 | 0 | 0 | 0 |\n| 1 | NVIDIA H200 | 2 | 1 | 1 | 1 |\n"
+            "| 2 | Tesla V100-SXM2-16GB | 3 | 1 | 0 | 0 |\n") in result.stdout
+    assert "| `toy/q8_0/1x32/n1/seed:2` | 2 | old vs new | BITWISE | - | FAIL |" in result.stdout
+    assert "- `toy/q8_0/1x32/n1/seed:2` on device 2: 3 of 32 outputs differ; first at row 0" in result.stdout
+
+
+def test_json_summary_has_the_counts_per_device(three_devices, tmp_path):
+    result, _, _ = _run(tmp_path, "--format", "json")
+    body = json.loads(result.stdout)
+    assert [d["failures"] for d in body["summary"]["per_device"]] == [0, 1, 1]
+    assert [c["device"] for c in body["cases"]] == [0, 0, 0, 1, 1, 2, 2, 2]
+
+def test_list_prints_only_case_names_and_the_real_weight_count_goes_to_stderr():
+    result = CliRunner().invoke(cli, ["parity", "--list"])
+    assert result.exit_code == 0, result.output
+    names = result.stdout.splitlines()
+    assert len(names) == 412 and all(name.count("/") >= 4 for name in names)
+    # 60 cases on the 10 shipped real-weight fixtures (dequant and mmvq of 11 formats, the rest fused families);
+    # a lost fixtures folder or family changes both numbers.
+    assert result.stderr.strip() == "412 cases selected, 60 of them on real weights (10 fixtures)"
+
+
+def test_a_filter_changes_the_count():
+    result = CliRunner().invoke(cli, ["parity", "--list", "--family", "dequant"])
+    # one real-weight case per format; q2_0 re-quantizes the q8_0 rows, so 11 cases read 10 fixtures
+    assert result.stderr.strip() == "33 cases selected, 11 of them on real weights (10 fixtures)"
+
+
+# --- --profile (the loop faked) and the reference cache on the GPU -------------------------------------
 def _fake_loop(monkeypatch, seen):
     from strata_bench.runner import devices, loop
 

@@ -96,3 +96,84 @@ def test_a_rejected_variant_shows_why_and_no_speedup():
     lazy = {**_record("c1", "new", 1, 4.06, 83597.0, 19.0, "impossible: new at 4.060 us ..."), "trials": 10}
     frame = bench.pivot_frame([{**_record("c1", "old", 1, 266.3, 1270.0, 0.29), "trials": 10}, lazy])
     assert frame.to_dict() == {"n=1": {"mmvq/iq2_xxs/4096x4096": "rejected: impossible: new at 4.060 us ..."}}
+
+
+def _on(device, records):
+    return [{**r, "device": device} for r in records]
+
+
+def test_records_of_one_device_render_as_before():
+    assert bench.render(_on(0, RECORDS), "md") == MARKDOWN
+
+
+def test_records_of_two_devices_get_a_row_per_device_and_call():
+    # The same calls timed on device 0 and on device 1 (which is slower): neither overwrites the other.
+    slower = [_record("c1", "old", 1, 40.0, 200.0, 0.05), _record("c1", "new", 1, 20.0, 400.0, 0.1)]
+    records = _on(0, RECORDS[:2]) + _on(1, slower)
+    assert bench.pivot_frame(records).to_csv() == (
+        ',n=1\n'
+        'device 0: mmvq/iq2_xxs/4096x4096,"20.00 / 10.00 us (2.00x, 800 GB/s, 20% read)"\n'
+        'device 1: mmvq/iq2_xxs/4096x4096,"40.00 / 20.00 us (2.00x, 400 GB/s, 10% read)"\n')
+    detail = bench.detail_frame(records)
+    assert list(detail.columns[:3]) == ["case", "device", "variant"]
+    assert detail[["device", "median_us"]].values.tolist() == [[0, 20.0], [0, 10.0], [1, 40.0], [1, 20.0]]
+
+
+PROV_DEVICES = [
+    {"index": 0, "name": "NVIDIA H200", "arch": "sm_90",
+     "nvml": {"sm_clock_mhz": 1980, "max_sm_clock_mhz": 1980, "memory_clock_mhz": 3201, "power_limit_w": 700.0}},
+    {"index": 1, "name": "NVIDIA H200", "arch": "sm_90",
+     "nvml": {"sm_clock_mhz": 345, "max_sm_clock_mhz": 1980, "memory_clock_mhz": 3201, "power_limit_w": 500.0}},
+    {"index": 2, "name": "NVIDIA H200", "arch": "sm_90", "nvml": {"reason": {"all": "NVML not usable"}}},
+]
+
+
+def test_device_lines_give_each_devices_provenance_and_ceilings():
+    per_device = [
+        {"device": 0, "name": "NVIDIA H200", "timings": 4, "not_timed": 0, "fault": None,
+         "ceilings": {"read_bps": 4.3e12, "copy_bps": 3.9e12}},
+        {"device": 1, "name": "NVIDIA H200", "timings": 2, "not_timed": 2,
+         "fault": "kernel fault: kernel fault in c1 on device 1: cudaErrorIllegalAddress",
+         "ceilings": {"read_bps": 4.1e12, "copy_bps": 3.7e12}},
+        {"device": 2, "name": "NVIDIA H200", "timings": 0, "not_timed": 0, "fault": None, "ceilings": None},
+    ]
+    assert bench.device_lines(PROV_DEVICES, per_device) == [
+        "device 0: NVIDIA H200 (sm_90), SM clock 1980 MHz (max 1980 MHz), memory clock 3201 MHz, power limit 700 W; "
+        "read ceiling 4300 GB/s, copy ceiling 3900 GB/s; 4 rows, 0 not timed",
+        "device 1: NVIDIA H200 (sm_90), SM clock 345 MHz (max 1980 MHz), memory clock 3201 MHz, power limit 500 W; "
+        "read ceiling 4100 GB/s, copy ceiling 3700 GB/s; 2 rows, 2 not timed; "
+        "kernel fault: kernel fault in c1 on device 1: cudaErrorIllegalAddress",
+        "device 2: NVIDIA H200 (sm_90), SM clock - (max -), memory clock -, power limit -; "
+        "read ceiling -, copy ceiling -; 0 rows, 0 not timed"]
+
+
+# Records written since issue 12: clocks, sensitivity and flags per variant, a read fraction over 100%.
+CLOCKS = {"samples": 3, "sm_mhz": [1965, 1980], "mem_mhz": [3201, 3201], "max_temperature_c": 50,
+          "max_power_w": 400.0, "reasons": [], "counters_ns": {}, "throttled": False, "sm_spread": 0.0076}
+NEWER = [{**_record("c1", "old", 1, 20.0, 400.0, 0.1), "trials": 40, "clocks": CLOCKS, "sensitivity": 0.0042,
+          "flags": []},
+         {**_record("c1", "new", 1, 1.9, 4200.0, 1.02), "trials": 38, "sensitivity": 0.0042,
+          "clocks": {**CLOCKS, "reasons": ["sw_power_cap"], "throttled": True},
+          "flags": ["throttled: sw_power_cap", "above the measured read and copy ceiling (re-measured)"]}]
+
+
+def test_newer_records_add_clocks_and_sensitivity_columns_and_hide_fractions_over_100():
+    frame = bench.detail_frame(NEWER)
+    assert list(frame.columns)[-2:] == ["clocks", "sees>=%"]
+    assert frame[["%read", "%copy", "clocks", "sees>=%"]].values.tolist() == [
+        [10.0, 11.000000000000002, "1965-1980 MHz", 0.42], [">100", ">100", "1965-1980 MHz THROTTLED", 0.42]]
+    assert bench.pivot_frame(NEWER).to_dict() == {
+        "n=1": {"mmvq/iq2_xxs/4096x4096": "20.00 / 1.90 us (10.53x, 4200 GB/s, >100% read, flagged)"}}
+
+
+def test_the_footer_gives_the_ceilings_each_flag_and_each_case_sensitivity():
+    ceilings = ["ceilings: read 4.64, write 4.50, copy 4.40 TB/s, theoretical peak 4.81 TB/s (...)"]
+    assert bench.footer_lines(NEWER, ceilings) == ceilings + [
+        "c1: could see >= 0.4% (40 + 38 trials)",
+        "flag: c1 new: throttled: sw_power_cap",
+        "flag: c1 new: above the measured read and copy ceiling (re-measured)"]
+    assert bench.render(NEWER, "md", ceilings).endswith(
+        "\n\n- " + ceilings[0] + "\n- c1: could see >= 0.4% (40 + 38 trials)\n- flag: c1 new: throttled: "
+        "sw_power_cap\n- flag: c1 new: above the measured read and copy ceiling (re-measured)")
+    assert bench.render(NEWER, "table", ceilings).splitlines()[-4:] == bench.footer_lines(NEWER, ceilings)
+    assert bench.footer_lines(RECORDS) == []  # older records: no footer

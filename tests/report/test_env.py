@@ -158,3 +158,57 @@ def test_recorded_command_line_names_no_folder_of_this_machine():
 
     argv = [str(REPO_ROOT / "strata_bench" / "__main__.py"), "parity", "/elsewhere/x.py"]
     assert provenance.command_line(argv) == ["strata_bench/__main__.py", "parity", "/elsewhere/x.py"]
+
+
+class TwoGpuNvml:
+    """NVML of a host with two H200s, told apart by PCI bus id: device 1 runs capped at 500 W and idles."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+    BY_BUS = {b"00000000:19:00.0": (1980, 700000, 41), b"00000000:3B:00.0": (345, 500000, 33)}
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus): return self.BY_BUS[bus]
+    def nvmlDeviceGetClockInfo(self, h, kind): return {1: h[0], 2: 3201}[kind]
+    def nvmlDeviceGetMaxClockInfo(self, h, kind): return {1: 1980, 2: 3201}[kind]
+    def nvmlDeviceGetEnforcedPowerLimit(self, h): return h[1]
+    def nvmlDeviceGetTemperature(self, h, kind): return h[2]
+
+
+@pytest.fixture
+def fake_three_devices(monkeypatch):
+    """Three CUDA devices: two H200s on buses 0x19 and 0x3B (NVML knows both), and one CUDA cannot describe."""
+    runtime = pytest.importorskip("cupy_backends.cuda.api.runtime", reason="CuPy is not installed")
+
+    def props(index):
+        if index == 2:
+            raise RuntimeError("cudaErrorDevicesUnavailable: all CUDA-capable devices are busy or unavailable")
+        return {**H200_PROPS, "pciBusID": (0x19, 0x3B)[index]}
+
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(True, 3, ""))
+    monkeypatch.setattr(runtime, "getDeviceProperties", props)
+    monkeypatch.setattr(provenance, "_NVML_STATE", {"module": TwoGpuNvml()})
+
+
+def test_every_device_is_listed_with_its_own_clocks_and_power(fake_three_devices):
+    devices = provenance.collect(None)["devices"]
+    assert [(d["index"], d["name"], d.get("pci_bus_id")) for d in devices] == [
+        (0, "NVIDIA H200", "00000000:19:00.0"), (1, "NVIDIA H200", "00000000:3B:00.0"), (2, None, None)]
+    assert [(d["nvml"]["sm_clock_mhz"], d["nvml"]["power_limit_w"]) for d in devices[:2]] == [(1980, 700.0), (345, 500.0)]
+    reason = "RuntimeError: cudaErrorDevicesUnavailable: all CUDA-capable devices are busy or unavailable"
+    assert devices[2] == {"index": 2, "name": None, "reason": reason}
+    assert provenance.collect([1])["devices"] == [devices[1]]  # a run on device 1 records device 1 only
+    rows = envinfo.device_rows({"devices": devices})
+    assert [(r["#"], r["name"], r.get("power limit"), r.get("SM clock (max)")) for r in rows] == [
+        ("0", "NVIDIA H200", "700.0 W", "1980 (1980) MHz"), ("1", "NVIDIA H200", "500.0 W", "345 (1980) MHz"),
+        ("2", f"- ({reason})", None, None)]
+
+
+def test_env_lists_every_device(fake_three_devices):
+    result = CliRunner().invoke(cli, ["env"])
+    assert result.exit_code == 0, result.output
+    assert "Devices (3)" in result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith(("│ 0 ", "│ 1 ", "│ 2 "))]
+    assert [r.split("│")[1].strip() for r in rows] == ["0", "1", "2"]
+    assert "500.0 W" in rows[1] and "700.0 W" in rows[0] and "cudaErrorDevicesUnavailable" in rows[2]
+    body = json.loads(CliRunner().invoke(cli, ["env", "--format", "json"]).stdout)
+    assert [d["index"] for d in body["devices"]] == [0, 1, 2]
+    assert [d["nvml"]["power_limit_w"] for d in body["devices"][:2]] == [700.0, 500.0]

@@ -9,10 +9,20 @@ from strata_bench.ab.plan import make_plan
 from strata_bench.ab.runner import run_ab
 from strata_bench.ab.store import finish
 from strata_bench.cli.main import cli
+import json
+import shutil
+from pathlib import Path
+
 from strata_bench.errors import InputError
-from strata_bench.results.compare import compare_files
+from strata_bench.results.compare import compare_files, judge
+from strata_bench.results.guard import ProvenanceMismatch
+from strata_bench.stats.intervals import Interval
+from strata_bench.stats.ratio import RatioEstimate, benjamini_hochberg
 from strata_bench.results.store import ResultsWriter
 from strata_bench.stats.criteria import Criteria
+
+COMMITTED = Path(__file__).resolve().parents[2] / "results" / "nvidia-h200"
+BASE, SECOND = COMMITTED / "bench-20261201T094112Z.json", COMMITTED / "bench-20261201T100617Z.json"
 
 
 
@@ -59,7 +69,7 @@ def test_compare_ab_files_by_case_and_arm(tmp_path, ab_file):
     new, _, _ = ab_file(tmp_path / "n", [1.0, 1.0, 1.01, 0.99, 1.0], [1.2, 1.2, 1.21, 1.19, 1.2])
     result = compare_files(old, new, Criteria(fail_on_regression=0.05))
     assert [d.name for d in result.regressions] == ["case1 / B"]
-    assert {d.name: d.result.n_old for d in result.deltas} == {"case1 / A": 4, "case1 / B": 4}  # no warm-ups
+    assert {d.name: d.result.estimate.n_old for d in result.deltas} == {"case1 / A": 4, "case1 / B": 4}  # no warm-ups
 
 
 def test_compare_parity_pass_to_fail_is_a_regression(tmp_path, records_file):
@@ -92,3 +102,99 @@ def test_compare_ab_files_with_several_metrics_per_metric_direction(tmp_path):
     assert {d.name: d.result.verdict.value for d in result.deltas} == {
         "c / A / ms": "SLOWER", "c / A / tps": "SLOWER", "c / B / ms": "SLOWER", "c / B / tps": "SLOWER"}
     assert len(result.regressions) == 4
+
+
+def _sampled(records_file, root, samples):
+    recs = [{"case": case, "variant": "new", "median_us": sorted(v)[len(v) // 2], "samples_us": v}
+            for case, v in samples.items()]
+    return records_file(root, "bench", recs)
+
+
+def test_compare_bench_uses_samples_us_and_adjusts_p_by_bh(tmp_path, records_file):
+    base = [10.0, 10.02, 9.98, 10.01, 9.99]
+    old = _sampled(records_file, tmp_path / "o", {"same": base, "slow": base, "fast": base})
+    new = _sampled(records_file, tmp_path / "n", {"same": base, "slow": [v * 1.05 for v in base],
+                                                   "fast": [v * 0.9 for v in base]})
+    result = compare_files(old, new, Criteria(fail_on_regression=0.02))
+    by = {d.name: d for d in result.deltas}
+    assert {n: d.verdict for n, d in by.items()} == {"same / new": "SAME", "slow / new": "SLOWER",
+                                                      "fast / new": "FASTER"}
+    assert by["slow / new"].result.ratio == pytest.approx(1.05) and by["slow / new"].regression
+    assert by["same / new"].result.estimate.ci.method == "welch t on log values"
+    assert [d.result.q for d in result.deltas] == benjamini_hochberg([d.result.estimate.p for d in result.deltas])
+    assert result.counts == {"FASTER": 1, "SLOWER": 1, "SAME": 1, "UNDECIDED": 0} and result.n_tested == 3
+    assert result.geomean.value == pytest.approx((1.05 * 0.9) ** (1 / 3))
+    assert result.unchecked[-1] == "kernels_src hash (not in either file)"
+
+
+CRIT = Criteria(same_band=0.01, fail_on_regression=0.02)
+
+
+def test_judge_bh_step_and_threshold_exact():
+    slow = RatioEstimate(10, 10, 1.05, Interval(1.03, 1.07, "m"), 0.001)
+    r = judge(slow, 0.004, CRIT, 20)
+    assert (r.verdict.value, r.reason, r.regression, r.regression_reason) == (
+        "SLOWER", "NEW is worse (lower is better), beyond the +/-1.0% threshold", True,
+        "regression: NEW is worse by at least 3.0%, beyond 2.0%")
+    r = judge(slow, 0.12, CRIT, 20)  # the same case, not a discovery among 20
+    assert (r.verdict.value, r.reason, r.regression, r.regression_reason) == (
+        "UNDECIDED", "a change alone (p=0.001), not after Benjamini-Hochberg over 20 cases (q=0.12 > 0.05)",
+        False, "worse by at least 3.0%, but not a discovery after Benjamini-Hochberg")
+    small = RatioEstimate(10, 10, 1.008, Interval(1.005, 1.011, "m"), 1e-6)
+    assert judge(small, 1e-5, CRIT).reason == "a change is resolved (+0.8%) but lies within the +/-1.0% threshold"
+    wide = RatioEstimate(10, 10, 1.01, Interval(0.98, 1.04, "m"), 0.4)
+    assert judge(wide, 0.5, CRIT).reason == ("interval includes no change and reaches past the +/-1.0% threshold; "
+                                             "more samples may decide")
+    inside = RatioEstimate(10, 10, 1.002, Interval(0.995, 1.009, "m"), 0.4)
+    assert judge(inside, 0.5, CRIT).verdict.value == "SAME"
+    assert judge(inside, 0.5, Criteria(same_band=0.005)).verdict.value == "UNDECIDED"  # --threshold 0.5
+    fast = RatioEstimate(10, 10, 0.95, Interval(0.93, 0.97, "m"), 0.001)
+    assert judge(fast, 0.001, Criteria(higher_is_better=True, fail_on_regression=0.02)).regression
+
+
+def _copy_committed(where: Path, **provenance) -> Path:
+    where.mkdir()
+    for src in (BASE, BASE.with_suffix(".jsonl")):
+        shutil.copy(src, where / src.name)
+    summary = json.loads((where / BASE.name).read_text())
+    summary["provenance"].update(provenance)
+    (where / BASE.name).write_text(json.dumps(summary))
+    return where / BASE.name
+
+
+def test_committed_bench_files_compare_and_the_suite_command_still_works():
+    result = compare_files(BASE, SECOND, Criteria(fail_on_regression=0.02))
+    assert result.differences == () and result.unchecked == () and len(result.deltas) == 66
+    assert all(d.result.estimate.n_old == 10 and d.result.q is not None for d in result.deltas)
+    res = CliRunner().invoke(cli, ["compare", str(BASE), str(SECOND), "--fail-on-regression", "2", "-o", "md"])
+    assert res.exit_code == 1, res.output
+    assert "- 66 cases: 1 FASTER, 8 SLOWER, 52 SAME, 5 UNDECIDED\n" in res.stdout
+    assert "- threshold +/-1.0%; Benjamini-Hochberg over 66 cases at a 5% false discovery rate\n" in res.stdout
+    assert res.stderr.strip().startswith("compare: 5 case(s) regressed: mmvq/iq4_xs/131072x8192/n1/seed:1 / old,")
+
+
+def test_files_with_different_kernels_src_hash_are_refused(tmp_path):
+    edited = _copy_committed(tmp_path / "edited", kernels_src_hash="0" * 64)
+    with pytest.raises(ProvenanceMismatch):
+        compare_files(BASE, edited, Criteria())
+    res = CliRunner().invoke(cli, ["compare", str(BASE), str(edited), "-o", "md"])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr == ("compare: OLD and NEW were measured under different conditions: kernels_src hash "
+                          "(OLD 2022c4b36bf5, NEW 000000000000); pass --allow-different to compare them anyway\n")
+    res = CliRunner().invoke(cli, ["compare", str(BASE), str(edited), "-o", "md", "--allow-different"])
+    assert res.exit_code == 0 and ("- compared despite different conditions (--allow-different): kernels_src hash "
+                                   "(OLD 2022c4b36bf5, NEW 000000000000)\n") in res.stdout
+    # a file against itself: every ratio 1; one case is too noisy (CI wider than +/-1%) to call SAME
+    assert "- 66 cases: 0 FASTER, 0 SLOWER, 65 SAME, 1 UNDECIDED\n" in res.stdout
+
+
+def test_threshold_option_and_its_older_name(tmp_path, records_file):
+    base = [10.0, 10.1, 9.9, 10.05, 9.95]
+    old = _sampled(records_file, tmp_path / "o", {"c": base})
+    new = _sampled(records_file, tmp_path / "n", {"c": [v * 1.03 for v in base]})
+    for option in ("--threshold", "--same-band"):
+        res = CliRunner().invoke(cli, ["compare", str(old), str(new), option, "5", "-o", "json"])
+        data = json.loads(res.stdout)
+        assert res.exit_code == 0 and data["counts"]["SAME"] == 1 and data["threshold"] == 0.05
+    res = CliRunner().invoke(cli, ["compare", str(old), str(new), "--threshold", "1", "-o", "json"])
+    assert json.loads(res.stdout)["cases"][0]["verdict"] == "SLOWER"

@@ -1,0 +1,56 @@
+"""A family's launch ABI: what a kernel following it receives, by name, so a variant can be declared in
+TOML (cases/toml_variant.py) instead of Python. docs/ABI.md describes each built-in family's.
+
+An ABI names each kernel argument (C type, layout, how the family fills it from a case's inputs and
+outputs), the case fields that launch geometry may use (rows, cols, ncols, nchunks, ...), the
+placeholders of kernel name expressions ({traits}, {fmt}, ...) with every value they take when compiling,
+and the work every variant's launch starts with (mmvq quantizes the activations to q8_1 first).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from strata_bench.cases.case import Case
+
+# (case, dev, outs) -> the argument's value (a cupy array or a numpy scalar of the C type)
+ArgValue = Callable[[Case, Mapping[str, Any], Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class AbiArg:
+    """One kernel argument of an ABI: its name (what a TOML `args` list says), C type and layout."""
+
+    name: str
+    ctype: str
+    layout: str
+    value: ArgValue
+
+
+@dataclass(frozen=True)
+class LaunchAbi:
+    """What a TOML variant of a family may use. `fields(case)` and `placeholders(case)` give the values
+    for one launch; `field_names` and `placeholder_values` are known without a case (a TOML file is
+    checked against them when it is read, and the kernel is compiled for every placeholder set)."""
+
+    family: str
+    args: tuple[AbiArg, ...]
+    field_names: tuple[str, ...]
+    fields: Callable[[Case], Mapping[str, int]]
+    placeholder_sets: tuple[Mapping[str, str], ...]  # every {placeholder: value} set compiled (one per format)
+    placeholders: Callable[[Case], Mapping[str, str]]
+    prelude: Callable[[Any, Case, Any, Mapping[str, Any], Any], None] | None = None
+    baseline: str = "old"
+    writes: str = ""
+
+    def arg(self, name: str) -> AbiArg | None:
+        """The argument named `name`, None if the ABI has none."""
+        return next((a for a in self.args if a.name == name), None)
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args)
+
+    @property
+    def placeholder_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(k for s in self.placeholder_sets for k in s))

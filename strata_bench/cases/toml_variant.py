@@ -1,0 +1,274 @@
+"""Kernel variants declared in TOML (--variants FILE.toml): a kernel that follows a family's launch ABI
+(cases/abi.py, docs/ABI.md) joins that family's variant table with no Python, and then gets every check
+a built-in variant gets.
+
+    [[variant]]
+    family = "mmvq"
+    name = "row8"
+    sources = ["mmvq_row8.cu"]          # relative to the TOML file; one translation unit
+    include_dirs = []                   # relative to the TOML file (kernels_src is always on the path)
+    defines = { ROW8_WARPS = 8 }
+    kernel = "mmvq_row8<{traits}>"      # placeholders from the ABI
+    grid = ["ceil_div(rows, 8)"]        # 1 to 3 expressions over the ABI's case fields
+    block = [256]
+    shared = 0                          # dynamic shared memory, bytes
+    args = ["w", "stride", "rows", "nchunks", "xq", "ncols", "y"]
+
+Every error (a TOML syntax error, an unknown family, key or argument, an expression over an unknown
+field, a missing source) is one InputError naming the file and the key.
+"""
+from __future__ import annotations
+
+import hashlib
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from strata_bench.cases.abi import LaunchAbi
+from strata_bench.cases.expr import Expr, parse_expr
+from strata_bench.errors import InputError
+
+REQUIRED = ("family", "name", "sources", "kernel", "grid", "block", "args")
+OPTIONAL = ("include_dirs", "defines", "shared", "description")
+_HASHED_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
+
+
+@dataclass(frozen=True)
+class TomlVariant:
+    """One [[variant]] table, checked: paths resolved, expressions parsed, arguments known to the ABI."""
+
+    file: Path
+    family: str
+    name: str
+    source: Path
+    include_dirs: tuple[Path, ...]
+    defines: tuple[tuple[str, str], ...]
+    kernel: str
+    grid: tuple[Expr, ...]
+    block: tuple[Expr, ...]
+    shared: Expr
+    args: tuple[str, ...]
+    description: str = ""
+
+    def options(self) -> tuple[str, ...]:
+        """NVRTC options of the variant's source: its folder and include dirs, its defines, and a hash of
+        every header it can see, so an edit to any of them is a new compile (the cubin cache keys on
+        the options)."""
+        dirs = (self.source.parent, *self.include_dirs)
+        defines = tuple(f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in self.defines)
+        return (*(f"-I{d}" for d in dirs), *defines, f"-DSTRATA_VARIANT_HASH=0x{self.source_hash()[:15]}")
+
+    def source_hash(self) -> str:
+        digest = hashlib.sha256(self.source.read_bytes())
+        for folder in (self.source.parent, *self.include_dirs):
+            for path in sorted(p for p in folder.rglob("*") if p.suffix in _HASHED_SUFFIXES and p.is_file()):
+                digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+        return digest.hexdigest()
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    if not path.is_file():
+        raise InputError(f"--variants {path}: no such file")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: TOML syntax error: {exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text file") from None
+
+
+def parse_variant_file(path: str | Path, families: Mapping[str, Any]) -> list[TomlVariant]:
+    """Every [[variant]] of a TOML file, checked against its family's ABI."""
+    path = Path(path)
+    doc = _load_toml(path)
+    extra = sorted(set(doc) - {"variant"})
+    if extra:
+        raise InputError(f"{path}: unknown key {extra[0]!r} (a variants file holds [[variant]] tables)")
+    tables = doc.get("variant")
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise InputError(f"{path}: no [[variant]] table")
+    parsed = [_parse_table(path, i, table, families) for i, table in enumerate(tables)]
+    names = [(v.family, v.name) for v in parsed]
+    for key in names:
+        if names.count(key) > 1:
+            raise InputError(f"{path}: variant {key[1]!r} of {key[0]} is declared twice")
+    return parsed
+
+
+def _where(path: Path, index: int, table: Mapping[str, Any], key: str) -> str:
+    name = table.get("name")
+    label = f"variant {name!r}" if isinstance(name, str) else f"variant[{index}]"
+    return f"{path}: {label}: {key}"
+
+
+def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Mapping[str, Any]) -> TomlVariant:
+    def where(key: str) -> str:
+        return _where(path, index, table, key)
+
+    for key in REQUIRED:
+        if key not in table:
+            raise InputError(f"{where(key)}: missing (a variant needs {', '.join(REQUIRED)})")
+    unknown = sorted(set(table) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise InputError(f"{where(unknown[0])}: unknown key (keys: {', '.join(REQUIRED + OPTIONAL)})")
+    family = _string(table, "family", where)
+    if family not in families:
+        raise InputError(f"{where('family')}: unknown family {family!r} (families: {', '.join(sorted(families))})")
+    abi: LaunchAbi | None = families[family].launch_abi()
+    if abi is None:
+        with_abi = sorted(n for n, f in families.items() if f.launch_abi() is not None)
+        raise InputError(f"{where('family')}: {family} declares no launch ABI for TOML variants "
+                         f"(families with one: {', '.join(with_abi)})")
+    name = _string(table, "name", where)
+    base = path.parent.resolve()
+    sources = _paths(table, "sources", base, where, must_be="file")
+    if len(sources) != 1:
+        raise InputError(f"{where('sources')}: one .cu file (the kernel's translation unit); headers go beside it "
+                         "or in include_dirs")
+    include_dirs = _paths(table, "include_dirs", base, where, must_be="dir") if "include_dirs" in table else ()
+    kernel = _string(table, "kernel", where)
+    _check_placeholders(kernel, abi, where("kernel"))
+    fields = abi.field_names
+    return TomlVariant(
+        file=path, family=family, name=name, source=sources[0], include_dirs=include_dirs,
+        defines=_defines(table.get("defines", {}), where("defines")), kernel=kernel,
+        grid=_dims(table["grid"], fields, where("grid")), block=_dims(table["block"], fields, where("block")),
+        shared=parse_expr(table.get("shared", 0), fields, where("shared")),
+        args=_args(table["args"], abi, where("args")), description=str(table.get("description", "")))
+
+
+def _string(table: Mapping[str, Any], key: str, where) -> str:
+    value = table[key]
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{where(key)}: expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _paths(table: Mapping[str, Any], key: str, base: Path, where, must_be: str) -> tuple[Path, ...]:
+    value = table[key]
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where(key)}: expected a list of paths relative to the TOML file, got {value!r}")
+    out = []
+    for item in value:
+        resolved = (base / item).resolve()
+        ok = resolved.is_file() if must_be == "file" else resolved.is_dir()
+        if not ok:
+            raise InputError(f"{where(key)}: {item!r} is not a {'file' if must_be == 'file' else 'directory'} "
+                             f"({resolved})")
+        out.append(resolved)
+    return tuple(out)
+
+
+def _defines(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected a table of NAME = value, got {value!r}")
+    out = []
+    for key, item in value.items():
+        if not key.isidentifier():
+            raise InputError(f"{where}: {key!r} is not a C macro name")
+        if isinstance(item, bool):
+            item = int(item)
+        if not isinstance(item, (int, str)) or (isinstance(item, str) and any(c in item for c in "\n\r")):
+            raise InputError(f"{where}.{key}: expected an integer or a one-line string, got {item!r}")
+        out.append((key, str(item)))
+    return tuple(out)
+
+
+def _check_placeholders(kernel: str, abi: LaunchAbi, where: str) -> None:
+    try:
+        names = [field for _, field, spec, conv in string.Formatter().parse(kernel) if field is not None]
+    except ValueError as exc:
+        raise InputError(f"{where}: {kernel!r}: {exc}") from None
+    for name in names:
+        if name not in abi.placeholder_names:
+            raise InputError(f"{where}: {kernel!r} uses unknown placeholder {{{name}}} "
+                             f"(placeholders: {', '.join('{' + p + '}' for p in abi.placeholder_names)})")
+
+
+def _dims(value: Any, fields: tuple[str, ...], where: str) -> tuple[Expr, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not 1 <= len(items) <= 3 or not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in items):
+        raise InputError(f"{where}: expected 1 to 3 integers or expressions, got {value!r}")
+    return tuple(parse_expr(v, fields, f"{where}[{i}]") for i, v in enumerate(items))
+
+
+def _args(value: Any, abi: LaunchAbi, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: expected a list of argument names, got {value!r}")
+    for i, name in enumerate(value):
+        if abi.arg(name) is None:
+            raise InputError(f"{where}[{i}]: unknown argument {name!r} ({abi.family} ABI: {', '.join(abi.arg_names)})")
+    return tuple(value)
+
+
+# --- joining the family's table -------------------------------------------------------------------
+def make_variant(tv: TomlVariant, abi: LaunchAbi):
+    """The Variant of a TOML declaration: its kernels are the name expression over every placeholder
+    value, from its own source; its launch runs the ABI's prelude, then the kernel with the declared
+    geometry and arguments."""
+    from strata_bench.cases.family import Variant
+
+    source = str(tv.source)
+
+    def kernels(family, src: str) -> list[str]:
+        if src != source:
+            return []
+        return list(dict.fromkeys(tv.kernel.format(**values) for values in abi.placeholder_sets))
+
+    def launch(family, case, kernels_, dev, outs, stream=None) -> None:
+        from strata_bench.kernels.launch import allow_dynamic_shared
+
+        if abi.prelude is not None:
+            abi.prelude(family, case, kernels_, dev, stream)
+        fields = dict(abi.fields(case))
+        fn = kernels_.get(tv.kernel.format(**abi.placeholders(case)))
+        grid, block = (_evaluate(tv.grid, fields, tv, "grid"), _evaluate(tv.block, fields, tv, "block"))
+        shared = _evaluate((tv.shared,), fields, tv, "shared")[0]
+        if shared:
+            allow_dynamic_shared(fn, shared)
+        args = tuple(abi.arg(name).value(case, dev, outs) for name in tv.args)
+        fn(grid, block, args, shared_mem=shared, stream=stream)
+
+    return Variant(tv.name, kernels, launch, tv.description or f"declared in {tv.file.name}")
+
+
+def _evaluate(exprs: tuple[Expr, ...], fields: Mapping[str, int], tv: TomlVariant, key: str) -> tuple[int, ...]:
+    try:
+        out = tuple(e(fields) for e in exprs)
+    except (ZeroDivisionError, ValueError, TypeError) as exc:
+        raise InputError(f"{tv.file}: variant {tv.name!r}: {key}: {exc}") from None
+    if key != "shared" and min(out) < 1 or key == "shared" and out[0] < 0:
+        raise InputError(f"{tv.file}: variant {tv.name!r}: {key} is {out} for these fields")
+    return out
+
+
+def load_variant_files(paths: tuple[str, ...], families: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Parse every file, then add each variant to its family's table: all files are checked before any
+    family changes. A file loaded again replaces its own variants. Returns (family, variant) pairs."""
+    parsed = [tv for path in paths for tv in parse_variant_file(path, families)]
+    for tv in parsed:
+        family = families[tv.family]
+        held = family.__dict__.get("_toml_files", {})
+        if any(v.name == tv.name for v in family.variants) and held.get(tv.name) != str(tv.file):
+            raise InputError(f"{tv.file}: variant {tv.name!r}: name: {tv.family} already has a variant "
+                             f"named {tv.name!r} ({', '.join(v.name for v in family.variants)})")
+    for tv in parsed:
+        family = families[tv.family]
+        family.variants = tuple(v for v in family.variants if v.name != tv.name)
+        family.add_variant(make_variant(tv, family.launch_abi()), str(tv.source), tv.options())
+        family.__dict__.setdefault("_toml_files", {})[tv.name] = str(tv.file)
+    return [(tv.family, tv.name) for tv in parsed]
+
+
+def remove_toml_variants(families: Mapping[str, Any]) -> None:
+    """Drop every TOML variant (and its source) from the families' tables (tests; a fresh process has none)."""
+    for family in families.values():
+        for key in ("variants", "sources", "_source_options", "_toml_files"):
+            family.__dict__.pop(key, None)

@@ -1,0 +1,51 @@
+"""CaseRequest (cases/request.py): --shape/--cols on parity mean what they mean on bench (the bench sweep),
+a shape a format cannot take is an InputError naming both, and options that need one another."""
+from __future__ import annotations
+
+import pytest
+
+from strata_bench.cases import CaseFilter, load_builtin_families, select_cases
+from strata_bench.cases.request import CaseRequest, request_cases
+from strata_bench.errors import InputError
+from strata_bench.timing.bench import sweep_cases
+
+
+@pytest.fixture(scope="module")
+def families():
+    return load_builtin_families()
+
+
+def test_shape_and_cols_are_the_bench_sweep(families):
+    flt = CaseFilter(("mmvq",), ("iq3_s",))
+    got = request_cases(flt, CaseRequest(shape=(4096, 14336), cols=(1, 8)), families)
+    assert got == sweep_cases(select_cases(flt, families), (4096, 14336), (1, 8))
+    assert [c.name for c in got] == [
+        "mmvq/iq3_s/4096x14336/n1/seed:1", "mmvq/iq3_s/4096x14336/n8/seed:1",
+        "mmvq/iq3_s/4096x14336/n1/edge:2", "mmvq/iq3_s/4096x14336/n8/edge:2",
+        "mmvq/iq3_s/4096x14336/n1/fixture:smollm2-ffn_down.iq3_s",
+        "mmvq/iq3_s/4096x14336/n8/fixture:smollm2-ffn_down.iq3_s"]
+
+
+def test_no_request_is_the_default_list(families):
+    flt = CaseFilter()
+    assert request_cases(flt, CaseRequest(), families) == select_cases(flt, families)
+
+
+def test_shape_a_format_cannot_take(families):
+    with pytest.raises(InputError, match=r"^--shape 64x1000: q8_0 takes rows of a multiple of 32 inputs, 1000 is "
+                                         r"not \(family mmvq\)$"):
+        request_cases(CaseFilter(("mmvq",), ("q8_0",)), CaseRequest(shape=(64, 1000)), families)
+
+
+@pytest.mark.parametrize("request_,line", [
+    (CaseRequest(tensor="x"), "--tensor needs --gguf FILE"),
+    (CaseRequest(rows=(0, 4)), "--rows needs --gguf FILE"),
+    (CaseRequest(gguf="m.gguf"), "--gguf m.gguf needs --tensor REGEX naming the tensors to read"),
+    (CaseRequest(shape=(8, 256), fixtures=("a*",)),
+     "--shape replaces a case's rows and inputs; real weights (--fixtures, --gguf) bring their own: use --cols "
+     "alone with them"),
+])
+def test_options_that_need_one_another(request_, line):
+    with pytest.raises(InputError) as err:
+        request_.check()
+    assert str(err.value) == line

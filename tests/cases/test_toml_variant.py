@@ -1,0 +1,153 @@
+"""TOML variants (cases/toml_variant.py): a [[variant]] joins its family's table and compiles from its own
+source; every error in the file is one line naming the file and the key."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from strata_bench.cases import load_builtin_families
+from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file, remove_toml_variants
+from strata_bench.errors import InputError
+from strata_bench.kernels.sources import REPO_ROOT
+
+EXAMPLE = REPO_ROOT / "examples" / "toml_variant"
+GOOD = '''[[variant]]
+family = "mmvq"
+name = "row8"
+sources = ["k.cu"]
+defines = { ROW8_WARPS = 8, FLAG = "" }
+kernel = "mmvq_row8<{traits}>"
+grid = ["ceil_div(rows, 8)"]
+block = "32 * 8"
+shared = 0
+args = ["w", "stride", "rows", "nchunks", "xq", "ncols", "y"]
+'''
+
+
+@pytest.fixture
+def families():
+    fams = load_builtin_families()
+    yield fams
+    remove_toml_variants(fams)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "k.cu").write_text("// kernel\n")
+    (tmp_path / "inc").mkdir()
+    return tmp_path
+
+
+def _write(folder, text, name="v.toml"):
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+def test_the_example_parses_and_joins_mmvq(families):
+    (tv,) = parse_variant_file(EXAMPLE / "variants.toml", families)
+    assert (tv.family, tv.name, tv.source, tv.kernel, tv.args) == (
+        "mmvq", "row8", EXAMPLE / "mmvq_row8.cu", "mmvq_row8<{traits}>",
+        ("w", "stride", "rows", "nchunks", "xq", "ncols", "y"))
+    assert [e({"rows": 8193}) for e in tv.grid] == [1025] and [e({}) for e in tv.block] == [256]
+    assert load_variant_files((str(EXAMPLE / "variants.toml"),), families) == [("mmvq", "row8")]
+    mmvq = families["mmvq"]
+    assert mmvq.default_variants == ("old", "new", "row8")
+    assert mmvq.sources[-1] == str(EXAMPLE / "mmvq_row8.cu")
+    assert mmvq.name_expressions(str(EXAMPLE / "mmvq_row8.cu")) == [
+        f"mmvq_row8<siq::fmt_{f}>" for f in ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m",
+                                             "iq4_nl", "iq4_xs", "q8_0", "q2_0")]
+    options = mmvq.source_options(str(EXAMPLE / "mmvq_row8.cu"))
+    assert options[:2] == (f"-I{EXAMPLE}", "-DROW8_WARPS=8") and options[2].startswith("-DSTRATA_VARIANT_HASH=0x")
+    assert all(c.variants == ("old", "new", "row8") for c in mmvq.default_cases())
+    # loaded again (a second command in one process): its own variant is replaced, not refused
+    load_variant_files((str(EXAMPLE / "variants.toml"),), families)
+    assert mmvq.default_variants == ("old", "new", "row8")
+    remove_toml_variants(families)
+    assert mmvq.default_variants == ("old", "new") and "mmvq_row8" not in str(mmvq.sources)
+
+
+def test_source_hash_follows_headers(families, folder):
+    path = _write(folder, GOOD.replace('sources = ["k.cu"]', 'sources = ["k.cu"]\ninclude_dirs = ["inc"]'))
+    (tv,) = parse_variant_file(path, families)
+    before = tv.options()
+    (folder / "inc" / "h.cuh").write_text("#define X 1\n")
+    assert tv.options()[-1] != before[-1] and tv.options()[:-1] == before[:-1]
+    assert before[:4] == (f"-I{folder}", f"-I{folder / 'inc'}", "-DROW8_WARPS=8", "-DFLAG")
+
+
+@pytest.mark.parametrize("change,line", [
+    (("[[variant]]", "[[variant"), "TOML syntax error: "),
+    (('family = "mmvq"', 'family = "nope"'), "variant 'row8': family: unknown family 'nope' (families: dequant, "),
+    (('family = "mmvq"', 'family = "q8_1"'), "variant 'row8': family: q8_1 declares no launch ABI for TOML "
+                                             "variants (families with one: dequant, mmvq)"),
+    (('"ncols", "y"]', '"ncols", "why"]'), "variant 'row8': args[6]: unknown argument 'why' (mmvq ABI: w, stride, "
+                                           "rows, nchunks, cols, xq, x, ncols, y, y_stride)"),
+    (('"ceil_div(rows, 8)"', '"ceil_div(rowz, 8)"'), "variant 'row8': grid[0]: 'ceil_div(rowz, 8)' uses unknown "
+                                                     "field 'rowz' (fields: rows, cols, ncols, nchunks, stride, "
+                                                     "row_bytes)"),
+    (('shared = 0', 'shared = "ncols * 36.0"'), "variant 'row8': shared: 'ncols * 36.0': only integer constants "
+                                                "(36.0 is not one)"),
+    (('["k.cu"]', '["missing.cu"]'), "variant 'row8': sources: 'missing.cu' is not a file ("),
+    (('kernel = "mmvq_row8<{traits}>"', 'kernel = "mmvq_row8<{trait}>"'),
+     "variant 'row8': kernel: 'mmvq_row8<{trait}>' uses unknown placeholder {trait} (placeholders: {traits}, {fmt})"),
+    (('shared = 0', 'shared = 0\nthreads = 3'), "variant 'row8': threads: unknown key (keys: family, name, "),
+    (('block = "32 * 8"\n', ''), "variant 'row8': block: missing (a variant needs family, name, sources, kernel, "),
+    (('block = "32 * 8"', 'block = [1, 2, 3, 4]'), "variant 'row8': block: expected 1 to 3 integers or "
+                                                   "expressions, got [1, 2, 3, 4]"),
+    (('defines = { ROW8_WARPS = 8, FLAG = "" }', 'defines = { "8X" = 1 }'),
+     "variant 'row8': defines: '8X' is not a C macro name"),
+    (('name = "row8"', 'name = "old"'), "variant 'old': name: mmvq already has a variant named 'old' (old, new)"),
+])
+def test_errors_name_file_and_key(families, folder, change, line):
+    path = _write(folder, GOOD.replace(*change))
+    assert GOOD.replace(*change) != GOOD
+    with pytest.raises(InputError) as err:
+        load_variant_files((str(path),), families)
+    message = str(err.value)
+    assert message.startswith(f"{path}: {line}"), message
+    assert "\n" not in message
+    assert families["mmvq"].default_variants == ("old", "new")  # nothing joined
+
+
+def test_file_level_errors(families, folder):
+    with pytest.raises(InputError, match=r"^--variants .*nope.toml: no such file$"):
+        parse_variant_file(folder / "nope.toml", families)
+    path = _write(folder, 'title = "x"\n')
+    with pytest.raises(InputError, match=r"v.toml: unknown key 'title' \(a variants file holds \[\[variant\]\] "
+                                         r"tables\)$"):
+        parse_variant_file(path, families)
+    path = _write(folder, GOOD + GOOD)
+    with pytest.raises(InputError, match=r"v.toml: variant 'row8' of mmvq is declared twice$"):
+        parse_variant_file(path, families)
+
+
+def test_a_copied_example_compiles_from_its_own_folder(families, tmp_path):
+    # Paths are relative to the TOML file, wherever it is.
+    shutil.copytree(EXAMPLE, tmp_path / "ex")
+    (tv,) = parse_variant_file(tmp_path / "ex" / "variants.toml", families)
+    assert tv.source == (tmp_path / "ex" / "mmvq_row8.cu").resolve()
+
+
+@pytest.mark.nvrtc
+def test_the_example_compiles_for_sm90(families, cubin_cache):
+    from strata_bench.kernels import build
+
+    load_variant_files((str(EXAMPLE / "variants.toml"),), families)
+    mmvq = families["mmvq"]
+    source = str(EXAMPLE / "mmvq_row8.cu")
+    compiled = build.compile_source(source, mmvq.name_expressions(source), "sm_90", mmvq.source_options(source))
+    assert sorted(compiled.lowered) == sorted(mmvq.name_expressions(source))
+    resources = build.parse_resources(compiled.log, compiled.lowered)
+    assert resources and all(r.spill_stores == 0 for r in resources)
+
+
+def test_the_dequant_rows_toml_joins_dequant(families):
+    toml = REPO_ROOT / "examples" / "dequant_rows" / "variants.toml"
+    assert load_variant_files((str(toml),), families) == [("dequant", "rows")]
+    dequant = families["dequant"]
+    assert dequant.default_variants == ("dequant", "rows")
+    source = str(REPO_ROOT / "examples" / "dequant_rows" / "my_dequant.cu")
+    assert dequant.name_expressions(source)[:2] == ["my_dequant_rows<siq::fmt_iq2_xxs>",
+                                                    "my_dequant_rows<siq::fmt_iq2_xs>"]

@@ -1,0 +1,21 @@
+"""docs/ABI.md documents every argument of every family's launch ABI as the code declares it, and
+names every built-in family (those without an ABI in their own section)."""
+from __future__ import annotations
+
+from strata_bench.cases import load_builtin_families
+from strata_bench.kernels.sources import REPO_ROOT
+
+
+def test_abi_doc_matches_the_declared_abis():
+    text = (REPO_ROOT / "docs" / "ABI.md").read_text()
+    families = load_builtin_families()
+    for name, family in families.items():
+        abi = family.launch_abi()
+        if abi is None:
+            assert f"- {name} (baseline" in text, name
+            continue
+        section = text.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"Baseline: `{abi.baseline}`" in section and abi.baseline == family.variants[0].name
+        for arg in abi.args:
+            assert f"| `{arg.name}` | `{arg.ctype}` | {arg.layout} |" in section, (name, arg.name)
+        assert "Case fields: " + ", ".join(f"`{f}`" for f in abi.field_names) + "." in section
