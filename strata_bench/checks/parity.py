@@ -6,7 +6,7 @@ tolerance; where the family requires it, the variants' max |err| must be equal.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -14,6 +14,8 @@ import numpy as np
 from strata_bench.cases import Case, Expected, Family
 from strata_bench.checks.diagnosis import as_uint, diagnose
 from strata_bench.checks.outcome import CaseResult, CheckResult, Status
+from strata_bench.checks.phases import PhaseTimes, maybe
+from strata_bench.checks.refcache import cached_references
 from strata_bench.runner.launch import VariantRun, run_variant
 
 
@@ -63,27 +65,70 @@ def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) 
     return out
 
 
+class _RefStats:
+    """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|
+    and sum ref^2 (the NMSE denominator)."""
+
+    def __init__(self, exp: Expected):
+        self.ref = np.asarray(exp.ref, dtype=np.float64)
+        self.fin = np.isfinite(self.ref)
+        self.all_finite = bool(self.fin.all())
+        ref0 = _zero_outside(self.ref, self.fin, self.all_finite)
+        # max |x| = max(|max x|, |min x|): exact, and no |x| array (ref0 holds no NaN).
+        self.max_ref = max(abs(float(ref0.max())), abs(float(ref0.min()))) if ref0.size else 0.0
+        self.denom = float(np.sum(np.square(ref0)))
+
+
+def _zero_outside(a: np.ndarray, fin: np.ndarray, all_finite: bool) -> np.ndarray:
+    """np.where(fin, a, 0.0), without the copy where fin is all True and `a` is already laid out as
+    np.where's result would be (C order): the same values in the same order give the same sums."""
+    return a if all_finite and a.flags.c_contiguous else np.where(fin, a, 0.0)
+
+
+def _max_ignoring_nan(a: np.ndarray) -> float:
+    """np.nanmax(a), one pass where a holds no NaN (the max of the same values is the same number)."""
+    top = float(np.max(a))
+    return float(np.nanmax(a)) if np.isnan(top) else top
+
+
+def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray) -> CheckResult:
+    ref, fin = stats.ref, stats.fin
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.subtract(got, ref)
+        np.abs(err, out=err)
+    finite = bool(np.isfinite(err).all()) if stats.all_finite else bool(np.isfinite(err[fin]).all())
+    err0 = _zero_outside(err, fin, stats.all_finite)
+    max_err = _max_ignoring_nan(err0) if err.size else 0.0
+    nmse = float(np.sum(np.square(err0)) / stats.denom) if stats.denom else 0.0
+    # Non-finite references (e.g. an fp16 overflow) must be matched exactly.
+    special_ok = stats.all_finite or bool(np.array_equal(got[~fin], ref[~fin], equal_nan=True))
+    ok = finite and special_ok and max_err <= exp.tol
+    detail = "" if ok else (f"{exp.output} vs {exp.label}: max|err| {max_err:.3e} > tol {exp.tol:.3e}"
+                            f" ({exp.why})" if finite and special_ok else
+                            f"{exp.output} vs {exp.label}: non-finite or mismatched special values")
+    return CheckResult("f64", variant, ok, detail, max_err, stats.max_ref, exp.tol, nmse, exp.label)
+
+
 def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
                       refs: Iterable[Expected]) -> list[CheckResult]:
+    """Each variant's values against each float64 reference. The reference's own statistics are computed
+    once; a variant whose values have the same bits as an earlier variant's gets that variant's numbers
+    (the same inputs give the same results), so bitwise-equal variants cost one comparison."""
     out = []
+    values: dict[tuple[str, str], np.ndarray] = {}
     for exp in refs:
+        stats = _RefStats(exp)
+        done: list[tuple[np.ndarray, CheckResult]] = []
         for variant, run in runs.items():
-            got = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
-            ref = np.asarray(exp.ref, dtype=np.float64)
-            with np.errstate(invalid="ignore", over="ignore"):
-                err = np.abs(got - ref)
-            finite = bool(np.isfinite(err[np.isfinite(ref)]).all())
-            max_err = float(np.nanmax(np.where(np.isfinite(ref), err, 0.0))) if err.size else 0.0
-            max_ref = float(np.nanmax(np.abs(np.where(np.isfinite(ref), ref, 0.0)))) if ref.size else 0.0
-            denom = float(np.sum(np.where(np.isfinite(ref), ref, 0.0) ** 2))
-            nmse = float(np.sum(np.where(np.isfinite(ref), err, 0.0) ** 2) / denom) if denom else 0.0
-            # Non-finite references (e.g. an fp16 overflow) must be matched exactly.
-            special_ok = bool(np.array_equal(got[~np.isfinite(ref)], ref[~np.isfinite(ref)], equal_nan=True))
-            ok = finite and special_ok and max_err <= exp.tol
-            detail = "" if ok else (f"{exp.output} vs {exp.label}: max|err| {max_err:.3e} > tol {exp.tol:.3e}"
-                                    f" ({exp.why})" if finite and special_ok else
-                                    f"{exp.output} vs {exp.label}: non-finite or mismatched special values")
-            out.append(CheckResult("f64", variant, ok, detail, max_err, max_ref, exp.tol, nmse, exp.label))
+            key = (variant, exp.output)
+            if key not in values:
+                values[key] = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
+            got = values[key]
+            same = next((r for g, r in done if g.shape == got.shape and g.strides == got.strides
+                         and np.array_equal(as_uint(g), as_uint(got))), None)
+            result = replace(same, variant=variant) if same is not None else _f64_check(exp, stats, variant, got)
+            done.append((got, result))
+            out.append(result)
     return out
 
 
@@ -117,40 +162,57 @@ def _related_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
     return out
 
 
-@dataclass(frozen=True)
-class PreparedCase:
-    """Host-side work of a case, done ahead on a worker thread: inputs, references, related cases."""
+def check_case(family: Family, case: Case, kernels: Any, device: int, times: PhaseTimes | None = None,
+               shared_runs: dict | None = None) -> CaseResult:
+    """Run every variant of one case on the current device and check it. KernelFault propagates.
 
-    host: Mapping[str, Any]
-    refs: tuple[Expected, ...]
-    related: tuple[tuple[Case, str, Any, Mapping[str, Any]], ...]  # (case, output, select, its host inputs)
-
-
-def prepare_case(family: Family, case: Case) -> PreparedCase:
-    """Everything a case needs from the CPU (numpy releases the GIL, so several run at once)."""
-    host = family.make_inputs(case)
-    related = tuple((other, output, select, family.make_inputs(other))
-                    for other, output, select in family.related_cases(case))
-    return PreparedCase(host, tuple(family.reference(case, host)), related)
-
-
-def check_case(family: Family, case: Case, kernels: Any, device: int,
-               prepared: PreparedCase | None = None) -> CaseResult:
-    """Run every variant of one case on the current device and check it. KernelFault propagates."""
+    `times` (optional) accumulates seconds per phase; `shared_runs` (optional, kept by CaseChecker for a
+    whole loop) holds the runs of related cases already made on this device, so a 1-column call that
+    several N-column cases compare with runs once."""
     start = time.perf_counter()
-    prepared = prepared or prepare_case(family, case)
 
     def run_all(c: Case, host: Mapping[str, Any]) -> dict[str, VariantRun]:
-        dev = family.to_device(c, host)
-        return {v: run_variant(family, c, v, kernels, dev) for v in c.variants}
+        with maybe(times, "launches"):
+            dev = family.to_device(c, host)
+            return {v: run_variant(family, c, v, kernels, dev) for v in c.variants}
 
-    runs = run_all(case, prepared.host)
-    checks: list[CheckResult] = []
-    for run in runs.values():
-        checks += _written_checks(family, case, run) + _finite_checks(family, case, run)
-    checks += _bitwise_checks(family, case, runs)
-    checks += _related_checks(family, case, runs, [(c, o, sel, run_all(c, h)) for c, o, sel, h in prepared.related])
-    checks += _reference_checks(family, case, runs, prepared.refs)
-    checks += _error_equal_checks(family, case, checks)
+    def related_runs(c: Case) -> Mapping[str, VariantRun]:
+        key = (device, c)
+        if shared_runs is not None and key in shared_runs:
+            return shared_runs[key]
+        with maybe(times, "inputs"):
+            host = family.make_inputs(c)
+        runs = run_all(c, host)
+        if shared_runs is not None:
+            shared_runs[key] = runs
+        return runs
+
+    with maybe(times, "inputs"):
+        host = family.make_inputs(case)
+        related = family.related_cases(case)
+    with maybe(times, "references"):
+        refs = cached_references(family, case, host)
+    runs = run_all(case, host)
+    related_done = [(c, o, sel, related_runs(c)) for c, o, sel in related]
+    with maybe(times, "comparisons"):
+        checks: list[CheckResult] = []
+        for run in runs.values():
+            checks += _written_checks(family, case, run) + _finite_checks(family, case, run)
+        checks += _bitwise_checks(family, case, runs)
+        checks += _related_checks(family, case, runs, related_done)
+        checks += _reference_checks(family, case, runs, refs)
+        checks += _error_equal_checks(family, case, checks)
     status = Status.PASS if all(c.ok for c in checks) else Status.FAIL
     return CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
+
+
+class CaseChecker:
+    """check_case for a whole loop: keeps the related cases' runs (per device) and, optionally, the
+    seconds per phase. Call it as run_on_devices' per_case."""
+
+    def __init__(self, times: PhaseTimes | None = None, share_runs: bool = True):
+        self.times = times
+        self.shared_runs: dict | None = {} if share_runs else None
+
+    def __call__(self, family: Family, case: Case, kernels: Any, device: int) -> CaseResult:
+        return check_case(family, case, kernels, device, self.times, self.shared_runs)

@@ -17,9 +17,11 @@ from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 @results_option("Where to keep the raw records and the summary (results/<device>/parity-*.json).")
 @case_request_options
 @list_option
+@click.option("--profile", is_flag=True,
+              help="Print the seconds spent per phase (inputs, references, launches, comparisons) to stderr.")
 @quiet_option
 def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, request, list_only,
-            quiet):
+            quiet, profile):
     """Check bitwise and float64 parity of kernel variants, case by case.
 
     Every variant runs twice over two poisons (an unwritten element fails), every variant is compared
@@ -41,11 +43,17 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         strata-bench parity --fixtures 'smollm2-ffn_down.iq*' --cols 1,4
         strata-bench parity --gguf model.gguf --tensor 'blk\\.(0|1|2|3|20|47)\\.ffn_(gate|up|down)'
         strata-bench parity --variants examples/toml_variant/variants.toml --family mmvq
+        strata-bench parity --profile -q
+
+    References are cached on disk (under $STRATA_CACHE_DIR/references, else
+    ~/.cache/strata-bench/references), keyed by the case, its input bytes and the reference code;
+    STRATA_REF_CACHE=off computes every one afresh.
     """
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
     from strata_bench.checks.outcome import ParityRun, fault_result
-    from strata_bench.checks.parity import check_case
+    from strata_bench.checks.parity import CaseChecker
+    from strata_bench.checks.phases import PhaseTimes
 
     formats, output = split_output_format(formats, output)
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, request=request)
@@ -72,13 +80,22 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         writer.append(result.to_record())
 
     from strata_bench.report.progress import progress_bar
+    import time
+
+    times = PhaseTimes() if profile else None
+    started = time.perf_counter()
     with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance:
         try:
-            engine.run_on_devices(cases, devices, check_case, keep, fault_result, advance)
+            engine.run_on_devices(cases, devices, CaseChecker(times), keep, fault_result, advance)
         finally:
             counts = _counts(run, devices, names, len(cases))
             summary_path = writer.finish(_summary(run, devices, counts, sources), run.failures)
+    wall = time.perf_counter() - started
     _render(run, devices, counts, output or "table", summary_path, sources)
+    if times is not None:
+        click.echo(f"parity profile ({len(run.results)} cases):", err=True)
+        for line in times.lines(wall):
+            click.echo("  " + line, err=True)
     faults = [r for r in run.results if r.status.value == "FAULT"]
     if faults:
         raise KernelFault(f"parity: kernel fault in {faults[0].case.name} on device {faults[0].device}; "

@@ -1,0 +1,89 @@
+"""Time the host phases of `strata-bench parity` over the default cases, on a host without a GPU.
+
+    PYTHONPATH=$PWD python scripts/profile_parity_host.py [--family F] [-k REGEX] [--no-share] [--cprofile N]
+
+The numpy stand-in of scripts/launch_trace.py replaces cupy; launches are recorded, not run, and every
+variant's outputs come back as zeros with nothing unwritten (identical across variants, so no bitwise
+diagnosis runs, as in a passing GPU run). Everything else is the real parity path (checks/parity.py's
+check_case): make_inputs, the float64 references (and their disk cache), the related-case runs and every
+comparison. Prints seconds per phase and the total; run it twice to see the cold and the warm cache
+(STRATA_CACHE_DIR picks the cache folder, STRATA_REF_CACHE=off turns the reference cache off).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import launch_trace  # noqa: E402  (the numpy stand-in for cupy)
+
+
+def fake_run_variant(family, case, variant, kernels, dev):
+    """A VariantRun whose outputs are the allocated (zeroed) arrays, every element written."""
+    from strata_bench.runner.launch import VariantRun
+
+    outs = family.alloc_outputs(case, dev)
+    family.launch(case, variant, kernels, dev, outs)
+    host = {}
+    for name, arr in outs.items():
+        a = np.zeros(arr.shape, dtype=arr.dtype)
+        host[name] = a
+    return VariantRun(variant, host, {name: np.zeros(a.shape, dtype=bool) for name, a in host.items()})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", action="append", default=[], help="only these families")
+    parser.add_argument("-k", dest="pattern", default=None, help="only cases whose name matches")
+    parser.add_argument("--no-share", action="store_true", help="run related cases again for every case")
+    parser.add_argument("--cprofile", type=int, default=0, help="also print the top N functions (cProfile)")
+    args = parser.parse_args()
+    sys.modules["cupy"] = launch_trace._fake_cupy()
+    sys.modules.update(launch_trace._fake_cupy_backends())
+    import io
+    import contextlib
+
+    from strata_bench.cases import FAMILIES, CaseFilter
+    from strata_bench.checks import parity
+    from strata_bench.checks.phases import PhaseTimes
+    from strata_bench.runner.loop import prepare_cases
+
+    parity.run_variant = fake_run_variant
+    cases = prepare_cases(CaseFilter(families=tuple(args.family), pattern=args.pattern))
+    times = PhaseTimes()
+    checker = parity.CaseChecker(times, share_runs=not args.no_share)
+    kernels = launch_trace.FakeKernels([""])
+    profiler = None
+    if args.cprofile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    per_family: dict[str, float] = {}
+    with contextlib.redirect_stdout(io.StringIO()):  # the stand-in prints its opt-in calls
+        for case in cases:
+            t0 = time.perf_counter()
+            checker(FAMILIES[case.family], case, kernels, 0)
+            per_family[case.family] = per_family.get(case.family, 0.0) + time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.cprofile)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.cprofile)
+    print(f"{len(cases)} cases")
+    for line in times.lines(wall):
+        print(line)
+    print(f"{'cpu':<12} {cpu:8.2f} s (this process, all threads: steadier than wall on a busy host)")
+    for fam, sec in sorted(per_family.items(), key=lambda kv: -kv[1]):
+        print(f"  {fam:<12} {sec:7.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""A disk cache of the float64 references: they are pure functions of the case, its input bytes and the
+code that computes them (the package's Python sources, gguf-py, numpy), so a rerun after a kernel edit
+loads them instead of computing them again.
+
+Key: sha256 over the case, every input array's dtype, shape and bytes (nested dicts, lists and tuples
+walked; scalars and slices by repr), the hash of the .py files that compute references (code_hash) and
+the gguf and numpy versions.
+An input the key cannot describe (any other object) means no caching for that case. Entries are .npz
+files (loaded with allow_pickle=False) written to a temporary name and renamed, so a reader never sees
+half a file; one that cannot be read is computed again. Only built-in families are cached (a user
+family's reference code lies outside the hashed sources), and only entries up to MAX_ENTRY_BYTES; an
+array two references share (bit for bit) is stored once. The default matrix fills about 1.2 GB.
+
+Folder: $STRATA_CACHE_DIR/references, else ~/.cache/strata-bench/references; STRATA_REF_CACHE=off
+turns the cache off.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import weakref
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from strata_bench.cases import Case, Expected, Family
+
+KEY_VERSION = 1  # bump when the key or the entry layout changes
+MAX_ENTRY_BYTES = 100 << 20  # the default cases' largest entry (moe_combine 1000 x 2048) is 93 MiB
+_PACKAGE = Path(__file__).resolve().parents[1]
+# Package folders no reference is computed in (families, formats, numerics, data, cases, kernels and the
+# kit are hashed).
+_NOT_REFERENCE_CODE = ("checks", "cli", "report", "results", "stats", "ab", "timing", "runner", "workloads")
+
+
+def cache_dir() -> Path:
+    """Where entries live (never inside the package)."""
+    root = os.environ.get("STRATA_CACHE_DIR")
+    return (Path(root) if root else Path.home() / ".cache" / "strata-bench") / "references"
+
+
+def enabled() -> bool:
+    return os.environ.get("STRATA_REF_CACHE", "on").lower() not in ("off", "0", "no", "false")
+
+
+@lru_cache(maxsize=1)
+def code_hash() -> str:
+    """sha256 of the package's .py files that can compute a reference (path and bytes; the folders that
+    only run, check, time or show results are left out, so editing them keeps the cache) and the gguf and
+    numpy versions."""
+    import gguf.quants  # noqa: F401  (its version is part of the key)
+    from importlib.metadata import version
+
+    h = hashlib.sha256(json.dumps([KEY_VERSION, version("gguf"), np.__version__]).encode())
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        if path.relative_to(_PACKAGE).parts[0] in _NOT_REFERENCE_CODE:
+            continue
+        h.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+class _Unkeyable(Exception):
+    """An input the key cannot describe."""
+
+
+# Digests of large arrays by identity (while the array lives): mmvq's weights are the same objects across
+# its cases, and hashing them again costs ~1.5 s a run. Host inputs are never changed in place (the
+# families' lru_caches already share them between cases), so identity is enough.
+_DIGESTS: dict[int, tuple[weakref.ref, str]] = {}
+_MEMO_BYTES = 1 << 20
+
+
+def _array_digest(a: np.ndarray) -> str:
+    if a.dtype.hasobject:
+        raise _Unkeyable(f"object array {a.dtype}")
+    memo = a.nbytes >= _MEMO_BYTES
+    hit = _DIGESTS.get(id(a)) if memo else None
+    if hit is not None and hit[0]() is a:
+        return hit[1]
+    digest = hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).data).hexdigest()
+    if memo:
+        try:
+            _DIGESTS[id(a)] = (weakref.ref(a, lambda _r, k=id(a): _DIGESTS.pop(k, None)), digest)
+        except TypeError:  # not weak-referenceable: no memo
+            pass
+    return digest
+
+
+def _feed(h: Any, value: Any) -> None:
+    """Add one input value to the hash, walking containers; _Unkeyable for anything else."""
+    if isinstance(value, np.ndarray):
+        h.update(f"A{value.dtype.str}{value.shape}:{_array_digest(value)};".encode())
+    elif isinstance(value, Mapping):
+        h.update(f"D{len(value)}{{".encode())
+        for key in sorted(value, key=repr):
+            h.update(f"{key!r}=".encode())
+            _feed(h, value[key])
+        h.update(b"}")
+    elif isinstance(value, (list, tuple)):
+        h.update(f"{type(value).__name__}{len(value)}[".encode())
+        for item in value:
+            _feed(h, item)
+        h.update(b"]")
+    elif value is None or isinstance(value, (bool, int, float, str, bytes, slice, np.generic)):
+        h.update(f"{type(value).__name__}:{value!r};".encode())
+    else:
+        raise _Unkeyable(type(value).__name__)
+
+
+def reference_key(case: Case, host: Mapping[str, Any]) -> str | None:
+    """The entry's key, or None where an input cannot be keyed."""
+    h = hashlib.sha256(f"{code_hash()}|{case!r}|".encode())
+    try:
+        _feed(h, host)
+    except _Unkeyable:
+        return None
+    return h.hexdigest()
+
+
+def _builtin(family: Family) -> bool:
+    return type(family).__module__.startswith("strata_bench.")
+
+
+def _load(path: Path) -> tuple[Expected, ...] | None:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            arrays: dict[str, np.ndarray] = {}
+            return tuple(Expected(m["output"], arrays.setdefault(m["array"], z[m["array"]]), m["tol"], m["why"],
+                                  m["label"]) for m in meta)
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile):  # missing, cut or foreign
+        return None
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    if a is b:
+        return True
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    unsigned = np.dtype(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else None
+    return bool(np.array_equal(a.view(unsigned), b.view(unsigned))) if unsigned else a.tobytes() == b.tobytes()
+
+
+def _layout(refs: tuple[Expected, ...]) -> tuple[list[np.ndarray], list[int]] | None:
+    """The distinct arrays of an entry (bit for bit) and which one each reference uses; None where an
+    entry cannot be stored (a reference that is not a plain array with a float tolerance, or too big)."""
+    if not all(isinstance(e.ref, np.ndarray) and not e.ref.dtype.hasobject and type(e.tol) is float
+               and isinstance(e.output, str) and isinstance(e.why, str) and isinstance(e.label, str) for e in refs):
+        return None
+    arrays: list[np.ndarray] = []
+    which = []
+    for e in refs:
+        index = next((i for i, a in enumerate(arrays) if _same_bits(a, e.ref)), None)
+        if index is None:
+            arrays.append(e.ref)
+            index = len(arrays) - 1
+        which.append(index)
+    return (arrays, which) if sum(a.nbytes for a in arrays) <= MAX_ENTRY_BYTES else None
+
+
+def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], which: list[int]) -> None:
+    meta = [{"output": e.output, "array": f"ref{i}", "tol": e.tol, "why": e.why, "label": e.label}
+            for e, i in zip(refs, which)]
+    named = {f"ref{i}": a for i, a in enumerate(arrays)}
+    named["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **named)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:  # a read-only or full disk only costs the speed-up
+        pass
+
+
+def cached_references(family: Family, case: Case, host: Mapping[str, Any],
+                      compute: Callable[[], Any] | None = None) -> tuple[Expected, ...]:
+    """family.reference(case, host), from the disk cache when an entry exists, stored there when not."""
+    compute = compute or (lambda: family.reference(case, host))
+    key = reference_key(case, host) if enabled() and _builtin(family) else None
+    if key is None:
+        return tuple(compute())
+    path = cache_dir() / key[:2] / f"{key}.npz"
+    hit = _load(path)
+    if hit is not None:
+        return hit
+    refs = tuple(compute())
+    layout = _layout(refs)
+    if layout is not None:
+        _store(path, refs, *layout)
+    return refs

@@ -1,0 +1,160 @@
+"""The reference disk cache: a cached reference is the computed one bit for bit, and every check computed
+from it (max_err, nmse, ok, detail) is exactly the same; keys follow the input bytes; bad entries are
+computed again; user families and STRATA_REF_CACHE=off bypass it."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from strata_bench.cases import Case, Expected, load_builtin_families
+from strata_bench.checks import refcache
+from strata_bench.checks.parity import _error_equal_checks, _reference_checks
+from strata_bench.runner.launch import VariantRun
+
+# Small default cases of families whose outputs are checked as they are (output_values is the output).
+CASES = [("mmvq", "q8_0", 64, 1536, 3, "fixture:smollm2-ffn_down.q8_0"), ("mmvq", "iq2_xxs", 512, 2560, 4, "edge:2"),
+         ("q2warp", "q2_0", 12288, 2560, 1, "seed:1"), ("fp16deq", "q8_0", 96, 4096, 1, "seed:1")]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("STRATA_REF_CACHE", raising=False)
+    return tmp_path / "references"
+
+
+def _default_case(name, fmt, rows, cols, ncols, data):
+    families = load_builtin_families()
+    family = families[name]
+    for case in family.default_cases():
+        if (case.fmt, case.rows, case.cols, case.ncols, case.data) == (fmt, rows, cols, ncols, data):
+            return family, case
+    pytest.skip(f"no default case {name}/{fmt}/{rows}x{cols}/n{ncols}/{data} here")
+
+
+def _same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _fields(check):
+    return tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in vars(check).values())
+
+
+def _runs_from(refs, seed):
+    """Two variants' outputs made from the references: 'old' is float32(ref), 'new' the same with a few
+    elements moved (so both the shared and the separate comparison paths run)."""
+    rng = np.random.default_rng(seed)
+    outputs = {}
+    for exp in refs:
+        outputs.setdefault(exp.output, np.asarray(exp.ref, dtype=np.float32))
+    moved = {}
+    for name, y in outputs.items():
+        z = y.copy().ravel()
+        z[rng.integers(0, z.size, 3)] *= np.float32(1.001)
+        moved[name] = z.reshape(y.shape)
+    unwritten = {name: np.zeros(y.shape, bool) for name, y in outputs.items()}
+    return {"old": VariantRun("old", outputs, unwritten), "new": VariantRun("new", moved, unwritten)}
+
+
+@pytest.mark.parametrize("spec", CASES, ids=lambda s: f"{s[0]}-{s[1]}-n{s[4]}-{s[5].split(':')[0]}")
+def test_cached_references_and_their_checks_are_bit_identical(spec, cache):
+    family, case = _default_case(*spec)
+    host = family.make_inputs(case)
+    computed = tuple(family.reference(case, host))
+    stored = refcache.cached_references(family, case, host)  # cold: computes and stores
+    assert list(cache.rglob("*.npz")), "the cold call stored an entry"
+    loaded = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("recomputed"))
+    for refs in (stored, loaded):
+        assert len(refs) == len(computed)
+        for got, want in zip(refs, computed):
+            assert (got.output, got.tol, got.why, got.label) == (want.output, want.tol, want.why, want.label)
+            assert type(got.tol) is type(want.tol)
+            assert _same_bits(got.ref, want.ref)
+    for seed in (0, 1):
+        runs = _runs_from(computed, seed)
+        want = _reference_checks(family, case, runs, computed)
+        want += _error_equal_checks(family, case, want)
+        got = _reference_checks(family, case, runs, loaded)
+        got += _error_equal_checks(family, case, got)
+        assert [_fields(c) for c in got] == [_fields(c) for c in want]
+
+
+def test_key_follows_input_bytes_case_and_nesting(cache):
+    case = Case("mmvq", "q8_0", 8, 32)
+    host = {"w": np.arange(6, dtype=np.float32), "sub": {"k": np.zeros(3, np.uint8), "cols": slice(0, 1)}}
+    key = refcache.reference_key(case, host)
+    assert key == refcache.reference_key(case, {"sub": dict(host["sub"]), "w": host["w"].copy()})
+    changed = dict(host, w=host["w"].copy())
+    changed["w"][5] = np.float32(5.0000005)
+    assert refcache.reference_key(case, changed) != key
+    assert refcache.reference_key(case, dict(host, w=host["w"].astype(np.float64))) != key
+    assert refcache.reference_key(case, dict(host, w=host["w"].reshape(2, 3))) != key
+    assert refcache.reference_key(Case("mmvq", "q8_0", 8, 32, ncols=2), host) != key
+    assert refcache.reference_key(case, dict(host, extra=object())) is None  # not keyable: no caching
+
+
+class _Counting:
+    """A built-in-looking family whose reference counts its calls."""
+
+    def __init__(self, refs):
+        self.calls, self.refs = 0, refs
+
+    def reference(self, case, host):
+        self.calls += 1
+        return list(self.refs)
+
+
+def _counting(refs, monkeypatch):
+    fam = _Counting(refs)
+    monkeypatch.setattr(refcache, "_builtin", lambda family: True)
+    return fam
+
+
+def test_entry_round_trips_shared_arrays_and_bad_entries_are_recomputed(cache, monkeypatch):
+    y = np.linspace(-1, 1, 12).reshape(3, 4)
+    refs = [Expected("y", y, 0.5, "why", "a"), Expected("z", y.copy(), 1.0, "w2", "b"),
+            Expected("y", np.array([np.inf, -0.0, np.nan]), 2.0, "w3", "c")]
+    fam = _counting(refs, monkeypatch)
+    case, host = Case("mmvq", "q8_0", 8, 32), {"x": np.ones(4, np.float32)}
+    refcache.cached_references(fam, case, host)
+    again = refcache.cached_references(fam, case, host)
+    assert fam.calls == 1
+    assert all(_same_bits(a.ref, b.ref) and a.tol == b.tol for a, b in zip(again, refs))
+    (entry,) = cache.rglob("*.npz")
+    with np.load(entry) as z:
+        assert sorted(z.files) == ["meta", "ref0", "ref1"]  # y and its copy are stored once
+    assert not list(cache.rglob("*.tmp"))
+    entry.write_bytes(entry.read_bytes()[:100])  # truncated: computed again and rewritten
+    refcache.cached_references(fam, case, host)
+    assert fam.calls == 2
+    refcache.cached_references(fam, case, host)
+    assert fam.calls == 2
+
+
+def test_off_switch_user_families_and_oversized_entries_bypass_the_cache(cache, monkeypatch):
+    case, host = Case("mmvq", "q8_0", 8, 32), {"x": np.ones(4, np.float32)}
+    user = _Counting([Expected("y", np.zeros(2), 1.0, "w")])
+    refcache.cached_references(user, case, host)
+    assert not cache.exists()  # a class outside strata_bench is never cached
+    fam = _counting([Expected("y", np.zeros(2), 1.0, "w")], monkeypatch)
+    monkeypatch.setenv("STRATA_REF_CACHE", "off")
+    refcache.cached_references(fam, case, host)
+    assert not cache.exists()
+    monkeypatch.delenv("STRATA_REF_CACHE")
+    monkeypatch.setattr(refcache, "MAX_ENTRY_BYTES", 8)
+    refcache.cached_references(fam, case, host)
+    assert not list(cache.rglob("*.npz"))
+    monkeypatch.setattr(refcache, "MAX_ENTRY_BYTES", 16)
+    refcache.cached_references(fam, case, host)
+    assert len(list(cache.rglob("*.npz"))) == 1
+
+
+def test_cache_folder_is_never_inside_the_package(monkeypatch, tmp_path):
+    monkeypatch.delenv("STRATA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert refcache.cache_dir() == tmp_path / ".cache" / "strata-bench" / "references"
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "c"))
+    assert refcache.cache_dir() == tmp_path / "c" / "references"
