@@ -54,7 +54,7 @@ for s in "${steps[@]}"; do
         compile) step compile sb compile --resources ;;
         parity)
             rm -rf "$STRATA_CACHE_DIR"
-            step parity-cold sb parity -q
+            step parity-cold sb parity -q --profile
             step parity-warm sb parity -q ;;
         digests)  # every output of every case, this tree against $BASE_TREE (e.g. `git archive` of the last landing)
             if [ -d "$BASE_TREE/strata_bench" ]; then
