@@ -55,7 +55,7 @@ for s in "${steps[@]}"; do
         parity)
             rm -rf "$STRATA_CACHE_DIR"
             step parity-cold sb parity -q --profile
-            step parity-warm sb parity -q ;;
+            step parity-warm sb parity -q --profile ;;
         digests)  # every output of every case, this tree against $BASE_TREE (e.g. `git archive` of the last landing)
             if [ -d "$BASE_TREE/strata_bench" ]; then
                 step digests-base python3 scripts/output_digests.py "$BASE_TREE" /tmp/digests-base.json -q --results /tmp/base-results
