@@ -1,12 +1,14 @@
 """Time the host phases of `strata-bench parity` over the default cases, on a host without a GPU.
 
     PYTHONPATH=$PWD python scripts/profile_parity_host.py [--family F] [-k REGEX] [--no-share] [--cprofile N]
+        [--pool N]
 
 The numpy stand-in of scripts/launch_trace.py replaces cupy; launches are recorded, not run, and every
 variant's outputs come back as zeros with nothing unwritten (identical across variants, so no bitwise
 diagnosis runs, as in a passing GPU run). Everything else is the real parity path (checks/parity.py's
 check_case): make_inputs, the float64 references (and their disk cache), the related-case runs and every
-comparison. Prints seconds per phase and the total; run it twice to see the cold and the warm cache
+comparison, and parity's pool of reference workers (checks/refpool.py; --pool 0 turns it off, as
+parity does when the cache is off). Prints seconds per phase and the total; run it twice to see the cold and the warm cache
 (STRATA_CACHE_DIR picks the cache folder, STRATA_REF_CACHE=off turns the reference cache off).
 """
 from __future__ import annotations
@@ -41,6 +43,8 @@ def main() -> None:
     parser.add_argument("-k", dest="pattern", default=None, help="only cases whose name matches")
     parser.add_argument("--no-share", action="store_true", help="run related cases again for every case")
     parser.add_argument("--cprofile", type=int, default=0, help="also print the top N functions (cProfile)")
+    parser.add_argument("--pool", type=int, default=None,
+                        help="reference workers (default: cpu count - 1, as parity; 0: no pool)")
     args = parser.parse_args()
     sys.modules["cupy"] = launch_trace._fake_cupy()
     sys.modules.update(launch_trace._fake_cupy_backends())
@@ -50,12 +54,15 @@ def main() -> None:
     from strata_bench.cases import FAMILIES, CaseFilter
     from strata_bench.checks import parity
     from strata_bench.checks.phases import PhaseTimes
+    from strata_bench.checks.refpool import ReferencePool
     from strata_bench.runner.loop import prepare_cases
 
     parity.run_variant = fake_run_variant
     cases = prepare_cases(CaseFilter(families=tuple(args.family), pattern=args.pattern))
     times = PhaseTimes()
-    checker = parity.CaseChecker(times, share_runs=not args.no_share)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    pool = ReferencePool(cases, FAMILIES, workers=args.pool)
+    checker = parity.CaseChecker(times, share_runs=not args.no_share, pool=pool)
     kernels = launch_trace.FakeKernels([""])
     profiler = None
     if args.cprofile:
@@ -63,7 +70,6 @@ def main() -> None:
 
         profiler = cProfile.Profile()
         profiler.enable()
-    start, cpu_start = time.perf_counter(), time.process_time()
     per_family: dict[str, float] = {}
     with contextlib.redirect_stdout(io.StringIO()):  # the stand-in prints its opt-in calls
         for case in cases:
@@ -71,6 +77,10 @@ def main() -> None:
             checker(FAMILIES[case.family], case, kernels, 0)
             per_family[case.family] = per_family.get(case.family, 0.0) + time.perf_counter() - t0
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    pool.close()
+    if pool.seconds is not None:
+        times.beside["references (pool)"] = pool.seconds
+    print(f"pool workers: {pool.workers}", file=sys.stderr)
     if profiler is not None:
         import pstats
 

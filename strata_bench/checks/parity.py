@@ -163,12 +163,13 @@ def _related_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
 
 
 def check_case(family: Family, case: Case, kernels: Any, device: int, times: PhaseTimes | None = None,
-               shared_runs: dict | None = None) -> CaseResult:
+               shared_runs: dict | None = None, pool: Any = None) -> CaseResult:
     """Run every variant of one case on the current device and check it. KernelFault propagates.
 
     `times` (optional) accumulates seconds per phase; `shared_runs` (optional, kept by CaseChecker for a
     whole loop) holds the runs of related cases already made on this device, so a 1-column call that
-    several N-column cases compare with runs once."""
+    several N-column cases compare with runs once; `pool` (optional, a refpool.ReferencePool) is waited
+    for when the case's reference entry is missing."""
     start = time.perf_counter()
 
     def run_all(c: Case, host: Mapping[str, Any]) -> dict[str, VariantRun]:
@@ -191,7 +192,7 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
         host = family.make_inputs(case)
         related = family.related_cases(case)
     with maybe(times, "references"):
-        refs = cached_references(family, case, host)
+        refs = cached_references(family, case, host, on_miss=None if pool is None else lambda: pool.wait(case))
     runs = run_all(case, host)
     related_done = [(c, o, sel, related_runs(c)) for c, o, sel in related]
     with maybe(times, "comparisons"):
@@ -208,11 +209,13 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
 
 class CaseChecker:
     """check_case for a whole loop: keeps the related cases' runs (per device) and, optionally, the
-    seconds per phase. Call it as run_on_devices' per_case."""
+    seconds per phase and a refpool.ReferencePool filling the reference cache ahead of the loop. Call it
+    as run_on_devices' per_case."""
 
-    def __init__(self, times: PhaseTimes | None = None, share_runs: bool = True):
+    def __init__(self, times: PhaseTimes | None = None, share_runs: bool = True, pool: Any = None):
         self.times = times
         self.shared_runs: dict | None = {} if share_runs else None
+        self.pool = pool
 
     def __call__(self, family: Family, case: Case, kernels: Any, device: int) -> CaseResult:
-        return check_case(family, case, kernels, device, self.times, self.shared_runs)
+        return check_case(family, case, kernels, device, self.times, self.shared_runs, self.pool)

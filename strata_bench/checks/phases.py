@@ -16,6 +16,8 @@ class PhaseTimes:
 
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    # Work beside the loop (not summed into the phases: it overlaps them), e.g. 'references (pool)'.
+    beside: dict[str, float] = field(default_factory=dict)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -36,6 +38,7 @@ class PhaseTimes:
         out = [f"{name:<12} {self.seconds[name]:8.2f} s  {100 * self.seconds[name] / total:5.1f}%"
                for name in self.seconds]
         out.append(f"{'phases':<12} {self.total:8.2f} s")
+        out += [f"{name:<12} {sec:8.2f} s  (beside the loop, not in the sum)" for name, sec in self.beside.items()]
         if wall is not None:
             out.append(f"{'wall':<12} {wall:8.2f} s (compile, device set-up and rendering are the rest)")
         return out

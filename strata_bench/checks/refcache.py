@@ -182,15 +182,25 @@ def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], whi
         pass
 
 
+def entry_path(key: str) -> Path:
+    return cache_dir() / key[:2] / f"{key}.npz"
+
+
 def cached_references(family: Family, case: Case, host: Mapping[str, Any],
-                      compute: Callable[[], Any] | None = None) -> tuple[Expected, ...]:
-    """family.reference(case, host), from the disk cache when an entry exists, stored there when not."""
+                      compute: Callable[[], Any] | None = None,
+                      on_miss: Callable[[], None] | None = None) -> tuple[Expected, ...]:
+    """family.reference(case, host), from the disk cache when an entry exists, stored there when not.
+    `on_miss` (optional) is called once before computing a missing entry (refpool waits there for the
+    worker filling it), and the entry is read again after it."""
     compute = compute or (lambda: family.reference(case, host))
     key = reference_key(case, host) if enabled() and _builtin(family) else None
     if key is None:
         return tuple(compute())
-    path = cache_dir() / key[:2] / f"{key}.npz"
+    path = entry_path(key)
     hit = _load(path)
+    if hit is None and on_miss is not None:
+        on_miss()
+        hit = _load(path)
     if hit is not None:
         return hit
     refs = tuple(compute())

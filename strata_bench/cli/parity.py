@@ -82,12 +82,18 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     from strata_bench.report.progress import progress_bar
     import time
 
+    from strata_bench.cases import FAMILIES
+    from strata_bench.checks.refpool import ReferencePool
+
     times = PhaseTimes() if profile else None
     started = time.perf_counter()
-    with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance:
+    with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance, \
+            ReferencePool(cases, FAMILIES, warn=lambda text: click.echo(text, err=True)) as pool:
         try:
-            engine.run_on_devices(cases, devices, CaseChecker(times), keep, fault_result, advance)
+            engine.run_on_devices(cases, devices, CaseChecker(times, pool=pool), keep, fault_result, advance)
         finally:
+            if times is not None and pool.seconds is not None:
+                times.beside["references (pool)"] = pool.seconds
             counts = _counts(run, devices, names, len(cases))
             summary_path = writer.finish(_summary(run, devices, counts, sources), run.failures)
     wall = time.perf_counter() - started

@@ -1,0 +1,122 @@
+"""Compute the missing reference-cache entries ahead of the case loop, in worker processes: a cold parity
+run spends most of its time in float64 references, which are pure functions of the case's inputs, and
+the loop runs on one core.
+
+Each worker (a fresh 'spawn' process, so no CuPy or CUDA state is inherited) loads the built-in families,
+makes the case's inputs and stores the entry through refcache (the same key, the same atomic write);
+the loop then reads it as in a warm run. Where an entry is missing when the loop reaches its case, the
+loop waits for that case's worker; where the worker failed (or the pool could not start) the loop
+computes the reference itself, as without a pool, so a pool never changes a result: a failure costs
+only the speed-up and one note on stderr.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from strata_bench.cases import Case, Family
+from strata_bench.checks import refcache
+
+
+def _fill(case: Case, family_type: str, folder: str) -> bool:
+    """In a worker: store the entry of `case` in the parent's cache folder (named here: a forkserver keeps
+    the environment it started with) unless one exists; False where the family is not the one the parent
+    meant (a variant or user family under a built-in name) or the entry cannot be stored."""
+    from strata_bench.cases import load_builtin_families
+
+    os.environ["STRATA_CACHE_DIR"] = folder
+    os.environ["STRATA_REF_CACHE"] = "on"
+    family = load_builtin_families().get(case.family)
+    if family is None or _type_name(family) != family_type:
+        return False
+    host = family.make_inputs(case)
+    key = refcache.reference_key(case, host)
+    if key is None:
+        return False
+    if refcache.entry_path(key).exists():
+        return True
+    refcache.cached_references(family, case, host)
+    return refcache.entry_path(key).exists()
+
+
+def _type_name(family: Family) -> str:
+    return f"{type(family).__module__}.{type(family).__qualname__}"
+
+
+def _start_method() -> str:
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+class ReferencePool:
+    """Workers filling the cache for `cases` (built-in families only; nothing when the cache is off).
+    `wait(case)` is called by the loop on a cache miss; `close()` stops the workers."""
+
+    def __init__(self, cases: list[Case], families: dict[str, Family], workers: int | None = None,
+                 warn: Callable[[str], None] | None = None, start_method: str | None = None):
+        self._warn = warn or (lambda text: print(text, file=sys.stderr))
+        self._warned = False
+        self._futures: dict[Case, cf.Future] = {}
+        self._executor: cf.ProcessPoolExecutor | None = None
+        self.started = time.perf_counter()
+        self.finished: float | None = None
+        wanted = [c for c in dict.fromkeys(cases)
+                  if c.family in families and refcache._builtin(families[c.family])] if refcache.enabled() else []
+        count = min(workers if workers is not None else (os.cpu_count() or 1) - 1, len(wanted))
+        if count < 1:
+            return
+        try:
+            folder = str(refcache.cache_dir().parent)
+            context = multiprocessing.get_context(start_method or _start_method())
+            self._executor = cf.ProcessPoolExecutor(count, mp_context=context)
+            for case in wanted:  # in loop order: the first cases are ready first
+                future = self._executor.submit(_fill, case, _type_name(families[case.family]), folder)
+                future.add_done_callback(self._note_done)
+                self._futures[case] = future
+        except Exception as exc:  # noqa: BLE001 - any failure to start leaves the serial path
+            self._fail(exc)
+        self.workers = count
+
+    workers = 0
+
+    def _note_done(self, _future: cf.Future) -> None:
+        if all(f.done() for f in self._futures.values()):
+            self.finished = time.perf_counter()
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self._warned:
+            self._warned = True
+            self._warn(f"note: reference pool failed ({type(exc).__name__}: {exc}); computing references "
+                       "in the loop instead")
+        self.close()
+
+    def wait(self, case: Case) -> None:
+        """Return once the worker for `case` is done (or failed; the caller then computes it)."""
+        future = self._futures.get(case)
+        if future is None or self._executor is None:
+            return
+        try:
+            future.result()
+        except cf.BrokenExecutor as exc:  # a worker died (or could not start): the loop computes the rest
+            self._fail(exc)
+        except Exception:  # noqa: BLE001 - this case's error: the loop computes it and meets it itself
+            pass
+
+    @property
+    def seconds(self) -> float | None:
+        """Wall seconds from the pool's start until its last case was done (None: none ran, or not done)."""
+        return None if self.finished is None or not self._futures else self.finished - self.started
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    def __enter__(self) -> "ReferencePool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,107 @@
+"""The reference pool: entries its worker processes store are the serial path's references bit for bit,
+and so is every check computed from them; the loop waits for a case's worker on a miss; a pool that
+cannot start says so once and the loop computes every reference itself; nothing runs with the cache off
+or for a user family."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from strata_bench.cases import load_builtin_families
+from strata_bench.checks import refcache
+from strata_bench.checks.parity import _error_equal_checks, _reference_checks
+from strata_bench.checks.refpool import ReferencePool
+
+from tests.checks.test_refcache import _default_case, _runs_from
+
+# Small default cases: a real-weights one, an edge one and two seeded ones, over three families.
+SPECS = [("mmvq", "q8_0", 64, 1536, 3, "fixture:smollm2-ffn_down.q8_0"), ("mmvq", "iq2_xxs", 512, 2560, 4, "edge:2"),
+         ("q2warp", "q2_0", 12288, 2560, 1, "seed:1"), ("fp16deq", "q8_0", 96, 4096, 1, "seed:1")]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("STRATA_REF_CACHE", raising=False)
+    return tmp_path / "references"
+
+
+def _fields(check):
+    return tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in vars(check).values())
+
+
+def _cases():
+    found = []
+    for spec in SPECS:
+        try:
+            found.append(_default_case(*spec))
+        except pytest.skip.Exception:
+            continue
+    if not found:
+        pytest.skip("none of the cases is a default case here")
+    return found
+
+
+def test_pooled_entries_give_the_serial_checks_bit_for_bit(cache):
+    pairs = _cases()
+    families = load_builtin_families()
+    notes = []
+    with ReferencePool([c for _, c in pairs], families, workers=2, warn=notes.append) as pool:
+        assert pool.workers == 2
+        for family, case in pairs:
+            pool.wait(case)
+            host = family.make_inputs(case)
+            assert refcache.entry_path(refcache.reference_key(case, host)).exists(), case.name
+    assert notes == [] and pool.seconds is not None and pool.seconds > 0
+    for family, case in pairs:
+        host = family.make_inputs(case)
+        serial = tuple(family.reference(case, host))
+        pooled = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("recomputed"))
+        assert len(pooled) == len(serial)
+        for got, want in zip(pooled, serial):
+            assert (got.output, got.tol, got.why, got.label) == (want.output, want.tol, want.why, want.label)
+            assert np.asarray(got.ref).dtype == np.asarray(want.ref).dtype
+            assert np.asarray(got.ref).tobytes() == np.asarray(want.ref).tobytes()
+        runs = _runs_from(serial, 0)
+        want = _reference_checks(family, case, runs, serial)
+        want += _error_equal_checks(family, case, want)
+        got = _reference_checks(family, case, runs, pooled)
+        got += _error_equal_checks(family, case, got)
+        assert [_fields(c) for c in got] == [_fields(c) for c in want]
+
+
+def test_a_miss_waits_for_the_worker_instead_of_computing(cache):
+    family, case = _cases()[0]
+    host = family.make_inputs(case)
+    with ReferencePool([case], load_builtin_families(), workers=1) as pool:
+        refs = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("computed in the loop"),
+                                          on_miss=lambda: pool.wait(case))
+    assert [e.output for e in refs] == [e.output for e in family.reference(case, host)]
+
+
+def test_a_pool_that_cannot_start_notes_once_and_the_loop_computes(cache):
+    pairs = _cases()[:2]
+    notes = []
+    pool = ReferencePool([c for _, c in pairs], load_builtin_families(), workers=2, warn=notes.append,
+                         start_method="no-such-method")
+    for family, case in pairs:
+        pool.wait(case)
+        pool.wait(case)
+        host = family.make_inputs(case)
+        computed = []
+        refs = refcache.cached_references(family, case, host, on_miss=lambda: pool.wait(case),
+                                          compute=lambda: computed.append(1) or family.reference(case, host))
+        assert computed == [1] and len(refs) == len(family.reference(case, host))
+    assert len(notes) == 1 and notes[0].startswith("note: reference pool failed (ValueError:")
+    assert notes[0].endswith("computing references in the loop instead")
+
+
+def test_no_workers_with_the_cache_off_or_for_a_user_family(cache, monkeypatch, toy_family, toy_case):
+    family, case = _cases()[0]
+    monkeypatch.setenv("STRATA_REF_CACHE", "off")
+    assert ReferencePool([case], load_builtin_families(), workers=2).workers == 0
+    monkeypatch.delenv("STRATA_REF_CACHE")
+    assert ReferencePool([toy_case], {"toy": toy_family}, workers=2).workers == 0
+    assert not list(cache.rglob("*.npz"))
