@@ -205,3 +205,14 @@ def test_related_runs_are_shared_within_a_loop_and_the_checks_are_the_same(monke
     shared(fam_a, cases[0], None, 1)
     assert sum("/col=" in n for n, _ in launched) == 2 * 9 + 2 * 2
     assert times.total == 0.0
+
+
+@pytest.mark.parametrize("bad", [None, np.nan, np.inf])
+def test_reference_check_fields_are_plain_python_types(toy_family, toy_case, bad):
+    ref = np.linspace(-2.0, 3.0, 96).reshape(3, 32)
+    got = ref.astype(np.float32)
+    if bad is not None:
+        got[1, 5] = bad
+    checks = _reference_checks(toy_family, toy_case, {"v": _run("v", got)}, [Expected("y", ref, tol=1e-6, why="t")])
+    assert [(type(c.ok), type(c.max_err), type(c.nmse)) for c in checks] == [(bool, float, float)]
+    assert checks[0].ok is (bad is None)
