@@ -71,6 +71,8 @@ class ReferencePool:
         try:
             folder = str(refcache.cache_dir().parent)
             context = multiprocessing.get_context(start_method or _start_method())
+            if context.get_start_method() == "forkserver":  # workers fork from a server with numpy imported
+                context.set_forkserver_preload([__name__])
             self._executor = cf.ProcessPoolExecutor(count, mp_context=context)
             for case in wanted:  # in loop order: the first cases are ready first
                 future = self._executor.submit(_fill, case, _type_name(families[case.family]), folder)

@@ -25,3 +25,12 @@ def test_phases_accumulate_and_print_in_order(monkeypatch):
         "comparisons      3.00 s   60.0%", "phases           5.00 s",
         "wall             6.00 s (compile, device set-up and rendering are the rest)"]
     assert tuple(times.seconds) == PHASES
+
+
+def test_work_beside_the_loop_is_printed_but_not_summed():
+    times = PhaseTimes()
+    times.seconds["references"] = 1.0
+    times.beside["references (pool)"] = 7.25
+    assert times.total == 1.0
+    assert times.lines()[-2:] == ["phases           1.00 s",
+                                  "references (pool)     7.25 s  (beside the loop, not in the sum)"]
