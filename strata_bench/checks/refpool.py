@@ -78,14 +78,16 @@ class ReferencePool:
                 future = self._executor.submit(_fill, case, _type_name(families[case.family]), folder)
                 future.add_done_callback(self._note_done)
                 self._futures[case] = future
+            self._submitted = True
+            self.workers = count
         except Exception as exc:  # noqa: BLE001 - any failure to start leaves the serial path
             self._fail(exc)
-        self.workers = count
 
     workers = 0
+    _submitted = False  # the done-callbacks (another thread) read _futures only once it is whole
 
     def _note_done(self, _future: cf.Future) -> None:
-        if all(f.done() for f in self._futures.values()):
+        if self._submitted and self.finished is None and all(f.done() for f in self._futures.values()):
             self.finished = time.perf_counter()
 
     def _fail(self, exc: BaseException) -> None:
@@ -110,6 +112,8 @@ class ReferencePool:
     @property
     def seconds(self) -> float | None:
         """Wall seconds from the pool's start until its last case was done (None: none ran, or not done)."""
+        if self._submitted and self.finished is None and all(f.done() for f in self._futures.values()):
+            self.finished = time.perf_counter()  # the last done-callback may not have run yet
         return None if self.finished is None or not self._futures else self.finished - self.started
 
     def close(self) -> None:

@@ -94,6 +94,7 @@ def test_a_pool_that_cannot_start_notes_once_and_the_loop_computes(cache):
         refs = refcache.cached_references(family, case, host, on_miss=lambda: pool.wait(case),
                                           compute=lambda: computed.append(1) or family.reference(case, host))
         assert computed == [1] and len(refs) == len(family.reference(case, host))
+    assert pool.workers == 0 and pool.seconds is None
     assert len(notes) == 1 and notes[0].startswith("note: reference pool failed (ValueError:")
     assert notes[0].endswith("computing references in the loop instead")
 
@@ -105,3 +106,28 @@ def test_no_workers_with_the_cache_off_or_for_a_user_family(cache, monkeypatch, 
     monkeypatch.delenv("STRATA_REF_CACHE")
     assert ReferencePool([toy_case], {"toy": toy_family}, workers=2).workers == 0
     assert not list(cache.rglob("*.npz"))
+
+
+@pytest.mark.gpu
+def test_gpu_pooled_cold_run_has_the_serial_records_and_a_pool_line(tmp_path, monkeypatch):
+    """On the GPU: a cold cached run (references from the pool's workers) writes the same records as a
+    run with the cache off (serial references, no pool), and --profile shows the pool's line."""
+    import json
+
+    from click.testing import CliRunner
+
+    from strata_bench.cli.main import cli
+
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
+    records, stderr = {}, {}
+    for switch in ("off", "on"):
+        monkeypatch.setenv("STRATA_REF_CACHE", switch)
+        result = CliRunner().invoke(cli, ["parity", "--family", "mmvq,grouped,pfgemm", "--format", "q8_0,iq2_xxs",
+                                          "--results", str(tmp_path / switch), "-q", "--profile"])
+        assert result.exit_code == 0, result.output
+        (path,) = list((tmp_path / switch).rglob("parity-*.jsonl"))
+        records[switch] = {r["case"]: (r["status"], r["checks"]) for r in map(json.loads, path.read_text().splitlines())}
+        stderr[switch] = result.stderr
+    assert records["on"] == records["off"] and len(records["on"]) > 10
+    assert "references (pool)" in stderr["on"] and "references (pool)" not in stderr["off"]
+    assert "reference pool failed" not in stderr["on"]
