@@ -131,3 +131,27 @@ def test_gpu_pooled_cold_run_has_the_serial_records_and_a_pool_line(tmp_path, mo
     assert records["on"] == records["off"] and len(records["on"]) > 10
     assert "references (pool)" in stderr["on"] and "references (pool)" not in stderr["off"]
     assert "reference pool failed" not in stderr["on"]
+
+
+def test_a_broken_pool_notes_once_and_stops_while_a_case_error_is_left_to_the_loop(cache):
+    import concurrent.futures as cf
+    from concurrent.futures.process import BrokenProcessPool
+
+    pairs = _cases()[:1]
+    notes = []
+    pool = ReferencePool([c for _, c in pairs], load_builtin_families(), workers=1, warn=notes.append)
+    case = pairs[0][1]
+    pool.wait(case)
+    failed = cf.Future()
+    failed.set_exception(KeyError("in make_inputs"))
+    pool._futures[case] = failed
+    pool.wait(case)  # this case's own error: silent (the loop computes it and meets the error itself)
+    assert notes == [] and pool._executor is not None
+    broken = cf.Future()
+    broken.set_exception(BrokenProcessPool("a worker died"))
+    pool._futures[case] = broken
+    pool.wait(case)
+    pool.wait(case)
+    assert notes == ["note: reference pool failed (BrokenProcessPool: a worker died); computing references "
+                     "in the loop instead"]
+    assert pool._executor is None
