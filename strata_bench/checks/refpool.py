@@ -8,6 +8,11 @@ the loop then reads it as in a warm run. Where an entry is missing when the loop
 loop waits for that case's worker; where the worker failed (or the pool could not start) the loop
 computes the reference itself, as without a pool, so a pool never changes a result: a failure costs
 only the speed-up and one note on stderr.
+
+Workers: one per core but the loop's ($STRATA_REF_WORKERS overrides, 0 turns the pool off). They keep
+the parent's BLAS settings on purpose: OpenBLAS's thread count changes the bits of some references (31
+of the default matrix's 1294 arrays differ between OPENBLAS_NUM_THREADS=1 and 2), so a worker limited
+to one thread would store references the serial loop would not compute.
 """
 from __future__ import annotations
 
@@ -43,6 +48,14 @@ def _fill(case: Case, family_type: str, folder: str) -> bool:
     return refcache.entry_path(key).exists()
 
 
+def default_workers() -> int:
+    """$STRATA_REF_WORKERS (0: no pool), else one process per core but the loop's."""
+    text = os.environ.get("STRATA_REF_WORKERS", "").strip()
+    if text.isdigit():
+        return int(text)
+    return (os.cpu_count() or 1) - 1
+
+
 def _type_name(family: Family) -> str:
     return f"{type(family).__module__}.{type(family).__qualname__}"
 
@@ -65,7 +78,7 @@ class ReferencePool:
         self.finished: float | None = None
         wanted = [c for c in dict.fromkeys(cases)
                   if c.family in families and refcache._builtin(families[c.family])] if refcache.enabled() else []
-        count = min(workers if workers is not None else (os.cpu_count() or 1) - 1, len(wanted))
+        count = min(workers if workers is not None else default_workers(), len(wanted))
         if count < 1:
             return
         try:

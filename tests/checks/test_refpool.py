@@ -155,3 +155,17 @@ def test_a_broken_pool_notes_once_and_stops_while_a_case_error_is_left_to_the_lo
     assert notes == ["note: reference pool failed (BrokenProcessPool: a worker died); computing references "
                      "in the loop instead"]
     assert pool._executor is None
+
+
+def test_worker_count_follows_the_cores_and_the_override(monkeypatch):
+    from strata_bench.checks import refpool
+
+    monkeypatch.delenv("STRATA_REF_WORKERS", raising=False)
+    monkeypatch.setattr(refpool.os, "cpu_count", lambda: 16)
+    assert refpool.default_workers() == 15
+    monkeypatch.setenv("STRATA_REF_WORKERS", "4")
+    assert refpool.default_workers() == 4
+    monkeypatch.setenv("STRATA_REF_WORKERS", "0")
+    assert refpool.default_workers() == 0
+    monkeypatch.setenv("STRATA_REF_WORKERS", "many")  # not a count: the default
+    assert refpool.default_workers() == 15
