@@ -95,6 +95,8 @@ for s in "${steps[@]}"; do
             step parity-toml sb parity -q --variants "$TOML" --family mmvq
             step parity-toml-dequant sb parity -q --variants examples/dequant_rows/variants.toml --family dequant
             step parity-gguf sb parity -q --gguf tests/data/gguf/other-rows.gguf --tensor 'blk\.(0|1)\.ffn_' --format md
+            step parity-gguf-real sb parity -q --gguf tests/data/gguf/smollm2-embd-rows.gguf --tensor token_embd \
+                --rows 0:128 --format md
             step bench-toml sb bench -q --variants "$TOML" --family mmvq --format iq3_s,q8_0 --shape 131072x8192 --cols 1,8 --budget 1
             step ab-toml sb ab -q --order abba --pairs 10 --family mmvq --variants "$TOML" --a old --b row8 --format iq3_s \
                 --shape 131072x8192 --cols 8 ;;
