@@ -8,8 +8,8 @@ variant's outputs come back as zeros with nothing unwritten (identical across va
 diagnosis runs, as in a passing GPU run). Everything else is the real parity path (checks/parity.py's
 check_case): make_inputs, the float64 references (and their disk cache), the related-case runs and every
 comparison, and parity's pool of reference workers (checks/refpool.py; --pool 0 turns it off, as
-parity does when the cache is off). Prints seconds per phase and the total; run it twice to see the cold and the warm cache
-(STRATA_CACHE_DIR picks the cache folder, STRATA_REF_CACHE=off turns the reference cache off).
+parity does when the cache is off). Prints seconds per phase and the total; run it twice to see the cold and
+the warm cache (STRATA_CACHE_DIR picks the cache folder, STRATA_REF_CACHE=off turns the reference cache off).
 """
 from __future__ import annotations
 

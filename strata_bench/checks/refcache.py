@@ -30,7 +30,7 @@ import numpy as np
 
 from strata_bench.cases import Case, Expected, Family
 
-KEY_VERSION = 1  # bump when the key or the entry layout changes
+KEY_VERSION = 2  # bump when the key or the entry layout changes
 MAX_ENTRY_BYTES = 100 << 20  # the default cases' largest entry (moe_combine 1000 x 2048) is 93 MiB
 _PACKAGE = Path(__file__).resolve().parents[1]
 # Package folders no reference is computed in (families, formats, numerics, data, cases, kernels and the
@@ -51,17 +51,27 @@ def enabled() -> bool:
 @lru_cache(maxsize=1)
 def code_hash() -> str:
     """sha256 of the package's .py files that can compute a reference (path and bytes; the folders that
-    only run, check, time or show results are left out, so editing them keeps the cache) and the gguf and
-    numpy versions."""
+    only run, check, time or show results are left out, so editing them keeps the cache), the gguf and
+    numpy versions, and the BLAS thread settings."""
     import gguf.quants  # noqa: F401  (its version is part of the key)
     from importlib.metadata import version
 
-    h = hashlib.sha256(json.dumps([KEY_VERSION, version("gguf"), np.__version__]).encode())
+    h = hashlib.sha256(json.dumps([KEY_VERSION, version("gguf"), np.__version__, _blas_threads()]).encode())
     for path in sorted(_PACKAGE.rglob("*.py")):
         if path.relative_to(_PACKAGE).parts[0] in _NOT_REFERENCE_CODE:
             continue
         h.update(str(path.relative_to(_PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def _blas_threads() -> list:
+    """What decides the BLAS's thread count: a float64 matrix product's sum order, and so a reference's last
+    bits, depend on it (31 of 1294 cached arrays differed between 1 and 2 OpenBLAS threads), so a cache
+    shared between hosts or settings keeps each one's references apart."""
+    import os
+
+    names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    return [os.cpu_count(), *(os.environ.get(name) for name in names)]
 
 
 class _Unkeyable(Exception):
