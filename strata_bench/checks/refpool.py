@@ -9,7 +9,9 @@ loop waits for that case's worker; where the worker failed (or the pool could no
 computes the reference itself, as without a pool, so a pool never changes a result: a failure costs
 only the speed-up and one note on stderr.
 
-Workers: one per core but the loop's ($STRATA_REF_WORKERS overrides, 0 turns the pool off). They keep
+Workers: at most MAX_WORKERS, and one core left to the loop ($STRATA_REF_WORKERS overrides, 0 turns the
+pool off). Each worker's BLAS uses every core, so more workers oversubscribe: on the H200 host (16 cores)
+a cold parity run took 48.7 s with 15 workers and 37.9 s with 4. They keep
 the parent's BLAS settings on purpose: OpenBLAS's thread count changes the bits of some references (31
 of the default matrix's 1294 arrays differ between OPENBLAS_NUM_THREADS=1 and 2), so a worker limited
 to one thread would store references the serial loop would not compute.
@@ -48,12 +50,15 @@ def _fill(case: Case, family_type: str, folder: str) -> bool:
     return refcache.entry_path(key).exists()
 
 
+MAX_WORKERS = 4
+
+
 def default_workers() -> int:
-    """$STRATA_REF_WORKERS (0: no pool), else one process per core but the loop's."""
+    """$STRATA_REF_WORKERS (0: no pool), else MAX_WORKERS, leaving one core to the loop."""
     text = os.environ.get("STRATA_REF_WORKERS", "").strip()
     if text.isdigit():
         return int(text)
-    return (os.cpu_count() or 1) - 1
+    return max(0, min(MAX_WORKERS, (os.cpu_count() or 1) - 1))
 
 
 def _type_name(family: Family) -> str:

@@ -162,10 +162,13 @@ def test_worker_count_follows_the_cores_and_the_override(monkeypatch):
 
     monkeypatch.delenv("STRATA_REF_WORKERS", raising=False)
     monkeypatch.setattr(refpool.os, "cpu_count", lambda: 16)
-    assert refpool.default_workers() == 15
+    assert refpool.default_workers() == 4  # capped: each worker's BLAS is multi-threaded
+    monkeypatch.setattr(refpool.os, "cpu_count", lambda: 2)
+    assert refpool.default_workers() == 1  # one core stays with the loop
+    monkeypatch.setattr(refpool.os, "cpu_count", lambda: 16)
     monkeypatch.setenv("STRATA_REF_WORKERS", "4")
     assert refpool.default_workers() == 4
     monkeypatch.setenv("STRATA_REF_WORKERS", "0")
     assert refpool.default_workers() == 0
     monkeypatch.setenv("STRATA_REF_WORKERS", "many")  # not a count: the default
-    assert refpool.default_workers() == 15
+    assert refpool.default_workers() == 4
