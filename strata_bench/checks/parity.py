@@ -200,7 +200,8 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
         host = family.make_inputs(case)
         related = family.related_cases(case)
     with maybe(times, "references"):
-        refs = cached_references(family, case, host, on_miss=None if pool is None else lambda: pool.wait(case))
+        refs = cached_references(family, case, host, on_miss=None if pool is None else lambda: pool.wait(case),
+                                 blas=getattr(pool, "blas", None))
     runs = run_all(case, host)
     related_done = [(c, o, sel, related_runs(c)) for c, o, sel in related]
     with maybe(times, "comparisons"):

@@ -48,15 +48,20 @@ def enabled() -> bool:
     return os.environ.get("STRATA_REF_CACHE", "on").lower() not in ("off", "0", "no", "false")
 
 
-@lru_cache(maxsize=1)
-def code_hash() -> str:
+def code_hash(blas: tuple | None = None) -> str:
     """sha256 of the package's .py files that can compute a reference (path and bytes; the folders that
     only run, check, time or show results are left out, so editing them keeps the cache), the gguf and
-    numpy versions, and the BLAS thread settings."""
+    numpy versions, and the BLAS thread settings the references are computed under (`blas`, as
+    blas_threads() gives them; default: this process's own)."""
+    return _code_hash(tuple(blas_threads()) if blas is None else tuple(blas))
+
+
+@lru_cache(maxsize=4)
+def _code_hash(blas: tuple) -> str:
     import gguf.quants  # noqa: F401  (its version is part of the key)
     from importlib.metadata import version
 
-    h = hashlib.sha256(json.dumps([KEY_VERSION, version("gguf"), np.__version__, _blas_threads()]).encode())
+    h = hashlib.sha256(json.dumps([KEY_VERSION, version("gguf"), np.__version__, list(blas)]).encode())
     for path in sorted(_PACKAGE.rglob("*.py")):
         if path.relative_to(_PACKAGE).parts[0] in _NOT_REFERENCE_CODE:
             continue
@@ -64,14 +69,24 @@ def code_hash() -> str:
     return h.hexdigest()
 
 
-def _blas_threads() -> list:
-    """What decides the BLAS's thread count: a float64 matrix product's sum order, and so a reference's last
-    bits, depend on it (31 of 1294 cached arrays differed between 1 and 2 OpenBLAS threads), so a cache
-    shared between hosts or settings keeps each one's references apart."""
-    import os
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# The settings refpool's workers compute under: one BLAS thread each (set before their numpy loads).
+SINGLE_THREAD = dict.fromkeys(BLAS_THREAD_VARIABLES, "1")
 
-    names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-    return [os.cpu_count(), *(os.environ.get(name) for name in names)]
+
+def blas_threads(env: Mapping[str, str] | None = None) -> tuple:
+    """What decides the BLAS's thread count (the core count and the variables, as in `env`, default this
+    process's environment, which holds them as they were when its numpy loaded unless changed since): a
+    float64 matrix product's sum order, and so a reference's last bits, depend on it (27 of the default
+    matrix's 905 references differ between 1 and 2 OpenBLAS threads; 2 and 16 agree), so a cache shared
+    between hosts or settings keeps each one's references apart."""
+    env = os.environ if env is None else env
+    return (os.cpu_count(), *(env.get(name) for name in BLAS_THREAD_VARIABLES))
+
+
+def single_thread_blas() -> tuple:
+    """The settings of refpool's workers (one BLAS thread), as blas_threads() describes them."""
+    return blas_threads(SINGLE_THREAD)
 
 
 class _Unkeyable(Exception):
@@ -122,9 +137,10 @@ def _feed(h: Any, value: Any) -> None:
         raise _Unkeyable(type(value).__name__)
 
 
-def reference_key(case: Case, host: Mapping[str, Any]) -> str | None:
-    """The entry's key, or None where an input cannot be keyed."""
-    h = hashlib.sha256(f"{code_hash()}|{case!r}|".encode())
+def reference_key(case: Case, host: Mapping[str, Any], blas: tuple | None = None) -> str | None:
+    """The entry's key (for references computed under the BLAS settings `blas`, default this process's),
+    or None where an input cannot be keyed."""
+    h = hashlib.sha256(f"{code_hash(blas)}|{case!r}|".encode())
     try:
         _feed(h, host)
     except _Unkeyable:
@@ -173,7 +189,8 @@ def _layout(refs: tuple[Expected, ...]) -> tuple[list[np.ndarray], list[int]] | 
     return (arrays, which) if sum(a.nbytes for a in arrays) <= MAX_ENTRY_BYTES else None
 
 
-def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], which: list[int]) -> None:
+def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], which: list[int]) -> bool:
+    """Write the entry (False where the disk refused)."""
     meta = [{"output": e.output, "array": f"ref{i}", "tol": e.tol, "why": e.why, "label": e.label}
             for e, i in zip(refs, which)]
     named = {f"ref{i}": a for i, a in enumerate(arrays)}
@@ -189,21 +206,55 @@ def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], whi
             os.unlink(tmp)
             raise
     except OSError:  # a read-only or full disk only costs the speed-up
-        pass
+        return False
+    return True
 
 
 def entry_path(key: str) -> Path:
     return cache_dir() / key[:2] / f"{key}.npz"
 
 
+def _marker_path(case: Case, blas: tuple | None) -> Path:
+    name = hashlib.sha256(f"{code_hash(blas)}|{case!r}".encode()).hexdigest()
+    return cache_dir() / "cases" / name[:2] / name
+
+
+def mark(case: Case, blas: tuple | None, key: str) -> None:
+    """Note which entry `case` was last stored in, so refpool can tell a warm case without making its
+    inputs (the entry's own key, from the input bytes, still decides every read)."""
+    path = _marker_path(case, blas)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name[:8], suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(key)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def probably_cached(case: Case, blas: tuple | None = None) -> bool:
+    """Whether an entry stored for `case` under the BLAS settings `blas` (default: this process's) is
+    still there; from the case alone (no inputs made): refpool skips such cases. True only says that the
+    entry of the inputs the case had when it was stored exists; inputs read from a file edited since
+    then have another key, which the loop then misses and computes."""
+    try:
+        key = _marker_path(case, blas).read_text()
+    except OSError:
+        return False
+    return len(key) == 64 and entry_path(key).exists()
+
+
 def cached_references(family: Family, case: Case, host: Mapping[str, Any],
                       compute: Callable[[], Any] | None = None,
-                      on_miss: Callable[[], None] | None = None) -> tuple[Expected, ...]:
+                      on_miss: Callable[[], None] | None = None, blas: tuple | None = None) -> tuple[Expected, ...]:
     """family.reference(case, host), from the disk cache when an entry exists, stored there when not.
     `on_miss` (optional) is called once before computing a missing entry (refpool waits there for the
-    worker filling it), and the entry is read again after it."""
+    worker filling it), and the entry is read again after it. `blas` (optional): the BLAS settings the
+    entry is looked up under (refpool's workers' single thread); one computed here is this process's own,
+    so it is looked up, and stored, under this process's settings instead."""
     compute = compute or (lambda: family.reference(case, host))
-    key = reference_key(case, host) if enabled() and _builtin(family) else None
+    key = reference_key(case, host, blas) if enabled() and _builtin(family) else None
     if key is None:
         return tuple(compute())
     path = entry_path(key)
@@ -211,10 +262,13 @@ def cached_references(family: Family, case: Case, host: Mapping[str, Any],
     if hit is None and on_miss is not None:
         on_miss()
         hit = _load(path)
+    if hit is None and blas is not None and tuple(blas) != blas_threads():
+        path = entry_path(reference_key(case, host))
+        hit = _load(path)
     if hit is not None:
         return hit
     refs = tuple(compute())
     layout = _layout(refs)
-    if layout is not None:
-        _store(path, refs, *layout)
+    if layout is not None and _store(path, refs, *layout):
+        mark(case, blas if path == entry_path(key) else None, path.stem)
     return refs

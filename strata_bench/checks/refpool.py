@@ -9,12 +9,13 @@ loop waits for that case's worker; where the worker failed (or the pool could no
 computes the reference itself, as without a pool, so a pool never changes a result: a failure costs
 only the speed-up and one note on stderr.
 
-Workers: at most MAX_WORKERS, and one core left to the loop ($STRATA_REF_WORKERS overrides, 0 turns the
-pool off). Each worker's BLAS uses every core, so more workers oversubscribe: on the H200 host (16 cores)
-a cold parity run took 48.7 s with 15 workers and 37.9 s with 4. They keep
-the parent's BLAS settings on purpose: OpenBLAS's thread count changes the bits of some references (31
-of the default matrix's 1294 arrays differ between OPENBLAS_NUM_THREADS=1 and 2), so a worker limited
-to one thread would store references the serial loop would not compute.
+Workers: one per core less one for the loop, at most MAX_WORKERS ($STRATA_REF_WORKERS overrides, 0 turns
+the pool off). Each worker's BLAS runs one thread (refcache.SINGLE_THREAD is in its environment before
+its numpy loads): with the parent's multi-threaded BLAS, 15 workers oversubscribed the H200 host's 16
+cores (cold parity 48.7 s, against 37.9 s with 4). The thread count changes the last bits of some
+references (27 of the default matrix's 905 differ between 1 and 2 OpenBLAS threads), so the entries are
+keyed by the workers' settings (refcache.single_thread_blas()), and the loop looks them up under those
+(`ReferencePool.blas`); a reference the loop computes itself is keyed by its own.
 """
 from __future__ import annotations
 
@@ -45,16 +46,17 @@ def _fill(case: Case, family_type: str, folder: str) -> bool:
     if key is None:
         return False
     if refcache.entry_path(key).exists():
+        refcache.mark(case, None, key)
         return True
     refcache.cached_references(family, case, host)
     return refcache.entry_path(key).exists()
 
 
-MAX_WORKERS = 4
+MAX_WORKERS = 15
 
 
 def default_workers() -> int:
-    """$STRATA_REF_WORKERS (0: no pool), else MAX_WORKERS, leaving one core to the loop."""
+    """$STRATA_REF_WORKERS (0: no pool), else one per core less the loop's, at most MAX_WORKERS."""
     text = os.environ.get("STRATA_REF_WORKERS", "").strip()
     if text.isdigit():
         return int(text)
@@ -83,9 +85,18 @@ class ReferencePool:
         self.finished: float | None = None
         wanted = [c for c in dict.fromkeys(cases)
                   if c.family in families and refcache._builtin(families[c.family])] if refcache.enabled() else []
-        count = min(workers if workers is not None else default_workers(), len(wanted))
+        count = workers if workers is not None else default_workers()
         if count < 1:
             return
+        self.blas = refcache.single_thread_blas()
+        # Cases whose entry is there already (a warm run) start no worker: a worker would make their inputs
+        # only to find the entry.
+        wanted = [c for c in wanted if not refcache.probably_cached(c, self.blas)]
+        count = min(count, len(wanted))
+        if count < 1:
+            return
+        saved = {name: os.environ.get(name) for name in refcache.SINGLE_THREAD}
+        os.environ.update(refcache.SINGLE_THREAD)  # inherited by the workers (and a forkserver) they start
         try:
             folder = str(refcache.cache_dir().parent)
             context = multiprocessing.get_context(start_method or _start_method())
@@ -100,8 +111,15 @@ class ReferencePool:
             self.workers = count
         except Exception as exc:  # noqa: BLE001 - any failure to start leaves the serial path
             self._fail(exc)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     workers = 0
+    blas: tuple | None = None  # the BLAS settings the entries are keyed by (None: no pool was meant)
     _submitted = False  # the done-callbacks (another thread) read _futures only once it is whole
 
     def _note_done(self, _future: cf.Future) -> None:

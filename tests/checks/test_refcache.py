@@ -158,3 +158,22 @@ def test_cache_folder_is_never_inside_the_package(monkeypatch, tmp_path):
     assert refcache.cache_dir() == tmp_path / ".cache" / "strata-bench" / "references"
     monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "c"))
     assert refcache.cache_dir() == tmp_path / "c" / "references"
+
+
+def test_key_holds_the_blas_thread_settings(cache, monkeypatch):
+    case = Case("mmvq", "q8_0", 8, 32)
+    host = {"w": np.arange(6, dtype=np.float32)}
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    cores = refcache.os.cpu_count()
+    assert refcache.blas_threads() == (cores, None, None, None)
+    assert refcache.single_thread_blas() == (cores, "1", "1", "1")
+    assert refcache.blas_threads({"OMP_NUM_THREADS": "3"}) == (cores, None, "3", None)
+    own = refcache.reference_key(case, host)
+    single = refcache.reference_key(case, host, refcache.single_thread_blas())
+    assert own == refcache.reference_key(case, host, (cores, None, None, None)) and single != own
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")
+    assert refcache.reference_key(case, host) == single  # a process started with one thread shares the workers'

@@ -53,12 +53,14 @@ def test_pooled_entries_give_the_serial_checks_bit_for_bit(cache):
         for family, case in pairs:
             pool.wait(case)
             host = family.make_inputs(case)
-            assert refcache.entry_path(refcache.reference_key(case, host)).exists(), case.name
+            assert refcache.entry_path(refcache.reference_key(case, host, pool.blas)).exists(), case.name
     assert notes == [] and pool.seconds is not None and pool.seconds > 0
+    assert pool.blas == refcache.single_thread_blas()
     for family, case in pairs:
         host = family.make_inputs(case)
         serial = tuple(family.reference(case, host))
-        pooled = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("recomputed"))
+        pooled = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("recomputed"),
+                                            blas=pool.blas)
         assert len(pooled) == len(serial)
         for got, want in zip(pooled, serial):
             assert (got.output, got.tol, got.why, got.label) == (want.output, want.tol, want.why, want.label)
@@ -77,7 +79,7 @@ def test_a_miss_waits_for_the_worker_instead_of_computing(cache):
     host = family.make_inputs(case)
     with ReferencePool([case], load_builtin_families(), workers=1) as pool:
         refs = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("computed in the loop"),
-                                          on_miss=lambda: pool.wait(case))
+                                          on_miss=lambda: pool.wait(case), blas=pool.blas)
     assert [e.output for e in refs] == [e.output for e in family.reference(case, host)]
 
 
@@ -162,7 +164,9 @@ def test_worker_count_follows_the_cores_and_the_override(monkeypatch):
 
     monkeypatch.delenv("STRATA_REF_WORKERS", raising=False)
     monkeypatch.setattr(refpool.os, "cpu_count", lambda: 16)
-    assert refpool.default_workers() == 4  # capped: each worker's BLAS is multi-threaded
+    assert refpool.default_workers() == 15  # one BLAS thread each: one per core, the loop's left
+    monkeypatch.setattr(refpool.os, "cpu_count", lambda: 64)
+    assert refpool.default_workers() == refpool.MAX_WORKERS == 15
     monkeypatch.setattr(refpool.os, "cpu_count", lambda: 2)
     assert refpool.default_workers() == 1  # one core stays with the loop
     monkeypatch.setattr(refpool.os, "cpu_count", lambda: 16)
@@ -171,4 +175,77 @@ def test_worker_count_follows_the_cores_and_the_override(monkeypatch):
     monkeypatch.setenv("STRATA_REF_WORKERS", "0")
     assert refpool.default_workers() == 0
     monkeypatch.setenv("STRATA_REF_WORKERS", "many")  # not a count: the default
-    assert refpool.default_workers() == 4
+    assert refpool.default_workers() == 15
+
+
+_SERIAL_ONE_THREAD = """
+import hashlib, sys
+from strata_bench.cases import load_builtin_families
+family = load_builtin_families()["q2warp"]
+case = next(c for c in family.default_cases() if c.name == sys.argv[1])
+for e in family.reference(case, family.make_inputs(case)):
+    print(e.label, hashlib.sha256(e.ref.tobytes()).hexdigest())
+"""
+
+
+def test_pooled_entries_are_the_single_thread_serial_references_where_threads_change_bits(cache, monkeypatch):
+    """q2warp 1001x2496 n3's raw-activation reference has other last bits under 1 OpenBLAS thread than under
+    2 (and 16): the workers' entries are the one-thread serial values, keyed as such, and the parent's
+    environment is as it was once the pool has started."""
+    import os
+    import subprocess
+    import sys
+    from hashlib import sha256
+    from pathlib import Path
+
+    family, case = _default_case("q2warp", "q2_0", 1001, 2496, 3, "seed:2")
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    with ReferencePool([case], load_builtin_families(), workers=1) as pool:
+        assert os.environ["OMP_NUM_THREADS"] == "7" and "OPENBLAS_NUM_THREADS" not in os.environ
+        pool.wait(case)
+    host = family.make_inputs(case)
+    assert not refcache.entry_path(refcache.reference_key(case, host)).exists()  # not under the parent's key
+    pooled = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("recomputed"),
+                                        blas=pool.blas)
+    env = {**os.environ, **refcache.SINGLE_THREAD, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run([sys.executable, "-c", _SERIAL_ONE_THREAD, case.name], env=env, capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    assert [f"{e.label} {sha256(e.ref.tobytes()).hexdigest()}" for e in pooled] == [line for line in out if line]
+
+
+def test_a_reference_the_loop_computes_is_keyed_by_its_own_settings(cache):
+    """Looked up under the workers' settings, missed, computed here: stored under this process's key (its
+    values are this process's BLAS's), and found there the next time."""
+    family, case = _cases()[0]
+    host = family.make_inputs(case)
+    single = refcache.single_thread_blas()
+    if single == refcache.blas_threads():
+        pytest.skip("this process already runs one BLAS thread")
+    computed = []
+    first = refcache.cached_references(family, case, host, blas=single,
+                                       compute=lambda: computed.append(1) or family.reference(case, host))
+    assert computed == [1]
+    assert refcache.entry_path(refcache.reference_key(case, host)).exists()
+    assert not refcache.entry_path(refcache.reference_key(case, host, single)).exists()
+    again = refcache.cached_references(family, case, host, blas=single, compute=lambda: pytest.fail("recomputed"))
+    assert [e.ref.tobytes() for e in again] == [e.ref.tobytes() for e in first]
+
+
+def test_a_warm_run_starts_no_worker_and_a_lost_entry_is_filled_again(cache):
+    pairs = _cases()[:2]
+    cases = [c for _, c in pairs]
+    with ReferencePool(cases, load_builtin_families(), workers=2) as pool:
+        for case in cases:
+            pool.wait(case)
+    assert pool.workers == 2
+    assert all(refcache.probably_cached(c, pool.blas) for c in cases)
+    with ReferencePool(cases, load_builtin_families(), workers=2) as warm:
+        assert warm.workers == 0 and warm.blas == pool.blas  # every entry there: nothing started
+    family, case = pairs[0]
+    refcache.entry_path(refcache.reference_key(case, family.make_inputs(case), pool.blas)).unlink()
+    assert not refcache.probably_cached(case, pool.blas) and refcache.probably_cached(cases[1], pool.blas)
+    with ReferencePool(cases, load_builtin_families(), workers=2) as again:
+        assert again.workers == 1
+        again.wait(case)
+    assert refcache.probably_cached(case, pool.blas)
