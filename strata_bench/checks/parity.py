@@ -23,13 +23,15 @@ def _written_checks(family: Family, case: Case, run: VariantRun) -> list[CheckRe
     out = []
     for name, unwritten in run.unwritten.items():
         mask = family.written_mask(case, name)
-        must = np.ones_like(unwritten) if mask is None else np.asarray(mask, dtype=bool)
-        missing = int((unwritten & must).sum())
-        stray = int((~unwritten & ~must).sum())
+        must = None if mask is None else np.asarray(mask, dtype=bool)
+        # No mask: every element must be written, so none is stray (the same counts as an all-True mask).
+        missing = int(np.count_nonzero(unwritten)) if must is None else int(np.count_nonzero(unwritten & must))
+        stray = 0 if must is None else int(np.count_nonzero(~unwritten & ~must))
         ok = missing == 0 and stray == 0
         detail = "" if ok else f"{name}: {missing} elements not written, {stray} written outside the output"
         if missing:
-            idx = np.unravel_index(int(np.flatnonzero(unwritten & must)[0]), unwritten.shape)
+            idx = np.unravel_index(int(np.flatnonzero(unwritten if must is None else unwritten & must)[0]),
+                                   unwritten.shape)
             detail += f" (first unwritten {family.describe_index(case, name, tuple(int(i) for i in idx))})"
         out.append(CheckResult("written", run.variant, ok, detail))
     return out
@@ -71,18 +73,33 @@ class _RefStats:
 
     def __init__(self, exp: Expected):
         self.ref = np.asarray(exp.ref, dtype=np.float64)
-        self.fin = np.isfinite(self.ref)
-        self.all_finite = bool(self.fin.all())
-        ref0 = _zero_outside(self.ref, self.fin, self.all_finite)
-        # max |x| = max(|max x|, |min x|): exact, and no |x| array (ref0 holds no NaN).
-        self.max_ref = max(abs(float(ref0.max())), abs(float(ref0.min()))) if ref0.size else 0.0
+        # max |x| = max(|max x|, |min x|): exact, and no |x| array. Where both are finite every element is
+        # (a NaN makes max NaN, an inf makes max or min infinite), so the finite mask is only made otherwise.
+        with np.errstate(invalid="ignore"):
+            top, bottom = (float(self.ref.max()), float(self.ref.min())) if self.ref.size else (0.0, 0.0)
+        self.all_finite = bool(np.isfinite(top) and np.isfinite(bottom))
+        self._fin = None if self.all_finite else np.isfinite(self.ref)
+        ref0 = _zero_outside(self.ref, self._fin, self.all_finite)
+        if ref0 is not self.ref:
+            top, bottom = (float(ref0.max()), float(ref0.min())) if ref0.size else (0.0, 0.0)
+        self.max_ref = max(abs(top), abs(bottom))
         self.denom = float(np.sum(np.square(ref0)))
 
+    @property
+    def fin(self) -> np.ndarray:
+        """The finite mask of the reference (made on first use where every element is finite)."""
+        if self._fin is None:
+            self._fin = np.ones(self.ref.shape, dtype=bool)
+        return self._fin
 
-def _zero_outside(a: np.ndarray, fin: np.ndarray, all_finite: bool) -> np.ndarray:
-    """np.where(fin, a, 0.0), without the copy where fin is all True and `a` is already laid out as
-    np.where's result would be (C order): the same values in the same order give the same sums."""
-    return a if all_finite and a.flags.c_contiguous else np.where(fin, a, 0.0)
+
+def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool) -> np.ndarray:
+    """np.where(fin, a, 0.0), without the copy where fin is all True (all_finite; fin may then be None)
+    and `a` is already laid out as np.where's result would be (C order): the same values in the same
+    order give the same sums."""
+    if all_finite:
+        return a if a.flags.c_contiguous else np.where(True, a, 0.0)
+    return np.where(fin, a, 0.0)
 
 
 def _max_ignoring_nan(a: np.ndarray) -> float:
@@ -92,11 +109,11 @@ def _max_ignoring_nan(a: np.ndarray) -> float:
 
 
 def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray) -> CheckResult:
-    ref, fin = stats.ref, stats.fin
+    ref = stats.ref
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.subtract(got, ref)
         np.abs(err, out=err)
-    err0 = _zero_outside(err, fin, stats.all_finite)
+    err0 = _zero_outside(err, stats._fin, stats.all_finite)
     if err0 is err and err.size:
         # One pass instead of three: err holds |got - ref| (>= 0, or NaN), so it is all finite exactly when
         # its max (which np.max makes NaN where any element is) is finite; the max is max_err's first pass.
@@ -105,11 +122,11 @@ def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray) -
         max_err = float(np.nanmax(err)) if np.isnan(top) else top
         nmse = float(np.sum(np.square(err, out=err)) / stats.denom) if stats.denom else 0.0  # err not read after
     else:
-        finite = bool(np.isfinite(err).all()) if stats.all_finite else bool(np.isfinite(err[fin]).all())
+        finite = bool(np.isfinite(err).all()) if stats.all_finite else bool(np.isfinite(err[stats.fin]).all())
         max_err = _max_ignoring_nan(err0) if err.size else 0.0
         nmse = float(np.sum(np.square(err0)) / stats.denom) if stats.denom else 0.0
     # Non-finite references (e.g. an fp16 overflow) must be matched exactly.
-    special_ok = stats.all_finite or bool(np.array_equal(got[~fin], ref[~fin], equal_nan=True))
+    special_ok = stats.all_finite or bool(np.array_equal(got[~stats.fin], ref[~stats.fin], equal_nan=True))
     ok = finite and special_ok and max_err <= exp.tol
     detail = "" if ok else (f"{exp.output} vs {exp.label}: max|err| {max_err:.3e} > tol {exp.tol:.3e}"
                             f" ({exp.why})" if finite and special_ok else

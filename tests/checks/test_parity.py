@@ -135,6 +135,31 @@ def test_one_pass_reference_checks_equal_the_original_exactly(toy_family, toy_ca
     assert [c.variant for c in got] == ["old", "new", "same"] * 2
 
 
+@pytest.mark.parametrize("special", ["transposed", "nan", "-inf", "+inf", "all-nan", "transposed-inf"])
+def test_reference_statistics_without_a_finite_mask_equal_the_original(toy_family, toy_case, special):
+    """The finite mask is made only where max or min is not finite: every kind of special value, alone,
+    and a reference not in C order, give the original's numbers."""
+    rng = np.random.default_rng(7)
+    ref = rng.standard_normal((257, 3)) * 1e3
+    if special.startswith("transposed"):
+        ref = ref.T  # (3, 257), Fortran order
+    else:
+        ref = np.ascontiguousarray(ref.T)
+    where = {"nan": np.nan, "-inf": -np.inf, "+inf": np.inf, "transposed-inf": np.inf}.get(special)
+    if where is not None:
+        ref[1, 5] = where
+    if special == "all-nan":
+        ref[:] = np.nan
+    base = np.nan_to_num(ref, nan=0.0, posinf=0.0, neginf=0.0).astype(np.float32)
+    moved = base.copy()
+    moved[2, 9] *= np.float32(1.01)
+    runs = {"old": _run("old", base), "new": _run("new", moved)}
+    refs = [Expected("y", ref, tol=1e-1, why="t", label="a")]
+    want = _reference_checks_before(toy_family, toy_case, runs, refs)
+    got = _reference_checks(toy_family, toy_case, runs, refs)
+    assert [_fields(c) for c in got] == [_fields(c) for c in want]
+
+
 class _RelatedFamily:
     """Duck-typed family: N-column cases whose columns are checked against 1-column related cases."""
 
