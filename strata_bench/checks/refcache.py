@@ -4,10 +4,12 @@ loads them instead of computing them again.
 
 Key: sha256 over the case, every input array's dtype, shape and bytes (nested dicts, lists and tuples
 walked; scalars and slices by repr), the hash of the .py files that compute references (code_hash) and
-the gguf and numpy versions.
-An input the key cannot describe (any other object) means no caching for that case. Entries are .npz
-files (loaded with allow_pickle=False) written to a temporary name and renamed, so a reader never sees
-half a file; one that cannot be read is computed again. Only built-in families are cached (a user
+the gguf and numpy versions and the BLAS thread settings the references are computed under.
+An input the key cannot describe (any other object) means no caching for that case. Entries are .ref
+files (a JSON header, then each array's raw bytes, 64-byte aligned, read as views of the file mapped in
+memory: no copy and no checksum pass, which cost ~1 s of a warm run as .npz) written to a temporary
+name and renamed, so a reader never sees half a file; one that cannot be read (or whose size is not
+its header's) is computed again. Only built-in families are cached (a user
 family's reference code lies outside the hashed sources), and only entries up to MAX_ENTRY_BYTES; an
 array two references share (bit for bit) is stored once. The default matrix fills about 1.2 GB.
 
@@ -21,7 +23,8 @@ import json
 import os
 import tempfile
 import weakref
-import zipfile
+import math
+import mmap
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -30,7 +33,7 @@ import numpy as np
 
 from strata_bench.cases import Case, Expected, Family
 
-KEY_VERSION = 2  # bump when the key or the entry layout changes
+KEY_VERSION = 3  # bump when the key or the entry layout changes
 MAX_ENTRY_BYTES = 100 << 20  # the default cases' largest entry (moe_combine 1000 x 2048) is 93 MiB
 _PACKAGE = Path(__file__).resolve().parents[1]
 # Package folders no reference is computed in (families, formats, numerics, data, cases, kernels and the
@@ -152,14 +155,27 @@ def _builtin(family: Family) -> bool:
     return type(family).__module__.startswith("strata_bench.")
 
 
+_MAGIC = b"STRATREF"  # then the header's length (8 bytes, little-endian), the JSON header, the arrays
+_ALIGN = 64
+
+
 def _load(path: Path) -> tuple[Expected, ...] | None:
+    """The entry's references, their arrays read-only views of the file mapped in memory (no copy: a warm
+    run reads ~1.2 GB); None where the file is missing, cut (its size is not the header's) or foreign."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(bytes(z["meta"]).decode())
-            arrays: dict[str, np.ndarray] = {}
-            return tuple(Expected(m["output"], arrays.setdefault(m["array"], z[m["array"]]), m["tol"], m["why"],
-                                  m["label"]) for m in meta)
-    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile):  # missing, cut or foreign
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 16 or f.read(8) != _MAGIC:
+                return None
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")).decode())
+            if header["size"] != size:
+                return None
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        arrays = [np.frombuffer(mapped, np.dtype(a["dtype"]), math.prod(a["shape"]), a["offset"]).reshape(a["shape"])
+                  for a in header["arrays"]]
+        return tuple(Expected(m["output"], arrays[m["array"]], m["tol"], m["why"], m["label"])
+                     for m in header["meta"])
+    except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError):  # missing, cut or foreign
         return None
 
 
@@ -190,17 +206,29 @@ def _layout(refs: tuple[Expected, ...]) -> tuple[list[np.ndarray], list[int]] | 
 
 
 def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], which: list[int]) -> bool:
-    """Write the entry (False where the disk refused)."""
-    meta = [{"output": e.output, "array": f"ref{i}", "tol": e.tol, "why": e.why, "label": e.label}
+    """Write the entry (False where the disk refused): the header, then each array's bytes (C order) at an
+    offset aligned to 64 bytes, to a temporary name renamed at the end."""
+    meta = [{"output": e.output, "array": i, "tol": e.tol, "why": e.why, "label": e.label}
             for e, i in zip(refs, which)]
-    named = {f"ref{i}": a for i, a in enumerate(arrays)}
-    named["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    specs = [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays]
+    header, previous = b"", None
+    while header != previous:  # the offsets depend on the header's length, which depends on their digits
+        previous = header
+        offset = -(-(16 + len(header)) // _ALIGN) * _ALIGN
+        for spec, a in zip(specs, arrays):
+            spec["offset"] = offset
+            offset += -(-a.nbytes // _ALIGN) * _ALIGN
+        header = json.dumps({"meta": meta, "arrays": specs, "size": offset}).encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem[:16], suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **named)
+                f.write(_MAGIC + len(header).to_bytes(8, "little") + header)
+                for spec, a in zip(specs, arrays):
+                    f.write(b"\0" * (spec["offset"] - f.tell()))
+                    f.write(np.ascontiguousarray(a).view(np.uint8).data if a.nbytes else b"")
+                f.write(b"\0" * (offset - f.tell()))
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
@@ -211,7 +239,7 @@ def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], whi
 
 
 def entry_path(key: str) -> Path:
-    return cache_dir() / key[:2] / f"{key}.npz"
+    return cache_dir() / key[:2] / f"{key}.ref"
 
 
 def _marker_path(case: Case, blas: tuple | None) -> Path:

@@ -65,7 +65,7 @@ def test_cached_references_and_their_checks_are_bit_identical(spec, cache):
     host = family.make_inputs(case)
     computed = tuple(family.reference(case, host))
     stored = refcache.cached_references(family, case, host)  # cold: computes and stores
-    assert list(cache.rglob("*.npz")), "the cold call stored an entry"
+    assert list(cache.rglob("*.ref")), "the cold call stored an entry"
     loaded = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("recomputed"))
     for refs in (stored, loaded):
         assert len(refs) == len(computed)
@@ -113,6 +113,34 @@ def _counting(refs, monkeypatch):
     return fam
 
 
+def _entry_header(path):
+    import json
+
+    data = path.read_bytes()
+    assert data[:8] == b"STRATREF"
+    return json.loads(data[16:16 + int.from_bytes(data[8:16], "little")])
+
+
+def test_entries_of_every_dtype_shape_and_size_round_trip_and_foreign_files_are_recomputed(cache, monkeypatch):
+    arrays = [np.zeros((0, 3)), np.arange(7, dtype=np.float32), np.array(3.5), np.arange(24, dtype=">f8").reshape(2, 3, 4),
+              np.asfortranarray(np.linspace(0, 1, 12).reshape(3, 4)), np.array([1, 2, 3], dtype=np.int16)]
+    refs = [Expected(f"o{i}", a, float(i), "w", f"l{i}") for i, a in enumerate(arrays)]
+    fam = _counting(refs, monkeypatch)
+    case, host = Case("mmvq", "q8_0", 8, 32), {"x": np.ones(4, np.float32)}
+    refcache.cached_references(fam, case, host)
+    again = refcache.cached_references(fam, case, host)
+    assert fam.calls == 1
+    assert [(e.output, e.tol, e.label) for e in again] == [(e.output, e.tol, e.label) for e in refs]
+    assert all(_same_bits(a.ref, b.ref) for a, b in zip(again, refs))
+    (entry,) = cache.rglob("*.ref")
+    entry.write_bytes(b"PK\3\4" + entry.read_bytes()[4:])  # not an entry (an old .npz, say): computed again
+    refcache.cached_references(fam, case, host)
+    assert fam.calls == 2
+    entry.write_bytes(entry.read_bytes() + b"\0")  # longer than its header says
+    refcache.cached_references(fam, case, host)
+    assert fam.calls == 3
+
+
 def test_entry_round_trips_shared_arrays_and_bad_entries_are_recomputed(cache, monkeypatch):
     y = np.linspace(-1, 1, 12).reshape(3, 4)
     refs = [Expected("y", y, 0.5, "why", "a"), Expected("z", y.copy(), 1.0, "w2", "b"),
@@ -123,9 +151,11 @@ def test_entry_round_trips_shared_arrays_and_bad_entries_are_recomputed(cache, m
     again = refcache.cached_references(fam, case, host)
     assert fam.calls == 1
     assert all(_same_bits(a.ref, b.ref) and a.tol == b.tol for a, b in zip(again, refs))
-    (entry,) = cache.rglob("*.npz")
-    with np.load(entry) as z:
-        assert sorted(z.files) == ["meta", "ref0", "ref1"]  # y and its copy are stored once
+    (entry,) = cache.rglob("*.ref")
+    header = _entry_header(entry)
+    assert len(header["arrays"]) == 2 and [m["array"] for m in header["meta"]] == [0, 0, 1]  # y and its copy once
+    assert all(a["offset"] % 64 == 0 for a in header["arrays"]) and header["size"] == entry.stat().st_size
+    assert not again[0].ref.flags.writeable  # a view of the mapped file
     assert not list(cache.rglob("*.tmp"))
     entry.write_bytes(entry.read_bytes()[:100])  # truncated: computed again and rewritten
     refcache.cached_references(fam, case, host)
@@ -146,10 +176,10 @@ def test_off_switch_user_families_and_oversized_entries_bypass_the_cache(cache, 
     monkeypatch.delenv("STRATA_REF_CACHE")
     monkeypatch.setattr(refcache, "MAX_ENTRY_BYTES", 8)
     refcache.cached_references(fam, case, host)
-    assert not list(cache.rglob("*.npz"))
+    assert not list(cache.rglob("*.ref"))
     monkeypatch.setattr(refcache, "MAX_ENTRY_BYTES", 16)
     refcache.cached_references(fam, case, host)
-    assert len(list(cache.rglob("*.npz"))) == 1
+    assert len(list(cache.rglob("*.ref"))) == 1
 
 
 def test_cache_folder_is_never_inside_the_package(monkeypatch, tmp_path):

@@ -107,7 +107,7 @@ def test_no_workers_with_the_cache_off_or_for_a_user_family(cache, monkeypatch, 
     assert ReferencePool([case], load_builtin_families(), workers=2).workers == 0
     monkeypatch.delenv("STRATA_REF_CACHE")
     assert ReferencePool([toy_case], {"toy": toy_family}, workers=2).workers == 0
-    assert not list(cache.rglob("*.npz"))
+    assert not list(cache.rglob("*.ref"))
 
 
 @pytest.mark.gpu
