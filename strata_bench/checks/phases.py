@@ -1,5 +1,6 @@
 """Seconds spent per phase of a parity run (inputs, references, launches, comparisons), summed over the
-cases, so `parity --profile` shows where the time goes and the next regression is visible."""
+cases, and the work before the loop (compile) and beside it (the references' pool), so `parity --profile`
+shows where the time goes and the next regression is visible."""
 from __future__ import annotations
 
 import time
@@ -18,6 +19,8 @@ class PhaseTimes:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
     # Work beside the loop (not summed into the phases: it overlaps them), e.g. 'references (pool)'.
     beside: dict[str, float] = field(default_factory=dict)
+    # Work before the loop (not summed either), e.g. 'compile' (the references' pool runs beside it).
+    before: dict[str, float] = field(default_factory=dict)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -38,6 +41,7 @@ class PhaseTimes:
         out = [f"{name:<12} {self.seconds[name]:8.2f} s  {100 * self.seconds[name] / total:5.1f}%"
                for name in self.seconds]
         out.append(f"{'phases':<12} {self.total:8.2f} s")
+        out += [f"{name:<12} {sec:8.2f} s  (before the loop, not in the sum)" for name, sec in self.before.items()]
         out += [f"{name:<12} {sec:8.2f} s  (beside the loop, not in the sum)" for name, sec in self.beside.items()]
         if wall is not None:
             out.append(f"{'wall':<12} {wall:8.2f} s (compile, device set-up and rendering are the rest)")

@@ -18,7 +18,8 @@ from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 @case_request_options
 @list_option
 @click.option("--profile", is_flag=True,
-              help="Print the seconds spent per phase (inputs, references, launches, comparisons) to stderr.")
+              help="Print the seconds spent per phase (inputs, references, launches, comparisons; the compile "
+                   "before the loop and the references' pool beside it) to stderr.")
 @quiet_option
 def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, request, list_only,
             quiet, profile):
@@ -90,7 +91,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance, \
             ReferencePool(cases, FAMILIES, warn=lambda text: click.echo(text, err=True)) as pool:
         try:
-            engine.run_on_devices(cases, devices, CaseChecker(times, pool=pool), keep, fault_result, advance)
+            engine.run_on_devices(cases, devices, CaseChecker(times, pool=pool), keep, fault_result, advance,
+                                  compiled=None if times is None else lambda sec: times.before.update(compile=sec))
         finally:
             if times is not None and pool.seconds is not None:
                 times.beside["references (pool)"] = pool.seconds

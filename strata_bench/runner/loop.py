@@ -44,7 +44,7 @@ def precompile(cases: list[Case], devices: list[int]) -> None:
 
 def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[..., Any],
                    on_result: Callable[[Any], None], on_fault: Callable[[Case, int, KernelFault, float], Any],
-                   progress: Any = None) -> None:
+                   progress: Any = None, compiled: Callable[[float], None] | None = None) -> None:
     """Call per_case(family, case, kernels, device) for every case on every device.
 
     A KernelFault leaves that device's context unusable, so the device's remaining cases are skipped
@@ -53,12 +53,15 @@ def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[...
     error that reaches here unwrapped (bench's timing launches) is treated as that device's fault too.
     Host references are prepared in this loop, not ahead on worker threads: a run that prepared them on
     8 threads took 66 s on the H200 host against 41 s before (the workers' numpy calls contend with the
-    launch loop for the GIL and the cores)."""
+    launch loop for the GIL and the cores). `compiled` (optional) is given the seconds the compile took."""
     import cupy
 
     from strata_bench.kernels.build import load_kernels
 
+    start = time.perf_counter()
     precompile(cases, devices)
+    if compiled is not None:
+        compiled(time.perf_counter() - start)
     for device in devices:
         with cupy.cuda.Device(device):
             for case in cases:

@@ -34,3 +34,12 @@ def test_work_beside_the_loop_is_printed_but_not_summed():
     assert times.total == 1.0
     assert times.lines()[-2:] == ["phases           1.00 s",
                                   "references (pool)     7.25 s  (beside the loop, not in the sum)"]
+
+
+def test_work_before_the_loop_comes_before_the_work_beside_it():
+    times = PhaseTimes()
+    times.beside["references (pool)"] = 2.0
+    times.before["compile"] = 8.5
+    assert times.lines(wall=12.0)[-3:] == ["compile          8.50 s  (before the loop, not in the sum)",
+                                           "references (pool)     2.00 s  (beside the loop, not in the sum)",
+                                           "wall            12.00 s (compile, device set-up and rendering are the rest)"]

@@ -126,11 +126,13 @@ def test_a_filter_changes_the_count():
 
 
 # --- --profile (the loop faked) and the reference cache on the GPU -------------------------------------
-def _fake_loop(monkeypatch, seen):
+def _fake_loop(monkeypatch, seen, compile_seconds=None):
     from strata_bench.runner import devices, loop
 
-    def run_on_devices(cases, devs, per_case, on_result, on_fault, progress=None):
+    def run_on_devices(cases, devs, per_case, on_result, on_fault, progress=None, compiled=None):
         seen.append(per_case)
+        if compile_seconds is not None and compiled is not None:
+            compiled(compile_seconds)
         for case in cases:
             if per_case.times is not None:
                 per_case.times.seconds["references"] += 0.25
@@ -158,6 +160,18 @@ def test_profile_prints_each_phase_on_stderr(monkeypatch, tmp_path):
     plain = CliRunner().invoke(cli, args)
     assert plain.exit_code == 0 and "parity profile" not in plain.output
     assert seen[-1].times is None and seen[-1].shared_runs == {}
+
+
+def test_profile_prints_the_compile_before_the_loop(monkeypatch, tmp_path):
+    _fake_loop(monkeypatch, [], compile_seconds=8.625)
+    args = ["parity", "--family", "q8_1", "-k", "1x2560/n1/seed:1$", "--results", str(tmp_path), "-q", "--profile"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    start = lines.index("parity profile (1 cases):")
+    assert lines[start + 5:start + 7] == ["  phases           0.25 s",
+                                          "  compile          8.62 s  (before the loop, not in the sum)"]
+    assert lines[start + 7].startswith("  wall ")
 
 
 def _checks_by_case(results_dir):

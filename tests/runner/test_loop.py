@@ -157,3 +157,17 @@ def test_device_all_runs_every_case_on_each_device_after_another_devices_fault(t
     assert "parity: kernel fault in fault_demo/f32/1x1024/n1/seed:1/fault=1 on device 0" in proc.stderr
     for d in range(count):
         assert f"device {d} (" in proc.stdout
+
+
+def test_the_compile_seconds_are_handed_over_before_the_first_case(monkeypatch, family_registry):
+    family_registry["toy"] = SimpleNamespace(name="toy")
+    cases = [Case("toy", "q8_0", rows=1, cols=32, data="seed:0")]
+    clock = iter([10.0, 12.5])
+    events = []
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=lambda i: contextlib.nullcontext())))
+    monkeypatch.setattr(loop, "precompile", lambda c, d: events.append("precompile"))
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: next(clock, 20.0))
+    monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: None)
+    run_on_devices(cases, [0], lambda *a: events.append("case"), lambda r: None, lambda *a: None,
+                   compiled=lambda seconds: events.append(seconds))
+    assert events == ["precompile", 2.5, "case"]
