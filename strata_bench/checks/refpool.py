@@ -6,8 +6,8 @@ Each worker (a fresh 'spawn' process, so no CuPy or CUDA state is inherited) loa
 makes the case's inputs and stores the entry through refcache (the same key, the same atomic write);
 the loop then reads it as in a warm run. Where an entry is missing when the loop reaches its case, the
 loop waits for that case's worker; where the worker failed (or the pool could not start) the loop
-computes the reference itself, as without a pool, so a pool never changes a result: a failure costs
-only the speed-up and one note on stderr.
+computes the reference itself, as without a pool: a failure costs only the speed-up and one note on
+stderr. Cases whose entry is already there (refcache.probably_cached: a warm run) start no worker.
 
 Workers: one per core less one for the loop, at most MAX_WORKERS ($STRATA_REF_WORKERS overrides, 0 turns
 the pool off). Each worker's BLAS runs one thread (refcache.SINGLE_THREAD is in its environment before
@@ -15,7 +15,8 @@ its numpy loads): with the parent's multi-threaded BLAS, 15 workers oversubscrib
 cores (cold parity 48.7 s, against 37.9 s with 4). The thread count changes the last bits of some
 references (27 of the default matrix's 905 differ between 1 and 2 OpenBLAS threads), so the entries are
 keyed by the workers' settings (refcache.single_thread_blas()), and the loop looks them up under those
-(`ReferencePool.blas`); a reference the loop computes itself is keyed by its own.
+(`ReferencePool.blas`); a reference the loop computes itself is keyed by its own. A process started with
+those settings (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=MKL_NUM_THREADS=1) computes the workers' values.
 """
 from __future__ import annotations
 
