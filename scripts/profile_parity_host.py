@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--no-share", action="store_true", help="run related cases again for every case")
     parser.add_argument("--cprofile", type=int, default=0, help="also print the top N functions (cProfile)")
     parser.add_argument("--pool", type=int, default=None,
-                        help="reference workers (default: cpu count - 1, as parity; 0: no pool)")
+                        help="reference workers (default: as parity, one per core less one, at most 15; 0: no pool)")
     args = parser.parse_args()
     sys.modules["cupy"] = launch_trace._fake_cupy()
     sys.modules.update(launch_trace._fake_cupy_backends())

@@ -55,8 +55,8 @@ def code_hash(blas: tuple | None = None) -> str:
     """sha256 of the package's .py files that can compute a reference (path and bytes; the folders that
     only run, check, time or show results are left out, so editing them keeps the cache), the gguf and
     numpy versions, and the BLAS thread settings the references are computed under (`blas`, as
-    blas_threads() gives them; default: this process's own)."""
-    return _code_hash(tuple(blas_threads()) if blas is None else tuple(blas))
+    blas_threads() gives them; default: compute_settings())."""
+    return _code_hash(tuple(compute_settings()) if blas is None else tuple(blas))
 
 
 @lru_cache(maxsize=4)
@@ -90,6 +90,15 @@ def blas_threads(env: Mapping[str, str] | None = None) -> tuple:
 def single_thread_blas() -> tuple:
     """The settings of refpool's workers (one BLAS thread), as blas_threads() describes them."""
     return blas_threads(SINGLE_THREAD)
+
+
+def compute_settings() -> tuple:
+    """The BLAS settings this process computes built-in references under: one thread where it can set
+    that at run time (checks/blas.py: the workers' settings, so the loop and the workers compute the
+    same bits), else its own."""
+    from strata_bench.checks import blas
+
+    return single_thread_blas() if blas.can_set() else blas_threads()
 
 
 class _Unkeyable(Exception):
@@ -141,8 +150,8 @@ def _feed(h: Any, value: Any) -> None:
 
 
 def reference_key(case: Case, host: Mapping[str, Any], blas: tuple | None = None) -> str | None:
-    """The entry's key (for references computed under the BLAS settings `blas`, default this process's),
-    or None where an input cannot be keyed."""
+    """The entry's key (for references computed under the BLAS settings `blas`, default
+    compute_settings()), or None where an input cannot be keyed."""
     h = hashlib.sha256(f"{code_hash(blas)}|{case!r}|".encode())
     try:
         _feed(h, host)
@@ -279,23 +288,33 @@ def cached_references(family: Family, case: Case, host: Mapping[str, Any],
     """family.reference(case, host), from the disk cache when an entry exists, stored there when not.
     `on_miss` (optional) is called once before computing a missing entry (refpool waits there for the
     worker filling it), and the entry is read again after it. `blas` (optional): the BLAS settings the
-    entry is looked up under (refpool's workers' single thread); one computed here is this process's own,
-    so it is looked up, and stored, under this process's settings instead."""
-    compute = compute or (lambda: family.reference(case, host))
+    entry is looked up under (refpool's workers' single thread); one computed here is computed under
+    compute_settings(), so where those differ it is looked up, and stored, under them instead. A
+    built-in family's references are computed with one BLAS thread where it can be set (cached or not)."""
+    from strata_bench.checks import blas as threads
+
+    given = compute or (lambda: family.reference(case, host))
+
+    def compute() -> tuple[Expected, ...]:
+        if not _builtin(family):
+            return tuple(given())
+        with threads.one_thread():
+            return tuple(given())
+
     key = reference_key(case, host, blas) if enabled() and _builtin(family) else None
     if key is None:
-        return tuple(compute())
+        return compute()
     path = entry_path(key)
     hit = _load(path)
     if hit is None and on_miss is not None:
         on_miss()
         hit = _load(path)
-    if hit is None and blas is not None and tuple(blas) != blas_threads():
+    if hit is None and blas is not None and tuple(blas) != compute_settings():
         path = entry_path(reference_key(case, host))
         hit = _load(path)
     if hit is not None:
         return hit
-    refs = tuple(compute())
+    refs = compute()
     layout = _layout(refs)
     if layout is not None and _store(path, refs, *layout):
         mark(case, blas if path == entry_path(key) else None, path.stem)

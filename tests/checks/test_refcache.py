@@ -200,9 +200,14 @@ def test_key_holds_the_blas_thread_settings(cache, monkeypatch):
     assert refcache.blas_threads() == (cores, None, None, None)
     assert refcache.single_thread_blas() == (cores, "1", "1", "1")
     assert refcache.blas_threads({"OMP_NUM_THREADS": "3"}) == (cores, None, "3", None)
-    own = refcache.reference_key(case, host)
+    own = refcache.reference_key(case, host, refcache.blas_threads())
     single = refcache.reference_key(case, host, refcache.single_thread_blas())
     assert own == refcache.reference_key(case, host, (cores, None, None, None)) and single != own
+    # By default the settings references are computed under: one thread where it can be set at run time.
+    monkeypatch.setattr(refcache, "compute_settings", refcache.single_thread_blas)
+    assert refcache.reference_key(case, host) == single
+    monkeypatch.setattr(refcache, "compute_settings", refcache.blas_threads)
+    assert refcache.reference_key(case, host) == own
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MKL_NUM_THREADS", "1")

@@ -205,7 +205,8 @@ def test_pooled_entries_are_the_single_thread_serial_references_where_threads_ch
         assert os.environ["OMP_NUM_THREADS"] == "7" and "OPENBLAS_NUM_THREADS" not in os.environ
         pool.wait(case)
     host = family.make_inputs(case)
-    assert not refcache.entry_path(refcache.reference_key(case, host)).exists()  # not under the parent's key
+    own = refcache.blas_threads()  # the parent's (two or more threads here)
+    assert not refcache.entry_path(refcache.reference_key(case, host, own)).exists()  # not under the parent's
     pooled = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("recomputed"),
                                         blas=pool.blas)
     env = {**os.environ, **refcache.SINGLE_THREAD, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -214,14 +215,16 @@ def test_pooled_entries_are_the_single_thread_serial_references_where_threads_ch
     assert [f"{e.label} {sha256(e.ref.tobytes()).hexdigest()}" for e in pooled] == [line for line in out if line]
 
 
-def test_a_reference_the_loop_computes_is_keyed_by_its_own_settings(cache):
-    """Looked up under the workers' settings, missed, computed here: stored under this process's key (its
-    values are this process's BLAS's), and found there the next time."""
+def test_a_reference_the_loop_computes_is_keyed_by_its_own_settings(cache, monkeypatch):
+    """Where this process cannot set its BLAS to one thread: looked up under the workers' settings,
+    missed, computed here: stored under this process's key (its values are this process's BLAS's), and
+    found there the next time."""
     family, case = _cases()[0]
     host = family.make_inputs(case)
     single = refcache.single_thread_blas()
     if single == refcache.blas_threads():
         pytest.skip("this process already runs one BLAS thread")
+    monkeypatch.setattr(refcache, "compute_settings", refcache.blas_threads)  # no run-time control
     computed = []
     first = refcache.cached_references(family, case, host, blas=single,
                                        compute=lambda: computed.append(1) or family.reference(case, host))
@@ -230,6 +233,29 @@ def test_a_reference_the_loop_computes_is_keyed_by_its_own_settings(cache):
     assert not refcache.entry_path(refcache.reference_key(case, host, single)).exists()
     again = refcache.cached_references(family, case, host, blas=single, compute=lambda: pytest.fail("recomputed"))
     assert [e.ref.tobytes() for e in again] == [e.ref.tobytes() for e in first]
+
+
+def test_the_loop_computes_the_workers_bits_with_one_thread_set_at_run_time(cache, monkeypatch):
+    """With the cache off (no pool), the loop's references of the thread-sensitive case are the one-thread
+    values a worker stores: the same bits cached or not, pooled or not."""
+    from strata_bench.checks import blas
+
+    if not blas.can_set():
+        pytest.skip("no OpenBLAS whose thread count can be set here")
+    family, case = _default_case("q2warp", "q2_0", 1001, 2496, 3, "seed:2")
+    with ReferencePool([case], load_builtin_families(), workers=1) as pool:
+        pool.wait(case)
+    host = family.make_inputs(case)
+    pooled = refcache.cached_references(family, case, host, compute=lambda: pytest.fail("recomputed"),
+                                        blas=pool.blas)
+    monkeypatch.setenv("STRATA_REF_CACHE", "off")
+    before = blas.threads()
+    serial = refcache.cached_references(family, case, host)
+    assert blas.threads() == before
+    assert [e.ref.tobytes() for e in serial] == [e.ref.tobytes() for e in pooled]
+    with blas.one_thread() as done:
+        assert done and blas.threads() == 1
+    assert blas.threads() == before
 
 
 def test_a_warm_run_starts_no_worker_and_a_lost_entry_is_filled_again(cache):
