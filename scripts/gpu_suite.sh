@@ -105,6 +105,10 @@ for s in "${steps[@]}"; do
             step parity-device-all sb parity -q --device all --family dequant,q8_1 --format md --results /tmp/device-all
             step bench-device-all sb bench -q --family mmvq --format q8_0 --shape 131072x8192 --cols 1 --device all \
                 --budget 0.5 --results /tmp/device-all ;;
+        tune)  # launch candidates of mmvq_new (scripts/mmvq_tune.py), every one checked bitwise against old
+            step tune-resources sb compile --resources --cases scripts/mmvq_tune.py --family mmvq_tune1,mmvq_tune8
+            step tune-1 sb bench -q --cases scripts/mmvq_tune.py --family mmvq_tune1 --budget 0.3 --results results/tune -o md
+            step tune-8 sb bench -q --cases scripts/mmvq_tune.py --family mmvq_tune8 --budget 0.3 --results results/tune -o md ;;
         *) echo "unknown step $s" | tee -a "$logdir/status.txt" ;;
     esac
 done
