@@ -109,6 +109,12 @@ for s in "${steps[@]}"; do
             step tune-resources sb compile --resources --cases scripts/mmvq_tune.py --family mmvq_tune1,mmvq_tune8
             step tune-1 sb bench -q --cases scripts/mmvq_tune.py --family mmvq_tune1 --budget 0.3 --results results/tune -o md
             step tune-8 sb bench -q --cases scripts/mmvq_tune.py --family mmvq_tune8 --budget 0.3 --results results/tune -o md ;;
+        ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
+            for f in iq3_xxs iq3_s; do
+                step "ncu-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full \
+                    python3 -m strata_bench bench -q --family mmvq --format $f --shape 131072x8192 --cols 1 --budget 0.05 \
+                    --results /tmp/ncu-results
+            done ;;
         *) echo "unknown step $s" | tee -a "$logdir/status.txt" ;;
     esac
 done

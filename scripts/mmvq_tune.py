@@ -15,13 +15,15 @@ from __future__ import annotations
 from strata_bench.cases.family import Variant
 from strata_bench.families.mmvq import FORMATS, Mmvq, NewConfig, new_config
 
-ONE_COLUMN = [NewConfig(r, m, u) for r, m, u in (
-    (1, 4, 0), (1, 4, 2), (1, 4, 4), (1, 5, 4), (1, 6, 0), (1, 6, 2),
-    (2, 3, 2), (2, 4, 0), (2, 4, 2), (2, 4, 4), (2, 5, 2),
-    (4, 3, 2), (4, 3, 4), (4, 4, 0), (4, 4, 2),
-    (8, 3, 0), (8, 3, 4))]
-EIGHT_COLUMNS = [NewConfig(r, m, u) for r, m, u in (
-    (1, 2, 0), (1, 3, 0), (2, 2, 0), (2, 3, 0), (4, 2, 0), (1, 2, 2), (2, 2, 2), (1, 1, 2))]
+# (R, MINB, U, FCVT). The first sweep (results/tune, 11:39 UTC) found U = 4 best at one column (8-20%
+# faster than U = 0) and little to gain at eight; this one tries wider unrolls and chunk_isum_f.
+ONE_COLUMN = [NewConfig(r, m, u, f) for r, m, u, f in (
+    (4, 3, 4, False), (4, 3, 4, True), (2, 4, 4, False), (2, 4, 4, True), (2, 4, 2, False), (2, 4, 2, True),
+    (2, 4, 8, False), (4, 3, 8, False), (2, 3, 4, False), (2, 3, 8, False), (1, 4, 8, False), (4, 2, 4, False),
+    (4, 2, 8, False), (8, 2, 4, False), (4, 4, 4, False), (1, 5, 8, False))]
+EIGHT_COLUMNS = [NewConfig(r, m, u, f) for r, m, u, f in (
+    (4, 2, 0, True), (2, 2, 2, False), (2, 2, 2, True), (2, 2, 0, True), (4, 2, 2, True), (2, 2, 4, True),
+    (4, 1, 0, True), (2, 1, 2, True))]
 
 
 def candidate(config: NewConfig, width: int) -> Variant:

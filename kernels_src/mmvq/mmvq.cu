@@ -102,7 +102,7 @@ __device__ __forceinline__ StagedActs stage_acts(const block_q8_1* __restrict__ 
 
 // One lane step of mmvq_new: chunk c of each of the warp's R rows, decoded once and applied to the NC
 // columns (each (row, column) chain gets one fmaf, in chunk order); the rows' pointers advance a step.
-template <class F, int NC, int R>
+template <class F, int NC, int R, bool FCVT>
 __device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& walk, const Tab& tab,
                                          const StagedActs& xs, const uint8_t* (&wr)[R], float (&acc)[R][NC]) {
 #if MMVQ_PREFETCH_STEPS > 0
@@ -122,7 +122,12 @@ __device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& 
         int q[8];
         const float d_act = xs.load(col * nchunks + c, q);
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][col] = chunk_fma(ch[r], d_act, chunk_isum<F>(ch[r], q), acc[r][col]);
+        for (int r = 0; r < R; ++r) {
+            if constexpr (FCVT)
+                acc[r][col] = chunk_fma_f(ch[r], d_act, chunk_isum_f<F>(ch[r], q), acc[r][col]);
+            else
+                acc[r][col] = chunk_fma(ch[r], d_act, chunk_isum<F>(ch[r], q), acc[r][col]);
+        }
     }
 }
 
@@ -137,9 +142,11 @@ __device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& 
 // Launch tuning, none of which touches the arithmetic: MINB is the blocks per SM the register budget
 // must allow (__launch_bounds__), U how the chunk loop is unrolled (0: as the compiler chooses; U > 1
 // lets it issue the next steps' weight loads before this step's decode, more bytes in flight per warp;
-// the chunks still reach each fmaf chain in increasing order). The family's table picks them per
-// format and column pass (families/mmvq.py, NEW_CONFIGS).
-template <class F, int NC, int R, int MINB = MMVQ_NEW_MIN_BLOCKS(NC), int U = 0>
+// the chunks still reach each fmaf chain in increasing order), FCVT whether the chunk's integer reaches
+// the fmaf through chunk_isum_f (the same float, without I2F or IMAD: iq_decode.cuh) instead of
+// (float)chunk_isum. The family's table picks them per format and column pass (families/mmvq.py,
+// NEW_CONFIGS).
+template <class F, int NC, int R, int MINB = MMVQ_NEW_MIN_BLOCKS(NC), int U = 0, bool FCVT = false>
 __global__ void __launch_bounds__(STRATA_MMVQ_NEW_WARPS * 32, MINB)
 mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
@@ -166,10 +173,10 @@ mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
             for (int col = 0; col < NC; ++col) acc[r][col] = 0.0f;
 
         if constexpr (U == 0) {
-            for (int c = lane; c < nchunks; c += 32) new_step<F, NC, R>(c, nchunks, walk, tab, xs, wr, acc);
+            for (int c = lane; c < nchunks; c += 32) new_step<F, NC, R, FCVT>(c, nchunks, walk, tab, xs, wr, acc);
         } else {
 #pragma unroll U
-            for (int c = lane; c < nchunks; c += 32) new_step<F, NC, R>(c, nchunks, walk, tab, xs, wr, acc);
+            for (int c = lane; c < nchunks; c += 32) new_step<F, NC, R, FCVT>(c, nchunks, walk, tab, xs, wr, acc);
         }
 #pragma unroll
         for (int r = 0; r < R; ++r)

@@ -48,10 +48,13 @@ class NewConfig:
     rows: int = 4
     min_blocks: int | None = None
     unroll: int = 0
+    fcvt: bool = False  # the chunk's integer reaches the fmaf as chunk_isum_f (iq_decode.cuh): no I2F, no IMAD
 
     def kernel(self, fmt: str, nc: int) -> str:
         """The name expression; the defaults are left out, so the untuned kernels keep their names."""
-        tail = "" if self.min_blocks is None and not self.unroll else f", {self.min_blocks_for(nc)}, {self.unroll}"
+        tail = ""
+        if self.min_blocks is not None or self.unroll or self.fcvt:
+            tail = f", {self.min_blocks_for(nc)}, {self.unroll}" + (", true" if self.fcvt else "")
         return f"mmvq_new<{traits(fmt)}, {nc}, {self.rows}{tail}>"
 
     def min_blocks_for(self, nc: int) -> int:
@@ -59,7 +62,7 @@ class NewConfig:
 
     @property
     def label(self) -> str:
-        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}"
+        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}" + ("f" if self.fcvt else "")
 
 
 NEW_DEFAULT = NewConfig()
