@@ -49,9 +49,12 @@ class NewConfig:
     min_blocks: int | None = None
     unroll: int = 0
     fcvt: bool = False  # the chunk's integer reaches the fmaf as chunk_isum_f (iq_decode.cuh): no I2F, no IMAD
+    old: bool = False  # the pass runs mmvq_old instead (bitwise equal; faster where it is, measured)
 
     def kernel(self, fmt: str, nc: int) -> str:
         """The name expression; the defaults are left out, so the untuned kernels keep their names."""
+        if self.old:
+            return f"mmvq_old<{traits(fmt)}>"
         tail = ""
         if self.min_blocks is not None or self.unroll or self.fcvt:
             tail = f", {self.min_blocks_for(nc)}, {self.unroll}" + (", true" if self.fcvt else "")
@@ -62,14 +65,26 @@ class NewConfig:
 
     @property
     def label(self) -> str:
+        if self.old:
+            return "old"
         return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}" + ("f" if self.fcvt else "")
 
 
 NEW_DEFAULT = NewConfig()
-# Formats whose decode holds more registers: R = 2 keeps them inside the register budget (no spills).
+# Per format and pass width, the fastest config without register spills of two sweeps on the H200 at
+# 131072 x 8192 (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3", has every figure). Two and four columns
+# were not swept: R = 2 there keeps the wider-decode formats inside the register budget (no spills).
 NEW_CONFIGS: dict[tuple[str, int], NewConfig] = {
-    ("iq3_s", 1): NewConfig(2), ("iq3_s", 2): NewConfig(2), ("iq3_s", 4): NewConfig(2), ("iq1_m", 4): NewConfig(2),
-    ("iq2_xs", 2): NewConfig(2), ("iq2_xs", 4): NewConfig(2), ("iq2_s", 4): NewConfig(2), ("iq2_s", 8): NewConfig(2)}
+    ("iq2_xxs", 1): NewConfig(2, 4, 8), ("iq2_xs", 1): NewConfig(4, 3, 4), ("iq2_s", 1): NewConfig(2, 3, 8),
+    ("iq3_xxs", 1): NewConfig(4, 3, 4), ("iq3_s", 1): NewConfig(2, 4, 2), ("iq1_s", 1): NewConfig(4, 3, 4),
+    ("iq1_m", 1): NewConfig(2, 3, 8), ("iq4_nl", 1): NewConfig(old=True), ("iq4_xs", 1): NewConfig(4, 2, 4),
+    ("q8_0", 1): NewConfig(old=True), ("q2_0", 1): NewConfig(4, 3, 4),
+    ("iq3_s", 2): NewConfig(2), ("iq3_s", 4): NewConfig(2), ("iq1_m", 4): NewConfig(2),
+    ("iq2_xs", 2): NewConfig(2), ("iq2_xs", 4): NewConfig(2), ("iq2_s", 4): NewConfig(2),
+    ("iq2_xxs", 8): NewConfig(2, 2, 4, True), ("iq2_xs", 8): NewConfig(2, 2, 4, True),
+    ("iq2_s", 8): NewConfig(2, 2, 4, True), ("iq1_s", 8): NewConfig(4, 2, 0, True),
+    ("iq1_m", 8): NewConfig(2, 2, 2),
+    ("iq4_xs", 8): NewConfig(2, 2, 4, True), ("q2_0", 8): NewConfig(2, 2, 4, True)}
 
 
 def new_config(fmt: str, nc: int) -> NewConfig:
@@ -192,12 +207,19 @@ class Mmvq(Family):
     def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
         self._quantize_activations(case, kernels, dev, stream)
+        self._launch_old_pass(case, kernels, dev, outs, 0, case.ncols, stream)
+
+    def _launch_old_pass(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                         col0: int, nc: int, stream: Any) -> None:
+        """mmvq_old over columns col0 .. col0 + nc (all of them for the old variant)."""
         nchunks = case.cols // 32
         stride = np.int64(row_stride(case.fmt, case.cols))
         fn = kernels.get(f"mmvq_old<{traits(case.fmt)}>")
         grid = (ceil_div(case.rows, OLD_WARPS),)
-        fn(grid, (32 * OLD_WARPS,), (dev["w"], stride, np.int32(case.rows), np.int32(nchunks), dev["xq"],
-                                      np.int32(case.ncols), outs["y"]), stream=stream)
+        xq, y = (dev["xq"], outs["y"]) if (col0, nc) == (0, case.ncols) else \
+            (dev["xq"][col0:col0 + nc], outs["y"][col0:col0 + nc])
+        fn(grid, (32 * OLD_WARPS,), (dev["w"], stride, np.int32(case.rows), np.int32(nchunks), xq,
+                                      np.int32(nc), y), stream=stream)
 
     def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
@@ -215,6 +237,9 @@ class Mmvq(Family):
     def _launch_new_pass(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                          col0: int, nc: int, config: NewConfig, stream: Any) -> None:
         nchunks = case.cols // 32
+        if config.old:
+            self._launch_old_pass(case, kernels, dev, outs, col0, nc, stream)
+            return
         r = config.rows
         fn = kernels.get(config.kernel(case.fmt, nc))
         shared = q8_1_staging_bytes(nc, nchunks)
@@ -227,7 +252,8 @@ class Mmvq(Family):
 
     variants = (
         Variant("old", _old_kernels, _launch_old, "one warp per row, the row decoded again for every column"),
-        Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns"),
+        Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns; "
+                "launch tuned per format and pass (NEW_CONFIGS: mmvq_old where it is faster)"),
     )
 
     def launch_abi(self) -> LaunchAbi:
