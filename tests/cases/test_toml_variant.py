@@ -227,3 +227,18 @@ def test_launch_must_be_tables(families, folder):
         parse_variant_file(path, families)
     assert str(err.value) == (f"{path}: variant 'two': launch: expected [[variant.launch]] tables (kernel, grid, "
                               "block, shared, args)")
+
+
+def test_a_launch_whose_grid_is_empty_for_a_case_names_the_launch(families, folder):
+    path = _write(folder, MULTI.replace('"ceil_div(rows * cols, 256)"', '"rows - rows"'))
+    load_variant_files((str(path),), families)
+    swiglu = families["swiglu_q8"]
+    case = swiglu.default_cases()[0]
+
+    class Kernels:
+        def get(self, name):
+            return lambda *a, **k: None
+
+    with pytest.raises(InputError) as err:
+        swiglu.launch(case, "two", Kernels(), {}, {})
+    assert str(err.value) == f"{path}: variant 'two': launch[0].grid is (0,) for these fields"
