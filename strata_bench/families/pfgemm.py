@@ -29,7 +29,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import Case, Expected, Family, FixtureRef, InputError, Variant, ceil_div, parse_data
+from strata_bench.kit import (Case, Expected, Family, FixtureRef, InputError, LaunchAbi, Variant, ceil_div,
+                              parse_data)
 
 FAMILY = "pfgemm"
 from strata_bench.kernels.constants import PFGEMM_FORMAT_IDS as FORMAT_IDS  # noqa: E402
@@ -162,6 +163,12 @@ class PfGemm(Family):
         _variant("auto", _choose_auto, ("old", "new"), "the production entry point: choose_kernel decides"),
     )
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "pfgemm"; declared in pfgemm_abi.py)."""
+        from strata_bench.families.pfgemm_abi import PFGEMM_ABI
+
+        return PFGEMM_ABI
+
     @staticmethod
     def kernels_in(source: str, kinds: tuple[str, ...]) -> list[str]:
         """The name expressions of the kernels `kinds` ("old", "new") that `source` holds."""
@@ -174,6 +181,9 @@ class PfGemm(Family):
                     variants: tuple[str, ...] | None = None, bench: bool = False) -> Case:
         """N weight rows of K values per expert over token groups `groups` ("a,b,c" or "GxE")."""
         params: dict[str, Any] = {"groups": groups, **({"bench": True} if bench else {})}
+        if variants is not None:  # variants declared in TOML (--variants) run on every case
+            builtin = {v.name for v in PfGemm.variants}
+            variants = (*variants, *(v for v in self.default_variants if v not in builtin))
         return self.case(fmt, n, k, int(group_sizes_of(groups).sum()), data, variants, **params)
 
     def default_cases(self) -> Iterable[Case]:
