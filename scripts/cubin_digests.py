@@ -48,11 +48,13 @@ def elf_sections(blob: bytes) -> list[tuple[str, int, int, bytes]]:
 
 
 def kernel_digest(sections, mangled: str) -> str:
+    """The kernel's sections, each under its name with the mangled name cut off: a template that gains
+    defaulted parameters mangles differently but is the same machine code, and digests the same."""
     digest = hashlib.sha256()
     matched = 0
     for name, kind, flags, data in sections:
         if name.endswith("." + mangled):
-            digest.update(name.encode() + b"\0" + struct.pack("<IQ", kind, flags) + data)
+            digest.update(name[:-len(mangled)].encode() + b"\0" + struct.pack("<IQ", kind, flags) + data)
             matched += 1
     if not matched:
         raise ValueError(f"no ELF section for {mangled}")

@@ -22,7 +22,7 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram quality workload user devices gputests bench-families)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram quality workload user devices gputests bench-families peer)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
 BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T094112Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
@@ -68,11 +68,18 @@ for s in "${steps[@]}"; do
         bench-dram)
             step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
             new=$(ls -t results/nvidia-h200/bench-*.json | head -1)
+            echo "$new" > "$logdir/bench-dram.path"
             step bench-match sb compare "$BENCH_BASE" "$new" --fail-on-regression 2 -o md ;;
         bench-peer) step bench-mmvq-peer sb bench -q --family mmvq --shape 4096x14336 --cols 1,4,8 --budget 1 ;;
-        bench-families)
-            step bench-families sb bench -q --family q2warp,grouped,fp16deq,swiglu_q8,moe_combine,pfgemm --budget 1
-            step pfgemm-cublas python3 -c "from strata_bench.families import pfgemm as p; from strata_bench.cases import FAMILIES; f=FAMILIES['pfgemm']; [print(c.name, f.cublas_reference_tflops(c)) for c in f.bench_cases()]" ;;
+        bench-families)  # the other families' bench cases (grouped: >= 4x the L2 touched; q2warp on the DRAM shape)
+            step bench-families sb bench -q --family q2warp,grouped,fp16deq,swiglu_q8,moe_combine --budget 0.5
+            step bench-pfgemm sb bench -q --family pfgemm --budget 0.5
+            pf=$(ls -t results/nvidia-h200/bench-*.json | head -1)
+            step pfgemm-reference python3 scripts/pfgemm_reference.py "$pf" --budget 0.5 ;;
+        peer)  # the README's table: the newest mmvq DRAM bench against llama.cpp's figures (CPU only)
+            dram=$(cat "$logdir/bench-dram.path" 2>/dev/null || echo "$BENCH_BASE")
+            step peer-md sb report --peer docs/peer_llamacpp_h200.csv "$dram" -o md
+            step peer-csv sb report --peer docs/peer_llamacpp_h200.csv "$dram" -o csv ;;
         quality)
             step ab-kernel-aa sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a new --b new
             step ab-kernel-planted sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a new --b 'new*1.03'
@@ -97,7 +104,7 @@ for s in "${steps[@]}"; do
             step parity-gguf sb parity -q --gguf tests/data/gguf/other-rows.gguf --tensor 'blk\.(0|1)\.ffn_' --format md
             step parity-gguf-real sb parity -q --gguf tests/data/gguf/smollm2-embd-rows.gguf --tensor token_embd \
                 --rows 0:128 --format md
-            step bench-toml sb bench -q --variants "$TOML" --family mmvq --format iq3_s,q8_0 --shape 131072x8192 --cols 1,8 --budget 1
+            step bench-toml sb bench -q --variants "$TOML" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5
             step ab-toml sb ab -q --order abba --pairs 10 --family mmvq --variants "$TOML" --a old --b row8 --format iq3_s \
                 --shape 131072x8192 --cols 8 ;;
         devices)  # --device all on the devices this host has (issue 15; one GPU here)
@@ -105,6 +112,20 @@ for s in "${steps[@]}"; do
             step parity-device-all sb parity -q --device all --family dequant,q8_1 --format md --results /tmp/device-all
             step bench-device-all sb bench -q --family mmvq --format q8_0 --shape 131072x8192 --cols 1 --device all \
                 --budget 0.5 --results /tmp/device-all ;;
+        tune)  # launch candidates of mmvq_new (scripts/mmvq_tune.py), every one checked bitwise against old
+            widths=${STRATA_TUNE_WIDTHS:-1 8}
+            fams=$(printf 'mmvq_tune%s,' $widths)
+            step tune-resources sb compile --resources --cases scripts/mmvq_tune.py --family "${fams%,}"
+            for w in $widths; do
+                step "tune-$w" sb bench -q --cases scripts/mmvq_tune.py --family "mmvq_tune$w" --budget 0.3 \
+                    --results results/tune -o md
+            done ;;
+        ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
+            for f in iq3_xxs iq3_s; do
+                step "ncu-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full \
+                    python3 -m strata_bench bench -q --family mmvq --format $f --shape 131072x8192 --cols 1 --budget 0.05 \
+                    --results /tmp/ncu-results
+            done ;;
         *) echo "unknown step $s" | tee -a "$logdir/status.txt" ;;
     esac
 done

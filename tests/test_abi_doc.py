@@ -1,8 +1,9 @@
-"""docs/ABI.md documents every argument of every family's launch ABI as the code declares it, and
-names every built-in family (those without an ABI in their own section)."""
+"""docs/ABI.md documents every argument of every family's launch ABI as the code declares it (each section
+holds exactly the table abi_table generates), and names every built-in family."""
 from __future__ import annotations
 
 from strata_bench.cases import load_builtin_families
+from strata_bench.cases.abi import abi_table
 from strata_bench.kernels.sources import REPO_ROOT
 
 
@@ -18,4 +19,13 @@ def test_abi_doc_matches_the_declared_abis():
         assert f"Baseline: `{abi.baseline}`" in section and abi.baseline == family.variants[0].name
         for arg in abi.args:
             assert f"| `{arg.name}` | `{arg.ctype}` | {arg.layout} |" in section, (name, arg.name)
+        assert abi_table(abi) in section, name  # the whole table, in the ABI's order, nothing else
         assert "Case fields: " + ", ".join(f"`{f}`" for f in abi.field_names) + "." in section
+
+
+def test_every_builtin_family_has_an_abi_section():
+    text = (REPO_ROOT / "docs" / "ABI.md").read_text()
+    assert "without a TOML ABI" not in text
+    families = load_builtin_families()
+    assert all(f.launch_abi() is not None for f in families.values())
+    assert {line[3:] for line in text.splitlines() if line.startswith("## ") and " " not in line[3:]} == set(families)

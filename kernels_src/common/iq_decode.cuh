@@ -219,6 +219,39 @@ __device__ __forceinline__ int chunk_isum(const Chunk& c, const int q[8]) {
     return c.ls0 * s0 + c.ls1 * s1;
 }
 
+// The same isum, as the float (float)chunk_isum<F>(c, q) gives, without the int -> float conversion
+// (a quarter-rate pipe) or the integer scale multiply (the dp4a's pipe). Each dp4a chain starts from
+// the bits of 1.5 * 2^23, so it ends at the bits of the float 1.5 * 2^23 + s (|s| <= 32 * 127 * 128 <
+// 2^22: the sum stays inside that binade, where the float spacing is 1). Then
+// fmaf(1.5 * 2^23 + s, ls, -1.5 * 2^23 * ls) = s * ls exactly: -1.5 * 2^23 * ls is exact (ls has at most
+// 6 bits), the fma rounds once, and s * ls is an integer below 2^24, so the rounding changes nothing.
+// Two scales: both products are exact integers and so is their sum (|isum| < 2^24). A float equal to
+// the int's conversion, so chunk_fma's inputs, and its bits, are unchanged (tests/families/test_dequant.py
+// checks it on the CPU at the extreme codes).
+template <class F>
+__device__ __forceinline__ float chunk_isum_f(const Chunk& c, const int q[8]) {
+    constexpr int MAGIC = 0x4B400000;  // the bits of 12582912.0f = 1.5 * 2^23
+    constexpr float BIAS = 12582912.0f;
+    if (F::ONE_SCALE) {
+        int s = MAGIC;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s = __dp4a(c.w[i], q[i], s);
+        const float ls = (float)c.ls0;
+        return fmaf(__int_as_float(s), ls, -BIAS * ls);
+    }
+    int s0 = MAGIC, s1 = MAGIC;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s0 = __dp4a(c.w[i], q[i], s0);
+#pragma unroll
+    for (int i = 4; i < 8; ++i) s1 = __dp4a(c.w[i], q[i], s1);
+    const float ls0 = (float)c.ls0, ls1 = (float)c.ls1;
+    return fmaf(__int_as_float(s0), ls0, -BIAS * ls0) + fmaf(__int_as_float(s1), ls1, -BIAS * ls1);
+}
+
+__device__ __forceinline__ float chunk_fma_f(const Chunk& c, float d_act, float isum, float acc) {
+    return fmaf(c.dw * d_act, isum, acc);
+}
+
 __device__ __forceinline__ float chunk_fma(const Chunk& c, float d_act, int isum, float acc) {
     return fmaf(c.dw * d_act, (float)isum, acc);
 }

@@ -100,6 +100,37 @@ __device__ __forceinline__ StagedActs stage_acts(const block_q8_1* __restrict__ 
     return StagedActs{lo, hi, d};
 }
 
+// One lane step of mmvq_new: chunk c of each of the warp's R rows, decoded once and applied to the NC
+// columns (each (row, column) chain gets one fmaf, in chunk order); the rows' pointers advance a step.
+template <class F, int NC, int R, bool FCVT>
+__device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& walk, const Tab& tab,
+                                         const StagedActs& xs, const uint8_t* (&wr)[R], float (&acc)[R][NC]) {
+#if MMVQ_PREFETCH_STEPS > 0
+    if (c + 32 * MMVQ_PREFETCH_STEPS < nchunks) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) prefetch_l2(wr[r] + MMVQ_PREFETCH_STEPS * LaneWalk<F>::STEP);
+    }
+#endif
+    Chunk ch[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        F::decode(wr[r], walk.j, tab, ch[r]);
+        wr[r] += LaneWalk<F>::STEP;
+    }
+#pragma unroll
+    for (int col = 0; col < NC; ++col) {
+        int q[8];
+        const float d_act = xs.load(col * nchunks + c, q);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if constexpr (FCVT)
+                acc[r][col] = chunk_fma_f(ch[r], d_act, chunk_isum_f<F>(ch[r], q), acc[r][col]);
+            else
+                acc[r][col] = chunk_fma(ch[r], d_act, chunk_isum<F>(ch[r], q), acc[r][col]);
+        }
+    }
+}
+
 // NEW: each warp owns R rows; a chunk of each row is decoded once (the table in static shared memory,
 // so lookups address it with an immediate offset) and applied to all NC columns of this pass (the
 // pass's q8_1 activations in dynamic shared memory as StagedActs planes, staged once per block).
@@ -107,8 +138,16 @@ __device__ __forceinline__ StagedActs stage_acts(const block_q8_1* __restrict__ 
 // constant per step, and the rows' blocks MMVQ_PREFETCH_STEPS steps ahead are prefetched into L2.
 // Rows past the end are clamped for reading and not stored. The host runs passes of NC = 8, 4, 2, 1
 // columns (8 at a time beyond 8).
-template <class F, int NC, int R>
-__global__ void __launch_bounds__(STRATA_MMVQ_NEW_WARPS * 32, MMVQ_NEW_MIN_BLOCKS(NC))
+//
+// Launch tuning, none of which touches the arithmetic: MINB is the blocks per SM the register budget
+// must allow (__launch_bounds__), U how the chunk loop is unrolled (0: as the compiler chooses; U > 1
+// lets it issue the next steps' weight loads before this step's decode, more bytes in flight per warp;
+// the chunks still reach each fmaf chain in increasing order), FCVT whether the chunk's integer reaches
+// the fmaf through chunk_isum_f (the same float, without I2F or IMAD: iq_decode.cuh) instead of
+// (float)chunk_isum. The family's table picks them per format and column pass (families/mmvq.py,
+// NEW_CONFIGS).
+template <class F, int NC, int R, int MINB = MMVQ_NEW_MIN_BLOCKS(NC), int U = 0, bool FCVT = false>
+__global__ void __launch_bounds__(STRATA_MMVQ_NEW_WARPS * 32, MINB)
 mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
     __shared__ uint32_t staged[SharedTab<F>::WORDS];
@@ -133,26 +172,11 @@ mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
 #pragma unroll
             for (int col = 0; col < NC; ++col) acc[r][col] = 0.0f;
 
-        for (int c = lane; c < nchunks; c += 32) {
-#if MMVQ_PREFETCH_STEPS > 0
-            if (c + 32 * MMVQ_PREFETCH_STEPS < nchunks) {
-#pragma unroll
-                for (int r = 0; r < R; ++r) prefetch_l2(wr[r] + MMVQ_PREFETCH_STEPS * LaneWalk<F>::STEP);
-            }
-#endif
-            Chunk ch[R];
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                F::decode(wr[r], walk.j, tab, ch[r]);
-                wr[r] += LaneWalk<F>::STEP;
-            }
-#pragma unroll
-            for (int col = 0; col < NC; ++col) {
-                int q[8];
-                const float d_act = xs.load(col * nchunks + c, q);
-#pragma unroll
-                for (int r = 0; r < R; ++r) acc[r][col] = chunk_fma(ch[r], d_act, chunk_isum<F>(ch[r], q), acc[r][col]);
-            }
+        if constexpr (U == 0) {
+            for (int c = lane; c < nchunks; c += 32) new_step<F, NC, R, FCVT>(c, nchunks, walk, tab, xs, wr, acc);
+        } else {
+#pragma unroll U
+            for (int c = lane; c < nchunks; c += 32) new_step<F, NC, R, FCVT>(c, nchunks, walk, tab, xs, wr, acc);
         }
 #pragma unroll
         for (int r = 0; r < R; ++r)

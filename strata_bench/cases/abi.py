@@ -4,7 +4,9 @@ TOML (cases/toml_variant.py) instead of Python. docs/ABI.md describes each built
 An ABI names each kernel argument (C type, layout, how the family fills it from a case's inputs and
 outputs), the case fields that launch geometry may use (rows, cols, ncols, nchunks, ...), the
 placeholders of kernel name expressions ({traits}, {fmt}, ...) with every value they take when compiling,
-and the work every variant's launch starts with (mmvq quantizes the activations to q8_1 first).
+the work every variant's launch starts with (mmvq quantizes the activations to q8_1 first) and ends with
+(q8_1 copies the blocks' fields apart for their checks). A variant may be several launches (a TOML
+variant's [[variant.launch]] tables, in order): every launch takes its arguments from the same ABI.
 """
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ class LaunchAbi:
     fields: Callable[[Case], Mapping[str, int]]
     placeholder_sets: tuple[Mapping[str, str], ...]  # every {placeholder: value} set compiled (one per format)
     placeholders: Callable[[Case], Mapping[str, str]]
-    prelude: Callable[[Any, Case, Any, Mapping[str, Any], Any], None] | None = None
+    prelude: Callable[..., None] | None = None  # (family, case, kernels, dev, stream), before the launches
+    epilogue: Callable[..., None] | None = None  # (family, case, kernels, dev, outs, stream), after the launches
     baseline: str = "old"
     writes: str = ""
 
@@ -54,3 +57,10 @@ class LaunchAbi:
     @property
     def placeholder_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(k for s in self.placeholder_sets for k in s))
+
+
+def abi_table(abi: LaunchAbi) -> str:
+    """The markdown table of an ABI's arguments (docs/ABI.md holds one per family; a test keeps them equal)."""
+    lines = ["| name | C type | layout |", "|---|---|---|"]
+    lines += [f"| `{a.name}` | `{a.ctype}` | {a.layout} |" for a in abi.args]
+    return "\n".join(lines)

@@ -14,29 +14,31 @@ a built-in variant gets.
     shared = 0                          # dynamic shared memory, bytes
     args = ["w", "stride", "rows", "nchunks", "xq", "ncols", "y"]
 
+A variant of several kernels declares them in order as [[variant.launch]] tables, each with kernel,
+grid, block, shared (optional) and args, instead of those keys in the [[variant]] table itself.
+
 Every error (a TOML syntax error, an unknown family, key or argument, an expression over an unknown
 field, a missing source) is one InputError naming the file and the key.
 """
 from __future__ import annotations
 
 import hashlib
-import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from strata_bench.cases.abi import LaunchAbi
-from strata_bench.cases.expr import Expr, parse_expr
+from strata_bench.cases.toml_launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
 from strata_bench.errors import InputError
 
 REQUIRED = ("family", "name", "sources", "kernel", "grid", "block", "args")
-OPTIONAL = ("include_dirs", "defines", "shared", "description")
+OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch")
 _HASHED_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
 
 
 @dataclass(frozen=True)
 class TomlVariant:
-    """One [[variant]] table, checked: paths resolved, expressions parsed, arguments known to the ABI."""
+    """One [[variant]] table, checked: paths resolved, launches parsed against the family's ABI."""
 
     file: Path
     family: str
@@ -44,12 +46,15 @@ class TomlVariant:
     source: Path
     include_dirs: tuple[Path, ...]
     defines: tuple[tuple[str, str], ...]
-    kernel: str
-    grid: tuple[Expr, ...]
-    block: tuple[Expr, ...]
-    shared: Expr
-    args: tuple[str, ...]
+    launches: tuple[TomlLaunch, ...]
     description: str = ""
+
+    # The first launch's keys (a one-launch variant's, as its table spells them).
+    kernel = property(lambda self: self.launches[0].kernel)
+    grid = property(lambda self: self.launches[0].grid)
+    block = property(lambda self: self.launches[0].block)
+    shared = property(lambda self: self.launches[0].shared)
+    args = property(lambda self: self.launches[0].args)
 
     def options(self) -> tuple[str, ...]:
         """NVRTC options of the variant's source: its folder and include dirs, its defines, and a hash of
@@ -110,9 +115,10 @@ def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Map
     def where(key: str) -> str:
         return _where(path, index, table, key)
 
-    for key in REQUIRED:
+    for key in REQUIRED[:3] if "launch" in table else REQUIRED:
         if key not in table:
-            raise InputError(f"{where(key)}: missing (a variant needs {', '.join(REQUIRED)})")
+            raise InputError(f"{where(key)}: missing (a variant needs {', '.join(REQUIRED)}; or family, name, "
+                             "sources and [[variant.launch]] tables)")
     unknown = sorted(set(table) - set(REQUIRED) - set(OPTIONAL))
     if unknown:
         raise InputError(f"{where(unknown[0])}: unknown key (keys: {', '.join(REQUIRED + OPTIONAL)})")
@@ -131,15 +137,36 @@ def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Map
         raise InputError(f"{where('sources')}: one .cu file (the kernel's translation unit); headers go beside it "
                          "or in include_dirs")
     include_dirs = _paths(table, "include_dirs", base, where, must_be="dir") if "include_dirs" in table else ()
-    kernel = _string(table, "kernel", where)
-    _check_placeholders(kernel, abi, where("kernel"))
-    fields = abi.field_names
     return TomlVariant(
         file=path, family=family, name=name, source=sources[0], include_dirs=include_dirs,
-        defines=_defines(table.get("defines", {}), where("defines")), kernel=kernel,
-        grid=_dims(table["grid"], fields, where("grid")), block=_dims(table["block"], fields, where("block")),
-        shared=parse_expr(table.get("shared", 0), fields, where("shared")),
-        args=_args(table["args"], abi, where("args")), description=str(table.get("description", "")))
+        defines=_defines(table.get("defines", {}), where("defines")), launches=_launches(table, abi, where),
+        description=str(table.get("description", "")))
+
+
+def _launches(table: Mapping[str, Any], abi: LaunchAbi, where) -> tuple[TomlLaunch, ...]:
+    """The one launch of the table's own keys, or its [[variant.launch]] tables in order."""
+    if "launch" not in table:
+        return (parse_launch(table, abi, where),)
+    mixed = [k for k in LAUNCH_KEYS if k in table]
+    if mixed:
+        raise InputError(f"{where(mixed[0])}: a variant with [[variant.launch]] tables declares {mixed[0]} in each "
+                         "launch, not beside them")
+    tables = table["launch"]
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise InputError(f"{where('launch')}: expected [[variant.launch]] tables (kernel, grid, block, shared, args)")
+    out = []
+    for i, launch in enumerate(tables):
+        def at(key: str, i: int = i) -> str:
+            return where(f"launch[{i}].{key}")
+
+        for key in LAUNCH_REQUIRED:
+            if key not in launch:
+                raise InputError(f"{at(key)}: missing (a launch needs {', '.join(LAUNCH_REQUIRED)})")
+        unknown = sorted(set(launch) - set(LAUNCH_KEYS))
+        if unknown:
+            raise InputError(f"{at(unknown[0])}: unknown key (launch keys: {', '.join(LAUNCH_KEYS)})")
+        out.append(parse_launch(launch, abi, at))
+    return tuple(out)
 
 
 def _string(table: Mapping[str, Any], key: str, where) -> str:
@@ -181,72 +208,37 @@ def _defines(value: Any, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _check_placeholders(kernel: str, abi: LaunchAbi, where: str) -> None:
-    try:
-        names = [field for _, field, spec, conv in string.Formatter().parse(kernel) if field is not None]
-    except ValueError as exc:
-        raise InputError(f"{where}: {kernel!r}: {exc}") from None
-    for name in names:
-        if name not in abi.placeholder_names:
-            raise InputError(f"{where}: {kernel!r} uses unknown placeholder {{{name}}} "
-                             f"(placeholders: {', '.join('{' + p + '}' for p in abi.placeholder_names)})")
-
-
-def _dims(value: Any, fields: tuple[str, ...], where: str) -> tuple[Expr, ...]:
-    items = value if isinstance(value, list) else [value]
-    if not 1 <= len(items) <= 3 or not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in items):
-        raise InputError(f"{where}: expected 1 to 3 integers or expressions, got {value!r}")
-    return tuple(parse_expr(v, fields, f"{where}[{i}]") for i, v in enumerate(items))
-
-
-def _args(value: Any, abi: LaunchAbi, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise InputError(f"{where}: expected a list of argument names, got {value!r}")
-    for i, name in enumerate(value):
-        if abi.arg(name) is None:
-            raise InputError(f"{where}[{i}]: unknown argument {name!r} ({abi.family} ABI: {', '.join(abi.arg_names)})")
-    return tuple(value)
-
-
 # --- joining the family's table -------------------------------------------------------------------
 def make_variant(tv: TomlVariant, abi: LaunchAbi):
-    """The Variant of a TOML declaration: its kernels are the name expression over every placeholder
-    value, from its own source; its launch runs the ABI's prelude, then the kernel with the declared
-    geometry and arguments."""
+    """The Variant of a TOML declaration: its kernels are each launch's name expression over every
+    placeholder value, from its own source; its launch runs the ABI's prelude, the declared launches in
+    order (each kernel looked up in the variant's own module), then the ABI's epilogue."""
     from strata_bench.cases.family import Variant
 
     source = str(tv.source)
+    multi = len(tv.launches) > 1
 
     def kernels(family, src: str) -> list[str]:
         if src != source:
             return []
-        return list(dict.fromkeys(tv.kernel.format(**values) for values in abi.placeholder_sets))
+        return list(dict.fromkeys(launch.kernel.format(**values) for launch in tv.launches
+                                  for values in abi.placeholder_sets))
 
     def launch(family, case, kernels_, dev, outs, stream=None) -> None:
-        from strata_bench.kernels.launch import allow_dynamic_shared
+        in_source = getattr(kernels_, "in_source", None)  # a stand-in kernels object may have one module
+
+        def lookup(name: str):
+            return in_source(source, name) if in_source is not None else kernels_.get(name)
 
         if abi.prelude is not None:
             abi.prelude(family, case, kernels_, dev, stream)
-        fields = dict(abi.fields(case))
-        fn = kernels_.get(tv.kernel.format(**abi.placeholders(case)))
-        grid, block = (_evaluate(tv.grid, fields, tv, "grid"), _evaluate(tv.block, fields, tv, "block"))
-        shared = _evaluate((tv.shared,), fields, tv, "shared")[0]
-        if shared:
-            allow_dynamic_shared(fn, shared)
-        args = tuple(abi.arg(name).value(case, dev, outs) for name in tv.args)
-        fn(grid, block, args, shared_mem=shared, stream=stream)
+        for i, step in enumerate(tv.launches):
+            where = f"{tv.file}: variant {tv.name!r}: " + (f"launch[{i}]." if multi else "")
+            step.run(abi, case, lookup, dev, outs, stream, where)
+        if abi.epilogue is not None:
+            abi.epilogue(family, case, kernels_, dev, outs, stream)
 
     return Variant(tv.name, kernels, launch, tv.description or f"declared in {tv.file.name}")
-
-
-def _evaluate(exprs: tuple[Expr, ...], fields: Mapping[str, int], tv: TomlVariant, key: str) -> tuple[int, ...]:
-    try:
-        out = tuple(e(fields) for e in exprs)
-    except (ZeroDivisionError, ValueError, TypeError) as exc:
-        raise InputError(f"{tv.file}: variant {tv.name!r}: {key}: {exc}") from None
-    if key != "shared" and min(out) < 1 or key == "shared" and out[0] < 0:
-        raise InputError(f"{tv.file}: variant {tv.name!r}: {key} is {out} for these fields")
-    return out
 
 
 def load_variant_files(paths: tuple[str, ...], families: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -9,7 +9,11 @@ from strata_bench.cli.options import output_option
 @click.command("report")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.", format_alias=True)
-def command(path, output):
+@click.option("--peer", "peer_csv", type=click.Path(dir_okay=False), default=None, metavar="CSV",
+              help="Set an mmvq bench file against a peer's figures (CSV: format, ncols, us[, rows, cols]): "
+                   "per format and column count each variant's us and GB/s, the best's share of the read "
+                   "ceiling, the peer's us, peer/best and the issue-14 target, met or missed.")
+def command(path, output, peer_csv):
     """Render a results file (summary .json or records .jsonl) of any kind: parity, bench, ab.
 
     Columns are picked by the file's kind; a kind without a view shows every scalar column.
@@ -21,7 +25,20 @@ def command(path, output):
         strata-bench report results/nvidia-h200/ab-20250101T120000Z.json
         strata-bench report results/nvidia-h200/bench-20250101T120000Z.jsonl --format md
         strata-bench report results/nvidia-h200/parity-20250101T120000Z.json --format csv > parity.csv
+        strata-bench report --peer docs/peer_llamacpp_h200.csv results/nvidia-h200/bench-20261201T094112Z.json -o md
     """
+    if peer_csv is not None:
+        from strata_bench.report.load import load
+        from strata_bench.report.peer import load_peer, peer_rows, render_peer
+
+        peer = load_peer(peer_csv)
+        loaded = load(path)
+        if loaded.kind != "bench":
+            from strata_bench.errors import InputError
+
+            raise InputError(f"--peer needs a bench results file; {loaded.path.name} is a {loaded.kind} file")
+        click.echo(render_peer(peer_rows(loaded.records, peer), output), nl=False if output == "csv" else True)
+        return
     from strata_bench.report.render import render_file
 
     text = render_file(path, output)

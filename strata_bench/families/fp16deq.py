@@ -21,7 +21,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import Case, CheckFailed, Expected, Family, FixtureRef, InputError, Variant, ceil_div, parse_data
+from strata_bench.kit import (AbiArg, Case, CheckFailed, Expected, Family, FixtureRef, InputError, LaunchAbi, Variant,
+                              ceil_div, parse_data)
 
 from strata_bench.kernels.constants import BLOCK_SHAPES, FP16DEQ_THREADS as THREADS  # noqa: E402
 GENERIC, VEC16 = "generic", "vec16"
@@ -176,6 +177,10 @@ class Fp16Deq(Family):
         Variant("new", _new_kernels, _launch_new, "the production entry point: 16-byte stores where aligned"),
     )
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "fp16deq")."""
+        return FP16DEQ_ABI
+
     # --- reference --------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         geo = self.geometry(case)
@@ -193,6 +198,38 @@ class Fp16Deq(Family):
     def bytes_moved(self, case: Case) -> int:
         geo = self.geometry(case)
         return case.rows * geo["row_bytes"] + case.rows * case.cols * 2
+
+
+# --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
+def _abi_fields(case: Case) -> dict[str, int]:
+    geo = Fp16Deq.geometry(case)
+    return {"rows": case.rows, "cols": case.cols, "ld": geo["ld"], "row_bytes": geo["row_bytes"],
+            "values": case.rows * case.cols}
+
+
+FP16DEQ_ABI = LaunchAbi(
+    family="fp16deq",
+    args=(
+        AbiArg("src", "const uint8_t*", "rows x row_bytes of blocks, contiguous (row stride row_bytes, no padding), "
+                                        "starting `row0` rows into the tensor: only 2-byte aligned for Q8_0 "
+                                        "(34-byte blocks), 8-byte for IQ4_XS; readable up to the tensor's end",
+               lambda c, d, o: Fp16Deq()._rows(c, d)),
+        AbiArg("rows", "int", "rows to convert", lambda c, d, o: np.int32(c.rows)),
+        AbiArg("cols", "int", "values per row", lambda c, d, o: np.int32(c.cols)),
+        AbiArg("y", "__half*", "[rows][ld] fp16: the first cols of each row written, the padding (ld - cols) "
+                               "never; y may start 2 bytes past 16-byte alignment (case param offset)",
+               lambda c, d, o: o["y"]),
+        AbiArg("ld", "long long", "halves from one output row to the next (>= cols)",
+               lambda c, d, o: np.int64(Fp16Deq.geometry(c)["ld"])),
+    ),
+    field_names=("rows", "cols", "ld", "row_bytes", "values"),
+    fields=_abi_fields,
+    placeholder_sets=tuple({"fmt": f} for f in FORMATS),
+    placeholders=lambda case: {"fmt": case.fmt},
+    baseline="old",
+    writes="y: the first cols halves of each of the rows, the correctly rounded fp16 of each value; padding "
+           "untouched",
+)
 
 
 # fp16 scale bits for the last row's first blocks in edge data: subnormal (smallest, small, largest,

@@ -26,7 +26,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (Q8_1_BYTES, U32, U64, Case, Expected, Family, InputError, Variant, activations,
+from strata_bench.kit import (Q8_1_BYTES, U32, U64, AbiArg, Case, Expected, Family, InputError, LaunchAbi, Variant,
+                              activations,
                               allow_dynamic_shared, ceil_div, chain_depth, check_shape, decode_table_bytes,
                               exact_weights, gamma, launch_quantize_q8_1, matvec_reference, padded, parse_data,
                               q8_1_deviation, q8_1_staging_bytes, q8_1_value_error, quantize_q8_1, row_stride,
@@ -41,7 +42,11 @@ DEFAULT_GROUPS = (5, 0, 1, 8, 3, 6, 2, 7, 3)  # 9 experts, 35 entries: an empty 
 D_MODEL, D_FF = 1024, 512
 SILU_LIPSCHITZ = 1.1  # max |silu'(t)| = 1.0998 (at t ~ 2.4)
 SILU_REL = 8 * U32    # expf (2 ulp = 2^-22 = 4u) + add, divide, multiply (3u), rounded up
-BENCH_SHAPE = (16, 2048, 768)  # experts, d_model, d_ff
+# Bench: 8 experts of a Mixtral-8x7B-sized FFN (experts, d_model, d_ff). Every expert has entries, so
+# every pair touches >= 396 MB of weights (q2_0; 494 MB iq2_xxs/iq4_nl, 748 MB iq4_xs), >= 6x the H200's
+# 60 MiB L2 (issue 14: >= 4x). The issue-6 shape (16 x 2048 x 768, 20-40 MB) fitted in the L2 and is gone.
+BENCH_SHAPE = (8, 4096, 14336)
+BENCH_ENTRIES = (8, 32)  # entries per expert
 BENCH_PAIRS = (("iq2_xxs", "iq4_nl"), ("iq3_s", "iq4_xs"), ("iq4_xs", "iq4_xs"), ("q2_0", "q2_0"))
 
 
@@ -79,9 +84,12 @@ class Grouped(Family):
                 for g in GATE_FORMATS for d in DOWN_FORMATS]
 
     def bench_cases(self) -> Iterable[Case]:
+        """Gate/up (SwiGLU) + down on BENCH_SHAPE, 8 and 32 entries per expert: weights far beyond the L2,
+        so GB/s over bytes_moved (the weights of experts with entries + activations) is a DRAM figure.
+        Host inputs are seeded random blocks (about 3 s per pair), cached across the two entry counts."""
         experts, d_model, d_ff = BENCH_SHAPE
         return [self.expert_case(g, d, d_ff, d_model, (per,) * experts, "seed:1")
-                for g, d in BENCH_PAIRS for per in (8, 32)]
+                for g, d in BENCH_PAIRS for per in BENCH_ENTRIES]
 
     def expert_case(self, gate: str, down: str, d_ff: int, d_model: int, groups: tuple[int, ...],
                     data: str = "seed:1") -> Case:
@@ -167,6 +175,10 @@ class Grouped(Family):
         Variant("new", _new_kernels, _launch_new, "each weight chunk decoded once per pass of 4 entries"),
     )
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "grouped"): its launches, quantizations included."""
+        return GROUPED_ABI
+
     # --- reference ------------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         ref = grouped_reference(host, case.rows, case.cols)
@@ -197,6 +209,71 @@ class Grouped(Family):
 
     def flops(self, case: Case) -> int:
         return 2 * case.ncols * 3 * case.rows * case.cols
+
+
+# --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
+def _abi_fields(case: Case) -> dict[str, int]:
+    d_ff, d_model = case.rows, case.cols
+    return {"d_ff": d_ff, "d_model": d_model, "entries": case.ncols, "experts": len(groups_of(case)),
+            "gate_nchunks": d_model // 32, "down_nchunks": d_ff // 32,
+            "x_blocks": case.ncols * d_model // 32, "h_blocks": case.ncols * d_ff // 32}
+
+
+def _strides(matrix: str, expert: bool) -> Any:
+    """The row (or expert) stride of the gate/up or down matrices of a case, as long long."""
+    def value(c: Case, d: Mapping[str, Any], o: Mapping[str, Any]) -> Any:
+        fmt, rows, k = (c.fmt, c.rows, c.cols) if matrix == "gate" else (c.param("down"), c.cols, c.rows)
+        return np.int64(row_stride(fmt, k) * (rows if expert else 1))
+    return value
+
+
+GROUPED_ABI = LaunchAbi(
+    family="grouped",
+    args=(
+        AbiArg("x", "const float*", "[entries][d_model] float32 activations, sorted by expert, contiguous",
+               lambda c, d, o: d["x"]),
+        AbiArg("x_blocks", "long long", "q8_1 blocks of x (entries * d_model / 32)",
+               lambda c, d, o: np.int64(c.ncols * c.cols // 32)),
+        AbiArg("xq", "block_q8_1*", "[entries][d_model / 32] q8_1 blocks (36 bytes), contiguous; a workspace "
+                                    "(quantize x into it, then read it)", lambda c, d, o: d["xq"]),
+        AbiArg("gate", "const uint8_t*", "[experts][d_ff] rows of d_model values at `gate_stride` bytes (16-byte "
+                                         "aligned; expert e at e * gate_expert_stride); 16 readable bytes after "
+                                         "the last row", lambda c, d, o: d["gate"]),
+        AbiArg("up", "const uint8_t*", "as gate (same format, strides and padding)", lambda c, d, o: d["up"]),
+        AbiArg("gate_stride", "long long", "bytes from one gate (or up) row to the next", _strides("gate", False)),
+        AbiArg("gate_expert_stride", "long long", "bytes from one expert's gate (or up) matrix to the next "
+                                                  "(d_ff * gate_stride)", _strides("gate", True)),
+        AbiArg("d_ff", "int", "gate/up rows per expert (H's width)", lambda c, d, o: np.int32(c.rows)),
+        AbiArg("gate_nchunks", "int", "32-value chunks per gate row (d_model / 32)",
+               lambda c, d, o: np.int32(c.cols // 32)),
+        AbiArg("offsets", "const int*", "[experts + 1] entry offsets: expert e owns entries offsets[e] .. "
+                                        "offsets[e+1] - 1", lambda c, d, o: d["offsets"]),
+        AbiArg("H", "float*", "[entries][d_ff] float32 silu(gate x) * (up x), contiguous; every element written",
+               lambda c, d, o: o["H"]),
+        AbiArg("h_blocks", "long long", "q8_1 blocks of H (entries * d_ff / 32)",
+               lambda c, d, o: np.int64(c.ncols * c.rows // 32)),
+        AbiArg("hq", "block_q8_1*", "[entries][d_ff / 32] q8_1 blocks, contiguous; a workspace (H quantized)",
+               lambda c, d, o: d["hq"]),
+        AbiArg("down", "const uint8_t*", "[experts][d_model] rows of d_ff values at `down_stride` bytes (16-byte "
+                                         "aligned); 16 readable bytes after the last row", lambda c, d, o: d["down"]),
+        AbiArg("down_stride", "long long", "bytes from one down row to the next", _strides("down", False)),
+        AbiArg("down_expert_stride", "long long", "bytes from one expert's down matrix to the next "
+                                                  "(d_model * down_stride)", _strides("down", True)),
+        AbiArg("d_model", "int", "down rows per expert (Y's width)", lambda c, d, o: np.int32(c.cols)),
+        AbiArg("down_nchunks", "int", "32-value chunks per down row (d_ff / 32)",
+               lambda c, d, o: np.int32(c.rows // 32)),
+        AbiArg("Y", "float*", "[entries][d_model] float32 down_e H, contiguous; every element written",
+               lambda c, d, o: o["Y"]),
+    ),
+    field_names=("d_ff", "d_model", "entries", "experts", "gate_nchunks", "down_nchunks", "x_blocks", "h_blocks"),
+    fields=_abi_fields,
+    placeholder_sets=tuple({"gate_traits": traits(g), "down_traits": traits(d), "gate": g, "down": d}
+                           for g in GATE_FORMATS for d in DOWN_FORMATS),
+    placeholders=lambda case: {"gate_traits": traits(case.fmt), "down_traits": traits(case.param("down")),
+                               "gate": case.fmt, "down": case.param("down")},
+    baseline="old",
+    writes="H and Y: every element; both bitwise equal to old (grouped.cu's ARITHMETIC CONTRACT)",
+)
 
 
 # --- launch helpers -----------------------------------------------------------------------------------

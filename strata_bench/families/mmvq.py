@@ -22,7 +22,7 @@ Float64 references (docs/ARITHMETIC.md, section 3, derives the tolerances):
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
@@ -36,15 +36,65 @@ from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, 
 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
-ROWS_PER_WARP = 4  # R of mmvq_new<F, NC, R>: rows sharing one load of each activation block
-# Formats whose decode holds more registers: R = 2 keeps them inside the register budget (no spills).
-ROWS_PER_WARP_OVERRIDE = {("iq3_s", 1): 2, ("iq3_s", 2): 2, ("iq3_s", 4): 2, ("iq1_m", 4): 2,
-                          ("iq2_xs", 2): 2, ("iq2_xs", 4): 2, ("iq2_s", 4): 2, ("iq2_s", 8): 2}
+
+
+@dataclass(frozen=True)
+class NewConfig:
+    """How one column pass of mmvq_new is launched: R rows per warp (rows sharing one load of each
+    activation block), the blocks per SM its register budget allows (None: the kernel's default,
+    MMVQ_NEW_MIN_BLOCKS) and the chunk loop's unroll (0: the compiler's choice). None of them touches
+    the arithmetic (mmvq.cu), so every config gives the same bits."""
+
+    rows: int = 4
+    min_blocks: int | None = None
+    unroll: int = 0
+    fcvt: bool = False  # the chunk's integer reaches the fmaf as chunk_isum_f (iq_decode.cuh): no I2F, no IMAD
+    old: bool = False  # the pass runs mmvq_old instead (bitwise equal; faster where it is, measured)
+
+    def kernel(self, fmt: str, nc: int) -> str:
+        """The name expression; the defaults are left out, so the untuned kernels keep their names."""
+        if self.old:
+            return f"mmvq_old<{traits(fmt)}>"
+        tail = ""
+        if self.min_blocks is not None or self.unroll or self.fcvt:
+            tail = f", {self.min_blocks_for(nc)}, {self.unroll}" + (", true" if self.fcvt else "")
+        return f"mmvq_new<{traits(fmt)}, {nc}, {self.rows}{tail}>"
+
+    def min_blocks_for(self, nc: int) -> int:
+        return self.min_blocks if self.min_blocks is not None else (3 if nc == 1 else 2)
+
+    @property
+    def label(self) -> str:
+        if self.old:
+            return "old"
+        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}" + ("f" if self.fcvt else "")
+
+
+NEW_DEFAULT = NewConfig()
+# Per format and pass width, the fastest config without register spills of two sweeps on the H200 at
+# 131072 x 8192 (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3", has every figure). Two and four columns
+# were not swept: R = 2 there keeps the wider-decode formats inside the register budget (no spills).
+NEW_CONFIGS: dict[tuple[str, int], NewConfig] = {
+    ("iq2_xxs", 1): NewConfig(2, 4, 8), ("iq2_xs", 1): NewConfig(4, 3, 4), ("iq2_s", 1): NewConfig(2, 3, 8),
+    ("iq3_xxs", 1): NewConfig(4, 3, 4), ("iq3_s", 1): NewConfig(2, 4, 2), ("iq1_s", 1): NewConfig(4, 3, 4),
+    ("iq1_m", 1): NewConfig(2, 3, 8), ("iq4_nl", 1): NewConfig(old=True), ("iq4_xs", 1): NewConfig(4, 2, 4),
+    ("q8_0", 1): NewConfig(old=True), ("q2_0", 1): NewConfig(4, 3, 4),
+    ("iq3_s", 2): NewConfig(2), ("iq3_s", 4): NewConfig(2), ("iq1_m", 4): NewConfig(2),
+    ("iq2_xs", 2): NewConfig(2), ("iq2_xs", 4): NewConfig(2), ("iq2_s", 4): NewConfig(2),
+    ("iq2_xxs", 8): NewConfig(2, 2, 4, True), ("iq2_xs", 8): NewConfig(2, 2, 4, True),
+    ("iq2_s", 8): NewConfig(2, 2, 4, True), ("iq1_s", 8): NewConfig(4, 2, 0, True),
+    ("iq1_m", 8): NewConfig(2, 2, 2),
+    ("iq4_xs", 8): NewConfig(2, 2, 4, True), ("q2_0", 8): NewConfig(2, 2, 4, True)}
+
+
+def new_config(fmt: str, nc: int) -> NewConfig:
+    """The launch of mmvq_new for a format and a pass of nc columns."""
+    return NEW_CONFIGS.get((fmt, nc), NEW_DEFAULT)
 
 
 def rows_per_warp(fmt: str, nc: int) -> int:
     """R of mmvq_new<F, NC, R> for a format and a pass of nc columns."""
-    return ROWS_PER_WARP_OVERRIDE.get((fmt, nc), ROWS_PER_WARP)
+    return new_config(fmt, nc).rows
 MAX_COLUMNS = 11  # activations are drawn for this many columns; a case uses the first ncols
 DEFAULT_NCOLS = (1, 2, 3, 4, 5, 6, 7, 8, 11)
 SHAPES = ((8192, 2560), (16384, 512))  # the issue's shape; a tall one where half the lanes have no chunk
@@ -149,7 +199,7 @@ class Mmvq(Family):
     def _new_kernels(self, source: str) -> list[str]:
         if source != Mmvq.sources[1]:
             return []
-        return [f"mmvq_new<{traits(fmt)}, {nc}, {rows_per_warp(fmt, nc)}>" for fmt in FORMATS for nc in (1, 2, 4, 8)]
+        return [new_config(fmt, nc).kernel(fmt, nc) for fmt in FORMATS for nc in (1, 2, 4, 8)]
 
     def _quantize_activations(self, case: Case, kernels: Any, dev: Mapping[str, Any], stream: Any) -> None:
         launch_quantize_q8_1(kernels, dev["x"], dev["xq"], case.ncols * (case.cols // 32), stream)
@@ -157,26 +207,41 @@ class Mmvq(Family):
     def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
         self._quantize_activations(case, kernels, dev, stream)
+        self._launch_old_pass(case, kernels, dev, outs, 0, case.ncols, stream)
+
+    def _launch_old_pass(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                         col0: int, nc: int, stream: Any) -> None:
+        """mmvq_old over columns col0 .. col0 + nc (all of them for the old variant)."""
         nchunks = case.cols // 32
         stride = np.int64(row_stride(case.fmt, case.cols))
         fn = kernels.get(f"mmvq_old<{traits(case.fmt)}>")
         grid = (ceil_div(case.rows, OLD_WARPS),)
-        fn(grid, (32 * OLD_WARPS,), (dev["w"], stride, np.int32(case.rows), np.int32(nchunks), dev["xq"],
-                                      np.int32(case.ncols), outs["y"]), stream=stream)
+        xq, y = (dev["xq"], outs["y"]) if (col0, nc) == (0, case.ncols) else \
+            (dev["xq"][col0:col0 + nc], outs["y"][col0:col0 + nc])
+        fn(grid, (32 * OLD_WARPS,), (dev["w"], stride, np.int32(case.rows), np.int32(nchunks), xq,
+                                      np.int32(nc), y), stream=stream)
 
     def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
+        self.launch_new_passes(case, kernels, dev, outs, new_config, stream)
+
+    def launch_new_passes(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                          config_of, stream: Any = None) -> None:
+        """Quantize the activations, then one mmvq_new launch per column pass, as config_of(fmt, nc) says."""
         self._quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in column_passes(case.ncols):
-            self._launch_new_pass(case, kernels, dev, outs, col0, nc, stream)
+            self._launch_new_pass(case, kernels, dev, outs, col0, nc, config_of(case.fmt, nc), stream)
             col0 += nc
 
     def _launch_new_pass(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
-                         col0: int, nc: int, stream: Any) -> None:
+                         col0: int, nc: int, config: NewConfig, stream: Any) -> None:
         nchunks = case.cols // 32
-        r = rows_per_warp(case.fmt, nc)
-        fn = kernels.get(f"mmvq_new<{traits(case.fmt)}, {nc}, {r}>")
+        if config.old:
+            self._launch_old_pass(case, kernels, dev, outs, col0, nc, stream)
+            return
+        r = config.rows
+        fn = kernels.get(config.kernel(case.fmt, nc))
         shared = q8_1_staging_bytes(nc, nchunks)
         allow_dynamic_shared(fn, shared, static_bytes=decode_table_bytes(case.fmt))
         groups = ceil_div(case.rows, NEW_WARPS * r)
@@ -187,7 +252,8 @@ class Mmvq(Family):
 
     variants = (
         Variant("old", _old_kernels, _launch_old, "one warp per row, the row decoded again for every column"),
-        Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns"),
+        Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns; "
+                "launch tuned per format and pass (NEW_CONFIGS: mmvq_old where it is faster)"),
     )
 
     def launch_abi(self) -> LaunchAbi:

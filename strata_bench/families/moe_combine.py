@@ -28,7 +28,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import U32, U64, Case, Expected, Family, InputError, Variant, fp16_half_ulp, gamma, parse_data
+from strata_bench.kit import (U32, U64, AbiArg, Case, Expected, Family, InputError, LaunchAbi, Variant, fp16_half_ulp,
+                              gamma, parse_data)
 
 from strata_bench.kernels.constants import MOE_THREADS as THREADS  # noqa: E402
 from strata_bench.kernels.constants import MOE_RESIDUAL_ROWS as RESIDUAL_ROWS  # noqa: E402
@@ -170,6 +171,10 @@ class MoeCombine(Family):
         Variant("new", _new_kernels, _launch_new, "one fused kernel per token"),
     )
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "moe_combine"): one or several launches."""
+        return MOE_COMBINE_ABI
+
     # --- reference --------------------------------------------------------------------------------
     def output_values(self, case: Case, name: str, outputs: Mapping[str, Any]) -> np.ndarray:
         """Float64 values of an output, or of "xn16+lo": float(xn16) + float(xn16_lo), exact in float64."""
@@ -213,6 +218,56 @@ class MoeCombine(Family):
         reads = 4 * (t * k + t * k * h + t * h + 2 * RESIDUAL_ROWS * t + h + RESIDUAL_ROWS * t * h)
         writes = 4 * (RESIDUAL_ROWS * t * h + t) + 2 * t * h * (2 if geo["lo"] else 1)
         return reads + writes
+
+
+# --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
+def _abi_fields(case: Case) -> dict[str, int]:
+    geo = MoeCombine.geometry(case)
+    return {"tokens": geo["T"], "hidden": geo["H"], "topk": geo["K"], "ld": geo["ld"], "ept": geo["H"] // THREADS}
+
+
+def _geo(name: str, cast: Any) -> Any:
+    return lambda c, d, o: cast(MoeCombine.geometry(c)[name])
+
+
+MOE_COMBINE_ABI = LaunchAbi(
+    family="moe_combine",
+    args=(
+        AbiArg("w", "const float*", "[tokens][topk] router weights, contiguous", lambda c, d, o: d["w"]),
+        AbiArg("Y", "const float*", "[tokens][topk][ld] expert outputs: hidden values then ld - hidden NaN "
+                                    "padding (never to be read)", lambda c, d, o: d["Y"]),
+        AbiArg("S", "const float*", "[tokens][ld] shared-expert output, NaN padding", lambda c, d, o: d["S"]),
+        AbiArg("beta", "const float*", f"[{RESIDUAL_ROWS}][tokens] residual update scales", lambda c, d, o: d["beta"]),
+        AbiArg("alpha", "const float*", f"[{RESIDUAL_ROWS}][tokens] residual mix weights of the norm input",
+               lambda c, d, o: d["alpha"]),
+        AbiArg("g", "const float*", "[hidden] RMS norm gains", lambda c, d, o: d["g"]),
+        AbiArg("eps", "float", "RMS norm epsilon (case param eps)", _geo("eps", np.float32)),
+        AbiArg("R_in", "const float*", f"[{RESIDUAL_ROWS}][tokens][ld] residual rows in, NaN padding",
+               lambda c, d, o: d["R_in"]),
+        AbiArg("R_out", "float*", f"[{RESIDUAL_ROWS}][tokens][ld] residual rows out: the first hidden of each row "
+                                  "written, padding never (an earlier launch's output may be a later one's input)",
+               lambda c, d, o: o["R_out"]),
+        AbiArg("tokens", "int", "token rows (T)", _geo("T", np.int32)),
+        AbiArg("hidden", "int", "hidden size (H, a multiple of 256)", _geo("H", np.int32)),
+        AbiArg("topk", "int", "experts per token (K)", _geo("K", np.int32)),
+        AbiArg("ld", "long long", "floats (and halves) from one token row to the next (>= hidden)",
+               _geo("ld", np.int64)),
+        AbiArg("rs", "float*", "[tokens] 1/sqrt(mean(x^2) + eps), every element written", lambda c, d, o: o["rs"]),
+        AbiArg("xn16", "__half*", "[tokens][ld] fp16 normed rows, the first hidden of each written, padding never",
+               lambda c, d, o: o["xn16"]),
+        AbiArg("xn16_lo", "__half*", "[tokens][ld] fp16 remainder (xn - xn16), as xn16; a null pointer when the "
+                                     "case's lo is 0", lambda c, d, o: o.get("xn16_lo")),
+    ),
+    field_names=("tokens", "hidden", "topk", "ld", "ept"),
+    fields=_abi_fields,
+    placeholder_sets=tuple({"lo": lo, "ept": str(e), "topk": str(k)} for e in FUSED_EPT for k in FUSED_TOPK
+                           for lo in ("true", "false")),
+    placeholders=lambda case: {"lo": "true" if MoeCombine.geometry(case)["lo"] else "false",
+                               "ept": str(case.cols // THREADS), "topk": str(case.ncols)},
+    baseline="old",
+    writes="R_out, rs, xn16 (and xn16_lo when lo is 1): every element but the padding; bitwise equal to old "
+           "(moe_combine.cu's ARITHMETIC CONTRACT)",
+)
 
 
 @functools.lru_cache(maxsize=2)

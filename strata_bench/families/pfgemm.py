@@ -29,7 +29,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import Case, Expected, Family, FixtureRef, InputError, Variant, ceil_div, parse_data
+from strata_bench.kit import (Case, Expected, Family, FixtureRef, InputError, LaunchAbi, Variant, ceil_div,
+                              parse_data)
 
 FAMILY = "pfgemm"
 from strata_bench.kernels.constants import PFGEMM_FORMAT_IDS as FORMAT_IDS  # noqa: E402
@@ -162,6 +163,12 @@ class PfGemm(Family):
         _variant("auto", _choose_auto, ("old", "new"), "the production entry point: choose_kernel decides"),
     )
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "pfgemm"; declared in pfgemm_abi.py)."""
+        from strata_bench.families.pfgemm_abi import PFGEMM_ABI
+
+        return PFGEMM_ABI
+
     @staticmethod
     def kernels_in(source: str, kinds: tuple[str, ...]) -> list[str]:
         """The name expressions of the kernels `kinds` ("old", "new") that `source` holds."""
@@ -174,6 +181,9 @@ class PfGemm(Family):
                     variants: tuple[str, ...] | None = None, bench: bool = False) -> Case:
         """N weight rows of K values per expert over token groups `groups` ("a,b,c" or "GxE")."""
         params: dict[str, Any] = {"groups": groups, **({"bench": True} if bench else {})}
+        if variants is not None:  # variants declared in TOML (--variants) run on every case
+            builtin = {v.name for v in PfGemm.variants}
+            variants = (*variants, *(v for v in self.default_variants if v not in builtin))
         return self.case(fmt, n, k, int(group_sizes_of(groups).sum()), data, variants, **params)
 
     def default_cases(self) -> Iterable[Case]:
@@ -303,37 +313,14 @@ class PfGemm(Family):
 
     # --- the tensor-core rate this GEMM is measured against (issue 6) -------------------------------
     def cublas_reference_tflops(self, case: Case, repeats: int = 20, warmup: int = 3) -> dict[str, float]:
-        """cuBLAS (cupy.matmul, fp16 in and out, fp32 compute) on the case's weights pre-dequantized to fp16:
-        one strided-batched GEMM when every group has the same size, else one GEMM per non-empty group.
-        Returns {"us": mean microseconds per call, "tflops": flops(case) / time}. Needs a GPU."""
-        import cupy
+        """cuBLAS GemmEx (fp16 in, fp32 out, CUBLAS_COMPUTE_32F, tensor-op algorithm) on the case's weights
+        pre-dequantized to fp16, timed by the timing core (families/pfgemm_reference.py; `repeats` is the
+        least number of trials, warm-up is the core's). Returns {"us": median us per call, "tflops"}."""
+        from strata_bench.families.pfgemm_reference import cublas_reference
+        from strata_bench.timing.bench import TimingConfig
 
-        host = self.make_inputs(case)
-        sizes = host["sizes"]
-        w16 = _dequantize_fp16(case.fmt, host["w"]).reshape(sizes.size, case.rows, case.cols)
-        x = cupy.asarray(host["x"])
-        w = cupy.asarray(w16)
-        if (sizes == sizes[0]).all():
-            xb = x.reshape(sizes.size, int(sizes[0]), case.cols)
-
-            def run() -> Any:
-                return cupy.matmul(xb, w.transpose(0, 2, 1))
-        else:
-            bounds = np.concatenate([[0], np.cumsum(sizes)])
-            live = [e for e in range(sizes.size) if sizes[e]]
-
-            def run() -> Any:
-                return [cupy.matmul(x[bounds[e]:bounds[e + 1]], w[e].T) for e in live]
-        for _ in range(warmup):
-            run()
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(repeats):
-            run()
-        stop.record()
-        stop.synchronize()
-        us = cupy.cuda.get_elapsed_time(start, stop) * 1e3 / repeats
-        return {"us": us, "tflops": self.flops(case) / (us * 1e-6) / 1e12}
+        timing, _ = cublas_reference(self, case, TimingConfig(min_trials=repeats, budget_s=0.5))
+        return {"us": timing.median_us, "tflops": timing.tflops}
 
 
 # --- helpers ----------------------------------------------------------------------------------------

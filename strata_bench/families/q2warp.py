@@ -23,7 +23,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (Q8_1_BYTES, U64, Case, Expected, Family, FixtureRef, InputError, Variant,
+from strata_bench.kit import (Q8_1_BYTES, U64, AbiArg, Case, Expected, Family, FixtureRef, InputError, LaunchAbi,
+                              Variant,
                               allow_dynamic_shared, ceil_div, dequantize_q8_1, gamma, parse_data, quantize_q8_1,
                               unpack_q8_1)
 
@@ -133,6 +134,10 @@ class Q2Warp(Family):
         Variant("new", _new_kernels, _launch_new, "4 rows per warp, activations staged in shared memory"),
     )
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "q2warp")."""
+        return Q2WARP_ABI
+
     # --- reference ----------------------------------------------------------------------------------
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         ref = _reference_for_columns(case, host)
@@ -150,6 +155,36 @@ class Q2Warp(Family):
     def bytes_moved(self, case: Case) -> int:
         nb = case.cols // BLOCK_VALUES
         return case.rows * nb * BLOCK_BYTES + case.ncols * 2 * nb * Q8_1_BYTES + case.ncols * case.rows * 4
+
+
+# --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
+def _abi_fields(case: Case) -> dict[str, int]:
+    nb = case.cols // BLOCK_VALUES
+    return {"rows": case.rows, "cols": case.cols, "ncols": case.ncols, "nb": nb,
+            "act_bytes": case.ncols * 2 * nb * Q8_1_BYTES}
+
+
+Q2WARP_ABI = LaunchAbi(
+    family="q2warp",
+    args=(
+        AbiArg("w", "const uint8_t*", f"rows x nb Q2_0 blocks of {BLOCK_BYTES} bytes (fp16 d, then 2-bit codes), "
+                                      f"contiguous: row stride nb * {BLOCK_BYTES} bytes, no padding (rows only "
+                                      "2-byte aligned); no readable bytes after the last row",
+               lambda c, d, o: d["w"]),
+        AbiArg("act", "const uint8_t*", "[ncols][2 * nb] q8_1 blocks (36 bytes), contiguous, quantized on the host; "
+                                        "no readable bytes after the last block", lambda c, d, o: d["act"]),
+        AbiArg("y", "float*", "[ncols][rows] float32, every element written", lambda c, d, o: o["y"]),
+        AbiArg("rows", "int", "weight rows (outputs per column)", lambda c, d, o: np.int32(c.rows)),
+        AbiArg("nb", "int", "64-value Q2_0 blocks per row (cols / 64)",
+               lambda c, d, o: np.int32(c.cols // BLOCK_VALUES)),
+    ),
+    field_names=("rows", "cols", "ncols", "nb", "act_bytes"),
+    fields=_abi_fields,
+    placeholder_sets=tuple({"ncols": str(n)} for n in (1, 2, 3, 4)),
+    placeholders=lambda case: {"ncols": str(case.ncols)},
+    baseline="old",
+    writes="y: all ncols x rows floats; bitwise equal to old (q2warp.cu's ARITHMETIC CONTRACT)",
+)
 
 
 # --- helpers ----------------------------------------------------------------------------------------

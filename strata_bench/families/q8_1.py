@@ -18,8 +18,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (OUTLIER, Q8_1_BYTES, U64, Case, Expected, Family, InputError, Variant, activations,
-                              ceil_div, fp16_half_ulp, gamma, parse_data, quantize_q8_1, unpack_q8_1)
+from strata_bench.kit import (OUTLIER, Q8_1_BYTES, U64, AbiArg, Case, Expected, Family, InputError, LaunchAbi,
+                              Variant, activations, ceil_div, fp16_half_ulp, gamma, parse_data, quantize_q8_1,
+                              unpack_q8_1)
 
 VARIANTS = ("q8_1",)
 TINY = 1e-30  # a block of tiny values: d is far below fp16's range and rounds to 0
@@ -77,11 +78,21 @@ class Q8_1(Family):
         n_blocks = case.rows * case.cols // 32
         kernels.get("quantize_q8_1")((ceil_div(n_blocks, 8),), (256,), (dev["x"], np.int64(n_blocks), outs["q8"]),
                                      stream=stream)
+        self._split_fields(case, kernels, dev, outs, stream)
+
+    def _split_fields(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                      stream: Any = None) -> None:
+        """q8_1_fields: the blocks' d, s and qs copied into outputs of their own (every variant's last step)."""
+        n_blocks = case.rows * case.cols // 32
         kernels.get("q8_1_fields")((ceil_div(n_blocks * 32, 256),), (256,),
                                    (outs["q8"], np.int64(n_blocks), outs["d"], outs["s"], outs["qs"]), stream=stream)
 
     variants = (Variant(VARIANTS[0], _q8_1_kernels, _launch_q8_1,
                         "quantize_q8_1, then q8_1_fields copies d, s and qs apart"),)
+
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "q8_1"): it writes q8; q8_1_fields runs after it."""
+        return Q8_1_ABI
 
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         q8 = host["q8"]
@@ -104,6 +115,28 @@ class Q8_1(Family):
 
     def bytes_moved(self, case: Case) -> int:
         return case.rows * case.cols * 4 + case.rows * case.cols // 32 * Q8_1_BYTES
+
+
+# --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
+Q8_1_ABI = LaunchAbi(
+    family="q8_1",
+    args=(
+        AbiArg("x", "const float*", "[rows][cols] float32, contiguous (cols a multiple of 32, row stride cols); "
+                                    "no readable bytes after the last value", lambda c, d, o: d["x"]),
+        AbiArg("n_blocks", "long long", "32-value blocks in all (rows * cols / 32)",
+               lambda c, d, o: np.int64(c.rows * c.cols // 32)),
+        AbiArg("q8", "block_q8_1*", "[rows][cols / 32] q8_1 blocks of 36 bytes (fp16 d, fp16 s, 32 int8 qs), "
+                                    "contiguous, no padding; every byte written", lambda c, d, o: o["q8"]),
+    ),
+    field_names=("rows", "cols", "n_blocks"),
+    fields=lambda case: {"rows": case.rows, "cols": case.cols, "n_blocks": case.rows * case.cols // 32},
+    placeholder_sets=({},),
+    placeholders=lambda case: {},
+    epilogue=lambda family, case, kernels, dev, outs, stream: family._split_fields(case, kernels, dev, outs, stream),
+    baseline=VARIANTS[0],
+    writes="q8: every byte of rows x cols/32 blocks, bitwise numpy's quantize_q8_1 (d, s and qs are then "
+           "copied apart by the family's q8_1_fields and checked one by one)",
+)
 
 
 def _edge_blocks(x: np.ndarray) -> np.ndarray:

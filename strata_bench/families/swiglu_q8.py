@@ -26,7 +26,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (Q8_1_BYTES, Q8_1_VALUES, U32, U64, Case, Expected, Family, InputError, Variant, ceil_div,
+from strata_bench.kit import (Q8_1_BYTES, Q8_1_VALUES, U32, U64, AbiArg, Case, Expected, Family, InputError, LaunchAbi,
+                              Variant, ceil_div,
                               dequantize_q8_1, fp16_half_ulp, gamma, parse_data, q8_1_value_error, unpack_q8_1)
 
 DOWN_WIDTHS = {"q2_0": 768, "iq4_nl": 1408, "q8_0": 1536}  # F per down type (see the docstring)
@@ -140,6 +141,10 @@ class SwigluQ8(Family):
         Variant("new", _new_kernels, _launch_new, "one fused kernel: h stays in registers"),
     )
 
+    def launch_abi(self) -> LaunchAbi:
+        """What a TOML variant receives (docs/ABI.md, "swiglu_q8"): one or several launches."""
+        return SWIGLU_Q8_ABI
+
     # --- reference --------------------------------------------------------------------------------
     def output_values(self, case: Case, name: str, outputs: Mapping[str, Any]) -> np.ndarray:
         """Float64 values of a derived output: "q:values" (d16 * q) or "q:sums" (the s fields)."""
@@ -172,6 +177,40 @@ class SwigluQ8(Family):
 
     def bytes_moved(self, case: Case) -> int:
         return case.rows * case.cols * 4 * 2 + case.rows * case.cols // Q8_1_VALUES * Q8_1_BYTES
+
+
+# --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
+def _abi_fields(case: Case) -> dict[str, int]:
+    ld = 2 * case.cols if SwigluQ8._check(case) == "concat" else case.cols
+    return {"rows": case.rows, "cols": case.cols, "ld": ld, "blocks": case.rows * case.cols // Q8_1_VALUES}
+
+
+SWIGLU_Q8_ABI = LaunchAbi(
+    family="swiglu_q8",
+    args=(
+        AbiArg("gate", "const float*", "[rows][cols] float32 at row stride `ld` floats (layout split: ld = cols; "
+                                       "concat: the first half of [rows][2 cols] rows, ld = 2 cols)",
+               lambda c, d, o: SwigluQ8._gate_up(c, d)[0]),
+        AbiArg("up", "const float*", "[rows][cols] float32 at row stride `ld` (concat: gate + cols)",
+               lambda c, d, o: SwigluQ8._gate_up(c, d)[1]),
+        AbiArg("ld", "long long", "floats from one gate (and up) row to the next",
+               lambda c, d, o: np.int64(SwigluQ8._gate_up(c, d)[2])),
+        AbiArg("rows", "int", "rows (T)", lambda c, d, o: np.int32(c.rows)),
+        AbiArg("cols", "int", "values per row (F, a multiple of the down type's block)",
+               lambda c, d, o: np.int32(c.cols)),
+        AbiArg("h", "float*", "[rows][cols] float32 workspace, contiguous (what a launch may leave for the next)",
+               lambda c, d, o: d["h"]),
+        AbiArg("q", "block_q8_1*", "[rows][cols / 32] q8_1 blocks (36 bytes), contiguous; every byte written",
+               lambda c, d, o: o["q"]),
+    ),
+    field_names=("rows", "cols", "ld", "blocks"),
+    fields=_abi_fields,
+    placeholder_sets=({},),
+    placeholders=lambda case: {},
+    baseline="old",
+    writes="q: every byte of rows x cols/32 q8_1 blocks of silu(gate) * up; bitwise equal to old "
+           "(swiglu_q8.cu's ARITHMETIC CONTRACT)",
+)
 
 
 @functools.lru_cache(maxsize=2)

@@ -247,19 +247,31 @@ class Kernels:
 
         self.compiled = list(compiled)
         self._functions: dict[str, Any] = {}
+        self._by_source: dict[str, dict[str, Any]] = {}
         self._modules = []
         for comp in self.compiled:
             module = function.Module()
             module.load(comp.cubin)
             self._modules.append(module)  # keep alive: functions borrow the module
+            own = self._by_source.setdefault(comp.source, {})
             for expr, symbol in comp.lowered.items():
-                self._functions[expr] = module.get_function(symbol)
+                own[expr] = module.get_function(symbol)
+                # The first source wins: a TOML variant's source (appended last) that re-declares a
+                # built-in kernel's name does not replace the built-in's.
+                self._functions.setdefault(expr, own[expr])
 
     def get(self, expr: str):
         try:
             return self._functions[expr]
         except KeyError:
             raise InputError(f"kernel {expr!r} was not compiled (missing from name_expressions)") from None
+
+    def in_source(self, source: str, expr: str):
+        """The kernel `expr` compiled from `source` (a TOML variant's own module)."""
+        try:
+            return self._by_source[source][expr]
+        except KeyError:
+            raise InputError(f"kernel {expr!r} was not compiled from {source}") from None
 
 
 def device_arch(device_id: int) -> str:

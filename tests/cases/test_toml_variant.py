@@ -80,8 +80,8 @@ def test_source_hash_follows_headers(families, folder):
 @pytest.mark.parametrize("change,line", [
     (("[[variant]]", "[[variant"), "TOML syntax error: "),
     (('family = "mmvq"', 'family = "nope"'), "variant 'row8': family: unknown family 'nope' (families: dequant, "),
-    (('family = "mmvq"', 'family = "q8_1"'), "variant 'row8': family: q8_1 declares no launch ABI for TOML "
-                                             "variants (families with one: dequant, mmvq)"),
+    (('family = "mmvq"', 'family = "q8_1"'), "variant 'row8': kernel: 'mmvq_row8<{traits}>' uses unknown "
+                                             "placeholder {traits} (placeholders: none)"),
     (('"ncols", "y"]', '"ncols", "why"]'), "variant 'row8': args[6]: unknown argument 'why' (mmvq ABI: w, stride, "
                                            "rows, nchunks, cols, xq, x, ncols, y, y_stride)"),
     (('"ceil_div(rows, 8)"', '"ceil_div(rowz, 8)"'), "variant 'row8': grid[0]: 'ceil_div(rowz, 8)' uses unknown "
@@ -151,3 +151,94 @@ def test_the_dequant_rows_toml_joins_dequant(families):
     source = str(REPO_ROOT / "examples" / "dequant_rows" / "my_dequant.cu")
     assert dequant.name_expressions(source)[:2] == ["my_dequant_rows<siq::fmt_iq2_xxs>",
                                                     "my_dequant_rows<siq::fmt_iq2_xs>"]
+
+
+def test_a_family_without_an_abi_is_refused(families, folder):
+    class NoAbi:
+        def launch_abi(self):
+            return None
+
+    path = _write(folder, GOOD.replace('family = "mmvq"', 'family = "mine"'))
+    with pytest.raises(InputError) as err:
+        parse_variant_file(path, {**families, "mine": NoAbi()})
+    assert str(err.value) == (f"{path}: variant 'row8': family: mine declares no launch ABI for TOML variants "
+                              "(families with one: dequant, fp16deq, grouped, mmvq, moe_combine, pfgemm, q2warp, "
+                              "q8_1, swiglu_q8)")
+
+
+MULTI = '''[[variant]]
+family = "swiglu_q8"
+name = "two"
+sources = ["k.cu"]
+
+[[variant.launch]]
+kernel = "swiglu_h_f32"
+grid = ["ceil_div(rows * cols, 256)"]
+block = [256]
+args = ["gate", "up", "ld", "rows", "cols", "h"]
+
+[[variant.launch]]
+kernel = "quantize_rows_q8_1"
+grid = ["ceil_div(blocks, 8)"]
+block = ["32 * 8"]
+shared = "0"
+args = ["h", "rows", "cols", "q"]
+'''
+
+
+def test_launch_tables_parse_in_order(families, folder):
+    (tv,) = parse_variant_file(_write(folder, MULTI), families)
+    assert [launch.kernel for launch in tv.launches] == ["swiglu_h_f32", "quantize_rows_q8_1"]
+    assert tv.launches[1].args == ("h", "rows", "cols", "q")
+    assert [e({"blocks": 17}) for e in tv.launches[1].grid] == [3]
+    assert tv.kernel == "swiglu_h_f32"  # the one-launch keys read the first launch
+
+
+@pytest.mark.parametrize("change,line", [
+    (('block = [256]\n', ''), "variant 'two': launch[0].block: missing (a launch needs kernel, grid, block, args)"),
+    (('shared = "0"', 'shared = "0"\nthreads = 1'), "variant 'two': launch[1].threads: unknown key (launch keys: "
+                                                     "kernel, grid, block, args, shared)"),
+    (('"cols", "q"]', '"cols", "qq"]'), "variant 'two': launch[1].args[3]: unknown argument 'qq' (swiglu_q8 ABI: "
+                                        "gate, up, ld, rows, cols, h, q)"),
+    (('"ceil_div(blocks, 8)"', '"ceil_div(block, 8)"'), "variant 'two': launch[1].grid[0]: 'ceil_div(block, 8)' "
+                                                        "uses unknown field 'block' (fields: rows, cols, ld, blocks)"),
+    (('kernel = "swiglu_h_f32"', 'kernel = "swiglu_h_f32<{fmt}>"'),
+     "variant 'two': launch[0].kernel: 'swiglu_h_f32<{fmt}>' uses unknown placeholder {fmt} (placeholders: none)"),
+    (('sources = ["k.cu"]', 'sources = ["k.cu"]\nkernel = "x"'),
+     "variant 'two': kernel: a variant with [[variant.launch]] tables declares kernel in each launch, not beside "
+     "them"),
+    (('sources = ["k.cu"]', 'sources = ["k.cu"]\nlaunch = 3'), "TOML syntax error: "),
+])
+def test_launch_table_errors_name_file_and_key(families, folder, change, line):
+    text = MULTI.replace(*change)
+    assert text != MULTI
+    path = _write(folder, text)
+    with pytest.raises(InputError) as err:
+        load_variant_files((str(path),), families)
+    assert str(err.value).startswith(f"{path}: {line}"), str(err.value)
+    assert "\n" not in str(err.value)
+    assert families["swiglu_q8"].default_variants == ("old", "new")
+
+
+def test_launch_must_be_tables(families, folder):
+    text = MULTI[:MULTI.index("[[variant.launch]]")] + "launch = [1, 2]\n"
+    path = _write(folder, text)
+    with pytest.raises(InputError) as err:
+        parse_variant_file(path, families)
+    assert str(err.value) == (f"{path}: variant 'two': launch: expected [[variant.launch]] tables (kernel, grid, "
+                              "block, shared, args)")
+
+
+def test_a_launch_whose_grid_is_empty_for_a_case_names_the_launch(families, folder):
+    path = _write(folder, MULTI.replace('"ceil_div(rows * cols, 256)"', '"rows - rows"'))
+    load_variant_files((str(path),), families)
+    swiglu = families["swiglu_q8"]
+    case = swiglu.default_cases()[0]
+
+    class Kernels:
+        def get(self, name):
+            return lambda *a, **k: None
+
+    with pytest.raises(InputError) as err:
+        swiglu.launch(case, "two", Kernels(), {}, {})
+    assert str(err.value) == f"{path}: variant 'two': launch[0].grid is (0,) for these fields"

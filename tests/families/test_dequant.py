@@ -54,6 +54,22 @@ def test_decode_contract_holds_exactly(fmt):
     assert np.abs(out["isum"]).max() < 2 ** 24
 
 
+@pytest.mark.parametrize("fmt", kit.FORMATS)
+@pytest.mark.parametrize("codes", ["random", "max", "min"])
+def test_isum_f_is_the_float_of_isum_bit_for_bit(fmt, codes):
+    """chunk_isum_f (the dp4a chains started at the bits of 1.5 * 2^23) gives exactly (float)isum, at the
+    edge blocks' extreme codes and scales and with every activation code at +-127, where the sums are
+    largest."""
+    blocks = _blocks(fmt, seed=7)
+    nchunks = blocks.shape[0] * get_format(fmt).block_size // 32
+    q = {"random": np.random.default_rng(2).integers(-127, 128, size=(nchunks, 32)),
+         "max": np.full((nchunks, 32), 127), "min": np.full((nchunks, 32), -127)}[codes].astype(np.int8)
+    out = harness.run_chunks(fmt, blocks, q)
+    expected = out["isum"].astype(np.float32)
+    assert np.array_equal(out["isum_f"].view(np.uint32), expected.view(np.uint32))
+    assert np.abs(out["isum"]).max() > 0
+
+
 def test_isum_bound_is_reached_only_below_2_24():
     # The widest product in the contract: iq4_xs with scale 0 (ls = -32), kvalue -127, q = -127.
     assert 32 * 32 * 127 * 127 < 2 ** 24

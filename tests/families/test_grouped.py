@@ -31,6 +31,22 @@ def test_default_cases_are_the_24_pairings_over_uneven_groups():
     assert {mod.groups_of(c)[0] for c in bench} == {8, 32}
 
 
+def test_bench_cases_touch_at_least_4x_the_h200_l2_with_8_and_32_entries_per_expert():
+    from strata_bench.formats import get_format
+
+    l2 = 60 * 2**20  # the H200's L2
+    bench = list(FAMILY.bench_cases())
+    assert len(bench) == 2 * len(mod.BENCH_PAIRS)
+    assert sorted({mod.groups_of(c) for c in bench}) == [(8,) * 8, (32,) * 8]
+    for case in bench:
+        weights = 8 * (2 * case.rows * get_format(case.fmt).bytes_per_row(case.cols)
+                       + case.cols * get_format(case.param("down")).bytes_per_row(case.rows))
+        assert weights >= 4 * l2, case.name
+        assert weights < FAMILY.bytes_moved(case) < weights * 1.15  # + q8_1 and fp32 activations (12% at 256 q2_0 entries)
+    smallest = min(bench, key=FAMILY.bytes_moved)
+    assert (smallest.fmt, smallest.ncols, FAMILY.bytes_moved(smallest)) == ("q2_0", 64, 408_453_120)
+
+
 def test_bad_groups_are_input_errors():
     from strata_bench.errors import InputError
 

@@ -18,7 +18,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CHUNK_RECORD = np.dtype([("w", "<i4", 8), ("ls0", "<i4"), ("ls1", "<i4"), ("dw", "<f4"), ("v", "<f4", 32),
-                         ("isum", "<i4")])
+                         ("isum", "<i4"), ("isum_f", "<f4")])
 
 
 @functools.lru_cache(maxsize=1)

@@ -2,7 +2,8 @@
 // C++ compiler by tests/test_families_dequant.py.
 // usage: iq_host FORMAT BLOCKS.bin Q.bin OUT.bin
 //   BLOCKS.bin: n raw blocks of FORMAT; Q.bin: one int8 q8_1 code block (32 bytes) per chunk.
-//   OUT.bin per chunk: int32 w[8], int32 ls0, int32 ls1, float dw, float dequant[32], int32 isum.
+//   OUT.bin per chunk: int32 w[8], int32 ls0, int32 ls1, float dw, float dequant[32], int32 isum,
+//   float isum_f (chunk_isum_f: the same value, without the int -> float conversion).
 // usage: iq_host dot FORMAT ROWS COLS W.bin X.bin N OUT.bin
 //   W.bin: ROWS rows of raw blocks; X.bin: N rows of q8_1 blocks (COLS/32 each).
 //   OUT.bin: float y[N][ROWS], each computed as one warp of mmvq.cu computes it: lane l takes chunks
@@ -43,12 +44,14 @@ static void run(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& 
             int qw[8];
             memcpy(qw, q.data() + (b * F::CHUNKS + j) * 32, 32);
             const int isum = chunk_isum<F>(c, qw);
+            const float isum_f = chunk_isum_f<F>(c, qw);
             fwrite(c.w, 4, 8, out);
             fwrite(&c.ls0, 4, 1, out);
             fwrite(&c.ls1, 4, 1, out);
             fwrite(&c.dw, 4, 1, out);
             fwrite(v, 4, 32, out);
             fwrite(&isum, 4, 1, out);
+            fwrite(&isum_f, 4, 1, out);
         }
     }
 }

@@ -70,3 +70,33 @@ def test_parse_archs_checks_the_supported_list():
     assert jobs.parse_archs(["90"]) == ["sm_90"]
     with pytest.raises(InputError, match="sm_70 is not supported"):
         jobs.parse_archs(["70"])
+
+
+def test_kernels_keep_the_first_source_and_look_up_by_source(monkeypatch):
+    # A TOML variant's source (appended last) that re-declares a built-in name does not replace the
+    # built-in's kernel; the variant finds its own through in_source.
+    import sys
+    import types
+
+    class Module:
+        def load(self, cubin):
+            self.cubin = cubin
+
+        def get_function(self, symbol):
+            return (self.cubin, symbol)
+
+    function = types.SimpleNamespace(Module=Module)
+    cuda = types.SimpleNamespace(function=function)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+
+    def compiled(source, cubin, names):
+        return build.CompiledSource(source, "sm_90", (), cubin, {n: f"_Z{n}" for n in names}, "")
+
+    kernels = build.Kernels([compiled("mmvq/mmvq.cu", b"builtin", ["k<1>", "only_builtin"]),
+                             compiled("/my/k.cu", b"mine", ["k<1>", "only_mine"])])
+    assert kernels.get("k<1>") == (b"builtin", "_Zk<1>")
+    assert kernels.in_source("/my/k.cu", "k<1>") == (b"mine", "_Zk<1>")
+    assert kernels.get("only_mine") == (b"mine", "_Zonly_mine")
+    with pytest.raises(InputError, match=r"^kernel 'only_builtin' was not compiled from /my/k.cu$"):
+        kernels.in_source("/my/k.cu", "only_builtin")

@@ -47,6 +47,11 @@ inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
     shift &= 31u;
     return shift ? (lo >> shift) | (hi << (32u - shift)) : lo;
 }
+inline float __int_as_float(int v) {
+    float f;
+    memcpy(&f, &v, sizeof f);
+    return f;
+}
 inline int __dp4a(int a, int b, int c) {
     for (int i = 0; i < 4; ++i) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
     return c;

@@ -1,0 +1,99 @@
+"""One kernel launch of a TOML variant (cases/toml_variant.py): its kernel name expression, grid, block,
+dynamic shared memory and arguments, checked against the family's launch ABI when the file is read, and
+run against a case's fields when the variant launches.
+
+A variant is one launch (the keys kernel, grid, block, shared, args in its [[variant]] table) or an
+ordered list of them ([[variant.launch]] tables with the same keys), for families whose work is several
+kernels (swiglu_q8's h then q8_1, grouped's quantize, gate/up, quantize, down). Every launch draws its
+arguments from the same ABI, so one launch's output (an ABI workspace or output) is the next one's input.
+"""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from strata_bench.cases.abi import LaunchAbi
+from strata_bench.cases.expr import Expr, parse_expr
+from strata_bench.errors import InputError
+
+LAUNCH_REQUIRED = ("kernel", "grid", "block", "args")
+LAUNCH_KEYS = (*LAUNCH_REQUIRED, "shared")
+
+
+@dataclass(frozen=True)
+class TomlLaunch:
+    """One checked launch: the name expression (placeholders from the ABI), geometry over its fields,
+    and the argument names in kernel parameter order."""
+
+    kernel: str
+    grid: tuple[Expr, ...]
+    block: tuple[Expr, ...]
+    shared: Expr
+    args: tuple[str, ...]
+
+    def run(self, abi: LaunchAbi, case: Any, lookup: Callable[[str], Any], dev: Mapping[str, Any],
+            outs: Mapping[str, Any], stream: Any, where: str) -> None:
+        """Launch on the case: `lookup(name)` gives the compiled kernel of a name expression."""
+        from strata_bench.kernels.launch import allow_dynamic_shared
+
+        fields = dict(abi.fields(case))
+        fn = lookup(self.kernel.format(**abi.placeholders(case)))
+        grid = evaluate(self.grid, fields, f"{where}grid")
+        block = evaluate(self.block, fields, f"{where}block")
+        shared = evaluate((self.shared,), fields, f"{where}shared", shared=True)[0]
+        if shared:
+            allow_dynamic_shared(fn, shared)
+        args = tuple(abi.arg(name).value(case, dev, outs) for name in self.args)
+        fn(grid, block, args, shared_mem=shared, stream=stream)
+
+
+def parse_launch(table: Mapping[str, Any], abi: LaunchAbi, where: Callable[[str], str]) -> TomlLaunch:
+    """The launch keys of one table (a [[variant]] or one of its [[variant.launch]] tables)."""
+    kernel = table["kernel"]
+    if not isinstance(kernel, str) or not kernel.strip():
+        raise InputError(f"{where('kernel')}: expected a non-empty string, got {kernel!r}")
+    kernel = kernel.strip()
+    check_placeholders(kernel, abi, where("kernel"))
+    fields = abi.field_names
+    return TomlLaunch(kernel=kernel, grid=dims(table["grid"], fields, where("grid")),
+                      block=dims(table["block"], fields, where("block")),
+                      shared=parse_expr(table.get("shared", 0), fields, where("shared")),
+                      args=arg_names(table["args"], abi, where("args")))
+
+
+def check_placeholders(kernel: str, abi: LaunchAbi, where: str) -> None:
+    try:
+        names = [field for _, field, spec, conv in string.Formatter().parse(kernel) if field is not None]
+    except ValueError as exc:
+        raise InputError(f"{where}: {kernel!r}: {exc}") from None
+    for name in names:
+        if name not in abi.placeholder_names:
+            known = ", ".join("{" + p + "}" for p in abi.placeholder_names) or "none"
+            raise InputError(f"{where}: {kernel!r} uses unknown placeholder {{{name}}} (placeholders: {known})")
+
+
+def dims(value: Any, fields: tuple[str, ...], where: str) -> tuple[Expr, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not 1 <= len(items) <= 3 or not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in items):
+        raise InputError(f"{where}: expected 1 to 3 integers or expressions, got {value!r}")
+    return tuple(parse_expr(v, fields, f"{where}[{i}]") for i, v in enumerate(items))
+
+
+def arg_names(value: Any, abi: LaunchAbi, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: expected a list of argument names, got {value!r}")
+    for i, name in enumerate(value):
+        if abi.arg(name) is None:
+            raise InputError(f"{where}[{i}]: unknown argument {name!r} ({abi.family} ABI: {', '.join(abi.arg_names)})")
+    return tuple(value)
+
+
+def evaluate(exprs: tuple[Expr, ...], fields: Mapping[str, int], where: str, shared: bool = False) -> tuple[int, ...]:
+    try:
+        out = tuple(e(fields) for e in exprs)
+    except (ZeroDivisionError, ValueError, TypeError) as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if (min(out) < 1 and not shared) or (shared and out[0] < 0):
+        raise InputError(f"{where} is {out} for these fields")
+    return out
