@@ -71,20 +71,23 @@ class NewConfig:
 
 
 NEW_DEFAULT = NewConfig()
-# Per format and pass width, the fastest config without register spills of two sweeps on the H200 at
-# 131072 x 8192 (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3", has every figure). Two and four columns
-# were not swept: R = 2 there keeps the wider-decode formats inside the register budget (no spills).
+# Per format and pass width, the fastest config without register spills of three sweeps on the H200 at
+# 131072 x 8192 (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3", has every figure). NewConfig(R, MINB, U,
+# FCVT); old=True runs mmvq_old's kernel for the pass, where it is the faster one (bitwise equal).
+_C = NewConfig
 NEW_CONFIGS: dict[tuple[str, int], NewConfig] = {
-    ("iq2_xxs", 1): NewConfig(2, 4, 8), ("iq2_xs", 1): NewConfig(4, 3, 4), ("iq2_s", 1): NewConfig(2, 3, 8),
-    ("iq3_xxs", 1): NewConfig(4, 3, 4), ("iq3_s", 1): NewConfig(2, 4, 2), ("iq1_s", 1): NewConfig(4, 3, 4),
-    ("iq1_m", 1): NewConfig(2, 3, 8), ("iq4_nl", 1): NewConfig(old=True), ("iq4_xs", 1): NewConfig(4, 2, 4),
-    ("q8_0", 1): NewConfig(old=True), ("q2_0", 1): NewConfig(4, 3, 4),
-    ("iq3_s", 2): NewConfig(2), ("iq3_s", 4): NewConfig(2), ("iq1_m", 4): NewConfig(2),
-    ("iq2_xs", 2): NewConfig(2), ("iq2_xs", 4): NewConfig(2), ("iq2_s", 4): NewConfig(2),
-    ("iq2_xxs", 8): NewConfig(2, 2, 4, True), ("iq2_xs", 8): NewConfig(2, 2, 4, True),
-    ("iq2_s", 8): NewConfig(2, 2, 4, True), ("iq1_s", 8): NewConfig(4, 2, 0, True),
-    ("iq1_m", 8): NewConfig(2, 2, 2),
-    ("iq4_xs", 8): NewConfig(2, 2, 4, True), ("q2_0", 8): NewConfig(2, 2, 4, True)}
+    ("iq2_xxs", 1): _C(2, 4, 8), ("iq2_xs", 1): _C(4, 3, 4), ("iq2_s", 1): _C(2, 3, 8), ("iq3_xxs", 1): _C(4, 3, 4),
+    ("iq3_s", 1): _C(2, 4, 2), ("iq1_s", 1): _C(4, 3, 4), ("iq1_m", 1): _C(2, 3, 8), ("iq4_nl", 1): _C(old=True),
+    ("iq4_xs", 1): _C(4, 2, 4), ("q8_0", 1): _C(old=True), ("q2_0", 1): _C(4, 3, 4),
+    ("iq2_xxs", 2): _C(4, 2, 4), ("iq2_xs", 2): _C(2, 3, 4), ("iq2_s", 2): _C(4, 2, 4), ("iq3_xxs", 2): _C(4, 2, 2),
+    ("iq3_s", 2): _C(4, 2, 2), ("iq1_s", 2): _C(4, 2, 4), ("iq1_m", 2): _C(4, 2, 4), ("iq4_nl", 2): _C(2, 2, 4),
+    ("iq4_xs", 2): _C(4, 2, 4), ("q8_0", 2): _C(2, 2, 4), ("q2_0", 2): _C(2, 3, 4),
+    ("iq2_xxs", 4): _C(2, 2, 4), ("iq2_xs", 4): _C(2, 2, 4), ("iq2_s", 4): _C(2, 2, 4), ("iq3_xxs", 4): _C(4, 2, 2),
+    ("iq3_s", 4): _C(2, 2, 4), ("iq1_s", 4): _C(4, 2, 2), ("iq1_m", 4): _C(2, 2, 4), ("iq4_nl", 4): _C(2, 2, 4),
+    ("iq4_xs", 4): _C(2, 2, 4), ("q8_0", 4): _C(2, 2, 2), ("q2_0", 4): _C(2, 3, 2),
+    ("iq2_xxs", 8): _C(2, 2, 4, True), ("iq2_xs", 8): _C(2, 2, 4, True), ("iq2_s", 8): _C(2, 2, 4, True),
+    ("iq1_s", 8): _C(4, 2, 0, True), ("iq1_m", 8): _C(2, 2, 2), ("iq4_xs", 8): _C(2, 2, 4, True),
+    ("q2_0", 8): _C(2, 2, 4, True)}
 
 
 def new_config(fmt: str, nc: int) -> NewConfig:
