@@ -87,8 +87,12 @@ def jobs(archs: list[str]) -> list[tuple[str, str, tuple[str, ...], str]]:
     from strata_bench.cases import load_builtin_families
 
     families = load_builtin_families()
-    return [(name, src, tuple(fam.name_expressions(src)), arch)
-            for name, fam in sorted(families.items()) for src in fam.sources for arch in archs]
+    from strata_bench.kernels.build import programs
+
+    # The programs the project compiles (build.programs): a kernel's code depends on its program's company.
+    return [(name, src, exprs, arch)
+            for name, fam in sorted(families.items()) for src in fam.sources for exprs in programs(fam, src)
+            for arch in archs]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -297,10 +297,21 @@ def load_kernels(family: Any, device_id: int) -> Kernels:
 
 
 def compile_family(family: Any, arch: str, use_cache: bool = True) -> list[CompiledSource]:
-    """Every source of a family; a user family may set `kernels_root` (its --kernels DIR)."""
+    """Every program of every source of a family; a user family may set `kernels_root` (its --kernels DIR)."""
     root = family.kernels_root
-    return [compile_source(src, family.name_expressions(src), arch, family_source_options(family, src), use_cache,
-                           root) for src in family.sources]
+    return [compile_source(src, exprs, arch, family_source_options(family, src), use_cache, root)
+            for src in family.sources for exprs in programs(family, src)]
+
+
+PROGRAM_KERNELS = 8  # kernels per NVRTC program at most
+
+
+def programs(family: Any, source: str) -> list[tuple[str, ...]]:
+    """A family's kernels of one source as NVRTC programs of at most PROGRAM_KERNELS name expressions,
+    in table order. NVRTC compiles one program on one core, so a source with many template instances
+    (mmvq.cu has 55) compiles on several cores at once on a cold cache instead of being the long pole."""
+    exprs = tuple(family.name_expressions(source))
+    return [exprs[i:i + PROGRAM_KERNELS] for i in range(0, len(exprs), PROGRAM_KERNELS)] or [()]
 
 
 def family_source_options(family: Any, source: str) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """Compile many families for many architectures: the work behind `strata-bench compile`.
 
-A job is one (family, source, arch); every job runs even when another fails, so one command shows
-every broken source and architecture at once. NVRTC releases the GIL while it compiles, so jobs run on
+A job is one (family, source, program, arch): build.programs splits a source with many kernels into
+several programs. Every job runs even when another fails, so one command shows every broken source and
+architecture at once. NVRTC releases the GIL while it compiles, so jobs run on
 a small thread pool.
 """
 from __future__ import annotations
@@ -24,10 +25,11 @@ class CompileJob:
     name_expressions: tuple[str, ...]
     root: Path | None = None  # kernel directory of a user family (--kernels); None: kernels_src
     options: tuple[str, ...] = ()  # extra NVRTC options of the source (a TOML variant's -I and -D)
+    part: str = ""  # "2/7": the source's second program of seven (empty when it is one program)
 
     @property
     def label(self) -> str:
-        return f"{self.family}:{_shown(self.source)}"
+        return f"{self.family}:{_shown(self.source)}" + (f" [{self.part}]" if self.part else "")
 
 
 def _shown(source: str) -> str:
@@ -91,9 +93,10 @@ def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str
 
 def plan(families: dict[str, Any], archs: Sequence[str]) -> list[CompileJob]:
     """Every (family, source, arch) job, grouped by source so the summary reads row by row."""
-    return [CompileJob(name, src, arch, tuple(fam.name_expressions(src)), fam.kernels_root,
-                       build.family_source_options(fam, src))
-            for name, fam in families.items() for src in fam.sources for arch in archs]
+    return [CompileJob(name, src, arch, exprs, fam.kernels_root, build.family_source_options(fam, src),
+                       f"{i + 1}/{len(progs)}" if len(progs) > 1 else "")
+            for name, fam in families.items() for src in fam.sources
+            for progs in [build.programs(fam, src)] for i, exprs in enumerate(progs) for arch in archs]
 
 
 def run_job(job: CompileJob, use_cache: bool = True) -> CompileOutcome:

@@ -195,6 +195,6 @@ def test_gpu_parity_records_are_the_same_without_cache_cold_and_warm(tmp_path, m
         assert result.exit_code == 0, result.output
         assert all(f"  {p} " in result.stderr for p in ("inputs", "references", "launches", "comparisons"))
         runs[label] = _checks_by_case(out)
-    assert list((tmp_path / "cache" / "references").rglob("*.npz"))
+    assert list((tmp_path / "cache" / "references").rglob("*.ref"))
     assert runs["off"] == runs["cold"] == runs["warm"]
     assert len(runs["warm"]) > 40
