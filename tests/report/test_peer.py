@@ -12,7 +12,7 @@ from strata_bench.report.load import load
 from strata_bench.report.peer import load_peer, peer_rows, render_peer, target
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "results/nvidia-h200/bench-20261201T094112Z.json"
+BENCH = ROOT / "tests/data/results/bench-20261201T094112Z.json"  # an H200 run of an earlier tree
 PEER = ROOT / "docs/peer_llamacpp_h200.csv"
 
 

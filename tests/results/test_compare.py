@@ -21,7 +21,7 @@ from strata_bench.stats.ratio import RatioEstimate, benjamini_hochberg
 from strata_bench.results.store import ResultsWriter
 from strata_bench.stats.criteria import Criteria
 
-COMMITTED = Path(__file__).resolve().parents[2] / "results" / "nvidia-h200"
+COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "results"  # two H200 runs of an earlier tree
 BASE, SECOND = COMMITTED / "bench-20261201T094112Z.json", COMMITTED / "bench-20261201T100617Z.json"
 
 
