@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The GPU suite, end to end, on a CUDA host: env -> compile -> parity (cold, then warm cache) -> GPU tests
-# -> bench -> measurement quality (A/A, planted 3%, repeatability) -> workload and its command A/B. Every step's log and exit code land in $OUT (default
-# gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
+# The GPU suite, end to end, on a CUDA host: env -> compile -> parity (cold, then warm cache) -> output
+# digests against a base tree -> the mmvq DRAM bench and its compare -> the user's weights, shapes and TOML
+# kernels -> GPU tests -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
+# and the pfgemm cuBLAS reference -> the peer table -> workload and its command A/B -> --device all.
+# Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8") and `ncu`. Every
+# step's log and exit code land in $OUT (default gpu-out/), and results/ is packed into $OUT/results.tgz
+# so a remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
-#   scripts/gpu_suite.sh parity bench    # chosen steps
+#   scripts/gpu_suite.sh parity bench-dram  # chosen steps
 #
 # On a host without gguf, wheels in .whl/ are installed to a private target first (see README).
 set -uo pipefail
@@ -22,7 +26,7 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram quality workload user devices gputests bench-families peer)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram user gputests quality bench-families peer workload devices)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
 BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T121730Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
