@@ -7,7 +7,8 @@ between 1 and 2 OpenBLAS threads; 2 and 16 agree).
 Only OpenBLAS (numpy's wheels ship it as scipy-openblas) is known here: it is found among the libraries
 this process has loaded and driven through its openblas_set_num_threads. Where it is not found, nothing
 is set and `can_set()` says so (the references are then computed, and keyed, under the process's own
-settings).
+settings). threadpoolctl does this for every BLAS, but the GPU hosts this runs on do not have it
+installed; numpy's own OpenBLAS is the one these references use.
 """
 from __future__ import annotations
 
