@@ -64,6 +64,7 @@ def record(tree: Path, out: Path, parity_args: list[str]) -> int:
     sys.path.insert(0, str(tree.resolve()))
     import importlib
 
+    shown = str(tree)  # as given (relative in the suite): the record names no path of the host
     tree = tree.resolve()
     entry = "strata_bench.cli.main" if (tree / "strata_bench/cli/main.py").is_file() else "strata_bench.cli"
     cli = importlib.import_module(entry).cli  # the entry point imports every command
@@ -73,8 +74,8 @@ def record(tree: Path, out: Path, parity_args: list[str]) -> int:
         status = int(cli.main(["parity", *parity_args], prog_name="strata-bench", standalone_mode=False) or 0)
     except SystemExit as exc:
         status = int(exc.code or 0)
-    out.write_text(json.dumps({"tree": str(tree), "status": status, "digests": digests}, indent=0, sort_keys=True))
-    print(f"{len(digests)} output digests from {tree} (parity exit {status}) -> {out}")
+    out.write_text(json.dumps({"tree": shown, "status": status, "digests": digests}, indent=0, sort_keys=True))
+    print(f"{len(digests)} output digests from {shown} (parity exit {status}) -> {out}")
     return status
 
 

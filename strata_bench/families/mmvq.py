@@ -219,10 +219,9 @@ class Mmvq(Family):
         stride = np.int64(row_stride(case.fmt, case.cols))
         fn = kernels.get(f"mmvq_old<{traits(case.fmt)}>")
         grid = (ceil_div(case.rows, OLD_WARPS),)
-        xq, y = (dev["xq"], outs["y"]) if (col0, nc) == (0, case.ncols) else \
-            (dev["xq"][col0:col0 + nc], outs["y"][col0:col0 + nc])
-        fn(grid, (32 * OLD_WARPS,), (dev["w"], stride, np.int32(case.rows), np.int32(nchunks), xq,
-                                      np.int32(nc), y), stream=stream)
+        fn(grid, (32 * OLD_WARPS,), (dev["w"], stride, np.int32(case.rows), np.int32(nchunks),
+                                      dev["xq"][col0:col0 + nc], np.int32(nc), outs["y"][col0:col0 + nc]),
+           stream=stream)
 
     def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:

@@ -93,10 +93,16 @@ def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str
 
 def plan(families: dict[str, Any], archs: Sequence[str]) -> list[CompileJob]:
     """Every (family, source, arch) job, grouped by source so the summary reads row by row."""
-    return [CompileJob(name, src, arch, exprs, fam.kernels_root, build.family_source_options(fam, src),
-                       f"{i + 1}/{len(progs)}" if len(progs) > 1 else "")
-            for name, fam in families.items() for src in fam.sources
-            for progs in [build.programs(fam, src)] for i, exprs in enumerate(progs) for arch in archs]
+    return [job for name, fam in families.items() for src in fam.sources for job in _source_jobs(name, fam, src, archs)]
+
+
+def _source_jobs(name: str, fam: Any, src: str, archs: Sequence[str]) -> list[CompileJob]:
+    """One job per program of the source (build.programs) and architecture, each labelled i/n when split."""
+    progs = build.programs(fam, src)
+    options = build.family_source_options(fam, src)
+    parts = [f"{i + 1}/{len(progs)}" if len(progs) > 1 else "" for i in range(len(progs))]
+    return [CompileJob(name, src, arch, exprs, fam.kernels_root, options, part)
+            for exprs, part in zip(progs, parts) for arch in archs]
 
 
 def run_job(job: CompileJob, use_cache: bool = True) -> CompileOutcome:
