@@ -56,11 +56,20 @@ struct Chunk {
 // same words) and two byte-table constants (IQ2: grid magnitudes and their negations; IQ1: 8g+1 and
 // 8g-1). New kernels read the constants from shared memory once so that they stay in registers rather
 // than being re-materialized at every use.
-struct Tab {
+// NB copies of the table, interleaved (word i of copy b at i * NB + b), let lane l read copy l % NB:
+// with NB = 32 every lane of a warp reads its own bank, so a lookup is one shared-memory wavefront
+// whatever the indexes (one table, NB = 1, averaged 3.1 wavefronts a lookup on the H200: ncu, iq3_xxs).
+// The words are the same in every copy, so the decode's integers are too.
+template <int NB>
+struct BankedTab {
     const uint32_t* words;
     uint32_t k0;
     uint32_t k1;
+    uint32_t bank;  // this lane's copy: lane % NB (0 for NB = 1)
+
+    __device__ __forceinline__ uint32_t word(uint32_t i) const { return words[(i * NB) | bank]; }
 };
+using Tab = BankedTab<1>;
 
 // ---- loads: blocks start at 2-byte aligned addresses (every block size is even) ---------------------
 __device__ __forceinline__ uint32_t ld_u8(const uint8_t* p) { return *p; }
@@ -173,7 +182,8 @@ __device__ __forceinline__ uint32_t ksign_nibbles(uint32_t k7) {
 
 // IQ2 group of 8: nibble codes (0..2) and the sign selector bits -> two words of signed grid bytes.
 // t.k0 = STRATA_IQ2_GRID_MAP, t.k1 = STRATA_IQ2_GRID_MAP_NEG.
-__device__ __forceinline__ void iq2_group(const Tab& t, uint32_t nib, uint32_t signs, int& lo, int& hi) {
+template <class T>
+__device__ __forceinline__ void iq2_group(const T& t, uint32_t nib, uint32_t signs, int& lo, int& hi) {
     const uint32_t sel = nib | signs;
     lo = (int)prmt(t.k0, t.k1, sel);
     hi = (int)prmt(t.k0, t.k1, sel >> 16);
@@ -201,21 +211,21 @@ __device__ __forceinline__ void lookup16(uint32_t x, const uint32_t kv[4], int& 
 }
 
 // ---- integer dot and the one float step (identical in every kernel) ---------------------------------
-// The integer is exact however it is summed (|partial sums| < 2^24 < 2^31), so formats with one scale
-// per chunk (ONE_SCALE) use one dp4a chain and one multiply; the value is the same.
+// The dp4a chain over the chunk's words B .. E-1, started at `init`. Formats with one scale per chunk
+// (ONE_SCALE) use one chain over all 8 words and one multiply (the integer is exact however it is summed:
+// |partial sums| < 2^24 < 2^31, so the value is the same); the others one chain per 16 values.
+template <int B, int E>
+__device__ __forceinline__ int dp4a_chain(const Chunk& c, const int q[8], int init) {
+    int s = init;
+#pragma unroll
+    for (int i = B; i < E; ++i) s = __dp4a(c.w[i], q[i], s);
+    return s;
+}
+
 template <class F>
 __device__ __forceinline__ int chunk_isum(const Chunk& c, const int q[8]) {
-    if (F::ONE_SCALE) {
-        int s = 0;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) s = __dp4a(c.w[i], q[i], s);
-        return c.ls0 * s;
-    }
-    int s0 = 0, s1 = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s0 = __dp4a(c.w[i], q[i], s0);
-#pragma unroll
-    for (int i = 4; i < 8; ++i) s1 = __dp4a(c.w[i], q[i], s1);
+    if (F::ONE_SCALE) return c.ls0 * dp4a_chain<0, 8>(c, q, 0);
+    const int s0 = dp4a_chain<0, 4>(c, q, 0), s1 = dp4a_chain<4, 8>(c, q, 0);
     return c.ls0 * s0 + c.ls1 * s1;
 }
 
@@ -232,19 +242,9 @@ template <class F>
 __device__ __forceinline__ float chunk_isum_f(const Chunk& c, const int q[8]) {
     constexpr int MAGIC = 0x4B400000;  // the bits of 12582912.0f = 1.5 * 2^23
     constexpr float BIAS = 12582912.0f;
-    if (F::ONE_SCALE) {
-        int s = MAGIC;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) s = __dp4a(c.w[i], q[i], s);
-        const float ls = (float)c.ls0;
-        return fmaf(__int_as_float(s), ls, -BIAS * ls);
-    }
-    int s0 = MAGIC, s1 = MAGIC;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s0 = __dp4a(c.w[i], q[i], s0);
-#pragma unroll
-    for (int i = 4; i < 8; ++i) s1 = __dp4a(c.w[i], q[i], s1);
     const float ls0 = (float)c.ls0, ls1 = (float)c.ls1;
+    if (F::ONE_SCALE) return fmaf(__int_as_float(dp4a_chain<0, 8>(c, q, MAGIC)), ls0, -BIAS * ls0);
+    const int s0 = dp4a_chain<0, 4>(c, q, MAGIC), s1 = dp4a_chain<4, 8>(c, q, MAGIC);
     return fmaf(__int_as_float(s0), ls0, -BIAS * ls0) + fmaf(__int_as_float(s1), ls1, -BIAS * ls1);
 }
 
@@ -275,7 +275,8 @@ struct fmt_q8_0 {
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab&, Chunk& c) {
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int, const T&, Chunk& c) {
         const Window<3> win(b);  // 34 bytes from any even offset fit in 48
         c.dw = fp16_bits_to_float((uint16_t)(win.field<L::D>() & 0xFFFFu));
         c.ls0 = c.ls1 = 1;
@@ -293,7 +294,8 @@ struct fmt_q2_0 {
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     // codes c (bytes 0..3) -> 2c - 3 as int8: 2c + 0x7D never carries, and xor 0x80 subtracts 0x80.
     static __device__ __forceinline__ int level(uint32_t c) { return (int)(((c << 1) + 0x7D7D7D7Du) ^ 0x80808080u); }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab&, Chunk& c) {
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T&, Chunk& c) {
         // (Window<2> would take 2 loads instead of 5 but costs more instructions than q2_0 can spare.)
         c.dw = ld_half(b);
         c.ls0 = c.ls1 = 1;
@@ -314,8 +316,9 @@ struct fmt_iq4_nl {
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab& t, Chunk& c) {
-        const uint32_t kv[4] = {t.words[0], t.words[1], t.words[2], t.words[3]};
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int, const T& t, Chunk& c) {
+        const uint32_t kv[4] = {t.word(0), t.word(1), t.word(2), t.word(3)};
         const Window<2> win(b);  // 18 bytes from any even offset fit in 32
         c.dw = fp16_bits_to_float((uint16_t)(win.field<L::D>() & 0xFFFFu));
         c.ls0 = c.ls1 = 1;
@@ -332,8 +335,9 @@ struct fmt_iq4_xs {
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        const uint32_t kv[4] = {t.words[0], t.words[1], t.words[2], t.words[3]};
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
+        const uint32_t kv[4] = {t.word(0), t.word(1), t.word(2), t.word(3)};
         const uint2 head = ld_u64_a8(b);  // d, scales_h (u16), scales_l[4]
         c.dw = fp16_bits_to_float((uint16_t)(head.x & 0xFFFFu));
         const uint32_t lo = (head.y >> (4 * j)) & 0x0Fu;  // nibble j of scales_l
@@ -353,7 +357,8 @@ struct fmt_iq2_xxs {
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xxs_grid_nib; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
         uint32_t f[2];  // four grid indexes; four 7-bit sign indexes with the scale in bits 28-31
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t idx = f[0], aux = f[1];
@@ -361,7 +366,7 @@ struct fmt_iq2_xxs {
         c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
-            const uint32_t nib = t.words[(idx >> (8 * g)) & 0xFFu];
+            const uint32_t nib = t.word((idx >> (8 * g)) & 0xFFu);
             iq2_group(t, nib, ksign_nibbles((aux >> (7 * g)) & 0x7Fu), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
@@ -374,7 +379,8 @@ struct fmt_iq2_xs {
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xs_grid_nib; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
         uint32_t f[2];  // four u16 entries: 9-bit grid index, 7-bit sign index
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t q01 = f[0], q23 = f[1];
@@ -385,7 +391,7 @@ struct fmt_iq2_xs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t v = ((g < 2 ? q01 : q23) >> (16 * (g & 1))) & 0xFFFFu;
-            const uint32_t nib = t.words[v & 0x1FFu];
+            const uint32_t nib = t.word(v & 0x1FFu);
             iq2_group(t, nib, ksign_nibbles(v >> 9), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
@@ -398,7 +404,8 @@ struct fmt_iq2_s {
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2s_grid_nib; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
         const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j);    // low 8 bits of four grid indexes
         const uint32_t sg = ld_u32_a2(b + L::SIGNS + 4 * j);   // four sign bytes
         const uint32_t qh = ld_u8(b + L::QH + j);           // high 2 bits of the four indexes
@@ -409,7 +416,7 @@ struct fmt_iq2_s {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (2 * g)) & 0x3u) << 8);
-            const uint32_t nib = t.words[index];
+            const uint32_t nib = t.word(index);
             iq2_group(t, nib, sign_nibbles((sg >> (8 * g)) & 0xFFu), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
@@ -422,7 +429,8 @@ struct fmt_iq3_xxs {
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3xxs_grid; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
         uint32_t f[2];  // grid indexes 0-3 and 4-7 (4 values each)
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t i0 = f[0], i1 = f[1];
@@ -433,8 +441,8 @@ struct fmt_iq3_xxs {
         for (int g = 0; g < 4; ++g) {
             const uint32_t idx = g < 2 ? i0 : i1;
             const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
-            c.w[2 * g] = apply_signs(t.words[(idx >> (16 * (g & 1))) & 0xFFu], sign_mask_lo(s8));
-            c.w[2 * g + 1] = apply_signs(t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu], sign_mask_hi(s8));
+            c.w[2 * g] = apply_signs(t.word((idx >> (16 * (g & 1))) & 0xFFu), sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(t.word((idx >> (16 * (g & 1) + 8)) & 0xFFu), sign_mask_hi(s8));
         }
     }
 };
@@ -446,7 +454,8 @@ struct fmt_iq3_s {
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3s_grid; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
         uint32_t f[2];  // low 8 bits of grid indexes 0-3 and 4-7
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t i0 = f[0], i1 = f[1];
@@ -462,8 +471,8 @@ struct fmt_iq3_s {
             const uint32_t lo = ((idx >> (16 * (g & 1))) & 0xFFu) | (((qh >> e) & 1u) << 8);
             const uint32_t hi = ((idx >> (16 * (g & 1) + 8)) & 0xFFu) | (((qh >> (e + 1)) & 1u) << 8);
             const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
-            c.w[2 * g] = apply_signs(t.words[lo], sign_mask_lo(s8));
-            c.w[2 * g + 1] = apply_signs(t.words[hi], sign_mask_hi(s8));
+            c.w[2 * g] = apply_signs(t.word(lo), sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(t.word(hi), sign_mask_hi(s8));
         }
     }
 };
@@ -472,7 +481,8 @@ static_assert(fmt_iq3_s::TABLE_WORDS == STRATA_IQ3S_GRID_SIZE, "iq3_s: staged wo
 // IQ1: nibble codes g+1 select bytes of STRATA_IQ1_W_POS (8g+1) or, with 4 added to every selector,
 // of STRATA_IQ1_W_NEG (8g-1).
 // t.k0 = STRATA_IQ1_W_POS, t.k1 = STRATA_IQ1_W_NEG.
-__device__ __forceinline__ void iq1_group(const Tab& t, uint32_t nib, bool neg, int& lo, int& hi) {
+template <class T>
+__device__ __forceinline__ void iq1_group(const T& t, uint32_t nib, bool neg, int& lo, int& hi) {
     const uint32_t sel = neg ? (nib | 0x44444444u) : nib;
     lo = (int)prmt(t.k0, t.k1, sel);
     hi = (int)prmt(t.k0, t.k1, sel >> 16);
@@ -484,7 +494,8 @@ struct fmt_iq1_s {
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
         const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j);  // low 8 bits of four 11-bit grid indexes
         const uint32_t qh = ld_u16(b + L::QH + 2 * j);    // 3 high bits x4, scale bits 12-14, delta sign bit 15
         c.dw = ld_half(b) * 0.125f;
@@ -493,7 +504,7 @@ struct fmt_iq1_s {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (3 * g)) & 7u) << 8);
-            iq1_group(t, t.words[index], neg, c.w[2 * g], c.w[2 * g + 1]);
+            iq1_group(t, t.word(index), neg, c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
@@ -513,7 +524,8 @@ struct fmt_iq1_m {
         return fp16_bits_to_float((uint16_t)bits);
     }
     static __device__ __forceinline__ float block_d(const uint8_t* b) { return block_d(ld_u64_a8(b + L::SCALES)); }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    template <class T>
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
         const uint32_t qs = __ldg(reinterpret_cast<const uint32_t*>(b + L::QS + 4 * j));  // low 8 bits of 4 indexes
         const uint32_t qh = ld_u16(b + L::QH + 2 * j);     // per group a nibble: 3 high bits, delta sign bit 3
         const uint2 sc = ld_u64_a8(b + L::SCALES);             // 16 3-bit scales and d's nibbles
@@ -526,7 +538,7 @@ struct fmt_iq1_m {
         for (int g = 0; g < 4; ++g) {
             const uint32_t h = (qh >> (4 * g)) & 0xFu;
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | ((h & 7u) << 8);
-            iq1_group(t, t.words[index], (h & 8u) != 0, c.w[2 * g], c.w[2 * g + 1]);
+            iq1_group(t, t.word(index), (h & 8u) != 0, c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
@@ -545,29 +557,32 @@ struct LaneWalk {
 
 // The format's table in global memory with its constants as compile-time values (old kernels).
 template <class F>
-__device__ __forceinline__ Tab global_tab() { return Tab{F::table(), F::K0, F::K1}; }
+__device__ __forceinline__ Tab global_tab() { return Tab{F::table(), F::K0, F::K1, 0u}; }
 
-// Shared-memory words a new kernel declares for a format: the table, then K0 and K1.
-template <class F>
+// Shared-memory words a new kernel stages for a format: NB copies of the table, then K0 and K1.
+template <class F, int NB = 1>
 struct SharedTab {
-    static constexpr int WORDS = F::TABLE_WORDS + 2;
+    static_assert(NB >= 1 && NB <= 32 && (NB & (NB - 1)) == 0, "NB: a power of two, at most one copy per bank");
+    static constexpr int WORDS = F::TABLE_WORDS * NB + 2;
 };
 
-// Copy a format's table and constants into shared memory (every thread of the block calls it; sync
-// before shared_tab reads them back).
-template <class F>
+// Copy a format's table (NB interleaved copies) and constants into shared memory (every thread of the
+// block calls it; sync before shared_tab reads them back). Consecutive threads write consecutive words,
+// so the stores are conflict-free and the global reads (a few KB, L1-resident) repeat per copy.
+template <class F, int NB = 1>
 __device__ __forceinline__ void stage_table(uint32_t* dst) {
-    for (int i = threadIdx.x; i < F::TABLE_WORDS; i += blockDim.x) dst[i] = F::table()[i];
+    for (int i = threadIdx.x; i < F::TABLE_WORDS * NB; i += blockDim.x) dst[i] = F::table()[i / NB];
     if (threadIdx.x == 0) {
-        dst[F::TABLE_WORDS] = F::K0;
-        dst[F::TABLE_WORDS + 1] = F::K1;
+        dst[F::TABLE_WORDS * NB] = F::K0;
+        dst[F::TABLE_WORDS * NB + 1] = F::K1;
     }
 }
 
-// The staged table, with the constants loaded into registers (after the barrier).
-template <class F>
-__device__ __forceinline__ Tab shared_tab(const uint32_t* staged) {
-    return Tab{staged, staged[F::TABLE_WORDS], staged[F::TABLE_WORDS + 1]};
+// The staged table as this lane reads it (its copy), with the constants in registers (after the barrier).
+template <class F, int NB = 1>
+__device__ __forceinline__ BankedTab<NB> shared_tab(const uint32_t* staged) {
+    const uint32_t bank = NB == 1 ? 0u : threadIdx.x % NB;
+    return BankedTab<NB>{staged, staged[F::TABLE_WORDS * NB], staged[F::TABLE_WORDS * NB + 1], bank};
 }
 
 }  // namespace siq

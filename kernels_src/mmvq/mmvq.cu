@@ -22,9 +22,10 @@
 
 using namespace siq;
 
-// Blocks per SM the register budget must allow: 3 (<= 85 registers, 24 warps) for one column, where
-// memory parallelism matters most; 2 (<= 128) for wider passes, which hold R x NC accumulators.
-#define MMVQ_NEW_MIN_BLOCKS(NC) ((NC) == 1 ? 3 : 2)
+// Blocks per SM the register budget must allow by default: 3 (<= 85 registers, 24 warps) for one
+// column, where memory parallelism matters most; 2 (<= 128) for wider passes, which hold R x NC
+// accumulators (kernels/constants.py; the family's NewConfig reads the same numbers).
+#define MMVQ_NEW_MIN_BLOCKS(NC) ((NC) == 1 ? STRATA_MMVQ_NEW_MIN_BLOCKS_ONE : STRATA_MMVQ_NEW_MIN_BLOCKS_WIDE)
 
 // OLD: one warp per row; for each column in turn the whole row is re-read and every chunk decoded
 // again (the format's dot called once per column), tables read from global memory.
@@ -102,8 +103,8 @@ __device__ __forceinline__ StagedActs stage_acts(const block_q8_1* __restrict__ 
 
 // One lane step of mmvq_new: chunk c of each of the warp's R rows, decoded once and applied to the NC
 // columns (each (row, column) chain gets one fmaf, in chunk order); the rows' pointers advance a step.
-template <class F, int NC, int R, bool FCVT>
-__device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& walk, const Tab& tab,
+template <class F, int NC, int R, bool FCVT, class T>
+__device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& walk, const T& tab,
                                          const StagedActs& xs, const uint8_t* (&wr)[R], float (&acc)[R][NC]) {
 #if MMVQ_PREFETCH_STEPS > 0
     if (c + 32 * MMVQ_PREFETCH_STEPS < nchunks) {
@@ -131,31 +132,34 @@ __device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& 
     }
 }
 
-// NEW: each warp owns R rows; a chunk of each row is decoded once (the table in static shared memory,
-// so lookups address it with an immediate offset) and applied to all NC columns of this pass (the
-// pass's q8_1 activations in dynamic shared memory as StagedActs planes, staged once per block).
-// Blocks loop over row groups so the staging is paid once per block; each row's pointer advances by a
-// constant per step, and the rows' blocks MMVQ_PREFETCH_STEPS steps ahead are prefetched into L2.
-// Rows past the end are clamped for reading and not stored. The host runs passes of NC = 8, 4, 2, 1
-// columns (8 at a time beyond 8).
+// NEW: each warp owns R rows; a chunk of each row is decoded once (the table staged in shared memory,
+// NB interleaved copies so that lane l reads copy l % NB: iq_decode.cuh, BankedTab) and applied to all NC
+// columns of this pass (the pass's q8_1 activations in shared memory as StagedActs planes, staged once
+// per block). Blocks loop over row groups so the staging is paid once per block; each row's pointer
+// advances by a constant per step, and the rows' blocks MMVQ_PREFETCH_STEPS steps ahead are prefetched
+// into L2. Rows past the end are clamped for reading and not stored. The host runs passes of NC = 8, 4,
+// 2, 1 columns (8 at a time beyond 8).
+// Shared memory: the table's SharedTab<F, NB>::WORDS words static (a static array's lookups address it
+// with an immediate offset; placed in the dynamic region instead, ptxas spilled registers at the same
+// bound), the planes dynamic.
 //
 // Launch tuning, none of which touches the arithmetic: MINB is the blocks per SM the register budget
 // must allow (__launch_bounds__), U how the chunk loop is unrolled (0: as the compiler chooses; U > 1
 // lets it issue the next steps' weight loads before this step's decode, more bytes in flight per warp;
 // the chunks still reach each fmaf chain in increasing order), FCVT whether the chunk's integer reaches
 // the fmaf through chunk_isum_f (the same float, without I2F or IMAD: iq_decode.cuh) instead of
-// (float)chunk_isum. The family's table picks them per format and column pass (families/mmvq.py,
-// NEW_CONFIGS).
-template <class F, int NC, int R, int MINB = MMVQ_NEW_MIN_BLOCKS(NC), int U = 0, bool FCVT = false>
+// (float)chunk_isum, NB the table copies (the same words in each). The family's table picks them per
+// format and column pass (families/mmvq.py, NEW_CONFIGS).
+template <class F, int NC, int R, int MINB = MMVQ_NEW_MIN_BLOCKS(NC), int U = 0, bool FCVT = false, int NB = 1>
 __global__ void __launch_bounds__(STRATA_MMVQ_NEW_WARPS * 32, MINB)
 mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
-    __shared__ uint32_t staged[SharedTab<F>::WORDS];
+    __shared__ uint32_t staged[SharedTab<F, NB>::WORDS];
     extern __shared__ __align__(16) uint32_t smem[];
-    stage_table<F>(staged);
+    stage_table<F, NB>(staged);
     const StagedActs xs = stage_acts(X, NC * nchunks, smem);
     __syncthreads();
-    const Tab tab = shared_tab<F>(staged);
+    const BankedTab<NB> tab = shared_tab<F, NB>(staged);
 
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;

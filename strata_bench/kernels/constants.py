@@ -40,6 +40,8 @@ DEQUANT_THREADS = 256  # dequant_f32: threads per block, one 32-value chunk each
 Q8_1_WARPS = 8  # quantize_q8_1: warps per block, one q8_1 block each
 MMVQ_OLD_WARPS = 4  # mmvq_old: warps (rows) per block
 MMVQ_NEW_WARPS = 8  # mmvq_new: warps per block
+MMVQ_NEW_MIN_BLOCKS_ONE = 3  # mmvq_new: default blocks per SM of a 1-column pass (<= 85 registers)
+MMVQ_NEW_MIN_BLOCKS_WIDE = 2  # mmvq_new: default blocks per SM of a wider pass (<= 128 registers)
 GROUPED_WARPS = 4  # grouped_*: warps per block
 GROUPED_ENTRIES = 4  # grouped_*_new: entries (token rows) per pass
 Q2WARP_OLD_THREADS = 128  # q2warp_old: threads per row (one block a row)
@@ -61,7 +63,8 @@ PFGEMM_FORMAT_IDS: dict[str, int] = {"iq2_s": 0, "iq4_nl": 1, "q2_0": 2}  # temp
 SWIGLU_GRANULE: dict[str, int] = {fmt: BLOCK_SHAPES[fmt][0] for fmt in ("q2_0", "iq4_nl", "q8_0")}
 Q2WARP_STATIC_SHARED_BYTES = Q2WARP_NEW_WARPS * Q2WARP_ROWS_PER_WARP * Q2WARP_SLOT_GRANULES * 16  # wslots
 
-SCALARS = ("DEQUANT_THREADS", "Q8_1_WARPS", "MMVQ_OLD_WARPS", "MMVQ_NEW_WARPS", "GROUPED_WARPS",
+SCALARS = ("DEQUANT_THREADS", "Q8_1_WARPS", "MMVQ_OLD_WARPS", "MMVQ_NEW_WARPS", "MMVQ_NEW_MIN_BLOCKS_ONE",
+           "MMVQ_NEW_MIN_BLOCKS_WIDE", "GROUPED_WARPS",
            "GROUPED_ENTRIES", "Q2WARP_OLD_THREADS", "Q2WARP_NEW_WARPS", "Q2WARP_ROWS_PER_WARP",
            "Q2WARP_SLOT_GRANULES", "PFGEMM_THREADS", "PFGEMM_OLD_ROWS", "PFGEMM_OLD_TILE_ROWS",
            "PFGEMM_NEW_ROWS", "PFGEMM_NEW_TILE_ROWS", "SWIGLU_WARPS", "SWIGLU_BLOCKS_PER_WARP",
