@@ -1,5 +1,6 @@
 // fp16deq.cu: dense dequantization of Q8_0 and IQ4_XS rows to FP16: the generic kernel (one thread per
-// 32-value group, element stores) and the 16-byte-store kernel (one thread per 8 outputs).
+// 32-value group, element stores), the 16-byte-store kernel (one thread per 8 outputs) and the wide
+// 16-byte-store candidates (8-32 outputs per thread; scripts/fp16deq_tune.py, not launched by "new").
 //
 // ARITHMETIC CONTRACT
 //   Every output element is the exact value of its weight rounded once to the nearest FP16 (ties to
@@ -16,6 +17,8 @@
 //   The 16-byte kernel converts pairs with __floats2half2_rn (cvt.rn.f16x2.f32 on sm_80+), which is
 //   the same IEEE round-to-nearest-even conversion as __float2half_rn (cvt.rn.f16.f32), so both kernels
 //   write the same bits: they form the same exact fp32 value and round it once.
+//   The wide candidates form the same two fp32 products (or one for Q8_0) in the same order; the prmt
+//   lookup's k is the same float as kvalues_iq4nl[code] (an exact integer difference, see below).
 //
 // LAYOUT: src points at row 0 of the rows to convert (a row slice is src + row0 * bytes_per_row);
 //   rows are contiguous, ncols values each (a multiple of 32 for Q8_0, of 256 for IQ4_XS).
@@ -45,6 +48,20 @@ __device__ __forceinline__ float xs_scale(float d, unsigned scales_h, unsigned s
 __device__ __forceinline__ unsigned pack_halves(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);  // .x = lo goes to the low 16 bits
     return *reinterpret_cast<const unsigned*>(&h);
+}
+
+// Eight codes (nibble `shift` of q's eight bytes) -> eight outputs through the shared float table.
+__device__ __forceinline__ uint4 pack8_shared(float scale, uint2 q, int shift, const float* kv) {
+    uint4 out;
+    unsigned* words = &out.x;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const unsigned src_word = i < 2 ? q.x : q.y;
+        const unsigned c0 = (src_word >> (16 * (i & 1) + shift)) & 15u;
+        const unsigned c1 = (src_word >> (16 * (i & 1) + 8 + shift)) & 15u;
+        words[i] = pack_halves(__fmul_rn(scale, kv[c0]), __fmul_rn(scale, kv[c1]));
+    }
+    return out;
 }
 
 }  // namespace fp16deq
@@ -137,15 +154,215 @@ fp16deq_vec16_iq4_xs(const uint8_t* __restrict__ src, int nrows, int ncols, __ha
     const float scale = xs_scale(d, head.x >> 16, (head.y >> (8 * (ib >> 1))) & 0xffu, ib);
     // Quarters 0,1: low nibbles of qs[16ib + 8*quarter ..]; quarters 2,3: high nibbles of the same bytes.
     const uint2 q = *reinterpret_cast<const uint2*>(blk + 8 + 16 * ib + 8 * (quarter & 1));
-    const int shift = 4 * (quarter >> 1);
+    *reinterpret_cast<uint4*>(dst + row * ld + 8LL * oct) = pack8_shared(scale, q, 4 * (quarter >> 1), kv);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Wide 16-byte-store candidates (scripts/fp16deq_tune.py times them; the shipped "new" variant does not
+// launch them): the same per-value arithmetic as fp16deq_vec16_*, OUT outputs per thread.
+//   MAP kXsOwn:     thread t owns OUT/16 halves of a sub-block's 16 qs bytes (8-byte loads: a block is
+//                   only 8-byte aligned, 136 = 8 * 17, so a 16-byte qs load would be misaligned in every
+//                   other block) and writes their low nibbles' 8 outputs and high nibbles' 8 outputs; the
+//                   head is read once per thread. OUT = 16: one half, two stores 32 bytes apart;
+//                   OUT = 32: one whole sub-block, four stores. Every 32-byte sector of a store instruction
+//                   is written whole by two lanes (OUT = 16) or half by one lane (OUT = 32).
+//   MAP kXsStrided: the vec16 kernel's octet work done OUT/8 times, octet k of lane l of warp w being
+//                   (w * OUT/8 + k) * 32 + l: each store instruction writes 512 consecutive bytes.
+//   LUT kLutShared: kvalues as floats in shared memory (the vec16 kernel's lookup, one __syncthreads).
+//   LUT kLutPrmt:   kvalues + 128 as bytes in four registers, looked up eight codes at a time with prmt
+//                   (no shared memory, no barrier); byte u becomes the float k = (2^23 + u) - (2^23 + 128),
+//                   exact (both operands and the difference are integers below 2^24), so the products
+//                   scale * k are the vec16 kernel's products, bit for bit.
+// Grid: (ceil(nrows * ncols / OUT / 256)). Block: (256). Same DISPATCH rules as the vec16 kernels.
+
+namespace fp16deq {
+
+constexpr int kXsOwn = 0, kXsStrided = 1;
+constexpr int kLutShared = 0, kLutPrmt = 1;
+// kvalues_iq4nl[i] + 128 (1..241), byte i % 4 of word i / 4 (tests/families/test_fp16deq.py checks them).
+constexpr unsigned kKvBiased[4] = {0x3f2d1801u, 0x766a5d4fu, 0xa6998d81u, 0xf1d9c5b5u};
+constexpr unsigned kMagic = 0x4b000000u;     // 2^23 as float bits: 2^23 + u for a byte u in the low byte
+constexpr float kMagicBias = 8388736.0f;     // 2^23 + 128
+
+// Four qs bytes -> the biased kvalue bytes of their four low nibbles (lows) and four high nibbles (highs).
+// prmt reads the low 3 bits of each selector nibble; bit 3 of the code picks the upper table.
+__device__ __forceinline__ void kv_bytes(unsigned w, unsigned& lows, unsigned& highs) {
+    const unsigned pick = 0x32103210u | ((w & 0x88888888u) >> 1);
+    unsigned mixed[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const unsigned sel = w >> (16 * i);
+        const unsigned lo = __byte_perm(kKvBiased[0], kKvBiased[1], sel);
+        const unsigned hi = __byte_perm(kKvBiased[2], kKvBiased[3], sel);
+        mixed[i] = __byte_perm(lo, hi, pick >> (16 * i));  // byte j: code of nibble j of w's half i
+    }
+    lows = __byte_perm(mixed[0], mixed[1], 0x6420);
+    highs = __byte_perm(mixed[0], mixed[1], 0x7531);
+}
+
+__device__ __forceinline__ float kv_of_byte(unsigned bytes, int j) {
+    return __uint_as_float(__byte_perm(bytes, kMagic, 0x7540u + (unsigned)j)) - kMagicBias;  // exact
+}
+
+// Eight biased kvalue bytes (codes 0-3 in b0, 4-7 in b1) -> eight fp16 outputs scale * k, in order.
+__device__ __forceinline__ uint4 pack8_bytes(float scale, unsigned b0, unsigned b1) {
     uint4 out;
     unsigned* words = &out.x;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const unsigned src_word = i < 2 ? q.x : q.y;
-        const unsigned c0 = (src_word >> (16 * (i & 1) + shift)) & 15u;
-        const unsigned c1 = (src_word >> (16 * (i & 1) + 8 + shift)) & 15u;
-        words[i] = pack_halves(__fmul_rn(scale, kv[c0]), __fmul_rn(scale, kv[c1]));
+        const unsigned b = i < 2 ? b0 : b1;
+        const int j = 2 * (i & 1);
+        words[i] = pack_halves(__fmul_rn(scale, kv_of_byte(b, j)), __fmul_rn(scale, kv_of_byte(b, j + 1)));
     }
-    *reinterpret_cast<uint4*>(dst + row * ld + 8LL * oct) = out;
+    return out;
+}
+
+template <int LUT> struct XsLut;
+
+template <> struct XsLut<kLutShared> {
+    const float* kv;
+    __device__ __forceinline__ uint4 octet(float scale, uint2 q, int shift) const {
+        return pack8_shared(scale, q, shift, kv);
+    }
+    __device__ __forceinline__ void both(float scale, uint2 q, uint4& lo, uint4& hi) const {
+        lo = pack8_shared(scale, q, 0, kv);
+        hi = pack8_shared(scale, q, 4, kv);
+    }
+};
+
+template <> struct XsLut<kLutPrmt> {
+    __device__ __forceinline__ uint4 octet(float scale, uint2 q, int shift) const {
+        unsigned lo0, hi0, lo1, hi1;
+        kv_bytes(q.x, lo0, hi0);
+        kv_bytes(q.y, lo1, hi1);
+        return shift ? pack8_bytes(scale, hi0, hi1) : pack8_bytes(scale, lo0, lo1);
+    }
+    __device__ __forceinline__ void both(float scale, uint2 q, uint4& lo, uint4& hi) const {
+        unsigned lo0, hi0, lo1, hi1;
+        kv_bytes(q.x, lo0, hi0);
+        kv_bytes(q.y, lo1, hi1);
+        lo = pack8_bytes(scale, lo0, lo1);
+        hi = pack8_bytes(scale, hi0, hi1);
+    }
+};
+
+__device__ __forceinline__ float xs_block_scale(uint2 head, int ib) {
+    const float d = __half2float(__ushort_as_half((unsigned short)(head.x & 0xffffu)));
+    return xs_scale(d, head.x >> 16, (head.y >> (8 * (ib >> 1))) & 0xffu, ib);
+}
+
+// The fp16 output of value `col` of block `blk` (blocks counted from row 0, bpr per row).
+__device__ __forceinline__ __half* xs_out(__half* dst, long long ld, long long blk, int bpr, int col) {
+    const long long row = blk / bpr;
+    return dst + row * ld + 256LL * (blk - row * bpr) + col;
+}
+
+// kXsOwn: halves h0 .. h0 + HALVES - 1 of sub-block ib of block blk.
+template <int HALVES, int LUT>
+__device__ __forceinline__ void xs_own(const uint8_t* src, long long blk, int ib, int h0, int bpr, __half* dst,
+                                       long long ld, XsLut<LUT> lut) {
+    const uint8_t* b = src + (size_t)blk * kXsBytes;
+    const uint2 head = *reinterpret_cast<const uint2*>(b);
+    uint2 q[HALVES];
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h) q[h] = *reinterpret_cast<const uint2*>(b + 8 + 16 * ib + 8 * (h0 + h));
+    const float scale = xs_block_scale(head, ib);
+    __half* out = xs_out(dst, ld, blk, bpr, 32 * ib + 8 * h0);
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h) {
+        uint4 lo, hi;
+        lut.both(scale, q[h], lo, hi);
+        *reinterpret_cast<uint4*>(out + 8 * h) = lo;       // low nibbles: values 8 * (h0 + h) ..
+        *reinterpret_cast<uint4*>(out + 16 + 8 * h) = hi;  // high nibbles: 16 values later
+    }
+}
+
+// kXsStrided: the vec16 kernel's work for octet `oct` (32 per block).
+template <int LUT>
+__device__ __forceinline__ void xs_octet(const uint8_t* src, long long oct, int bpr, __half* dst, long long ld,
+                                         XsLut<LUT> lut) {
+    const long long blk = oct >> 5;
+    const int within = (int)(oct & 31), ib = within >> 2, quarter = within & 3;
+    const uint8_t* b = src + (size_t)blk * kXsBytes;
+    const uint2 head = *reinterpret_cast<const uint2*>(b);
+    const uint2 q = *reinterpret_cast<const uint2*>(b + 8 + 16 * ib + 8 * (quarter & 1));
+    const uint4 out = lut.octet(xs_block_scale(head, ib), q, 4 * (quarter >> 1));
+    *reinterpret_cast<uint4*>(xs_out(dst, ld, blk, bpr, 8 * within)) = out;
+}
+
+template <int LUT> struct XsLutInit;
+template <> struct XsLutInit<kLutShared> {
+    __device__ __forceinline__ static XsLut<kLutShared> make(float* kv) {
+        if (threadIdx.x < 16) kv[threadIdx.x] = (float)kvalues_iq4nl[threadIdx.x];
+        __syncthreads();
+        return XsLut<kLutShared>{kv};
+    }
+};
+template <> struct XsLutInit<kLutPrmt> {
+    __device__ __forceinline__ static XsLut<kLutPrmt> make(float*) { return XsLut<kLutPrmt>{}; }
+};
+
+}  // namespace fp16deq
+
+template <int OUT, int MAP, int LUT>
+__global__ void __launch_bounds__(fp16deq::kThreads)
+fp16deq_wide_iq4_xs(const uint8_t* __restrict__ src, int nrows, int ncols, __half* __restrict__ dst, long long ld) {
+    using namespace fp16deq;
+    static_assert(OUT == 8 || OUT == 16 || OUT == 32, "OUT: 8, 16 or 32 outputs per thread");
+    static_assert(MAP == kXsOwn || OUT > 8, "OUT = 8 is the vec16 mapping: use kXsOwn");
+    __shared__ float kv[LUT == kLutShared ? 16 : 1];
+    const XsLut<LUT> lut = XsLutInit<LUT>::make(kv);
+    const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const int bpr = ncols / 256;
+    const long long blocks = (long long)nrows * bpr;
+    if (MAP == kXsStrided) {
+        constexpr int K = OUT / 8;
+        const long long first = (tid >> 5) * (32LL * K) + (tid & 31);
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const long long oct = first + 32LL * k;
+            if ((oct >> 5) < blocks) xs_octet(src, oct, bpr, dst, ld, lut);
+        }
+    } else if (OUT == 8) {
+        if ((tid >> 5) < blocks) xs_octet(src, tid, bpr, dst, ld, lut);
+    } else {
+        constexpr int HALVES = OUT >= 16 ? OUT / 16 : 1, PER_BLOCK = 256 / OUT;  // threads per 256-value block
+        const long long blk = tid / PER_BLOCK;
+        const int part = (int)(tid % PER_BLOCK);
+        if (blk < blocks) xs_own<HALVES>(src, blk, part / (2 / HALVES), (part % (2 / HALVES)) * HALVES, bpr, dst, ld, lut);
+    }
+}
+
+// Q8_0: thread t converts OUT / 8 consecutive octets of one 32-value block (d read once), 16-bit code loads
+// (34-byte blocks are only 2-byte aligned) and OUT / 8 16-byte stores.
+template <int OUT>
+__global__ void __launch_bounds__(fp16deq::kThreads)
+fp16deq_wide_q8_0(const uint8_t* __restrict__ src, int nrows, int ncols, __half* __restrict__ dst, long long ld) {
+    using namespace fp16deq;
+    static_assert(OUT == 8 || OUT == 16 || OUT == 32, "OUT: 8, 16 or 32 outputs per thread");
+    constexpr int K = OUT / 8, PER_BLOCK = 32 / OUT;
+    const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const int groups = ncols / 32;
+    const long long blk = tid / PER_BLOCK;
+    if (blk >= (long long)nrows * groups) return;
+    const long long row = blk / groups;
+    const int first = (int)(tid % PER_BLOCK) * K;  // first octet within the block
+    const uint8_t* b = src + (size_t)blk * kQ8Bytes;
+    const uint16_t* q16 = reinterpret_cast<const uint16_t*>(b + 2 + 8 * first);
+    unsigned pairs[4 * K];
+#pragma unroll
+    for (int i = 0; i < 4 * K; ++i) pairs[i] = q16[i];
+    const float d = __half2float(*reinterpret_cast<const __half*>(b));
+    __half* out = dst + row * ld + 32LL * (blk - row * groups) + 8 * first;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        uint4 o;
+        unsigned* words = &o.x;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const unsigned pair = pairs[4 * k + i];
+            words[i] = pack_halves(q8_0_exact(d, (int)(int8_t)(pair & 0xffu)), q8_0_exact(d, (int)(int8_t)(pair >> 8)));
+        }
+        *reinterpret_cast<uint4*>(out + 8 * k) = o;
+    }
 }

@@ -17,6 +17,7 @@ elements, which must stay unwritten, are NaN in the reference so the poison matc
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -28,6 +29,34 @@ from strata_bench.kernels.constants import BLOCK_SHAPES, FP16DEQ_THREADS as THRE
 GENERIC, VEC16 = "generic", "vec16"
 FORMATS = {fmt: BLOCK_SHAPES[fmt] for fmt in ("q8_0", "iq4_xs")}  # values and bytes per block
 SRC_ALIGN = {"q8_0": 2, "iq4_xs": 8}  # source alignment the 16-byte kernel's loads need
+
+
+@dataclass(frozen=True)
+class WideConfig:
+    """A wide 16-byte-store candidate kernel of fp16deq.cu ("Wide candidates"): `out` outputs per thread;
+    for IQ4_XS the thread mapping (own: whole 8-byte halves of one sub-block; strided: the vec16 octets,
+    32 lanes apart) and the kvalue lookup (shared: floats in shared memory; prmt: bytes in registers).
+    Same dispatch rules as vec16 (`choose_kernel`). Not launched by "new"; scripts/fp16deq_tune.py times them."""
+
+    fmt: str
+    out: int
+    mapping: str = "own"
+    lut: str = "shared"
+
+    MAPPINGS = ("own", "strided")
+    LUTS = ("shared", "prmt")
+
+    @property
+    def kernel(self) -> str:
+        if self.fmt == "q8_0":
+            return f"fp16deq_wide_q8_0<{self.out}>"
+        return (f"fp16deq_wide_iq4_xs<{self.out}, {self.MAPPINGS.index(self.mapping)}, "
+                f"{self.LUTS.index(self.lut)}>")
+
+    @property
+    def label(self) -> str:
+        tail = "" if self.fmt == "q8_0" else f"_{self.mapping}_{self.lut}"
+        return f"{'q8' if self.fmt == 'q8_0' else 'xs'}_o{self.out}{tail}"
 
 
 def choose_kernel(fmt: str, dst_ptr: int, ld: int, src_ptr: int) -> str:
@@ -153,9 +182,23 @@ class Fp16Deq(Family):
                      outs: Mapping[str, Any], stream: Any) -> None:
         """Launch the `path` kernel (recorded in dispatch_log) over the case's rows."""
         self.dispatch_log[(case.name, variant)] = path
-        per_thread = 32 if path == GENERIC else 8
+        self._launch_kernel(case, f"fp16deq_{path}_{case.fmt}", 32 if path == GENERIC else 8, kernels, dev, outs,
+                            stream)
+
+    def launch_wide(self, case: Case, variant: str, config: WideConfig, kernels: Any, dev: Mapping[str, Any],
+                    outs: Mapping[str, Any], stream: Any = None) -> None:
+        """"new"'s dispatch, with `config`'s kernel in place of vec16 for its format (dispatch_log: its label)."""
+        path = choose_kernel(case.fmt, outs["y"].data.ptr, self.geometry(case)["ld"], self._rows(case, dev).data.ptr)
+        if path != VEC16 or config.fmt != case.fmt:
+            self._launch_path(case, variant, path, kernels, dev, outs, stream)
+            return
+        self.dispatch_log[(case.name, variant)] = config.label
+        self._launch_kernel(case, config.kernel, config.out, kernels, dev, outs, stream)
+
+    def _launch_kernel(self, case: Case, kernel: str, per_thread: int, kernels: Any, dev: Mapping[str, Any],
+                       outs: Mapping[str, Any], stream: Any) -> None:
         threads = case.rows * case.cols // per_thread
-        fn = kernels.get(f"fp16deq_{path}_{case.fmt}")
+        fn = kernels.get(kernel)
         fn((ceil_div(threads, THREADS),), (THREADS,),
            (self._rows(case, dev), np.int32(case.rows), np.int32(case.cols), outs["y"],
             np.int64(self.geometry(case)["ld"])), stream=stream)
