@@ -3,7 +3,8 @@
 # digests against a base tree -> the mmvq DRAM bench and its compare -> the user's weights, shapes and TOML
 # kernels -> GPU tests -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
 # and the pfgemm cuBLAS reference -> the peer table -> workload and its command A/B -> --device all.
-# Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8") and `ncu`. Every
+# Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"), `tune-more` (the other
+# families' scripts/<family>_tune.py candidates) and `ncu`. Every
 # step's log and exit code land in $OUT (default gpu-out/), and results/ is packed into $OUT/results.tgz
 # so a remote run brings everything back.
 #
@@ -123,6 +124,13 @@ for s in "${steps[@]}"; do
             step tune-resources sb compile --resources --cases scripts/mmvq_tune.py --family "${fams%,}"
             for w in $widths; do
                 step "tune-$w" sb bench -q --cases scripts/mmvq_tune.py --family "mmvq_tune$w" --budget 0.3 \
+                    --results results/tune -o md
+            done ;;
+        tune-more)  # the other families' tuning candidates (scripts/<family>_tune.py): parity over the family's cases, then bench
+            for f in fp16deq q2warp; do
+                [ -f "scripts/${f}_tune.py" ] || continue
+                step "tune-$f-parity" sb parity -q --cases "scripts/${f}_tune.py" --family "${f}_tune"
+                step "tune-$f" sb bench -q --cases "scripts/${f}_tune.py" --family "${f}_tune" --budget 0.5 \
                     --results results/tune -o md
             done ;;
         ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
