@@ -52,24 +52,34 @@ struct Chunk {
     float dw;  // float factor, exact
 };
 
-// Where decode() finds its table: `words` (global memory in old kernels, shared memory in new ones; the
-// same words) and two byte-table constants (IQ2: grid magnitudes and their negations; IQ1: 8g+1 and
-// 8g-1). New kernels read the constants from shared memory once so that they stay in registers rather
-// than being re-materialized at every use.
-// NB copies of the table, interleaved (word i of copy b at i * NB + b), let lane l read copy l % NB:
-// with NB = 32 every lane of a warp reads its own bank, so a lookup is one shared-memory wavefront
-// whatever the indexes (one table, NB = 1, averaged 3.1 wavefronts a lookup on the H200: ncu, iq3_xxs).
-// The words are the same in every copy, so the decode's integers are too.
-template <int NB>
-struct BankedTab {
+// Where decode() finds its tables: `words` (global memory in old kernels, shared memory in new ones; the
+// same words), two byte-table constants (IQ2: grid magnitudes and their negations; IQ1: 8g+1 and 8g-1),
+// and the format's sign words. New kernels read the constants from shared memory once so that they stay
+// in registers rather than being re-materialized at every use.
+// Sign words: what a format makes of a sign field (IQ2: prmt selector bits; IQ3: byte masks), F::signs_of
+// (field). Old kernels compute it where it is used (SIGNS_STAGED false); new ones stage it for every field
+// value in shared memory once per block and look it up (one LDS where the computation took 5-10 integer
+// instructions: ncu put the n = 1 kernels' issue slots 64% busy). The same function gives both, so the
+// decode's integers are the same.
+template <class F, bool SIGNS_STAGED>
+struct Tab {
     const uint32_t* words;
     uint32_t k0;
     uint32_t k1;
-    uint32_t bank;  // this lane's copy: lane % NB (0 for NB = 1)
+    const uint32_t* signs;  // F::SIGN_ENTRIES entries of F::SIGN_WORDS words (SIGNS_STAGED only)
 
-    __device__ __forceinline__ uint32_t word(uint32_t i) const { return words[(i * NB) | bank]; }
+    __device__ __forceinline__ uint32_t word(uint32_t i) const { return words[i]; }
+    // One-word sign entries (IQ2 selector bits).
+    __device__ __forceinline__ uint32_t sign1(uint32_t field) const {
+        if constexpr (SIGNS_STAGED) return signs[field];
+        else return F::signs_of(field).x;
+    }
+    // Two-word sign entries (IQ3 byte masks of values 0-3 and 4-7).
+    __device__ __forceinline__ uint2 sign2(uint32_t field) const {
+        if constexpr (SIGNS_STAGED) return reinterpret_cast<const uint2*>(signs)[field];
+        else return F::signs_of(field);
+    }
 };
-using Tab = BankedTab<1>;
 
 // ---- loads: blocks start at 2-byte aligned addresses (every block size is even) ---------------------
 __device__ __forceinline__ uint32_t ld_u8(const uint8_t* p) { return *p; }
@@ -274,6 +284,7 @@ struct fmt_q8_0 {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 1, TABLE_WORDS = STRATA_Q8_0_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
+    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     template <class T>
     static __device__ __forceinline__ void decode(const uint8_t* b, int, const T&, Chunk& c) {
@@ -291,6 +302,7 @@ struct fmt_q2_0 {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 2, TABLE_WORDS = STRATA_Q2_0_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
+    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     // codes c (bytes 0..3) -> 2c - 3 as int8: 2c + 0x7D never carries, and xor 0x80 subtracts 0x80.
     static __device__ __forceinline__ int level(uint32_t c) { return (int)(((c << 1) + 0x7D7D7D7Du) ^ 0x80808080u); }
@@ -315,6 +327,7 @@ struct fmt_iq4_nl {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 1, TABLE_WORDS = STRATA_IQ4_NL_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
+    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
     template <class T>
     static __device__ __forceinline__ void decode(const uint8_t* b, int, const T& t, Chunk& c) {
@@ -334,6 +347,7 @@ struct fmt_iq4_xs {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ4_XS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
+    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
     template <class T>
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
@@ -356,6 +370,8 @@ struct fmt_iq2_xxs {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_XXS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
+    static constexpr int SIGN_ENTRIES = 128, SIGN_WORDS = 1;  // the 7-bit sign index -> selector bits (Tab's sign words)
+    static __device__ __forceinline__ uint2 signs_of(uint32_t k7) { return make_uint2(ksign_nibbles(k7), 0u); }
     static __device__ __forceinline__ const uint32_t* table() { return iq2xxs_grid_nib; }
     template <class T>
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
@@ -367,17 +383,20 @@ struct fmt_iq2_xxs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t nib = t.word((idx >> (8 * g)) & 0xFFu);
-            iq2_group(t, nib, ksign_nibbles((aux >> (7 * g)) & 0x7Fu), c.w[2 * g], c.w[2 * g + 1]);
+            iq2_group(t, nib, t.sign1((aux >> (7 * g)) & 0x7Fu), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 static_assert(fmt_iq2_xxs::TABLE_WORDS == STRATA_IQ2XXS_GRID_NIB_SIZE, "iq2_xxs: staged words != generated table");
+static_assert(fmt_iq2_xxs::SIGN_ENTRIES * fmt_iq2_xxs::SIGN_WORDS == STRATA_IQ2_XXS_SIGN_TABLE_WORDS, "iq2_xxs: sign words != constants.py");
 
 struct fmt_iq2_xs {
     using L = layout::iq2_xs;  // the block layout (formats/iq2_xs.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_XS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
+    static constexpr int SIGN_ENTRIES = 128, SIGN_WORDS = 1;  // the 7-bit sign index -> selector bits (Tab's sign words)
+    static __device__ __forceinline__ uint2 signs_of(uint32_t k7) { return make_uint2(ksign_nibbles(k7), 0u); }
     static __device__ __forceinline__ const uint32_t* table() { return iq2xs_grid_nib; }
     template <class T>
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
@@ -392,17 +411,20 @@ struct fmt_iq2_xs {
         for (int g = 0; g < 4; ++g) {
             const uint32_t v = ((g < 2 ? q01 : q23) >> (16 * (g & 1))) & 0xFFFFu;
             const uint32_t nib = t.word(v & 0x1FFu);
-            iq2_group(t, nib, ksign_nibbles(v >> 9), c.w[2 * g], c.w[2 * g + 1]);
+            iq2_group(t, nib, t.sign1(v >> 9), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 static_assert(fmt_iq2_xs::TABLE_WORDS == STRATA_IQ2XS_GRID_NIB_SIZE, "iq2_xs: staged words != generated table");
+static_assert(fmt_iq2_xs::SIGN_ENTRIES * fmt_iq2_xs::SIGN_WORDS == STRATA_IQ2_XS_SIGN_TABLE_WORDS, "iq2_xs: sign words != constants.py");
 
 struct fmt_iq2_s {
     using L = layout::iq2_s;  // the block layout (formats/iq2_s.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
+    static constexpr int SIGN_ENTRIES = 256, SIGN_WORDS = 1;  // the sign byte -> selector bits (Tab's sign words)
+    static __device__ __forceinline__ uint2 signs_of(uint32_t s8) { return make_uint2(sign_nibbles(s8), 0u); }
     static __device__ __forceinline__ const uint32_t* table() { return iq2s_grid_nib; }
     template <class T>
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
@@ -417,17 +439,20 @@ struct fmt_iq2_s {
         for (int g = 0; g < 4; ++g) {
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (2 * g)) & 0x3u) << 8);
             const uint32_t nib = t.word(index);
-            iq2_group(t, nib, sign_nibbles((sg >> (8 * g)) & 0xFFu), c.w[2 * g], c.w[2 * g + 1]);
+            iq2_group(t, nib, t.sign1((sg >> (8 * g)) & 0xFFu), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 static_assert(fmt_iq2_s::TABLE_WORDS == STRATA_IQ2S_GRID_NIB_SIZE, "iq2_s: staged words != generated table");
+static_assert(fmt_iq2_s::SIGN_ENTRIES * fmt_iq2_s::SIGN_WORDS == STRATA_IQ2_S_SIGN_TABLE_WORDS, "iq2_s: sign words != constants.py");
 
 struct fmt_iq3_xxs {
     using L = layout::iq3_xxs;  // the block layout (formats/iq3_xxs.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3_XXS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
+    static constexpr int SIGN_ENTRIES = 128, SIGN_WORDS = 2;  // the 7-bit sign index -> byte masks (Tab's sign words)
+    static __device__ __forceinline__ uint2 signs_of(uint32_t k7) { return make_uint2(sign_mask_lo(ksigns8(k7)), sign_mask_hi(ksigns8(k7))); }
     static __device__ __forceinline__ const uint32_t* table() { return iq3xxs_grid; }
     template <class T>
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
@@ -440,19 +465,22 @@ struct fmt_iq3_xxs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t idx = g < 2 ? i0 : i1;
-            const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
-            c.w[2 * g] = apply_signs(t.word((idx >> (16 * (g & 1))) & 0xFFu), sign_mask_lo(s8));
-            c.w[2 * g + 1] = apply_signs(t.word((idx >> (16 * (g & 1) + 8)) & 0xFFu), sign_mask_hi(s8));
+            const uint2 m = t.sign2((aux >> (7 * g)) & 0x7Fu);
+            c.w[2 * g] = apply_signs(t.word((idx >> (16 * (g & 1))) & 0xFFu), m.x);
+            c.w[2 * g + 1] = apply_signs(t.word((idx >> (16 * (g & 1) + 8)) & 0xFFu), m.y);
         }
     }
 };
 static_assert(fmt_iq3_xxs::TABLE_WORDS == STRATA_IQ3XXS_GRID_SIZE, "iq3_xxs: staged words != generated table");
+static_assert(fmt_iq3_xxs::SIGN_ENTRIES * fmt_iq3_xxs::SIGN_WORDS == STRATA_IQ3_XXS_SIGN_TABLE_WORDS, "iq3_xxs: sign words != constants.py");
 
 struct fmt_iq3_s {
     using L = layout::iq3_s;  // the block layout (formats/iq3_s.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
+    static constexpr int SIGN_ENTRIES = 256, SIGN_WORDS = 2;  // the sign byte -> byte masks (Tab's sign words)
+    static __device__ __forceinline__ uint2 signs_of(uint32_t s8) { return make_uint2(sign_mask_lo(s8), sign_mask_hi(s8)); }
     static __device__ __forceinline__ const uint32_t* table() { return iq3s_grid; }
     template <class T>
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
@@ -470,13 +498,14 @@ struct fmt_iq3_s {
             const int e = 2 * g;  // first of this group's two grid entries
             const uint32_t lo = ((idx >> (16 * (g & 1))) & 0xFFu) | (((qh >> e) & 1u) << 8);
             const uint32_t hi = ((idx >> (16 * (g & 1) + 8)) & 0xFFu) | (((qh >> (e + 1)) & 1u) << 8);
-            const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
-            c.w[2 * g] = apply_signs(t.word(lo), sign_mask_lo(s8));
-            c.w[2 * g + 1] = apply_signs(t.word(hi), sign_mask_hi(s8));
+            const uint2 m = t.sign2((sg >> (8 * g)) & 0xFFu);
+            c.w[2 * g] = apply_signs(t.word(lo), m.x);
+            c.w[2 * g + 1] = apply_signs(t.word(hi), m.y);
         }
     }
 };
 static_assert(fmt_iq3_s::TABLE_WORDS == STRATA_IQ3S_GRID_SIZE, "iq3_s: staged words != generated table");
+static_assert(fmt_iq3_s::SIGN_ENTRIES * fmt_iq3_s::SIGN_WORDS == STRATA_IQ3_S_SIGN_TABLE_WORDS, "iq3_s: sign words != constants.py");
 
 // IQ1: nibble codes g+1 select bytes of STRATA_IQ1_W_POS (8g+1) or, with 4 added to every selector,
 // of STRATA_IQ1_W_NEG (8g-1).
@@ -493,6 +522,7 @@ struct fmt_iq1_s {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
+    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
     template <class T>
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
@@ -515,6 +545,7 @@ struct fmt_iq1_m {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1_M_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
+    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
     // The fp16 d is spread over the top nibbles of the four u16 scale words at byte 48 (sc = those
     // 8 bytes as two words).
@@ -555,34 +586,40 @@ struct LaneWalk {
     __device__ __forceinline__ explicit LaneWalk(int lane) : j(lane % F::CHUNKS), first((lane / F::CHUNKS) * F::BYTES) {}
 };
 
-// The format's table in global memory with its constants as compile-time values (old kernels).
+// The format's table in global memory with its constants as compile-time values, and its signs computed
+// where they are used (old kernels).
 template <class F>
-__device__ __forceinline__ Tab global_tab() { return Tab{F::table(), F::K0, F::K1, 0u}; }
+__device__ __forceinline__ Tab<F, false> global_tab() { return Tab<F, false>{F::table(), F::K0, F::K1, nullptr}; }
 
-// Shared-memory words a new kernel stages for a format: NB copies of the table, then K0 and K1.
-template <class F, int NB = 1>
+// Shared-memory words a new kernel declares for a format: the sign words (first: 8-byte aligned for the
+// two-word entries), the table, then K0 and K1.
+template <class F>
 struct SharedTab {
-    static_assert(NB >= 1 && NB <= 32 && (NB & (NB - 1)) == 0, "NB: a power of two, at most one copy per bank");
-    static constexpr int WORDS = F::TABLE_WORDS * NB + 2;
+    static constexpr int SIGNS = F::SIGN_ENTRIES * F::SIGN_WORDS;
+    static constexpr int WORDS = SIGNS + F::TABLE_WORDS + 2;
 };
 
-// Copy a format's table (NB interleaved copies) and constants into shared memory (every thread of the
-// block calls it; sync before shared_tab reads them back). Consecutive threads write consecutive words,
-// so the stores are conflict-free and the global reads (a few KB, L1-resident) repeat per copy.
-template <class F, int NB = 1>
+// Fill shared memory as SharedTab lays it out (every thread of the block calls it; sync before shared_tab
+// reads it back). `dst` must be 8-byte aligned.
+template <class F>
 __device__ __forceinline__ void stage_table(uint32_t* dst) {
-    for (int i = threadIdx.x; i < F::TABLE_WORDS * NB; i += blockDim.x) dst[i] = F::table()[i / NB];
+    constexpr int SIGNS = SharedTab<F>::SIGNS;
+    for (int i = threadIdx.x; i < F::SIGN_ENTRIES; i += blockDim.x) {
+        if constexpr (F::SIGN_WORDS == 2) reinterpret_cast<uint2*>(dst)[i] = F::signs_of(i);
+        else if constexpr (F::SIGN_WORDS == 1) dst[i] = F::signs_of(i).x;
+    }
+    for (int i = threadIdx.x; i < F::TABLE_WORDS; i += blockDim.x) dst[SIGNS + i] = F::table()[i];
     if (threadIdx.x == 0) {
-        dst[F::TABLE_WORDS * NB] = F::K0;
-        dst[F::TABLE_WORDS * NB + 1] = F::K1;
+        dst[SIGNS + F::TABLE_WORDS] = F::K0;
+        dst[SIGNS + F::TABLE_WORDS + 1] = F::K1;
     }
 }
 
-// The staged table as this lane reads it (its copy), with the constants in registers (after the barrier).
-template <class F, int NB = 1>
-__device__ __forceinline__ BankedTab<NB> shared_tab(const uint32_t* staged) {
-    const uint32_t bank = NB == 1 ? 0u : threadIdx.x % NB;
-    return BankedTab<NB>{staged, staged[F::TABLE_WORDS * NB], staged[F::TABLE_WORDS * NB + 1], bank};
+// The staged tables, with the constants loaded into registers (after the barrier).
+template <class F>
+__device__ __forceinline__ Tab<F, true> shared_tab(const uint32_t* staged) {
+    constexpr int SIGNS = SharedTab<F>::SIGNS;
+    return Tab<F, true>{staged + SIGNS, staged[SIGNS + F::TABLE_WORDS], staged[SIGNS + F::TABLE_WORDS + 1], staged};
 }
 
 }  // namespace siq

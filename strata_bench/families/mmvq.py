@@ -43,28 +43,22 @@ from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN
 class NewConfig:
     """How one column pass of mmvq_new is launched: R rows per warp (rows sharing one load of each
     activation block), the blocks per SM its register budget allows (None: the kernel's default,
-    MMVQ_NEW_MIN_BLOCKS), the chunk loop's unroll (0: the compiler's choice) and the decode table's
-    interleaved copies in shared memory (banks: 32 makes every lookup conflict-free). None of them
-    touches the arithmetic (mmvq.cu), so every config gives the same bits."""
+    MMVQ_NEW_MIN_BLOCKS) and the chunk loop's unroll (0: the compiler's choice). None of them touches
+    the arithmetic (mmvq.cu), so every config gives the same bits."""
 
     rows: int = 4
     min_blocks: int | None = None
     unroll: int = 0
     fcvt: bool = False  # the chunk's integer reaches the fmaf as chunk_isum_f (iq_decode.cuh): no I2F, no IMAD
     old: bool = False  # the pass runs mmvq_old instead (bitwise equal; faster where it is, measured)
-    banks: int = 1  # copies of the decode table, interleaved (iq_decode.cuh, BankedTab); a power of two <= 32
 
     def kernel(self, fmt: str, nc: int) -> str:
         """The name expression; the defaults are left out, so the untuned kernels keep their names."""
         if self.old:
             return f"mmvq_old<{traits(fmt)}>"
         tail = ""
-        if self.min_blocks is not None or self.unroll or self.fcvt or self.banks != 1:
-            tail = f", {self.min_blocks_for(nc)}, {self.unroll}"
-            if self.fcvt or self.banks != 1:
-                tail += f", {'true' if self.fcvt else 'false'}"
-            if self.banks != 1:
-                tail += f", {self.banks}"
+        if self.min_blocks is not None or self.unroll or self.fcvt:
+            tail = f", {self.min_blocks_for(nc)}, {self.unroll}" + (", true" if self.fcvt else "")
         return f"mmvq_new<{traits(fmt)}, {nc}, {self.rows}{tail}>"
 
     def min_blocks_for(self, nc: int) -> int:
@@ -72,16 +66,11 @@ class NewConfig:
             return self.min_blocks
         return MMVQ_NEW_MIN_BLOCKS_ONE if nc == 1 else MMVQ_NEW_MIN_BLOCKS_WIDE
 
-    def table_bytes(self, fmt: str) -> int:
-        """Static shared memory of the pass's kernel (mmvq_new): the table's copies and constants."""
-        return decode_table_bytes(fmt, self.banks)
-
     @property
     def label(self) -> str:
         if self.old:
             return "old"
-        banks = f"b{self.banks}" if self.banks != 1 else ""
-        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}" + ("f" if self.fcvt else "") + banks
+        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}" + ("f" if self.fcvt else "")
 
 
 NEW_DEFAULT = NewConfig()
@@ -259,7 +248,7 @@ class Mmvq(Family):
         r = config.rows
         fn = kernels.get(config.kernel(case.fmt, nc))
         shared = q8_1_staging_bytes(nc, nchunks)
-        allow_dynamic_shared(fn, shared, static_bytes=config.table_bytes(case.fmt))
+        allow_dynamic_shared(fn, shared, static_bytes=decode_table_bytes(case.fmt))
         groups = ceil_div(case.rows, NEW_WARPS * r)
         grid = (min(groups, resident_blocks(fn, 32 * NEW_WARPS, shared)),)
         args = (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),

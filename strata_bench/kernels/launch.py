@@ -56,12 +56,12 @@ def launch_quantize_q8_1(kernels: Any, x: Any, xq: Any, n_blocks: int, stream: A
     fn((ceil_div(n_blocks, 8),), (256,), (x, np.int64(n_blocks), xq), stream=stream)
 
 
-def decode_table_bytes(fmt: str, copies: int = 1) -> int:
-    """Static shared memory of a kernel that stages a format's decode table (SharedTab<F, NB> in
-    common/iq_decode.cuh): `copies` times its TABLE_WORDS and two constants, 4 bytes each."""
-    from strata_bench.kernels.constants import TABLE_WORDS
+def decode_table_bytes(fmt: str) -> int:
+    """Static shared memory of a kernel that stages a format's decode tables (SharedTab<F> in
+    common/iq_decode.cuh): its sign words, its TABLE_WORDS and two constants, 4 bytes each."""
+    from strata_bench.kernels.constants import SIGN_TABLE_WORDS, TABLE_WORDS
 
-    return 4 * (TABLE_WORDS[fmt] * copies + 2)
+    return 4 * (SIGN_TABLE_WORDS[fmt] + TABLE_WORDS[fmt] + 2)
 
 
 def q8_1_staging_bytes(rows: int, nchunks: int) -> int:

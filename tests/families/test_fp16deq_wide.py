@@ -3,7 +3,6 @@ and its exact byte -> float conversion, host emulations of every candidate's ind
 correctly rounded reference, and the tune family's dispatch."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,17 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tune_module():
-    """The --cases file, loaded as strata-bench does; its family leaves the registry again so that tests
-    which walk every registered family see only the built-ins."""
-    from strata_bench.cases.registry import FAMILIES
+    from tests.cases_file import load_cases_file
 
-    spec = importlib.util.spec_from_file_location("fp16deq_tune_test", ROOT / "scripts" / "fp16deq_tune.py")
-    module = importlib.util.module_from_spec(spec)
-    held = FAMILIES.get("fp16deq_tune")
-    spec.loader.exec_module(module)
-    if held is None:
-        FAMILIES.pop("fp16deq_tune", None)
-    return module
+    return load_cases_file("scripts/fp16deq_tune.py")
 
 
 TUNE = _tune_module()

@@ -94,6 +94,8 @@ def test_shared_memory_of_the_new_kernel():
     assert kit.q8_1_staging_bytes(8, 256) == 8 * 256 * Q8_1_BYTES  # dynamic: the pass's activations
     assert kit.decode_table_bytes("iq1_s") == (2048 + 2) * 4  # static: table and its two constants
     assert kit.decode_table_bytes("q8_0") == 2 * 4 and kit.decode_table_bytes("iq4_nl") == 6 * 4
+    # the staged sign words: 128 selector words (iq2_xxs), 256 x 2 mask words (iq3_s)
+    assert kit.decode_table_bytes("iq2_xxs") == (128 + 256 + 2) * 4 and kit.decode_table_bytes("iq3_s") == (512 + 512 + 2) * 4
 
 
 # --- references against the kernels' own arithmetic, on the CPU -----------------------------------------------------
@@ -147,39 +149,21 @@ def test_new_config_kernel_names_spell_only_what_differs_from_the_defaults():
     assert NewConfig().kernel("iq2_xxs", 1) == "mmvq_new<siq::fmt_iq2_xxs, 1, 4>"
     assert NewConfig(2, 4, 8).kernel("iq2_xxs", 1) == "mmvq_new<siq::fmt_iq2_xxs, 1, 2, 4, 8>"
     assert NewConfig(2, None, 4, True).kernel("iq3_s", 8) == "mmvq_new<siq::fmt_iq3_s, 8, 2, 2, 4, true>"
-    assert NewConfig(4, 3, 4, banks=32).kernel("iq3_xxs", 1) == "mmvq_new<siq::fmt_iq3_xxs, 1, 4, 3, 4, false, 32>"
-    assert NewConfig(old=True, banks=32).kernel("q8_0", 1) == "mmvq_old<siq::fmt_q8_0>"
-    assert NewConfig(4, 3, 4, banks=16).label == "r4m3u4b16" and NewConfig(2, 2, 4, True).label == "r2m2u4f"
-
-
-def test_new_config_shared_memory_counts_every_table_copy():
-    from strata_bench.families.mmvq import NewConfig
-
+    assert NewConfig(old=True).kernel("q8_0", 1) == "mmvq_old<siq::fmt_q8_0>"
+    assert NewConfig(4, 3, 4).label == "r4m3u4" and NewConfig(2, 2, 4, True).label == "r2m2u4f"
     assert NewConfig().min_blocks_for(1) == 3 and NewConfig().min_blocks_for(8) == 2
-    assert NewConfig().table_bytes("iq3_xxs") == (256 + 2) * 4
-    assert NewConfig(banks=32).table_bytes("iq3_xxs") == (256 * 32 + 2) * 4  # 32 KB + the two constants
-    assert NewConfig(banks=32).table_bytes("q8_0") == 2 * 4
 
 
-def test_tune_candidates_cap_the_copies_at_32_kb_and_leave_broadcast_tables_alone():
+def test_tune_candidates_are_every_shape_for_their_pass_width():
     tune = _tune_module()
-    assert [tune.banks_for(f, 32) for f in ("iq2_xxs", "iq3_s", "iq2_s", "iq1_s", "iq4_xs", "q8_0")] == [32, 16, 8, 4, 1, 1]
-    assert tune.banks_for("iq3_xxs", 8) == 8
     family = tune.TUNE_FAMILIES[0]
-    labels = [v.name for v in family.variants]
-    assert labels == ["old", "new", "chosen-b8", "chosen-b16", "chosen-b32", "r4m3u4b32", "r2m4u8b32", "r2m3u8b32",
-                      "r4m3u8b32"]
-    kernels = family.variants[4].kernels(family(), "mmvq/mmvq.cu")
-    assert "mmvq_new<siq::fmt_iq3_xxs, 1, 4, 3, 4, false, 32>" in kernels
-    assert "mmvq_old<siq::fmt_q8_0>" in kernels  # the chosen old pass is kept as it is
+    assert [v.name for v in family.variants][:4] == ["old", "new", "r4m3u4", "r4m3u4f"]
+    assert len(family.variants) == 2 + len(tune.ONE_COLUMN)
+    kernels = family.variants[2].kernels(family(), "mmvq/mmvq.cu")
+    assert kernels == [f"mmvq_new<siq::fmt_{f}, 1, 4, 3, 4>" for f in kit.FORMATS]
 
 
 def _tune_module():
-    import importlib.util
-    from pathlib import Path
+    from tests.cases_file import load_cases_file
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "mmvq_tune.py"
-    spec = importlib.util.spec_from_file_location("mmvq_tune_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_cases_file("scripts/mmvq_tune.py")

@@ -1,0 +1,21 @@
+"""Load a --cases file as strata-bench does, for tests: the families it registers leave the registry again,
+so that tests which walk every registered family see only the built-ins."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_cases_file(relpath: str) -> ModuleType:
+    from strata_bench.cases.registry import FAMILIES
+
+    before = set(FAMILIES)
+    spec = importlib.util.spec_from_file_location(f"cases_file_{Path(relpath).stem}", ROOT / relpath)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in set(FAMILIES) - before:
+        FAMILIES.pop(name)
+    return module
