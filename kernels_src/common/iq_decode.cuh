@@ -52,33 +52,14 @@ struct Chunk {
     float dw;  // float factor, exact
 };
 
-// Where decode() finds its tables: `words` (global memory in old kernels, shared memory in new ones; the
-// same words), two byte-table constants (IQ2: grid magnitudes and their negations; IQ1: 8g+1 and 8g-1),
-// and the format's sign words. New kernels read the constants from shared memory once so that they stay
-// in registers rather than being re-materialized at every use.
-// Sign words: what a format makes of a sign field (IQ2: prmt selector bits; IQ3: byte masks), F::signs_of
-// (field). Old kernels compute it where it is used (SIGNS_STAGED false); new ones stage it for every field
-// value in shared memory once per block and look it up (one LDS where the computation took 5-10 integer
-// instructions: ncu put the n = 1 kernels' issue slots 64% busy). The same function gives both, so the
-// decode's integers are the same.
-template <class F, bool SIGNS_STAGED>
+// Where decode() finds its table: `words` (global memory in old kernels, shared memory in new ones; the
+// same words) and two byte-table constants (IQ2: grid magnitudes and their negations; IQ1: 8g+1 and
+// 8g-1). New kernels read the constants from shared memory once so that they stay in registers rather
+// than being re-materialized at every use.
 struct Tab {
     const uint32_t* words;
     uint32_t k0;
     uint32_t k1;
-    const uint32_t* signs;  // F::SIGN_ENTRIES entries of F::SIGN_WORDS words (SIGNS_STAGED only)
-
-    __device__ __forceinline__ uint32_t word(uint32_t i) const { return words[i]; }
-    // One-word sign entries (IQ2 selector bits).
-    __device__ __forceinline__ uint32_t sign1(uint32_t field) const {
-        if constexpr (SIGNS_STAGED) return signs[field];
-        else return F::signs_of(field).x;
-    }
-    // Two-word sign entries (IQ3 byte masks of values 0-3 and 4-7).
-    __device__ __forceinline__ uint2 sign2(uint32_t field) const {
-        if constexpr (SIGNS_STAGED) return reinterpret_cast<const uint2*>(signs)[field];
-        else return F::signs_of(field);
-    }
 };
 
 // ---- loads: blocks start at 2-byte aligned addresses (every block size is even) ---------------------
@@ -192,8 +173,7 @@ __device__ __forceinline__ uint32_t ksign_nibbles(uint32_t k7) {
 
 // IQ2 group of 8: nibble codes (0..2) and the sign selector bits -> two words of signed grid bytes.
 // t.k0 = STRATA_IQ2_GRID_MAP, t.k1 = STRATA_IQ2_GRID_MAP_NEG.
-template <class T>
-__device__ __forceinline__ void iq2_group(const T& t, uint32_t nib, uint32_t signs, int& lo, int& hi) {
+__device__ __forceinline__ void iq2_group(const Tab& t, uint32_t nib, uint32_t signs, int& lo, int& hi) {
     const uint32_t sel = nib | signs;
     lo = (int)prmt(t.k0, t.k1, sel);
     hi = (int)prmt(t.k0, t.k1, sel >> 16);
@@ -284,10 +264,8 @@ struct fmt_q8_0 {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 1, TABLE_WORDS = STRATA_Q8_0_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
-    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int, const T&, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab&, Chunk& c) {
         const Window<3> win(b);  // 34 bytes from any even offset fit in 48
         c.dw = fp16_bits_to_float((uint16_t)(win.field<L::D>() & 0xFFFFu));
         c.ls0 = c.ls1 = 1;
@@ -302,12 +280,10 @@ struct fmt_q2_0 {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 2, TABLE_WORDS = STRATA_Q2_0_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
-    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     // codes c (bytes 0..3) -> 2c - 3 as int8: 2c + 0x7D never carries, and xor 0x80 subtracts 0x80.
     static __device__ __forceinline__ int level(uint32_t c) { return (int)(((c << 1) + 0x7D7D7D7Du) ^ 0x80808080u); }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T&, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab&, Chunk& c) {
         // (Window<2> would take 2 loads instead of 5 but costs more instructions than q2_0 can spare.)
         c.dw = ld_half(b);
         c.ls0 = c.ls1 = 1;
@@ -327,11 +303,9 @@ struct fmt_iq4_nl {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 1, TABLE_WORDS = STRATA_IQ4_NL_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
-    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int, const T& t, Chunk& c) {
-        const uint32_t kv[4] = {t.word(0), t.word(1), t.word(2), t.word(3)};
+    static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab& t, Chunk& c) {
+        const uint32_t kv[4] = {t.words[0], t.words[1], t.words[2], t.words[3]};
         const Window<2> win(b);  // 18 bytes from any even offset fit in 32
         c.dw = fp16_bits_to_float((uint16_t)(win.field<L::D>() & 0xFFFFu));
         c.ls0 = c.ls1 = 1;
@@ -347,11 +321,9 @@ struct fmt_iq4_xs {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ4_XS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
-    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
-        const uint32_t kv[4] = {t.word(0), t.word(1), t.word(2), t.word(3)};
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        const uint32_t kv[4] = {t.words[0], t.words[1], t.words[2], t.words[3]};
         const uint2 head = ld_u64_a8(b);  // d, scales_h (u16), scales_l[4]
         c.dw = fp16_bits_to_float((uint16_t)(head.x & 0xFFFFu));
         const uint32_t lo = (head.y >> (4 * j)) & 0x0Fu;  // nibble j of scales_l
@@ -370,11 +342,8 @@ struct fmt_iq2_xxs {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_XXS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
-    static constexpr int SIGN_ENTRIES = 128, SIGN_WORDS = 1;  // the 7-bit sign index -> selector bits (Tab's sign words)
-    static __device__ __forceinline__ uint2 signs_of(uint32_t k7) { return make_uint2(ksign_nibbles(k7), 0u); }
     static __device__ __forceinline__ const uint32_t* table() { return iq2xxs_grid_nib; }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // four grid indexes; four 7-bit sign indexes with the scale in bits 28-31
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t idx = f[0], aux = f[1];
@@ -382,24 +351,20 @@ struct fmt_iq2_xxs {
         c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
-            const uint32_t nib = t.word((idx >> (8 * g)) & 0xFFu);
-            iq2_group(t, nib, t.sign1((aux >> (7 * g)) & 0x7Fu), c.w[2 * g], c.w[2 * g + 1]);
+            const uint32_t nib = t.words[(idx >> (8 * g)) & 0xFFu];
+            iq2_group(t, nib, ksign_nibbles((aux >> (7 * g)) & 0x7Fu), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 static_assert(fmt_iq2_xxs::TABLE_WORDS == STRATA_IQ2XXS_GRID_NIB_SIZE, "iq2_xxs: staged words != generated table");
-static_assert(fmt_iq2_xxs::SIGN_ENTRIES * fmt_iq2_xxs::SIGN_WORDS == STRATA_IQ2_XXS_SIGN_TABLE_WORDS, "iq2_xxs: sign words != constants.py");
 
 struct fmt_iq2_xs {
     using L = layout::iq2_xs;  // the block layout (formats/iq2_xs.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_XS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
-    static constexpr int SIGN_ENTRIES = 128, SIGN_WORDS = 1;  // the 7-bit sign index -> selector bits (Tab's sign words)
-    static __device__ __forceinline__ uint2 signs_of(uint32_t k7) { return make_uint2(ksign_nibbles(k7), 0u); }
     static __device__ __forceinline__ const uint32_t* table() { return iq2xs_grid_nib; }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // four u16 entries: 9-bit grid index, 7-bit sign index
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t q01 = f[0], q23 = f[1];
@@ -410,24 +375,20 @@ struct fmt_iq2_xs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t v = ((g < 2 ? q01 : q23) >> (16 * (g & 1))) & 0xFFFFu;
-            const uint32_t nib = t.word(v & 0x1FFu);
-            iq2_group(t, nib, t.sign1(v >> 9), c.w[2 * g], c.w[2 * g + 1]);
+            const uint32_t nib = t.words[v & 0x1FFu];
+            iq2_group(t, nib, ksign_nibbles(v >> 9), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 static_assert(fmt_iq2_xs::TABLE_WORDS == STRATA_IQ2XS_GRID_NIB_SIZE, "iq2_xs: staged words != generated table");
-static_assert(fmt_iq2_xs::SIGN_ENTRIES * fmt_iq2_xs::SIGN_WORDS == STRATA_IQ2_XS_SIGN_TABLE_WORDS, "iq2_xs: sign words != constants.py");
 
 struct fmt_iq2_s {
     using L = layout::iq2_s;  // the block layout (formats/iq2_s.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
-    static constexpr int SIGN_ENTRIES = 256, SIGN_WORDS = 1;  // the sign byte -> selector bits (Tab's sign words)
-    static __device__ __forceinline__ uint2 signs_of(uint32_t s8) { return make_uint2(sign_nibbles(s8), 0u); }
     static __device__ __forceinline__ const uint32_t* table() { return iq2s_grid_nib; }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j);    // low 8 bits of four grid indexes
         const uint32_t sg = ld_u32_a2(b + L::SIGNS + 4 * j);   // four sign bytes
         const uint32_t qh = ld_u8(b + L::QH + j);           // high 2 bits of the four indexes
@@ -438,24 +399,20 @@ struct fmt_iq2_s {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (2 * g)) & 0x3u) << 8);
-            const uint32_t nib = t.word(index);
-            iq2_group(t, nib, t.sign1((sg >> (8 * g)) & 0xFFu), c.w[2 * g], c.w[2 * g + 1]);
+            const uint32_t nib = t.words[index];
+            iq2_group(t, nib, sign_nibbles((sg >> (8 * g)) & 0xFFu), c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
 static_assert(fmt_iq2_s::TABLE_WORDS == STRATA_IQ2S_GRID_NIB_SIZE, "iq2_s: staged words != generated table");
-static_assert(fmt_iq2_s::SIGN_ENTRIES * fmt_iq2_s::SIGN_WORDS == STRATA_IQ2_S_SIGN_TABLE_WORDS, "iq2_s: sign words != constants.py");
 
 struct fmt_iq3_xxs {
     using L = layout::iq3_xxs;  // the block layout (formats/iq3_xxs.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3_XXS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
-    static constexpr int SIGN_ENTRIES = 128, SIGN_WORDS = 2;  // the 7-bit sign index -> byte masks (Tab's sign words)
-    static __device__ __forceinline__ uint2 signs_of(uint32_t k7) { return make_uint2(sign_mask_lo(ksigns8(k7)), sign_mask_hi(ksigns8(k7))); }
     static __device__ __forceinline__ const uint32_t* table() { return iq3xxs_grid; }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // grid indexes 0-3 and 4-7 (4 values each)
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t i0 = f[0], i1 = f[1];
@@ -465,25 +422,21 @@ struct fmt_iq3_xxs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t idx = g < 2 ? i0 : i1;
-            const uint2 m = t.sign2((aux >> (7 * g)) & 0x7Fu);
-            c.w[2 * g] = apply_signs(t.word((idx >> (16 * (g & 1))) & 0xFFu), m.x);
-            c.w[2 * g + 1] = apply_signs(t.word((idx >> (16 * (g & 1) + 8)) & 0xFFu), m.y);
+            const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
+            c.w[2 * g] = apply_signs(t.words[(idx >> (16 * (g & 1))) & 0xFFu], sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu], sign_mask_hi(s8));
         }
     }
 };
 static_assert(fmt_iq3_xxs::TABLE_WORDS == STRATA_IQ3XXS_GRID_SIZE, "iq3_xxs: staged words != generated table");
-static_assert(fmt_iq3_xxs::SIGN_ENTRIES * fmt_iq3_xxs::SIGN_WORDS == STRATA_IQ3_XXS_SIGN_TABLE_WORDS, "iq3_xxs: sign words != constants.py");
 
 struct fmt_iq3_s {
     using L = layout::iq3_s;  // the block layout (formats/iq3_s.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = 0, K1 = 0;
-    static constexpr int SIGN_ENTRIES = 256, SIGN_WORDS = 2;  // the sign byte -> byte masks (Tab's sign words)
-    static __device__ __forceinline__ uint2 signs_of(uint32_t s8) { return make_uint2(sign_mask_lo(s8), sign_mask_hi(s8)); }
     static __device__ __forceinline__ const uint32_t* table() { return iq3s_grid; }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // low 8 bits of grid indexes 0-3 and 4-7
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t i0 = f[0], i1 = f[1];
@@ -498,20 +451,18 @@ struct fmt_iq3_s {
             const int e = 2 * g;  // first of this group's two grid entries
             const uint32_t lo = ((idx >> (16 * (g & 1))) & 0xFFu) | (((qh >> e) & 1u) << 8);
             const uint32_t hi = ((idx >> (16 * (g & 1) + 8)) & 0xFFu) | (((qh >> (e + 1)) & 1u) << 8);
-            const uint2 m = t.sign2((sg >> (8 * g)) & 0xFFu);
-            c.w[2 * g] = apply_signs(t.word(lo), m.x);
-            c.w[2 * g + 1] = apply_signs(t.word(hi), m.y);
+            const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
+            c.w[2 * g] = apply_signs(t.words[lo], sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(t.words[hi], sign_mask_hi(s8));
         }
     }
 };
 static_assert(fmt_iq3_s::TABLE_WORDS == STRATA_IQ3S_GRID_SIZE, "iq3_s: staged words != generated table");
-static_assert(fmt_iq3_s::SIGN_ENTRIES * fmt_iq3_s::SIGN_WORDS == STRATA_IQ3_S_SIGN_TABLE_WORDS, "iq3_s: sign words != constants.py");
 
 // IQ1: nibble codes g+1 select bytes of STRATA_IQ1_W_POS (8g+1) or, with 4 added to every selector,
 // of STRATA_IQ1_W_NEG (8g-1).
 // t.k0 = STRATA_IQ1_W_POS, t.k1 = STRATA_IQ1_W_NEG.
-template <class T>
-__device__ __forceinline__ void iq1_group(const T& t, uint32_t nib, bool neg, int& lo, int& hi) {
+__device__ __forceinline__ void iq1_group(const Tab& t, uint32_t nib, bool neg, int& lo, int& hi) {
     const uint32_t sel = neg ? (nib | 0x44444444u) : nib;
     lo = (int)prmt(t.k0, t.k1, sel);
     hi = (int)prmt(t.k0, t.k1, sel >> 16);
@@ -522,10 +473,8 @@ struct fmt_iq1_s {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
-    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j);  // low 8 bits of four 11-bit grid indexes
         const uint32_t qh = ld_u16(b + L::QH + 2 * j);    // 3 high bits x4, scale bits 12-14, delta sign bit 15
         c.dw = ld_half(b) * 0.125f;
@@ -534,7 +483,7 @@ struct fmt_iq1_s {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | (((qh >> (3 * g)) & 7u) << 8);
-            iq1_group(t, t.word(index), neg, c.w[2 * g], c.w[2 * g + 1]);
+            iq1_group(t, t.words[index], neg, c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
@@ -545,7 +494,6 @@ struct fmt_iq1_m {
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1_M_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
-    static constexpr int SIGN_ENTRIES = 0, SIGN_WORDS = 0;  // signs (if any) are not a table lookup
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
     // The fp16 d is spread over the top nibbles of the four u16 scale words at byte 48 (sc = those
     // 8 bytes as two words).
@@ -555,8 +503,7 @@ struct fmt_iq1_m {
         return fp16_bits_to_float((uint16_t)bits);
     }
     static __device__ __forceinline__ float block_d(const uint8_t* b) { return block_d(ld_u64_a8(b + L::SCALES)); }
-    template <class T>
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const T& t, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         const uint32_t qs = __ldg(reinterpret_cast<const uint32_t*>(b + L::QS + 4 * j));  // low 8 bits of 4 indexes
         const uint32_t qh = ld_u16(b + L::QH + 2 * j);     // per group a nibble: 3 high bits, delta sign bit 3
         const uint2 sc = ld_u64_a8(b + L::SCALES);             // 16 3-bit scales and d's nibbles
@@ -569,7 +516,7 @@ struct fmt_iq1_m {
         for (int g = 0; g < 4; ++g) {
             const uint32_t h = (qh >> (4 * g)) & 0xFu;
             const uint32_t index = ((qs >> (8 * g)) & 0xFFu) | ((h & 7u) << 8);
-            iq1_group(t, t.word(index), (h & 8u) != 0, c.w[2 * g], c.w[2 * g + 1]);
+            iq1_group(t, t.words[index], (h & 8u) != 0, c.w[2 * g], c.w[2 * g + 1]);
         }
     }
 };
@@ -586,40 +533,31 @@ struct LaneWalk {
     __device__ __forceinline__ explicit LaneWalk(int lane) : j(lane % F::CHUNKS), first((lane / F::CHUNKS) * F::BYTES) {}
 };
 
-// The format's table in global memory with its constants as compile-time values, and its signs computed
-// where they are used (old kernels).
+// The format's table in global memory with its constants as compile-time values (old kernels).
 template <class F>
-__device__ __forceinline__ Tab<F, false> global_tab() { return Tab<F, false>{F::table(), F::K0, F::K1, nullptr}; }
+__device__ __forceinline__ Tab global_tab() { return Tab{F::table(), F::K0, F::K1}; }
 
-// Shared-memory words a new kernel declares for a format: the sign words (first: 8-byte aligned for the
-// two-word entries), the table, then K0 and K1.
+// Shared-memory words a new kernel declares for a format: the table, then K0 and K1.
 template <class F>
 struct SharedTab {
-    static constexpr int SIGNS = F::SIGN_ENTRIES * F::SIGN_WORDS;
-    static constexpr int WORDS = SIGNS + F::TABLE_WORDS + 2;
+    static constexpr int WORDS = F::TABLE_WORDS + 2;
 };
 
-// Fill shared memory as SharedTab lays it out (every thread of the block calls it; sync before shared_tab
-// reads it back). `dst` must be 8-byte aligned.
+// Copy a format's table and constants into shared memory (every thread of the block calls it; sync
+// before shared_tab reads them back).
 template <class F>
 __device__ __forceinline__ void stage_table(uint32_t* dst) {
-    constexpr int SIGNS = SharedTab<F>::SIGNS;
-    for (int i = threadIdx.x; i < F::SIGN_ENTRIES; i += blockDim.x) {
-        if constexpr (F::SIGN_WORDS == 2) reinterpret_cast<uint2*>(dst)[i] = F::signs_of(i);
-        else if constexpr (F::SIGN_WORDS == 1) dst[i] = F::signs_of(i).x;
-    }
-    for (int i = threadIdx.x; i < F::TABLE_WORDS; i += blockDim.x) dst[SIGNS + i] = F::table()[i];
+    for (int i = threadIdx.x; i < F::TABLE_WORDS; i += blockDim.x) dst[i] = F::table()[i];
     if (threadIdx.x == 0) {
-        dst[SIGNS + F::TABLE_WORDS] = F::K0;
-        dst[SIGNS + F::TABLE_WORDS + 1] = F::K1;
+        dst[F::TABLE_WORDS] = F::K0;
+        dst[F::TABLE_WORDS + 1] = F::K1;
     }
 }
 
-// The staged tables, with the constants loaded into registers (after the barrier).
+// The staged table, with the constants loaded into registers (after the barrier).
 template <class F>
-__device__ __forceinline__ Tab<F, true> shared_tab(const uint32_t* staged) {
-    constexpr int SIGNS = SharedTab<F>::SIGNS;
-    return Tab<F, true>{staged + SIGNS, staged[SIGNS + F::TABLE_WORDS], staged[SIGNS + F::TABLE_WORDS + 1], staged};
+__device__ __forceinline__ Tab shared_tab(const uint32_t* staged) {
+    return Tab{staged, staged[F::TABLE_WORDS], staged[F::TABLE_WORDS + 1]};
 }
 
 }  // namespace siq

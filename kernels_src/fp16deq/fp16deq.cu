@@ -1,6 +1,7 @@
 // fp16deq.cu: dense dequantization of Q8_0 and IQ4_XS rows to FP16: the generic kernel (one thread per
-// 32-value group, element stores), the 16-byte-store kernel (one thread per 8 outputs) and the wide
-// 16-byte-store candidates (8-32 outputs per thread; scripts/fp16deq_tune.py, not launched by "new").
+// 32-value group, element stores) and the 16-byte-store kernels (Q8_0: one thread per 8 outputs; IQ4_XS:
+// the wide kernel with 16 outputs per thread; the other wide candidates, 8-32 outputs per thread, are for
+// scripts/fp16deq_tune.py).
 //
 // ARITHMETIC CONTRACT
 //   Every output element is the exact value of its weight rounded once to the nearest FP16 (ties to
@@ -134,32 +135,12 @@ fp16deq_vec16_q8_0(const uint8_t* __restrict__ src, int nrows, int ncols, __half
     *reinterpret_cast<uint4*>(dst + row * ld + 8LL * oct) = out;
 }
 
-__global__ void __launch_bounds__(fp16deq::kThreads)
-fp16deq_vec16_iq4_xs(const uint8_t* __restrict__ src, int nrows, int ncols, __half* __restrict__ dst, long long ld) {
-    using namespace fp16deq;
-    // 16 floats in 16 distinct banks: any pattern of codes across a warp is conflict-free.
-    __shared__ float kv[16];
-    if (threadIdx.x < 16) kv[threadIdx.x] = (float)kvalues_iq4nl[threadIdx.x];
-    __syncthreads();
-    const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    const int octets = ncols / 8;
-    if (tid >= (long long)nrows * octets) return;
-    const long long row = tid / octets;
-    const int oct = (int)(tid - row * octets);
-    const int within = (int)(tid & 31);  // 32 octets per 256-value block; rows hold whole blocks
-    const int ib = within >> 2, quarter = within & 3;
-    const uint8_t* blk = src + (size_t)(tid >> 5) * kXsBytes;
-    const uint2 head = *reinterpret_cast<const uint2*>(blk);  // d | scales_h << 16, scales_l[4]
-    const float d = __half2float(__ushort_as_half((unsigned short)(head.x & 0xffffu)));
-    const float scale = xs_scale(d, head.x >> 16, (head.y >> (8 * (ib >> 1))) & 0xffu, ib);
-    // Quarters 0,1: low nibbles of qs[16ib + 8*quarter ..]; quarters 2,3: high nibbles of the same bytes.
-    const uint2 q = *reinterpret_cast<const uint2*>(blk + 8 + 16 * ib + 8 * (quarter & 1));
-    *reinterpret_cast<uint4*>(dst + row * ld + 8LL * oct) = pack8_shared(scale, q, 4 * (quarter >> 1), kv);
-}
+// IQ4_XS's 16-byte-store path is fp16deq_wide_iq4_xs<16, kXsOwn, kLutShared> below (16 outputs a thread:
+// 91-94% of the H200's copy ceiling where 8 a thread reached 75-77%; families/fp16deq.py VEC16_WIDE).
 
 // ------------------------------------------------------------------------------------------------
-// Wide 16-byte-store candidates (scripts/fp16deq_tune.py times them; the shipped "new" variant does not
-// launch them): the same per-value arithmetic as fp16deq_vec16_*, OUT outputs per thread.
+// Wide 16-byte-store kernels (scripts/fp16deq_tune.py times them all; "new" launches the one VEC16_WIDE
+// names for IQ4_XS): the same per-value arithmetic as fp16deq_vec16_q8_0, OUT outputs per thread.
 //   MAP kXsOwn:     thread t owns OUT/16 halves of a sub-block's 16 qs bytes (8-byte loads: a block is
 //                   only 8-byte aligned, 136 = 8 * 17, so a 16-byte qs load would be misaligned in every
 //                   other block) and writes their low nibbles' 8 outputs and high nibbles' 8 outputs; the
@@ -168,7 +149,7 @@ fp16deq_vec16_iq4_xs(const uint8_t* __restrict__ src, int nrows, int ncols, __ha
 //                   is written whole by two lanes (OUT = 16) or half by one lane (OUT = 32).
 //   MAP kXsStrided: the vec16 kernel's octet work done OUT/8 times, octet k of lane l of warp w being
 //                   (w * OUT/8 + k) * 32 + l: each store instruction writes 512 consecutive bytes.
-//   LUT kLutShared: kvalues as floats in shared memory (the vec16 kernel's lookup, one __syncthreads).
+//   LUT kLutShared: kvalues as floats in shared memory (one __syncthreads).
 //   LUT kLutPrmt:   kvalues + 128 as bytes in four registers, looked up eight codes at a time with prmt
 //                   (no shared memory, no barrier); byte u becomes the float k = (2^23 + u) - (2^23 + 128),
 //                   exact (both operands and the difference are integers below 2^24), so the products

@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(STRATA_GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up, long long row_stride,
                    long long expert_stride, int d_ff, int nchunks, const int* __restrict__ offsets,
                    const block_q8_1* __restrict__ XQ, float* __restrict__ H) {
-    __shared__ __align__(8) uint32_t staged[SharedTab<F>::WORDS];
+    __shared__ uint32_t staged[SharedTab<F>::WORDS];
     extern __shared__ uint32_t smem[];
     block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem);
     stage_table<F>(staged);
@@ -117,7 +117,7 @@ grouped_gateup_new(const uint8_t* __restrict__ gate, const uint8_t* __restrict__
         __syncthreads();  // the previous pass is done with xs (and the table is staged on the first)
         stage_entries(XQ + (long long)first * nchunks, nchunks, n, xs);
         __syncthreads();
-        const auto tab = shared_tab<F>(staged);
+        const Tab tab = shared_tab<F>(staged);
         float acc_g[R][STRATA_GROUPED_ENTRIES], acc_u[R][STRATA_GROUPED_ENTRIES];
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(STRATA_GROUPED_WARPS * 32, GROUPED_MIN_BLOCKS)
 grouped_down_new(const uint8_t* __restrict__ down, long long row_stride, long long expert_stride, int d_out,
                  int nchunks, const int* __restrict__ offsets, const block_q8_1* __restrict__ HQ,
                  float* __restrict__ Y) {
-    __shared__ __align__(8) uint32_t staged[SharedTab<F>::WORDS];
+    __shared__ uint32_t staged[SharedTab<F>::WORDS];
     extern __shared__ uint32_t smem[];
     block_q8_1* xs = reinterpret_cast<block_q8_1*>(smem);
     stage_table<F>(staged);
@@ -181,7 +181,7 @@ grouped_down_new(const uint8_t* __restrict__ down, long long row_stride, long lo
         __syncthreads();
         stage_entries(HQ + (long long)first * nchunks, nchunks, n, xs);
         __syncthreads();
-        const auto tab = shared_tab<F>(staged);
+        const Tab tab = shared_tab<F>(staged);
         float acc[R][STRATA_GROUPED_ENTRIES];
 #pragma unroll
         for (int r = 0; r < R; ++r)

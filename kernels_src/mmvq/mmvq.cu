@@ -8,8 +8,7 @@
 //   order, then the 31 additions of warp_sum_f32's butterfly (xor 16, 8, 4, 2, 1). Lane 0 stores.
 //   Nothing else touches the value: no shared-memory partial sums, no atomics.
 // Why old and new are bitwise equal: both run the same decode (same integers: the table words are the
-//   same in global and shared memory, and the sign words new looks up are what old computes, by the same
-//   F::signs_of), the same chunk_isum and chunk_fma, the same lane -> chunk
+//   same in global and shared memory), the same chunk_isum and chunk_fma, the same lane -> chunk
 //   mapping and chunk order per (row, column), and the same butterfly. `new` only changes which loop is
 //   outside: it decodes a chunk once and applies it to NC columns and R rows before moving on, where
 //   `old` decodes it again for every column. The per-(row, column) chain of roundings is unchanged.
@@ -104,8 +103,8 @@ __device__ __forceinline__ StagedActs stage_acts(const block_q8_1* __restrict__ 
 
 // One lane step of mmvq_new: chunk c of each of the warp's R rows, decoded once and applied to the NC
 // columns (each (row, column) chain gets one fmaf, in chunk order); the rows' pointers advance a step.
-template <class F, int NC, int R, bool FCVT, class T>
-__device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& walk, const T& tab,
+template <class F, int NC, int R, bool FCVT>
+__device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& walk, const Tab& tab,
                                          const StagedActs& xs, const uint8_t* (&wr)[R], float (&acc)[R][NC]) {
 #if MMVQ_PREFETCH_STEPS > 0
     if (c + 32 * MMVQ_PREFETCH_STEPS < nchunks) {
@@ -133,33 +132,31 @@ __device__ __forceinline__ void new_step(int c, int nchunks, const LaneWalk<F>& 
     }
 }
 
-// NEW: each warp owns R rows; a chunk of each row is decoded once (the table and the sign words staged in
-// shared memory, so lookups address it with an immediate offset) and applied to all NC
-// columns of this pass (the pass's q8_1 activations in shared memory as StagedActs planes, staged once
-// per block). Blocks loop over row groups so the staging is paid once per block; each row's pointer
-// advances by a constant per step, and the rows' blocks MMVQ_PREFETCH_STEPS steps ahead are prefetched
-// into L2. Rows past the end are clamped for reading and not stored. The host runs passes of NC = 8, 4,
-// 2, 1 columns (8 at a time beyond 8).
-// Shared memory: SharedTab<F> static (placed in the dynamic region instead, ptxas spilled registers at
-// the same bound), the planes dynamic.
+// NEW: each warp owns R rows; a chunk of each row is decoded once (the table in static shared memory,
+// so lookups address it with an immediate offset) and applied to all NC columns of this pass (the
+// pass's q8_1 activations in dynamic shared memory as StagedActs planes, staged once per block).
+// Blocks loop over row groups so the staging is paid once per block; each row's pointer advances by a
+// constant per step, and the rows' blocks MMVQ_PREFETCH_STEPS steps ahead are prefetched into L2.
+// Rows past the end are clamped for reading and not stored. The host runs passes of NC = 8, 4, 2, 1
+// columns (8 at a time beyond 8).
 //
 // Launch tuning, none of which touches the arithmetic: MINB is the blocks per SM the register budget
 // must allow (__launch_bounds__), U how the chunk loop is unrolled (0: as the compiler chooses; U > 1
 // lets it issue the next steps' weight loads before this step's decode, more bytes in flight per warp;
 // the chunks still reach each fmaf chain in increasing order), FCVT whether the chunk's integer reaches
 // the fmaf through chunk_isum_f (the same float, without I2F or IMAD: iq_decode.cuh) instead of
-// (float)chunk_isum. The family's table picks them per
-// format and column pass (families/mmvq.py, NEW_CONFIGS).
+// (float)chunk_isum. The family's table picks them per format and column pass (families/mmvq.py,
+// NEW_CONFIGS).
 template <class F, int NC, int R, int MINB = MMVQ_NEW_MIN_BLOCKS(NC), int U = 0, bool FCVT = false>
 __global__ void __launch_bounds__(STRATA_MMVQ_NEW_WARPS * 32, MINB)
 mmvq_new(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
-    __shared__ __align__(8) uint32_t staged[SharedTab<F>::WORDS];
+    __shared__ uint32_t staged[SharedTab<F>::WORDS];
     extern __shared__ __align__(16) uint32_t smem[];
     stage_table<F>(staged);
     const StagedActs xs = stage_acts(X, NC * nchunks, smem);
     __syncthreads();
-    const auto tab = shared_tab<F>(staged);
+    const Tab tab = shared_tab<F>(staged);
 
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;

@@ -203,10 +203,19 @@ class Fp16Deq(Family):
         """"new"'s dispatch, with `config`'s kernel in place of vec16 for its format (dispatch_log: its label)."""
         path = choose_kernel(case.fmt, outs["y"].data.ptr, self.geometry(case)["ld"], self._rows(case, dev).data.ptr)
         if path != VEC16 or config.fmt != case.fmt:
-            self._launch_path(case, variant, path, kernels, dev, outs, stream)
+            self._launch_dispatched(case, variant, path, kernels, dev, outs, stream)
             return
         self.dispatch_log[(case.name, variant)] = config.label
         self._launch_kernel(case, config.kernel, config.out, kernels, dev, outs, stream)
+
+    def _launch_dispatched(self, case: Case, variant: str, path: str, kernels: Any, dev: Mapping[str, Any],
+                           outs: Mapping[str, Any], stream: Any) -> None:
+        """The kernel "new" runs for `path`: generic, or the format's 16-byte-store kernel (_vec16_kernel)."""
+        if path != VEC16:
+            self._launch_path(case, variant, path, kernels, dev, outs, stream)
+            return
+        self.dispatch_log[(case.name, variant)] = VEC16
+        self._launch_kernel(case, *self._vec16_kernel(case.fmt), kernels, dev, outs, stream)
 
     def _launch_kernel(self, case: Case, kernel: str, per_thread: int, kernels: Any, dev: Mapping[str, Any],
                        outs: Mapping[str, Any], stream: Any) -> None:
@@ -226,11 +235,7 @@ class Fp16Deq(Family):
         expected = case.param("path")
         if expected is not None and path != expected:
             raise CheckFailed(f"{case.name}: the dispatcher chose the {path} kernel, the case requires {expected}")
-        if path != VEC16:
-            self._launch_path(case, "new", path, kernels, dev, outs, stream)
-            return
-        self.dispatch_log[(case.name, "new")] = VEC16
-        self._launch_kernel(case, *self._vec16_kernel(case.fmt), kernels, dev, outs, stream)
+        self._launch_dispatched(case, "new", path, kernels, dev, outs, stream)
 
     variants = (
         Variant("old", _old_kernels, _launch_old, "the generic kernel: one thread per 32 values"),

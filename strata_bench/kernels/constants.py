@@ -36,12 +36,6 @@ BLOCK_SHAPES: dict[str, tuple[int, int]] = {
 TABLE_WORDS: dict[str, int] = {"iq2_xxs": 256, "iq2_xs": 512, "iq2_s": 1024, "iq3_xxs": 256, "iq3_s": 512,
                                "iq1_s": 2048, "iq1_m": 2048, "iq4_nl": 4, "iq4_xs": 4, "q8_0": 0, "q2_0": 0}
 
-# Sign words a new kernel stages per format (Tab's sign table in common/iq_decode.cuh: SIGN_ENTRIES x
-# SIGN_WORDS, a static_assert ties the two): the 7-bit or 8-bit sign field's values x 1 (IQ2 selector bits)
-# or 2 (IQ3 byte masks) words.
-SIGN_TABLE_WORDS: dict[str, int] = {"iq2_xxs": 128, "iq2_xs": 128, "iq2_s": 256, "iq3_xxs": 256, "iq3_s": 512,
-                                    "iq1_s": 0, "iq1_m": 0, "iq4_nl": 0, "iq4_xs": 0, "q8_0": 0, "q2_0": 0}
-
 DEQUANT_THREADS = 256  # dequant_f32: threads per block, one 32-value chunk each
 Q8_1_WARPS = 8  # quantize_q8_1: warps per block, one q8_1 block each
 MMVQ_OLD_WARPS = 4  # mmvq_old: warps (rows) per block
@@ -84,7 +78,6 @@ def macros() -> dict[str, int]:
         out[f"STRATA_{fmt.upper()}_QK"] = values
         out[f"STRATA_{fmt.upper()}_BYTES"] = nbytes
     out.update({f"STRATA_{fmt.upper()}_TABLE_WORDS": words for fmt, words in TABLE_WORDS.items()})
-    out.update({f"STRATA_{fmt.upper()}_SIGN_TABLE_WORDS": words for fmt, words in SIGN_TABLE_WORDS.items()})
     out.update({f"STRATA_PFGEMM_FMT_{fmt.upper()}": fid for fmt, fid in PFGEMM_FORMAT_IDS.items()})
     out.update({f"STRATA_{name}": globals()[name] for name in SCALARS})
     return out

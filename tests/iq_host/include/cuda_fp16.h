@@ -34,7 +34,6 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 struct uint2 {
     unsigned x, y;
 };
-inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 struct uint4 {
     unsigned x, y, z, w;
 };
