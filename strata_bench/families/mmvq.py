@@ -31,7 +31,7 @@ import numpy as np
 from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, Case, Expected, Family, FixtureRef,
                               InputError, LaunchAbi, MatvecRef, fixture_ref, Variant, activations,
                               allow_dynamic_shared, ceil_div, check_shape, decode_table_bytes, exact_weights,
-                              launch_quantize_q8_1, matvec_reference, padded, parse_data, prefer_l1, q8_1_staging_bytes,
+                              launch_quantize_q8_1, matvec_reference, padded, parse_data, q8_1_staging_bytes,
                               quantize_q8_1, resident_blocks, row_stride, traits, weights)
 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
@@ -43,17 +43,14 @@ from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN
 class NewConfig:
     """How one column pass of mmvq_new is launched: R rows per warp (rows sharing one load of each
     activation block), the blocks per SM its register budget allows (None: the kernel's default,
-    MMVQ_NEW_MIN_BLOCKS), the chunk loop's unroll (0: the compiler's choice) and whether the launch asks
-    for the smallest shared-memory carveout (l1: the rest of the SM's memory caches the weight lines; a
-    function attribute, kernels/launch.py prefer_l1). None of them touches the arithmetic (mmvq.cu), so
-    every config gives the same bits."""
+    MMVQ_NEW_MIN_BLOCKS) and the chunk loop's unroll (0: the compiler's choice). None of them touches
+    the arithmetic (mmvq.cu), so every config gives the same bits."""
 
     rows: int = 4
     min_blocks: int | None = None
     unroll: int = 0
     fcvt: bool = False  # the chunk's integer reaches the fmaf as chunk_isum_f (iq_decode.cuh): no I2F, no IMAD
     old: bool = False  # the pass runs mmvq_old instead (bitwise equal; faster where it is, measured)
-    l1: bool = False  # the smallest carveout for the resident blocks (launch attribute; same kernel)
 
     def kernel(self, fmt: str, nc: int) -> str:
         """The name expression; the defaults are left out, so the untuned kernels keep their names."""
@@ -73,14 +70,14 @@ class NewConfig:
     def label(self) -> str:
         if self.old:
             return "old"
-        flags = ("f" if self.fcvt else "") + ("l" if self.l1 else "")
-        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}{flags}"
+        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}" + ("f" if self.fcvt else "")
 
 
 NEW_DEFAULT = NewConfig()
-# Per format and pass width, the fastest config without register spills of three sweeps on the H200 at
-# 131072 x 8192 (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3", has every figure). NewConfig(R, MINB, U,
-# FCVT); old=True runs mmvq_old's kernel for the pass, where it is the faster one (bitwise equal).
+# Per format and pass width, the fastest config of the sweeps on the H200 at 131072 x 8192 that spills no
+# register under the device's NVRTC or CI's (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3" and "v4", has
+# every figure). NewConfig(R, MINB, U, FCVT); old=True runs mmvq_old's kernel for the pass, where it is
+# the faster one (bitwise equal).
 _C = NewConfig
 NEW_CONFIGS: dict[tuple[str, int], NewConfig] = {
     ("iq2_xxs", 1): _C(2, 4, 8), ("iq2_xs", 1): _C(4, 3, 4), ("iq2_s", 1): _C(2, 3, 8), ("iq3_xxs", 1): _C(4, 3, 4),
@@ -253,7 +250,6 @@ class Mmvq(Family):
         fn = kernels.get(config.kernel(case.fmt, nc))
         shared = q8_1_staging_bytes(nc, nchunks)
         allow_dynamic_shared(fn, shared, static_bytes=decode_table_bytes(case.fmt))
-        prefer_l1(fn, 32 * NEW_WARPS, shared, decode_table_bytes(case.fmt), smallest=config.l1)
         groups = ceil_div(case.rows, NEW_WARPS * r)
         grid = (min(groups, resident_blocks(fn, 32 * NEW_WARPS, shared)),)
         args = (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),

@@ -8,8 +8,6 @@ from typing import Any
 DEFAULT_SHARED_LIMIT = 48 * 1024  # bytes of shared memory a kernel may use without opting in
 
 _OPTED_IN: dict[int, int] = {}
-_CARVEOUT: dict[int, int] = {}
-RESERVED_SHARED_PER_BLOCK = 1024  # bytes the driver keeps per resident block (sm_80 and later)
 
 
 def ceil_div(n: int, d: int) -> int:
@@ -28,35 +26,6 @@ def allow_dynamic_shared(fn: Any, nbytes: int, static_bytes: int = 0) -> None:
 
     driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
     _OPTED_IN[fn.ptr] = nbytes
-
-
-def prefer_l1(fn: Any, threads: int, dynamic: int, static: int, smallest: bool = True) -> None:
-    """Ask for the smallest shared-memory carveout that still holds as many blocks per SM as the kernel's
-    other limits (registers, threads) allow, leaving the rest of the SM's 256 KB to the L1 cache; with
-    smallest=False, take a hint set before back (the driver's default, -1: one kernel may serve launches
-    that want either).
-
-    Without the hint the driver sizes the carveout for as many blocks as shared memory alone would allow
-    (8 blocks, 100 KB, for mmvq_new at one column where registers allow 3: ncu), and a kernel whose lanes
-    read each weight line several times loses the L1 capacity that keeps those lines. A driver attribute
-    of the function (a percentage of the largest carveout), safe while a graph is captured."""
-    from cupy_backends.cuda.api import driver, runtime
-
-    if not smallest and fn.ptr not in _CARVEOUT:
-        return
-    percent = _smallest_carveout(fn.ptr, threads, dynamic, static, runtime.getDevice()) if smallest else -1
-    if _CARVEOUT.get(fn.ptr, -1) != percent:
-        driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)
-        _CARVEOUT[fn.ptr] = percent
-
-
-@functools.lru_cache(maxsize=None)
-def _smallest_carveout(fn_ptr: int, threads: int, dynamic: int, static: int, dev: int) -> int:
-    from cupy_backends.cuda.api import driver, runtime
-
-    per_sm = max(1, driver.occupancyMaxActiveBlocksPerMultiprocessor(fn_ptr, threads, dynamic))
-    largest = runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev)
-    return min(100, ceil_div(100 * per_sm * (dynamic + static + RESERVED_SHARED_PER_BLOCK), largest))
 
 
 def resident_blocks(fn: Any, threads: int, shared: int, device: int | None = None) -> int:
