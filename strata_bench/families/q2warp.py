@@ -46,17 +46,18 @@ class NewConfig:
     activation staging, row sets per warp."""
 
     warps: int = NEW_WARPS
-    min_warps: int = 0
+    min_warps: int = 0  # applies to 1 column only: 2-4 columns spill below the kernel's own table
     depth: int = 1
     early: bool = False
     sets: int = 1
 
     def kernel(self, nc: int) -> str:
         """The name expression; the defaults are left out, so the untuned kernels keep their names."""
-        if (self.min_warps, self.depth, self.early, self.sets) == (0, 1, False, 1):
+        minw = self.min_warps if nc == 1 else 0
+        if (minw, self.depth, self.early, self.sets) == (0, 1, False, 1):
             return f"q2warp_new<{nc}, {self.warps}>"
         early = "true" if self.early else "false"
-        return f"q2warp_new<{nc}, {self.warps}, {self.min_warps}, {self.depth}, {early}, {self.sets}>"
+        return f"q2warp_new<{nc}, {self.warps}, {minw}, {self.depth}, {early}, {self.sets}>"
 
     @property
     def label(self) -> str:
