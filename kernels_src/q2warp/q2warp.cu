@@ -21,7 +21,8 @@
 //   old: thread t of a 128-thread block runs step 2 for its row; warp 0 does steps 3-4 from shared
 //   memory. new: lane l of a warp runs step 2 for the four "threads" l, 32+l, 64+l, 96+l of each of its
 //   four rows (as four separate accumulators, each in the same half-block order), then steps 3-4 in
-//   registers. Only the way bytes reach registers differs (new stages 16-byte granules through shared
+//   registers. The launch knobs of new (MINW, DEPTH, EARLY, SETS: see q2warp_new) only move loads earlier
+//   or hand a warp further row sets, each computed exactly as above. Only the way bytes reach registers differs (new stages 16-byte granules through shared
 //   memory); the integer S_h and the float operations, operands and order are the same.
 //
 // MEMORY CONTRACT (new only): weight and activation bytes are read as the aligned 16-byte granules
