@@ -1,18 +1,12 @@
 """scripts/q2warp_tune.py and q2warp's NewConfig: kernel names and the candidate list, exactly."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from strata_bench.families.q2warp import NEW_CONFIGS, NewConfig
+from tests.cases_file import load_cases_file
 
 
 def _tune():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "q2warp_tune.py"
-    spec = importlib.util.spec_from_file_location("q2warp_tune", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_cases_file("scripts/q2warp_tune.py")
 
 
 def test_default_config_keeps_the_kernel_names():
