@@ -4,7 +4,7 @@
 # kernels -> GPU tests -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
 # and the pfgemm cuBLAS reference -> the peer table -> workload and its command A/B -> --device all.
 # Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"), `tune-more` (the other
-# families' scripts/<family>_tune.py candidates) and `ncu`. Every
+# families' candidates: scripts/fp16deq_tune.py) and `ncu`. Every
 # step's log and exit code land in $OUT (default gpu-out/), and results/ is packed into $OUT/results.tgz
 # so a remote run brings everything back.
 #
@@ -127,7 +127,7 @@ for s in "${steps[@]}"; do
                     --results results/tune -o md
             done ;;
         tune-more)  # the other families' tuning candidates (scripts/<family>_tune.py): parity over the family's cases, then bench
-            for f in fp16deq q2warp; do
+            for f in fp16deq; do
                 [ -f "scripts/${f}_tune.py" ] || continue
                 step "tune-$f-parity" sb parity -q --cases "scripts/${f}_tune.py" --family "${f}_tune"
                 step "tune-$f" sb bench -q --cases "scripts/${f}_tune.py" --family "${f}_tune" --budget 0.5 \

@@ -21,8 +21,7 @@
 //   old: thread t of a 128-thread block runs step 2 for its row; warp 0 does steps 3-4 from shared
 //   memory. new: lane l of a warp runs step 2 for the four "threads" l, 32+l, 64+l, 96+l of each of its
 //   four rows (as four separate accumulators, each in the same half-block order), then steps 3-4 in
-//   registers. The launch knobs of new (MINW, DEPTH, EARLY, SETS: see q2warp_new) only move loads earlier
-//   or hand a warp further row sets, each computed exactly as above. Only the way bytes reach registers differs (new stages 16-byte granules through shared
+//   registers. Only the way bytes reach registers differs (new stages 16-byte granules through shared
 //   memory); the integer S_h and the float operations, operands and order are the same.
 //
 // MEMORY CONTRACT (new only): weight and activation bytes are read as the aligned 16-byte granules
@@ -205,73 +204,14 @@ __host__ __device__ constexpr int min_warps_per_sm(int ncols) {
 
 }  // namespace q2w
 
-// The launch knobs (none touches an operand or the order of an operation; defaults = the first build):
-//   MINW   resident warps per SM asked of ptxas (0: min_warps_per_sm(NCOLS));
-//   DEPTH  groups whose weight granules are in flight in registers while a group is computed (1 or 2);
-//   EARLY  the first DEPTH groups are loaded before the activations are staged (hides that L2 trip);
-//   SETS   row sets (4 rows each) a warp walks one after the other (warp w of block b: sets
-//          (b*SETS + k)*NWARPS + w, k = 0..SETS-1), so the staged activations serve SETS times the rows
-//          and the weight pipeline runs on from one set's last group into the next set's first.
-namespace q2w {
-
-// Where a warp is in its walk: row set k (0..SETS-1), group g of that set (-1: nothing left).
-struct Cursor {
-    int k, g;
-};
-
-template <int NWARPS, int SETS>
-__device__ __forceinline__ RowSet row_set(const uint8_t* w, int rows, int nb, int k, int warp) {
-    return RowSet{w, rows, nb, (int)(((size_t)blockIdx.x * SETS + k) * NWARPS + warp) * STRATA_Q2WARP_ROWS_PER_WARP};
-}
-
-// The group after g of one set: chunk by chunk (w = 0..3), groups w, w+4, ... of each chunk.
-__device__ __forceinline__ int next_group(int g, int ngroups, int nchunks) {
-    const int chunk = g & 3;
-    if (g + 4 < ngroups) return g + 4;
-    return chunk + 1 < nchunks ? chunk + 1 : -1;
-}
-
-// The step after c: the next group of its set, else the first group of the next set that has rows.
-template <int SETS>
-__device__ __forceinline__ Cursor advance(Cursor c, int ngroups, int nchunks, int first_row_of_next, int rows) {
-    const int g = next_group(c.g, ngroups, nchunks);
-    if (g >= 0) return Cursor{c.k, g};
-    if (c.k + 1 < SETS && first_row_of_next < rows) return Cursor{c.k + 1, 0};
-    return Cursor{c.k, -1};
-}
-
-}  // namespace q2w
-
-template <int NCOLS, int NWARPS, int MINW = 0, int DEPTH = 1, bool EARLY = false, int SETS = 1>
-__global__ void __launch_bounds__(32 * NWARPS, (MINW ? MINW : q2w::min_warps_per_sm(NCOLS)) / NWARPS)
+template <int NCOLS, int NWARPS>
+__global__ void __launch_bounds__(32 * NWARPS, q2w::min_warps_per_sm(NCOLS) / NWARPS)
 q2warp_new(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float* __restrict__ y,
            int rows, int nb) {
     using namespace q2w;
-    static_assert(DEPTH >= 1 && SETS >= 1, "at least one group in flight and one row set");
     extern __shared__ uint4 act_granules[];
     __shared__ uint4 wslots[NWARPS][STRATA_Q2WARP_ROWS_PER_WARP * kSlotGranules];
     const int nh = 2 * nb;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int ngroups = (nh + kGroupHalves - 1) / kGroupHalves;
-    const int nchunks = min(4, ngroups);  // chunks w >= ngroups have no half-block at all
-    const int set_rows = NWARPS * STRATA_Q2WARP_ROWS_PER_WARP;  // rows from one set k to the next
-
-    // The weight pipeline: v[d] holds the granules of step `ld` (ld runs DEPTH steps ahead of the
-    // computed step). Row bounds are checked per row by stage_load, so loading before the early
-    // return below is safe (a warp without rows loads nothing).
-    uint4 v[DEPTH][3];
-    Cursor ld{0, 0};
-    const bool has_rows = row_set<NWARPS, SETS>(w, rows, nb, 0, warp).row0 < rows;
-    auto load_next = [&](uint4 (&dst)[3]) {
-        if (ld.g < 0) return;
-        stage_load(row_set<NWARPS, SETS>(w, rows, nb, ld.k, warp), ld.g, lane, dst);
-        const int next_row0 = row_set<NWARPS, SETS>(w, rows, nb, ld.k, warp).row0 + set_rows;
-        ld = advance<SETS>(ld, ngroups, nchunks, next_row0, rows);
-    };
-    if (EARLY && has_rows) {
-#pragma unroll
-        for (int d = 0; d < DEPTH; ++d) load_next(v[d]);
-    }
 
     // Stage every activation byte of every column (one block-wide sync, then warps run freely).
     const size_t abase = reinterpret_cast<size_t>(act);
@@ -281,13 +221,13 @@ q2warp_new(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float
     for (int i = threadIdx.x; i < an16; i += 32 * NWARPS) act_granules[i] = __ldg(asrc + i);
     __syncthreads();
 
-    if (!has_rows) return;
-    if (!EARLY) {
-#pragma unroll
-        for (int d = 0; d < DEPTH; ++d) load_next(v[d]);
-    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const RowSet rs{w, rows, nb, (int)(blockIdx.x * NWARPS + warp) * STRATA_Q2WARP_ROWS_PER_WARP};
+    if (rs.row0 >= rows) return;
     const uint8_t* abytes = reinterpret_cast<const uint8_t*>(act_granules) + ahead;
     const uint32_t* wwords = reinterpret_cast<const uint32_t*>(wslots[warp]);
+    const int ngroups = (nh + kGroupHalves - 1) / kGroupHalves;
+    const int nchunks = min(4, ngroups);  // chunks w >= ngroups have no half-block at all
 
     float p[STRATA_Q2WARP_ROWS_PER_WARP][NCOLS], s[STRATA_Q2WARP_ROWS_PER_WARP][NCOLS];
 #pragma unroll
@@ -295,69 +235,61 @@ q2warp_new(const uint8_t* __restrict__ w, const uint8_t* __restrict__ act, float
 #pragma unroll
         for (int c = 0; c < NCOLS; ++c) p[r][c] = 0.0f;
 
-    Cursor cur{0, 0};
-    while (cur.g >= 0) {
-#pragma unroll
-        for (int d = 0; d < DEPTH; ++d) {  // unrolled, so v[d] stays in registers
-            if (cur.g < 0) break;
-            const RowSet rs = row_set<NWARPS, SETS>(w, rows, nb, cur.k, warp);
-            const int g = cur.g;
-            __syncwarp();  // every lane finished reading the previous group
-            stage_store(wslots[warp], lane, v[d]);
-            __syncwarp();
-            load_next(v[d]);
-            const int chunk = g & 3;
-            const bool chunk_ends = g + 4 >= ngroups;
-            const bool set_ends = next_group(g, ngroups, nchunks) < 0;
+    uint4 v[3];
+    stage_load(rs, 0, lane, v);
+    for (int g = 0; g >= 0;) {
+        __syncwarp();  // every lane finished reading the previous group
+        stage_store(wslots[warp], lane, v);
+        __syncwarp();
+        const int chunk = g & 3;
+        const bool chunk_ends = g + 4 >= ngroups;
+        const int next = !chunk_ends ? g + 4 : (chunk + 1 < nchunks ? chunk + 1 : -1);
+        if (next >= 0) stage_load(rs, next, lane, v);
 
-            const int h = g * kGroupHalves + lane;
-            if (h < nh) {
-                // This half-block's activations for every column, then one row at a time: its codes are
-                // extracted once and dotted with each column (the integers are the exact layout's).
-                int a[NCOLS][8], asum[NCOLS];
-                float da[NCOLS];
+        const int h = g * kGroupHalves + lane;
+        if (h < nh) {
+            // This half-block's activations for every column, then one row at a time: its codes are
+            // extracted once and dotted with each column (the integers are the exact layout's).
+            int a[NCOLS][8], asum[NCOLS];
+            float da[NCOLS];
+#pragma unroll
+            for (int c = 0; c < NCOLS; ++c) {
+                da[c] = load_act(abytes + ((size_t)c * nh + h) * kQ81Bytes, a[c]);
+                asum[c] = act_sum(a[c]);
+            }
+#pragma unroll
+            for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r) {
+                uint32_t qs[4];
+                int codes[8];
+                const float dw = staged_block(wwords, r, (int)(rs.group_start(r, g) & 15), lane >> 1, qs);
+                half_codes(qs, lane & 1, codes);
+#pragma unroll
+                for (int c = 0; c < NCOLS; ++c) p[r][c] = accumulate(p[r][c], dw, da[c], half_dot(codes, a[c], asum[c]));
+            }
+        }
+        if (chunk_ends) {  // contract step 3, incrementally: s = p(chunk 0) + p(chunk 1) + ...
+#pragma unroll
+            for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
 #pragma unroll
                 for (int c = 0; c < NCOLS; ++c) {
-                    da[c] = load_act(abytes + ((size_t)c * nh + h) * kQ81Bytes, a[c]);
-                    asum[c] = act_sum(a[c]);
+                    s[r][c] = chunk == 0 ? p[r][c] : __fadd_rn(s[r][c], p[r][c]);
+                    p[r][c] = 0.0f;
                 }
-#pragma unroll
-                for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r) {
-                    uint32_t qs[4];
-                    int codes[8];
-                    const float dw = staged_block(wwords, r, (int)(rs.group_start(r, g) & 15), lane >> 1, qs);
-                    half_codes(qs, lane & 1, codes);
-#pragma unroll
-                    for (int c = 0; c < NCOLS; ++c)
-                        p[r][c] = accumulate(p[r][c], dw, da[c], half_dot(codes, a[c], asum[c]));
-                }
-            }
-            if (chunk_ends) {  // contract step 3, incrementally: s = p(chunk 0) + p(chunk 1) + ...
-#pragma unroll
-                for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
-#pragma unroll
-                    for (int c = 0; c < NCOLS; ++c) {
-                        s[r][c] = chunk == 0 ? p[r][c] : __fadd_rn(s[r][c], p[r][c]);
-                        p[r][c] = 0.0f;
-                    }
-            }
-            if (set_ends) {
-                // Chunks that had no group still add their +0 partial, as the exact layout's idle threads do.
-                for (int ch = nchunks; ch < 4; ++ch)
-#pragma unroll
-                    for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
-#pragma unroll
-                        for (int c = 0; c < NCOLS; ++c) s[r][c] = __fadd_rn(s[r][c], 0.0f);
-#pragma unroll
-                for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
-#pragma unroll
-                    for (int c = 0; c < NCOLS; ++c) {
-                        const float tot = warp_sum_f32(s[r][c]);  // every lane holds the same total
-                        if (lane == ((r * NCOLS + c) & 31) && rs.row0 + r < rows)
-                            y[(size_t)c * rows + rs.row0 + r] = tot;
-                    }
-            }
-            cur = advance<SETS>(cur, ngroups, nchunks, rs.row0 + set_rows, rows);
         }
+        g = next;
     }
+    // Chunks that had no group still add their +0 partial, as the exact layout's idle threads do.
+    for (int chunk = nchunks; chunk < 4; ++chunk)
+#pragma unroll
+        for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
+#pragma unroll
+            for (int c = 0; c < NCOLS; ++c) s[r][c] = __fadd_rn(s[r][c], 0.0f);
+
+#pragma unroll
+    for (int r = 0; r < STRATA_Q2WARP_ROWS_PER_WARP; ++r)
+#pragma unroll
+        for (int c = 0; c < NCOLS; ++c) {
+            const float tot = warp_sum_f32(s[r][c]);  // every lane holds the same total
+            if (lane == ((r * NCOLS + c) & 31) && rs.row0 + r < rows) y[(size_t)c * rows + rs.row0 + r] = tot;
+        }
 }

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -37,45 +37,6 @@ REF_CHUNK_ROWS = 2048  # rows per float64 reference chunk (bounds host memory at
 ACT_SEED_OFFSET = 7919  # activations get their own stream, so weights and activations are independent
 OUTLIER = 3.0e4
 FIXTURE_FORMAT_NOTE = "fixture rows are requantized to Q2_0 (Q2_0.quantize) and tiled to the case's rows"
-
-
-@dataclass(frozen=True)
-class NewConfig:
-    """How q2warp_new is launched (q2warp.cu's launch knobs; none changes the bits): warps per block,
-    resident warps per SM asked of ptxas (0: the kernel's table), groups in flight, first loads before the
-    activation staging, row sets per warp."""
-
-    warps: int = NEW_WARPS
-    min_warps: int = 0  # applies to 1 column only: 2-4 columns spill below the kernel's own table
-    depth: int = 1
-    early: bool = False
-    sets: int = 1
-
-    def kernel(self, nc: int) -> str:
-        """The name expression; the defaults are left out, so the untuned kernels keep their names."""
-        minw = self.min_warps if nc == 1 else 0
-        if (minw, self.depth, self.early, self.sets) == (0, 1, False, 1):
-            return f"q2warp_new<{nc}, {self.warps}>"
-        early = "true" if self.early else "false"
-        return f"q2warp_new<{nc}, {self.warps}, {minw}, {self.depth}, {early}, {self.sets}>"
-
-    @property
-    def label(self) -> str:
-        return f"w{self.warps}m{self.min_warps}d{self.depth}{'e' if self.early else ''}s{self.sets}"
-
-    def rows_per_block(self) -> int:
-        return ROWS_PER_WARP * self.warps * self.sets
-
-    def static_shared(self) -> int:
-        return Q2WARP_STATIC_SHARED_BYTES // NEW_WARPS * self.warps
-
-
-NEW_DEFAULT = NewConfig()
-NEW_CONFIGS: dict[int, NewConfig] = {n: NEW_DEFAULT for n in (1, 2, 3, 4)}  # per column count
-
-
-def new_config(nc: int) -> NewConfig:
-    return NEW_CONFIGS.get(nc, NEW_DEFAULT)
 
 
 class Q2Warp(Family):
@@ -148,7 +109,7 @@ class Q2Warp(Family):
         return [f"q2warp_old<{n}>" for n in (1, 2, 3, 4)]
 
     def _new_kernels(self, source: str) -> list[str]:
-        return [new_config(n).kernel(n) for n in (1, 2, 3, 4)]
+        return [f"q2warp_new<{n}, {NEW_WARPS}>" for n in (1, 2, 3, 4)]
 
     @staticmethod
     def _args(case: Case, dev: Mapping[str, Any], outs: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -161,15 +122,12 @@ class Q2Warp(Family):
 
     def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
-        self.launch_new_config(case, kernels, dev, outs, new_config(case.ncols), stream)
-
-    def launch_new_config(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
-                          config: NewConfig, stream: Any = None) -> None:
-        fn = kernels.get(config.kernel(case.ncols))
+        fn = kernels.get(f"q2warp_new<{case.ncols}, {NEW_WARPS}>")
         shared = new_kernel_shared_bytes(dev["act"].data.ptr, case.ncols, case.cols // BLOCK_VALUES)
-        allow_dynamic_shared(fn, shared, static_bytes=config.static_shared())
-        fn((ceil_div(case.rows, config.rows_per_block()),), (32 * config.warps,), self._args(case, dev, outs),
-           shared_mem=shared, stream=stream)
+        allow_dynamic_shared(fn, shared, static_bytes=Q2WARP_STATIC_SHARED_BYTES)
+        rows_per_cta = ROWS_PER_WARP * NEW_WARPS
+        fn((ceil_div(case.rows, rows_per_cta),), (32 * NEW_WARPS,), self._args(case, dev, outs), shared_mem=shared,
+           stream=stream)
 
     variants = (
         Variant("old", _old_kernels, _launch_old, "the exact layout: 4 warps per row"),
