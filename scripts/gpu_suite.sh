@@ -2,11 +2,11 @@
 # The GPU suite, end to end, on a CUDA host: env -> compile -> parity (cold, then warm cache) -> output
 # digests against a base tree -> the mmvq DRAM bench and its compare -> the user's weights, shapes and TOML
 # kernels -> GPU tests -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
-# and the pfgemm cuBLAS reference -> the peer table -> workload and its command A/B -> --device all.
+# and the pfgemm cuBLAS reference -> the peer table -> --device all -> workload and its command A/B (last:
+# at about 2.5 minutes the longest step, so a run under a time limit loses it first; STRATA_SUITE_DEADLINE).
 # Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"), `tune-more` (the other
-# families' candidates: scripts/fp16deq_tune.py) and `ncu`. Every
-# step's log and exit code land in $OUT (default gpu-out/), and results/ is packed into $OUT/results.tgz
-# so a remote run brings everything back.
+# families' candidates: scripts/fp16deq_tune.py) and `ncu`. Every step's log and exit code land in $OUT
+# (default gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
 #   scripts/gpu_suite.sh parity bench-dram  # chosen steps
@@ -27,7 +27,7 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram user gputests quality bench-families peer workload devices)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram user gputests quality bench-families peer devices workload)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
 BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T135047Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
