@@ -57,6 +57,13 @@ class StrataGroup(click.Group):
                 sys.stderr.flush()
                 os._exit(exc.exit_code)
             ctx.exit(exc.exit_code)
+        except ModuleNotFoundError as exc:
+            if exc.name not in _required_modules():
+                raise
+            # A broken install (a required package missing), not a crash of the command.
+            click.echo(f"strata-bench needs the Python package '{exc.name}', which is not installed "
+                       f"(pip install -e . installs every requirement)", err=True)
+            ctx.exit(EXIT_USAGE)
         except KeyboardInterrupt:
             click.echo("interrupted: results written so far are kept", err=True)
             ctx.exit(130)
@@ -74,6 +81,20 @@ def _user_file(filename: str | None) -> bool:
     if not filename:
         return False
     return not Path(filename).resolve().is_relative_to(Path(strata_bench.__file__).resolve().parent)
+
+
+def _required_modules() -> set[str]:
+    """Top-level module names of the package's required dependencies (its metadata's Requires-Dist
+    without extras), as an import names them: gguf, numpy, pandas, ..."""
+    import re
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires("strata-bench") or []
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return set()
+    names = {re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0] for r in requires if "extra ==" not in r}
+    return {n.lower().replace("-", "_") for n in names}
 
 
 def _context_poisoned(exc: BaseException) -> bool:
