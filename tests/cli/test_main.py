@@ -66,28 +66,26 @@ def test_usage_errors_are_one_line_exit_2(args, expected):
     assert result.stderr.splitlines() == [expected]
 
 
-def _raising_command(exc: BaseException) -> click.Command:
+def _invoke_raising(exc: BaseException):
+    """Run a throw-away command that raises `exc`, through the real group's error mapping."""
     @click.command("explode")
     def explode():
         raise exc
-    return explode
+
+    cli.add_command(explode)
+    try:
+        return CliRunner().invoke(cli, ["explode"])
+    finally:
+        cli.commands.pop("explode")
 
 
 def test_a_missing_required_package_is_one_line_exit_2():
-    cli.add_command(_raising_command(ModuleNotFoundError("No module named 'gguf'", name="gguf")))
-    try:
-        result = CliRunner().invoke(cli, ["explode"])
-    finally:
-        cli.commands.pop("explode")
+    result = _invoke_raising(ModuleNotFoundError("No module named 'gguf'", name="gguf"))
     assert result.exit_code == 2, result.output
     assert result.output.strip() == ("strata-bench needs the Python package 'gguf', which is not installed "
                                      "(pip install -e . installs every requirement)")
 
 
 def test_a_missing_module_that_is_not_a_requirement_is_not_hidden():
-    cli.add_command(_raising_command(ModuleNotFoundError("No module named 'nope'", name="nope")))
-    try:
-        result = CliRunner().invoke(cli, ["explode"])
-    finally:
-        cli.commands.pop("explode")
+    result = _invoke_raising(ModuleNotFoundError("No module named 'nope'", name="nope"))
     assert isinstance(result.exception, ModuleNotFoundError) and result.exit_code == 1
