@@ -5,7 +5,7 @@
 # and the pfgemm cuBLAS reference -> the peer table -> --device all -> workload and its command A/B (last:
 # at about 2.5 minutes the longest step, so a run under a time limit loses it first; STRATA_SUITE_DEADLINE).
 # Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"), `tune-more` (the other
-# families' candidates: scripts/fp16deq_tune.py) and `ncu`. Every step's log and exit code land in $OUT
+# families' candidates: scripts/fp16deq_tune.py), `ncu` and `ncu-source`. Every step's log and exit code land in $OUT
 # (default gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
@@ -136,6 +136,13 @@ for s in "${steps[@]}"; do
         ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
             for f in iq3_xxs iq3_s; do
                 step "ncu-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full \
+                    python3 -m strata_bench bench -q --family mmvq --format $f --shape 131072x8192 --cols 1 --budget 0.05 \
+                    --results /tmp/ncu-results
+            done ;;
+        ncu-source)  # the same kernels' stall samples per SASS instruction (CSV): which load each warp waits on
+            for f in iq3_xxs iq2_xxs; do
+                step "ncu-source-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full --page source \
+                    --print-source sass --csv \
                     python3 -m strata_bench bench -q --family mmvq --format $f --shape 131072x8192 --cols 1 --budget 0.05 \
                     --results /tmp/ncu-results
             done ;;
