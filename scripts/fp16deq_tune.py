@@ -30,7 +30,7 @@ CANDIDATES = [
 def candidate(config: WideConfig) -> Variant:
     """"new" with `config`'s kernel in place of vec16 for its format."""
     def kernels(family, source: str) -> list[str]:
-        return [*Fp16Deq._new_kernels(family, source), config.kernel]
+        return list(dict.fromkeys([*Fp16Deq._new_kernels(family, source), config.kernel]))  # new's may be it
 
     def launch(family, case, kernels_, dev, outs, stream=None) -> None:
         family.launch_wide(case, config.label, config, kernels_, dev, outs, stream)

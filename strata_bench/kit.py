@@ -6,7 +6,7 @@ The names live in their modules (cases/, data/, numerics/, kernels/launch.py); d
 lists each one with a line on what it is for.
 """
 from strata_bench.cases import Case, CaseFilter, Expected, Family, FixtureRef, Output, Variant, fixture_ref
-from strata_bench.cases.abi import AbiArg, LaunchAbi
+from strata_bench.cases.abi import AbiArg, LaunchAbi, padded_row_args
 from strata_bench.data.source import DataSource, parse_data
 from strata_bench.data.weights import (ACT_SEED_OFFSET, FORMATS, OUTLIER, Q2_0_FIXTURE_SOURCE, ROW_ALIGN,
                                        TAIL_SLACK, activations, check_shape, chunks_per_row, padded, row_stride,
@@ -26,7 +26,7 @@ __all__ = [
     # real weights: a fixture as a family's fixture_cases hook sees it
     "FixtureRef", "fixture_ref",
     # the launch ABI a TOML variant follows (docs/ABI.md); a built-in family's class, to extend it
-    "AbiArg", "LaunchAbi", "builtin_family",
+    "AbiArg", "LaunchAbi", "builtin_family", "padded_row_args",
     # data: where weights and activations come from, and their device layout
     "DataSource", "parse_data", "ACT_SEED_OFFSET", "FORMATS", "OUTLIER", "Q2_0_FIXTURE_SOURCE", "ROW_ALIGN",
     "TAIL_SLACK", "activations", "check_shape", "chunks_per_row", "padded", "row_stride", "traits", "weights",

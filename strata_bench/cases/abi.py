@@ -59,6 +59,29 @@ class LaunchAbi:
         return tuple(dict.fromkeys(k for s in self.placeholder_sets for k in s))
 
 
+def _row_stride(case: Case) -> Any:
+    import numpy as np
+
+    from strata_bench.data.weights import row_stride
+
+    return np.int64(row_stride(case.fmt, case.cols))
+
+
+def padded_row_args(w_layout: str, rows: str, cols: str) -> tuple[AbiArg, ...]:
+    """w, stride, rows, nchunks and cols of a family whose weight rows sit at the padded device stride
+    (data/weights.py row_stride), as dequant and mmvq pass them; the layouts of w, rows and cols are
+    the family's words."""
+    import numpy as np
+
+    return (
+        AbiArg("w", "const uint8_t*", w_layout, lambda c, d, o: d["w"]),
+        AbiArg("stride", "long long", "bytes from one row to the next", lambda c, d, o: _row_stride(c)),
+        AbiArg("rows", "int", rows, lambda c, d, o: np.int32(c.rows)),
+        AbiArg("nchunks", "int", "32-value chunks per row (cols / 32)", lambda c, d, o: np.int32(c.cols // 32)),
+        AbiArg("cols", "int", cols, lambda c, d, o: np.int32(c.cols)),
+    )
+
+
 def abi_table(abi: LaunchAbi) -> str:
     """The markdown table of an ABI's arguments (docs/ABI.md holds one per family; a test keeps them equal)."""
     lines = ["| name | C type | layout |", "|---|---|---|"]

@@ -18,8 +18,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, AbiArg, Case, Expected, Family, FixtureRef, LaunchAbi,
-                              Variant, ceil_div, check_shape, fixture_ref, padded, parse_data, row_stride, traits,
-                              weights)
+                              Variant, ceil_div, check_shape, fixture_ref, padded, padded_row_args, parse_data,
+                              row_stride, traits, weights)
 
 from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS  # noqa: E402
 VARIANTS = ("dequant",)
@@ -127,13 +127,8 @@ def _abi_fields(case: Case) -> dict[str, int]:
 DEQUANT_ABI = LaunchAbi(
     family="dequant",
     args=(
-        AbiArg("w", "const uint8_t*", "rows of blocks at `stride` (16-byte aligned); 16 readable bytes after the "
-                                      "last row", lambda c, d, o: d["w"]),
-        AbiArg("stride", "long long", "bytes from one row to the next",
-               lambda c, d, o: np.int64(row_stride(c.fmt, c.cols))),
-        AbiArg("rows", "int", "rows", lambda c, d, o: np.int32(c.rows)),
-        AbiArg("nchunks", "int", "32-value chunks per row (cols / 32)", lambda c, d, o: np.int32(c.cols // 32)),
-        AbiArg("cols", "int", "values per row", lambda c, d, o: np.int32(c.cols)),
+        *padded_row_args("rows of blocks at `stride` (16-byte aligned); 16 readable bytes after the last row",
+                         rows="rows", cols="values per row"),
         AbiArg("y", "float*", "[rows][cols] float32, every element written", lambda c, d, o: o["y"]),
     ),
     field_names=("rows", "cols", "nchunks", "stride"),

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, Case, Expected, Family, FixtureRef,
-                              InputError, LaunchAbi, MatvecRef, fixture_ref, Variant, activations,
+                              InputError, LaunchAbi, MatvecRef, padded_row_args, fixture_ref, Variant, activations,
                               allow_dynamic_shared, ceil_div, check_shape, decode_table_bytes, exact_weights,
                               launch_quantize_q8_1, matvec_reference, padded, parse_data, q8_1_staging_bytes,
                               quantize_q8_1, resident_blocks, row_stride, traits, weights)
@@ -304,13 +304,8 @@ def _abi_fields(case: Case) -> dict[str, int]:
 MMVQ_ABI = LaunchAbi(
     family="mmvq",
     args=(
-        AbiArg("w", "const uint8_t*", "rows x row_bytes of blocks at `stride` (16-byte aligned); 16 readable bytes "
-                                      "after the last row", lambda c, d, o: d["w"]),
-        AbiArg("stride", "long long", "bytes from one row to the next",
-               lambda c, d, o: np.int64(row_stride(c.fmt, c.cols))),
-        AbiArg("rows", "int", "weight rows (outputs per column)", lambda c, d, o: np.int32(c.rows)),
-        AbiArg("nchunks", "int", "32-value chunks per row (cols / 32)", lambda c, d, o: np.int32(c.cols // 32)),
-        AbiArg("cols", "int", "inputs per row", lambda c, d, o: np.int32(c.cols)),
+        *padded_row_args("rows x row_bytes of blocks at `stride` (16-byte aligned); 16 readable bytes after the "
+                         "last row", rows="weight rows (outputs per column)", cols="inputs per row"),
         AbiArg("xq", "const block_q8_1*", "[ncols][nchunks] q8_1 blocks (36 bytes), quantized before the kernel",
                lambda c, d, o: d["xq"]),
         AbiArg("x", "const float*", "[ncols][cols] float32 activations (raw)", lambda c, d, o: d["x"]),

@@ -1,5 +1,5 @@
 """A family that launches nothing and names elements 'row R, column C', and one small case of it: enough
-for the checks and the diagnosis, which only read outputs."""
+for the checks and the diagnosis, which only read outputs; and a fresh reference cache."""
 from __future__ import annotations
 
 import pytest
@@ -29,3 +29,11 @@ def toy_family():
 @pytest.fixture
 def toy_case():
     return Case("toy", "q8_0", rows=8, cols=32, ncols=2)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh reference cache under tmp_path, switched on (the references folder it fills)."""
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("STRATA_REF_CACHE", raising=False)
+    return tmp_path / "references"

@@ -18,13 +18,6 @@ CASES = [("mmvq", "q8_0", 64, 1536, 3, "fixture:smollm2-ffn_down.q8_0"), ("mmvq"
          ("q2warp", "q2_0", 12288, 2560, 1, "seed:1"), ("fp16deq", "q8_0", 96, 4096, 1, "seed:1")]
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("STRATA_REF_CACHE", raising=False)
-    return tmp_path / "references"
-
-
 def _default_case(name, fmt, rows, cols, ncols, data):
     families = load_builtin_families()
     family = families[name]

@@ -14,19 +14,7 @@ from strata_bench.checks import blas, refcache
 from strata_bench.checks.parity import _error_equal_checks, _reference_checks
 from strata_bench.checks.refpool import ReferencePool
 
-from tests.checks.test_refcache import _default_case, _runs_from
-
-# Small default cases: a real-weights one, an edge one and two seeded ones, over three families.
-SPECS = [("mmvq", "q8_0", 64, 1536, 3, "fixture:smollm2-ffn_down.q8_0"), ("mmvq", "iq2_xxs", 512, 2560, 4, "edge:2"),
-         ("q2warp", "q2_0", 12288, 2560, 1, "seed:1"), ("fp16deq", "q8_0", 96, 4096, 1, "seed:1")]
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("STRATA_REF_CACHE", raising=False)
-    return tmp_path / "references"
-
+from tests.checks.test_refcache import CASES, _default_case, _runs_from
 
 def _fields(check):
     return tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in vars(check).values())
@@ -34,7 +22,7 @@ def _fields(check):
 
 def _cases():
     found = []
-    for spec in SPECS:
+    for spec in CASES:
         try:
             found.append(_default_case(*spec))
         except pytest.skip.Exception:

@@ -3,11 +3,8 @@ own ceilings, records and rows per device, each device's provenance line, and a 
 that leaves devices 0 and 2 whole (exit 1, naming the device)."""
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
-from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -15,9 +12,10 @@ from click.testing import CliRunner
 from strata_bench.cases import Case
 from strata_bench.cli.main import cli
 from strata_bench.runner import devices as gpu
-from strata_bench.runner import loop
 from strata_bench.timing.bench import Timing
 from strata_bench.timing.ceilings import Ceilings
+
+from tests.cli.fake_devices import fake_three_devices
 
 CASES = [Case("toy", "q8_0", rows=64, cols=256, ncols=n) for n in (1, 8)]
 # Device 1 is a slower card: its own ceilings, its own times.
@@ -42,22 +40,9 @@ def fake_bench_case(family, case, kernels, device, cfg, ceilings, remeasure=None
 
 @pytest.fixture
 def three_devices(monkeypatch, family_registry):
-    family_registry["toy"] = SimpleNamespace(name="toy")
-
-    @contextlib.contextmanager
-    def device(index):
-        yield
-
-    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=device)))
-    monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(True, 3, ""))
-    monkeypatch.setattr(gpu, "device_name", lambda d: "NVIDIA H200")
-    # prepare_cases applies --shape/--cols itself (the bench sweep): it hands back the swept cases
-    monkeypatch.setattr(loop, "prepare_cases", lambda *a, **k: list(CASES))
-    monkeypatch.setattr(loop, "precompile", lambda c, d: None)
-    monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: None)
+    fake_three_devices(monkeypatch, family_registry, lambda d: "NVIDIA H200", CASES)
     monkeypatch.setattr("strata_bench.timing.ceilings.measure_ceilings", CEILINGS.__getitem__)
     monkeypatch.setattr("strata_bench.results.provenance.collect", lambda ids: {"devices": [PROV[i] for i in ids]})
-    monkeypatch.setattr(os, "_exit", lambda code: sys.exit(code))  # the CLI leaves at once after a fault
 
     def use(fault_on=None):
         monkeypatch.setattr("strata_bench.timing.bench.bench_case",

@@ -5,11 +5,7 @@ a failure and a fault naming their device, and a kernel fault on device 1 that l
 reference cache off, cold and warm."""
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sys
-from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -17,8 +13,9 @@ from click.testing import CliRunner
 from strata_bench.cases import Case
 from strata_bench.checks.outcome import CaseResult, CheckResult, Status
 from strata_bench.cli.main import cli
-from strata_bench.runner import devices as gpu
 from strata_bench.runner import loop
+
+from tests.cli.fake_devices import fake_three_devices
 
 NAMES = {0: "NVIDIA H200", 1: "NVIDIA H200", 2: "Tesla V100-SXM2-16GB"}
 CASES = [Case("toy", "q8_0", rows=1, cols=32, data=f"seed:{i}") for i in range(3)]
@@ -39,23 +36,10 @@ def fake_check_case(family, case, kernels, device, *loop_state):
 
 @pytest.fixture
 def three_devices(monkeypatch, family_registry):
-    family_registry["toy"] = SimpleNamespace(name="toy")
-
-    @contextlib.contextmanager
-    def device(index):
-        yield
-
-    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=device)))
-    monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(True, 3, ""))
-    monkeypatch.setattr(gpu, "device_name", NAMES.__getitem__)
-    monkeypatch.setattr(loop, "prepare_cases", lambda *a, **k: list(CASES))
-    monkeypatch.setattr(loop, "precompile", lambda c, d: None)
-    monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: None)
+    fake_three_devices(monkeypatch, family_registry, NAMES.__getitem__, CASES)
     monkeypatch.setattr("strata_bench.checks.parity.check_case", fake_check_case)
     monkeypatch.setattr("strata_bench.results.provenance.collect",
                         lambda ids: {"devices": [{"index": i, "name": NAMES[i]} for i in ids]})
-    # After a kernel fault the CLI leaves with os._exit (the context is gone); here it must return.
-    monkeypatch.setattr(os, "_exit", lambda code: sys.exit(code))
 
 
 def _run(tmp_path, *args):
@@ -127,7 +111,7 @@ def test_a_filter_changes_the_count():
 
 # --- --profile (the loop faked) and the reference cache on the GPU -------------------------------------
 def _fake_loop(monkeypatch, seen, compile_seconds=None):
-    from strata_bench.runner import devices, loop
+    from strata_bench.runner import devices
 
     def run_on_devices(cases, devs, per_case, on_result, on_fault, progress=None, compiled=None):
         seen.append(per_case)

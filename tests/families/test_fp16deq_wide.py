@@ -175,8 +175,9 @@ def test_tune_family_variants_and_kernel_names():
     assert mod.WideConfig("q8_0", 32).kernel == "fp16deq_wide_q8_0<32>"
     src = (ROOT / "kernels_src" / "fp16deq" / "fp16deq.cu").read_text()
     assert "fp16deq_wide_iq4_xs(" in src and "fp16deq_wide_q8_0(" in src
-    for variant in family.variants[2:]:
-        assert any(k.startswith("fp16deq_wide_") for k in variant.kernels(family, family.sources[0]))
+    for variant, config in zip(family.variants[2:], TUNE.CANDIDATES):
+        kernels = variant.kernels(family, family.sources[0])
+        assert config.kernel in kernels and len(set(kernels)) == len(kernels)  # new's own wide one once
     cases = list(family.default_cases())
     assert {(c.fmt, c.rows, c.cols) for c in cases} >= {("iq4_xs", 3, 256), ("q8_0", 7, 256)}
 
