@@ -4,6 +4,7 @@ project's own bench times them all in one run, each checked bitwise against old 
 
     strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune1 --shape 131072x8192 --cols 1
     strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune8 --shape 131072x8192 --cols 8
+    strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune_masks1   # iq3_xxs, iq3_s decoders
 
 `mmvq_tune<W>` holds the candidates for passes of W = 1, 2, 4 and 8 columns; a candidate launches its
 config for its own pass width and the family's table for any other. The candidates are configs that did
@@ -13,7 +14,7 @@ The winners go into families/mmvq.py's NEW_CONFIGS.
 from __future__ import annotations
 
 from strata_bench.cases.family import Variant
-from strata_bench.families.mmvq import FORMATS, Mmvq, NewConfig, new_config
+from strata_bench.families.mmvq import FORMATS, SIGN_MASK_FORMATS, Mmvq, NewConfig, new_config
 
 # (R, MINB, U, FCVT). The first sweep (results/tune, 11:39 UTC) found U = 4 best at one column (8-20%
 # faster than U = 0) and little to gain at eight; the second tried wider unrolls and chunk_isum_f, the third
@@ -32,15 +33,26 @@ TWO_FOUR_COLUMNS = [NewConfig(r, m, u, f) for r, m, u, f in (
     (2, 3, 2, False), (4, 2, 2, False), (4, 2, 4, False), (2, 2, 4, True), (4, 2, 4, True), (2, 3, 4, True))]
 
 
-def candidate(config: NewConfig, width: int) -> Variant:
-    """The new kernel with `config` for passes of `width` columns, the family's table for the others."""
+# The sign-mask decoders (iq3_xxs, iq3_s: signs through the dot, fewer integer-ALU instructions a chunk,
+# docs/PERF_NOTES.md v5) at the one-column winners' shapes and their neighbours, and at two columns;
+# r4m3u8 (iq3_s) and r4m2u4 (both, two columns) spill under NVRTC 13.5, so they are not candidates.
+MASKED = {1: [NewConfig(r, m, u, f, masks=True) for r, m, u, f in (
+    (4, 3, 4, False), (4, 3, 4, True), (2, 4, 4, False), (2, 4, 2, False), (2, 4, 8, False), (2, 3, 4, False),
+    (2, 3, 8, False), (4, 3, 2, False), (2, 4, 4, True))],
+    2: [NewConfig(r, m, u, f, masks=True) for r, m, u, f in (
+        (4, 2, 2, False), (2, 3, 4, False), (2, 2, 4, False), (4, 2, 2, True))]}
+
+
+def candidate(config: NewConfig, width: int, formats: tuple[str, ...] = FORMATS) -> Variant:
+    """The new kernel with `config` for passes of `width` columns of `formats`, the family's table for the
+    others."""
     def config_of(fmt: str, nc: int) -> NewConfig:
-        return config if nc == width else new_config(fmt, nc)
+        return config if nc == width and fmt in formats else new_config(fmt, nc)
 
     def kernels(family, source: str) -> list[str]:
         if source != Mmvq.sources[1]:
             return []
-        return [config.kernel(fmt, width) for fmt in FORMATS]
+        return [config.kernel(fmt, width) for fmt in formats]
 
     def launch(family, case, kernels_, dev, outs, stream=None) -> None:
         family.launch_new_passes(case, kernels_, dev, outs, config_of, stream)
@@ -48,16 +60,18 @@ def candidate(config: NewConfig, width: int) -> Variant:
     return Variant(config.label, kernels, launch, f"mmvq_new, {width}-column passes as {config}")
 
 
-def tune_family(width: int, configs: list[NewConfig]) -> type:
-    """A family `mmvq_tune<width>`: old, new and one candidate per config, its bench cases the DRAM shape."""
+def tune_family(width: int, configs: list[NewConfig], formats: tuple[str, ...] = FORMATS, tag: str = "") -> type:
+    """A family `mmvq_tune<tag><width>`: old, new and one candidate per config, its bench cases the DRAM
+    shape in `formats`."""
     def bench_cases(self):
-        return [self.case(fmt, 131072, 8192, width, "seed:1") for fmt in FORMATS]
+        return [self.case(fmt, 131072, 8192, width, "seed:1") for fmt in formats]
 
-    return type(f"MmvqTune{width}", (Mmvq,), {
-        "name": f"mmvq_tune{width}", "bench_cases": bench_cases,
+    return type(f"MmvqTune{tag.title()}{width}", (Mmvq,), {
+        "name": f"mmvq_tune{tag}{width}", "bench_cases": bench_cases,
         "description": f"mmvq_new launch candidates for {width}-column passes (scripts/mmvq_tune.py)",
-        "variants": (*Mmvq.variants, *(candidate(c, width) for c in configs))})
+        "variants": (*Mmvq.variants, *(candidate(c, width, formats) for c in configs))})
 
 
 TUNE_FAMILIES = [tune_family(w, c) for w, c in ((1, ONE_COLUMN), (2, TWO_FOUR_COLUMNS), (4, TWO_FOUR_COLUMNS),
                                                 (8, EIGHT_COLUMNS))]
+TUNE_FAMILIES += [tune_family(w, c, SIGN_MASK_FORMATS, "_masks") for w, c in MASKED.items()]

@@ -19,10 +19,14 @@
 //       iq1_s    dw = d/8,  ls = 2s + 1,     w = 8*g +- 1 (g in {-1,0,1}, the delta +-1/8 folded in)
 //       iq1_m    dw = d/8,  ls = 2s + 1 per 16 values, w = 8*g +- 1 (delta per 8 values)
 //   d is the block's fp16 scale; d/8 and d/4 are exact in float32.
+//   A sign-mask decoder (F::SIGN_MASKS; new kernels only) gives the same chunk with the signs split off:
+//   w = |grid byte| and m = 0xFF at the negated bytes, so the signed weight is w where m is 0, else -w.
 //   The dot of a chunk with a q8_1 block (codes q, fp16 scale d_act) is
 //     isum = ls0 * sum_{i<16} w[i] q[i] + ls1 * sum_{i>=16} w[i] q[i]      (int32, exact:
 //            |isum| <= 32 * 32 * 127 * 127 < 2^24 for the widest format, iq4_xs, so float(isum) is exact)
 //     acc  = fmaf(dw * d_act, (float)isum, acc)
+//   With sign masks the same integer is summed as sum w q - 2 * sum (w & m) q (every w byte is a
+//   magnitude below 128, so w & m is a valid int8 lane; both sums are exact integers).
 //   dw * d_act is exact (two 11-bit significands, no underflow: both >= 2^-27), and fmaf rounds once,
 //   so every chunk's term is exact and the only roundings are the additions into acc. The integer
 //   result does not depend on how it is computed (old kernels read tables from global memory, new ones
@@ -46,10 +50,11 @@
 namespace siq {
 
 struct Chunk {
-    int w[8];  // 32 int8 weights: words 0-3 = values 0-15, words 4-7 = values 16-31
-    int ls0;   // integer scale of values 0-15
-    int ls1;   // integer scale of values 16-31
-    float dw;  // float factor, exact
+    int w[8];       // 32 int8 weights: words 0-3 = values 0-15, words 4-7 = values 16-31
+    uint32_t m[8];  // where F::SIGN_MASKS: w holds magnitudes and m is 0xFF at each negated byte (else unused)
+    int ls0;        // integer scale of values 0-15
+    int ls1;        // integer scale of values 16-31
+    float dw;       // float factor, exact
 };
 
 // Where decode() finds its table: `words` (global memory in old kernels, shared memory in new ones; the
@@ -154,6 +159,18 @@ __device__ __forceinline__ uint32_t ksigns8(uint32_t k7) { return k7 | ((__popc(
 __device__ __forceinline__ uint32_t sign_mask_lo(uint32_t s8) { return prmt((s8 & 0x0Fu) * 0x10204080u, 0u, 0xBA98u); }
 __device__ __forceinline__ uint32_t sign_mask_hi(uint32_t s8) { return prmt((s8 & 0xF0u) * 0x01020408u, 0u, 0xBA98u); }
 
+// The same two masks of ksigns8(k7), straight from the 7-bit index with fewer ALU instructions. Bit b
+// of x (b < 7) times 0x10204080 lands at b + 7 + 7j for j < 4: distinct places (no carries), and b = j is
+// the only one at a byte top 8j + 7, so bits 0-3 of k7 need no AND. For the high nibble, popc(k7) * 128
+// + k7 has the parity at bit 7 (the 8th sign) and junk only at bits 8-9; shifted down by 4, bits 0-3 are
+// signs 4-7 and the junk bits 4-5 land at 11 + 7j and 12 + 7j, never a byte top.
+// tests/kernels/test_tables.py checks both against sign_mask_lo/hi(ksigns8(k7)) for all 128 indexes.
+__device__ __forceinline__ uint32_t ksign_mask_lo(uint32_t k7) { return prmt(k7 * 0x10204080u, 0u, 0xBA98u); }
+__device__ __forceinline__ uint32_t ksign_mask_hi(uint32_t k7) {
+    const uint32_t s8 = (uint32_t)__popc(k7) * 128u + k7;
+    return prmt((s8 >> 4) * 0x10204080u, 0u, 0xBA98u);
+}
+
 // Sign bit i of s8 (i < 8) -> bit 4i+2: bit 2 of selector nibble i, which moves a prmt lookup from the
 // positive table word to the negative one. One multiply spreads the even bits: bit i of
 // (s8 & 0x55) * 0x104104 lands at 4i+2 and the other copies at distinct places, except three pairs
@@ -212,10 +229,28 @@ __device__ __forceinline__ int dp4a_chain(const Chunk& c, const int q[8], int in
     return s;
 }
 
+// Where F::SIGN_MASKS, the chain over words B .. E-1 starts at init - 2 * sum (w & m) q: its end is then
+// init + sum (signed w) q, the same integer as a signed-weight decoder's chain (one dp4a and one LOP3 a
+// word in place of negating the weight bytes: the FMA-side pipe takes the dp4a, the integer ALU pipe,
+// the n = 1 kernels' bound, one instruction instead of two).
+template <class F, int B, int E>
+__device__ __forceinline__ int signed_init(const Chunk& c, const int q[8], int init) {
+    if constexpr (!F::SIGN_MASKS) return init;
+    int negated = 0;
+#pragma unroll
+    for (int i = B; i < E; ++i) negated = __dp4a(c.w[i] & (int)c.m[i], q[i], negated);
+    return init - 2 * negated;
+}
+
+template <class F, int B, int E>
+__device__ __forceinline__ int signed_chain(const Chunk& c, const int q[8], int init) {
+    return dp4a_chain<B, E>(c, q, signed_init<F, B, E>(c, q, init));
+}
+
 template <class F>
 __device__ __forceinline__ int chunk_isum(const Chunk& c, const int q[8]) {
-    if (F::ONE_SCALE) return c.ls0 * dp4a_chain<0, 8>(c, q, 0);
-    const int s0 = dp4a_chain<0, 4>(c, q, 0), s1 = dp4a_chain<4, 8>(c, q, 0);
+    if (F::ONE_SCALE) return c.ls0 * signed_chain<F, 0, 8>(c, q, 0);
+    const int s0 = signed_chain<F, 0, 4>(c, q, 0), s1 = signed_chain<F, 4, 8>(c, q, 0);
     return c.ls0 * s0 + c.ls1 * s1;
 }
 
@@ -226,15 +261,17 @@ __device__ __forceinline__ int chunk_isum(const Chunk& c, const int q[8]) {
 // fmaf(1.5 * 2^23 + s, ls, -1.5 * 2^23 * ls) = s * ls exactly: -1.5 * 2^23 * ls is exact (ls has at most
 // 6 bits), the fma rounds once, and s * ls is an integer below 2^24, so the rounding changes nothing.
 // Two scales: both products are exact integers and so is their sum (|isum| < 2^24). A float equal to
-// the int's conversion, so chunk_fma's inputs, and its bits, are unchanged (tests/families/test_dequant.py
+// the int's conversion, so chunk_fma's inputs, and its bits, are unchanged. With sign masks the chain
+// starts lower (MAGIC - 2 * the masked sum) and ends at the same bits: it is integer arithmetic, far
+// from overflow, and only the end is read as a float (tests/families/test_dequant.py
 // checks it on the CPU at the extreme codes).
 template <class F>
 __device__ __forceinline__ float chunk_isum_f(const Chunk& c, const int q[8]) {
     constexpr int MAGIC = 0x4B400000;  // the bits of 12582912.0f = 1.5 * 2^23
     constexpr float BIAS = 12582912.0f;
     const float ls0 = (float)c.ls0, ls1 = (float)c.ls1;
-    if (F::ONE_SCALE) return fmaf(__int_as_float(dp4a_chain<0, 8>(c, q, MAGIC)), ls0, -BIAS * ls0);
-    const int s0 = dp4a_chain<0, 4>(c, q, MAGIC), s1 = dp4a_chain<4, 8>(c, q, MAGIC);
+    if (F::ONE_SCALE) return fmaf(__int_as_float(signed_chain<F, 0, 8>(c, q, MAGIC)), ls0, -BIAS * ls0);
+    const int s0 = signed_chain<F, 0, 4>(c, q, MAGIC), s1 = signed_chain<F, 4, 8>(c, q, MAGIC);
     return fmaf(__int_as_float(s0), ls0, -BIAS * ls0) + fmaf(__int_as_float(s1), ls1, -BIAS * ls1);
 }
 
@@ -263,6 +300,7 @@ struct fmt_q8_0 {
     using L = layout::q8_0;  // the block layout (formats/q8_0.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 1, TABLE_WORDS = STRATA_Q8_0_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab&, Chunk& c) {
@@ -279,6 +317,7 @@ struct fmt_q2_0 {
     using L = layout::q2_0;  // the block layout (formats/q2_0.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 2, TABLE_WORDS = STRATA_Q2_0_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return nullptr; }
     // codes c (bytes 0..3) -> 2c - 3 as int8: 2c + 0x7D never carries, and xor 0x80 subtracts 0x80.
@@ -302,6 +341,7 @@ struct fmt_iq4_nl {
     using L = layout::iq4_nl;  // the block layout (formats/iq4_nl.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 1, TABLE_WORDS = STRATA_IQ4_NL_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int, const Tab& t, Chunk& c) {
@@ -320,6 +360,7 @@ struct fmt_iq4_xs {
     using L = layout::iq4_xs;  // the block layout (formats/iq4_xs.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ4_XS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return kvalues_iq4nl_u32; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -341,6 +382,7 @@ struct fmt_iq2_xxs {
     using L = layout::iq2_xxs;  // the block layout (formats/iq2_xxs.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_XXS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xxs_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -362,6 +404,7 @@ struct fmt_iq2_xs {
     using L = layout::iq2_xs;  // the block layout (formats/iq2_xs.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_XS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2xs_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -386,6 +429,7 @@ struct fmt_iq2_s {
     using L = layout::iq2_s;  // the block layout (formats/iq2_s.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ2_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = STRATA_IQ2_GRID_MAP, K1 = STRATA_IQ2_GRID_MAP_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq2s_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -406,13 +450,28 @@ struct fmt_iq2_s {
 };
 static_assert(fmt_iq2_s::TABLE_WORDS == STRATA_IQ2S_GRID_NIB_SIZE, "iq2_s: staged words != generated table");
 
+// The IQ3 formats decode in either Chunk form: decode_as<false> signs the weights (decode, every
+// kernel), decode_as<true> leaves them unsigned with their masks (sign_masked<F>, new kernels' choice).
+// Word i of the chunk from its grid magnitudes g and the byte mask m of its negated values:
+template <bool MASKED>
+__device__ __forceinline__ void put_word(Chunk& c, int i, uint32_t g, uint32_t m) {
+    if constexpr (MASKED) {
+        c.w[i] = (int)g;
+        c.m[i] = m;
+    } else {
+        c.w[i] = apply_signs(g, m);
+    }
+}
+
 struct fmt_iq3_xxs {
     using L = layout::iq3_xxs;  // the block layout (formats/iq3_xxs.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3_XXS_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3xxs_grid; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    template <bool MASKED>
+    static __device__ __forceinline__ void decode_as(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // grid indexes 0-3 and 4-7 (4 values each)
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t i0 = f[0], i1 = f[1];
@@ -422,10 +481,18 @@ struct fmt_iq3_xxs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t idx = g < 2 ? i0 : i1;
-            const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
-            c.w[2 * g] = apply_signs(t.words[(idx >> (16 * (g & 1))) & 0xFFu], sign_mask_lo(s8));
-            c.w[2 * g + 1] = apply_signs(t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu], sign_mask_hi(s8));
+            const uint32_t k7 = (aux >> (7 * g)) & 0x7Fu;
+            // The same masks either way; the signed form keeps its original code, so old's SASS (and
+            // its timings against earlier runs) do not change.
+            const uint32_t s8 = ksigns8(k7);
+            const uint32_t m_lo = MASKED ? ksign_mask_lo(k7) : sign_mask_lo(s8);
+            const uint32_t m_hi = MASKED ? ksign_mask_hi(k7) : sign_mask_hi(s8);
+            put_word<MASKED>(c, 2 * g, t.words[(idx >> (16 * (g & 1))) & 0xFFu], m_lo);
+            put_word<MASKED>(c, 2 * g + 1, t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu], m_hi);
         }
+    }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        decode_as<false>(b, j, t, c);
     }
 };
 static_assert(fmt_iq3_xxs::TABLE_WORDS == STRATA_IQ3XXS_GRID_SIZE, "iq3_xxs: staged words != generated table");
@@ -434,9 +501,11 @@ struct fmt_iq3_s {
     using L = layout::iq3_s;  // the block layout (formats/iq3_s.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3s_grid; }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    template <bool MASKED>
+    static __device__ __forceinline__ void decode_as(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // low 8 bits of grid indexes 0-3 and 4-7
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t i0 = f[0], i1 = f[1];
@@ -452,12 +521,25 @@ struct fmt_iq3_s {
             const uint32_t lo = ((idx >> (16 * (g & 1))) & 0xFFu) | (((qh >> e) & 1u) << 8);
             const uint32_t hi = ((idx >> (16 * (g & 1) + 8)) & 0xFFu) | (((qh >> (e + 1)) & 1u) << 8);
             const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
-            c.w[2 * g] = apply_signs(t.words[lo], sign_mask_lo(s8));
-            c.w[2 * g + 1] = apply_signs(t.words[hi], sign_mask_hi(s8));
+            put_word<MASKED>(c, 2 * g, t.words[lo], sign_mask_lo(s8));
+            put_word<MASKED>(c, 2 * g + 1, t.words[hi], sign_mask_hi(s8));
         }
+    }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        decode_as<false>(b, j, t, c);
     }
 };
 static_assert(fmt_iq3_s::TABLE_WORDS == STRATA_IQ3S_GRID_SIZE, "iq3_s: staged words != generated table");
+
+// A format with decode_as, decoded with its signs as masks (Chunk::m): the same integers reach each
+// dp4a chain's end (signed_init), with fewer integer-ALU instructions a chunk than decode + apply_signs.
+template <class F>
+struct sign_masked : F {
+    static constexpr bool SIGN_MASKS = true;
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        F::template decode_as<true>(b, j, t, c);
+    }
+};
 
 // IQ1: nibble codes g+1 select bytes of STRATA_IQ1_W_POS (8g+1) or, with 4 added to every selector,
 // of STRATA_IQ1_W_NEG (8g-1).
@@ -472,6 +554,7 @@ struct fmt_iq1_s {
     using L = layout::iq1_s;  // the block layout (formats/iq1_s.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1_S_TABLE_WORDS;
     static constexpr bool ONE_SCALE = true;  // ls0 == ls1 always
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -493,6 +576,7 @@ struct fmt_iq1_m {
     using L = layout::iq1_m;  // the block layout (formats/iq1_m.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ1_M_TABLE_WORDS;
     static constexpr bool ONE_SCALE = false;  // one scale per 16 values
+    static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = STRATA_IQ1_W_POS, K1 = STRATA_IQ1_W_NEG;
     static __device__ __forceinline__ const uint32_t* table() { return iq1s_grid_nib; }
     // The fp16 d is spread over the top nibbles of the four u16 scale words at byte 48 (sc = those

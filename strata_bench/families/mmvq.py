@@ -39,6 +39,10 @@ from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: 
 from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN_BLOCKS_WIDE  # noqa: E402
 
 
+# Formats whose decoder can keep the signs apart as byte masks (iq_decode.cuh: decode_as, sign_masked<F>).
+SIGN_MASK_FORMATS = ("iq3_xxs", "iq3_s")
+
+
 @dataclass(frozen=True)
 class NewConfig:
     """How one column pass of mmvq_new is launched: R rows per warp (rows sharing one load of each
@@ -51,6 +55,7 @@ class NewConfig:
     unroll: int = 0
     fcvt: bool = False  # the chunk's integer reaches the fmaf as chunk_isum_f (iq_decode.cuh): no I2F, no IMAD
     old: bool = False  # the pass runs mmvq_old instead (bitwise equal; faster where it is, measured)
+    masks: bool = False  # the format's sign-mask decoder, sign_masked<F> (SIGN_MASK_FORMATS; the same integers)
 
     def kernel(self, fmt: str, nc: int) -> str:
         """The name expression; the defaults are left out, so the untuned kernels keep their names."""
@@ -59,7 +64,15 @@ class NewConfig:
         tail = ""
         if self.min_blocks is not None or self.unroll or self.fcvt:
             tail = f", {self.min_blocks_for(nc)}, {self.unroll}" + (", true" if self.fcvt else "")
-        return f"mmvq_new<{traits(fmt)}, {nc}, {self.rows}{tail}>"
+        return f"mmvq_new<{self.decoder(fmt)}, {nc}, {self.rows}{tail}>"
+
+    def decoder(self, fmt: str) -> str:
+        """The traits the kernel decodes with: the format's, or its sign-mask decoder's."""
+        if not self.masks:
+            return traits(fmt)
+        if fmt not in SIGN_MASK_FORMATS:
+            raise ValueError(f"{fmt} has no sign-mask decoder; those with one: {', '.join(SIGN_MASK_FORMATS)}")
+        return f"siq::sign_masked<{traits(fmt)}>"
 
     def min_blocks_for(self, nc: int) -> int:
         if self.min_blocks is not None:
@@ -70,7 +83,8 @@ class NewConfig:
     def label(self) -> str:
         if self.old:
             return "old"
-        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}" + ("f" if self.fcvt else "")
+        flags = ("f" if self.fcvt else "") + ("s" if self.masks else "")
+        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}{flags}"
 
 
 NEW_DEFAULT = NewConfig()

@@ -70,6 +70,30 @@ def test_isum_f_is_the_float_of_isum_bit_for_bit(fmt, codes):
     assert np.abs(out["isum"]).max() > 0
 
 
+@pytest.mark.parametrize("fmt", ["iq3_xxs", "iq3_s"])
+@pytest.mark.parametrize("codes", ["random", "max", "min"])
+def test_sign_mask_decoder_gives_the_same_chunks(fmt, codes):
+    """sign_masked<F>: its magnitudes with the masks applied are the plain decoder's words, its isum and
+    isum_f (the chains started at -2 * the masked sum) the same integers and floats, at the edge blocks
+    and extreme codes; the random blocks carry every one of the 128 7-bit sign indexes (iq3_xxs) or 256
+    sign bytes (iq3_s), so every mask the formulas can make is met."""
+    blocks = np.concatenate([_blocks(fmt, seed=s) for s in (7, 8, 9)])
+    nchunks = blocks.shape[0] * get_format(fmt).block_size // 32
+    q = {"random": np.random.default_rng(2).integers(-127, 128, size=(nchunks, 32)),
+         "max": np.full((nchunks, 32), 127), "min": np.full((nchunks, 32), -127)}[codes].astype(np.int8)
+    plain, masked = harness.run_chunks(fmt, blocks, q), harness.run_chunks(f"{fmt}_masked", blocks, q)
+    assert plain.tobytes() == masked.tobytes()
+    assert len(_sign_fields(fmt, blocks)) == (128 if fmt == "iq3_xxs" else 256)
+
+
+def _sign_fields(fmt: str, blocks: np.ndarray) -> set[int]:
+    """The distinct sign fields of the blocks: 7-bit indexes (iq3_xxs) or sign bytes (iq3_s)."""
+    if fmt == "iq3_s":
+        return set(blocks[:, 2 + 64 + 8:2 + 64 + 8 + 32].ravel().tolist())  # d, qs[64], qh[8], signs[32]
+    aux = blocks[:, 2 + 64:2 + 96].copy().view("<u4")  # d, qs[64], then 8 words of signs and scale
+    return {int(a >> (7 * g)) & 0x7F for a in aux.ravel() for g in range(4)}
+
+
 def test_isum_bound_is_reached_only_below_2_24():
     # The widest product in the contract: iq4_xs with scale 0 (ls = -32), kvalue -127, q = -127.
     assert 32 * 32 * 127 * 127 < 2 ** 24

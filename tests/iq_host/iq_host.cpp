@@ -1,6 +1,7 @@
 // Host driver for the i-quant decoders (kernels_src/common/iq_decode.cuh, dequant/dequant.cuh), compiled with a
 // C++ compiler by tests/test_families_dequant.py.
 // usage: iq_host FORMAT BLOCKS.bin Q.bin OUT.bin
+//   FORMAT: a format, or FORMAT_masked for its sign-mask decoder (sign_masked<F>; w written signed).
 //   BLOCKS.bin: n raw blocks of FORMAT; Q.bin: one int8 q8_1 code block (32 bytes) per chunk.
 //   OUT.bin per chunk: int32 w[8], int32 ls0, int32 ls1, float dw, float dequant[32], int32 isum,
 //   float isum_f (chunk_isum_f: the same value, without the int -> float conversion).
@@ -29,7 +30,15 @@ static std::vector<uint8_t> read_file(const char* path) {
     return data;
 }
 
+// A sign-mask decoder's words with the signs applied (Chunk::m): the signed words a plain decoder gives.
 template <class F>
+static void signed_words(Chunk& c) {
+    if constexpr (F::SIGN_MASKS)
+        for (int i = 0; i < 8; ++i) c.w[i] = apply_signs((uint32_t)c.w[i], c.m[i]);
+}
+
+// D: the format whose dequantizer gives the values (F itself, or the format a sign-mask decoder wraps).
+template <class F, class D = F>
 static void run(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& q, FILE* out) {
     const size_t n = blocks.size() / F::BYTES;
     std::vector<uint8_t> padded(blocks);
@@ -40,11 +49,12 @@ static void run(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& 
             Chunk c;
             F::decode(blk, j, global_tab<F>(), c);
             float v[32];
-            deq::Deq<F>::chunk(blk, j, v);
+            deq::Deq<D>::chunk(blk, j, v);
             int qw[8];
             memcpy(qw, q.data() + (b * F::CHUNKS + j) * 32, 32);
             const int isum = chunk_isum<F>(c, qw);
             const float isum_f = chunk_isum_f<F>(c, qw);
+            signed_words<F>(c);
             fwrite(c.w, 4, 8, out);
             fwrite(&c.ls0, 4, 1, out);
             fwrite(&c.ls1, 4, 1, out);
@@ -104,7 +114,8 @@ static int dot_main(int argc, char** argv) {
     if (!out) { perror(argv[8]); return 2; }
 #define DOT(name) if (!strcmp(f, #name)) dot<fmt_##name>(w, rows, cols, x, n, out); else
     DOT(q8_0) DOT(q2_0) DOT(iq4_nl) DOT(iq4_xs) DOT(iq2_xxs) DOT(iq2_xs) DOT(iq2_s)
-    DOT(iq3_xxs) DOT(iq3_s) DOT(iq1_s) DOT(iq1_m) { fprintf(stderr, "unknown format %s\n", f); return 2; }
+#define DOT_MASKED(name) if (!strcmp(f, #name "_masked")) dot<sign_masked<fmt_##name>>(w, rows, cols, x, n, out); else
+    DOT(iq3_xxs) DOT(iq3_s) DOT(iq1_s) DOT(iq1_m) DOT_MASKED(iq3_xxs) DOT_MASKED(iq3_s) { fprintf(stderr, "unknown format %s\n", f); return 2; }
     fclose(out);
     return 0;
 }
@@ -119,7 +130,8 @@ int main(int argc, char** argv) {
     const char* f = argv[1];
 #define FORMAT(name) if (!strcmp(f, #name)) run<fmt_##name>(blocks, q, out); else
     FORMAT(q8_0) FORMAT(q2_0) FORMAT(iq4_nl) FORMAT(iq4_xs) FORMAT(iq2_xxs) FORMAT(iq2_xs) FORMAT(iq2_s)
-    FORMAT(iq3_xxs) FORMAT(iq3_s) FORMAT(iq1_s) FORMAT(iq1_m) { fprintf(stderr, "unknown format %s\n", f); return 2; }
+#define FORMAT_MASKED(name) if (!strcmp(f, #name "_masked")) run<sign_masked<fmt_##name>, fmt_##name>(blocks, q, out); else
+    FORMAT(iq3_xxs) FORMAT(iq3_s) FORMAT(iq1_s) FORMAT(iq1_m) FORMAT_MASKED(iq3_xxs) FORMAT_MASKED(iq3_s) { fprintf(stderr, "unknown format %s\n", f); return 2; }
     fclose(out);
     return 0;
 }

@@ -128,6 +128,24 @@ def test_sign_nibble_multiplies_match_a_bit_loop():
         assert (even(k) | kodd) & 0xFFFFFFFF == _spread_loop(int(ksigns[k]))
 
 
+def _prmt_sign_replicate(x: int) -> int:
+    """prmt(x, 0, 0xBA98): each byte becomes 0xFF where its top bit is set, else 0."""
+    return sum(0xFF << (8 * i) for i in range(4) if (x >> (8 * i + 7)) & 1)
+
+
+def test_ksign_masks_equal_the_masks_of_ksigns8_for_every_index():
+    # iq_decode.cuh's ksign_mask_lo/hi (no AND, the parity as popc * 128), transcribed, against
+    # sign_mask_lo/hi(ksigns8(k7)) and against gguf's ksigns table, for all 128 indexes.
+    ksigns = tables.table_arrays()["ksigns_iq2xs"][1]
+    for k in range(128):
+        s8 = int(ksigns[k])
+        lo = _prmt_sign_replicate((k * 0x10204080) & 0xFFFFFFFF)
+        hi = _prmt_sign_replicate((((bin(k).count("1") * 128 + k) >> 4) * 0x10204080) & 0xFFFFFFFF)
+        assert lo == _prmt_sign_replicate((s8 & 0x0F) * 0x10204080)
+        assert hi == _prmt_sign_replicate((s8 & 0xF0) * 0x01020408)
+        assert lo | (hi << 32) == sum(0xFF << (8 * i) for i in range(8) if (s8 >> i) & 1)
+
+
 def test_sign_masks_follow_ksigns():
     arrays = tables.table_arrays()
     ksigns = arrays["ksigns_iq2xs"][1]
