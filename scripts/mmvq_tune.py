@@ -35,10 +35,11 @@ TWO_FOUR_COLUMNS = [NewConfig(r, m, u, f) for r, m, u, f in (
 
 # The sign-mask decoders (iq3_xxs, iq3_s: signs through the dot, fewer integer-ALU instructions a chunk,
 # docs/PERF_NOTES.md v5) at the one-column winners' shapes and their neighbours, and at two columns;
-# r4m3u8 (iq3_s) and r4m2u4 (both, two columns) spill under NVRTC 13.5, so they are not candidates.
+# r4m3u8 (iq3_s), r4m2u4 (both, two columns), r2m5u4 and r1m5u8 spill under NVRTC 13.5: not candidates.
 MASKED = {1: [NewConfig(r, m, u, f, masks=True) for r, m, u, f in (
     (4, 3, 4, False), (4, 3, 4, True), (2, 4, 4, False), (2, 4, 2, False), (2, 4, 8, False), (2, 3, 4, False),
-    (2, 3, 8, False), (4, 3, 2, False), (2, 4, 4, True))],
+    (2, 3, 8, False), (4, 3, 2, False), (2, 4, 4, True), (4, 2, 4, False), (4, 2, 8, False), (8, 2, 2, False),
+    (8, 2, 4, False))],
     2: [NewConfig(r, m, u, f, masks=True) for r, m, u, f in (
         (4, 2, 2, False), (2, 3, 4, False), (2, 2, 4, False), (4, 2, 2, True))]}
 

@@ -150,6 +150,10 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 #endif
 }
 
+// Byte k of x, zero-extended: one PRMT (the zero bytes come from b = 0), where (x >> 8k) & 0xFF takes a
+// shift and an AND on the integer-ALU pipe (ptxas then scales a lookup index with IMAD, off that pipe).
+__device__ __forceinline__ uint32_t byte_at(uint32_t x, int k) { return prmt(x, 0u, 0x4440u | (uint32_t)k); }
+
 // ggml's 7-bit sign index -> 8 sign bits: bit 7 makes the popcount even (tests/kernels/test_tables.py checks
 // this formula against gguf's ksigns table).
 __device__ __forceinline__ uint32_t ksigns8(uint32_t k7) { return k7 | ((__popc(k7) & 1u) << 7); }
@@ -450,19 +454,6 @@ struct fmt_iq2_s {
 };
 static_assert(fmt_iq2_s::TABLE_WORDS == STRATA_IQ2S_GRID_NIB_SIZE, "iq2_s: staged words != generated table");
 
-// The IQ3 formats decode in either Chunk form: decode_as<false> signs the weights (decode, every
-// kernel), decode_as<true> leaves them unsigned with their masks (sign_masked<F>, new kernels' choice).
-// Word i of the chunk from its grid magnitudes g and the byte mask m of its negated values:
-template <bool MASKED>
-__device__ __forceinline__ void put_word(Chunk& c, int i, uint32_t g, uint32_t m) {
-    if constexpr (MASKED) {
-        c.w[i] = (int)g;
-        c.m[i] = m;
-    } else {
-        c.w[i] = apply_signs(g, m);
-    }
-}
-
 struct fmt_iq3_xxs {
     using L = layout::iq3_xxs;  // the block layout (formats/iq3_xxs.cuh)
     static constexpr int QK = L::QK, BYTES = L::BYTES, CHUNKS = 8, TABLE_WORDS = STRATA_IQ3_XXS_TABLE_WORDS;
@@ -470,8 +461,7 @@ struct fmt_iq3_xxs {
     static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3xxs_grid; }
-    template <bool MASKED>
-    static __device__ __forceinline__ void decode_as(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // grid indexes 0-3 and 4-7 (4 values each)
         ld_words_a2(b + L::QS + 8 * j, f);
         const uint32_t i0 = f[0], i1 = f[1];
@@ -481,18 +471,29 @@ struct fmt_iq3_xxs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t idx = g < 2 ? i0 : i1;
-            const uint32_t k7 = (aux >> (7 * g)) & 0x7Fu;
-            // The same masks either way; the signed form keeps its original code, so old's SASS (and
-            // its timings against earlier runs) do not change.
-            const uint32_t s8 = ksigns8(k7);
-            const uint32_t m_lo = MASKED ? ksign_mask_lo(k7) : sign_mask_lo(s8);
-            const uint32_t m_hi = MASKED ? ksign_mask_hi(k7) : sign_mask_hi(s8);
-            put_word<MASKED>(c, 2 * g, t.words[(idx >> (16 * (g & 1))) & 0xFFu], m_lo);
-            put_word<MASKED>(c, 2 * g + 1, t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu], m_hi);
+            const uint32_t s8 = ksigns8((aux >> (7 * g)) & 0x7Fu);
+            c.w[2 * g] = apply_signs(t.words[(idx >> (16 * (g & 1))) & 0xFFu], sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu], sign_mask_hi(s8));
         }
     }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        decode_as<false>(b, j, t, c);
+    // The sign-mask form (sign_masked<F>, new kernels): magnitudes, and masks straight from the 7-bit
+    // index (ksign_mask_lo/hi). (The index bytes keep the shift and AND: ptxas folds the word scaling into
+    // them, where byte_at would need a LEA after its PRMT.) decode above stays as it was, so old's SASS
+    // does not change.
+    static __device__ __forceinline__ void decode_masked(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        uint32_t f[2];  // grid indexes 0-3 and 4-7 (4 values each)
+        ld_words_a2(b + L::QS + 8 * j, f);
+        const uint32_t aux = ld_u32_a2(b + L::SCALES_SIGNS + 4 * j);  // four 7-bit sign indexes, scale in bits 28-31
+        c.dw = ld_half(b) * 0.25f;
+        c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t idx = f[g / 2], k7 = (aux >> (7 * g)) & 0x7Fu;
+            c.w[2 * g] = (int)t.words[(idx >> (16 * (g & 1))) & 0xFFu];
+            c.w[2 * g + 1] = (int)t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu];
+            c.m[2 * g] = ksign_mask_lo(k7);
+            c.m[2 * g + 1] = ksign_mask_hi(k7);
+        }
     }
 };
 static_assert(fmt_iq3_xxs::TABLE_WORDS == STRATA_IQ3XXS_GRID_SIZE, "iq3_xxs: staged words != generated table");
@@ -504,16 +505,25 @@ struct fmt_iq3_s {
     static constexpr bool SIGN_MASKS = false;  // w holds the signed weights
     static constexpr uint32_t K0 = 0, K1 = 0;
     static __device__ __forceinline__ const uint32_t* table() { return iq3s_grid; }
-    template <bool MASKED>
-    static __device__ __forceinline__ void decode_as(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+    // Chunk j's fields: the low index bytes, the 9th bits, the sign bytes; sets dw and the scales.
+    struct Fields {
         uint32_t f[2];  // low 8 bits of grid indexes 0-3 and 4-7
-        ld_words_a2(b + L::QS + 8 * j, f);
-        const uint32_t i0 = f[0], i1 = f[1];
-        const uint32_t qh = ld_u8(b + L::QH + j);           // 9th bit of the eight indexes
-        const uint32_t sg = ld_u32_a2(b + L::SIGNS + 4 * j);   // four sign bytes
+        uint32_t qh;    // 9th bit of the eight indexes
+        uint32_t sg;    // four sign bytes
+    };
+    static __device__ __forceinline__ Fields fields(const uint8_t* b, int j, Chunk& c) {
+        Fields x;
+        ld_words_a2(b + L::QS + 8 * j, x.f);
+        x.qh = ld_u8(b + L::QH + j);
+        x.sg = ld_u32_a2(b + L::SIGNS + 4 * j);
         const uint32_t sc = (ld_u8(b + L::SCALES + j / 2) >> (4 * (j & 1))) & 0x0Fu;
         c.dw = ld_half(b);
         c.ls0 = c.ls1 = 2 * (int)sc + 1;
+        return x;
+    }
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        const Fields x = fields(b, j, c);
+        const uint32_t i0 = x.f[0], i1 = x.f[1], qh = x.qh, sg = x.sg;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t idx = g < 2 ? i0 : i1;
@@ -521,23 +531,37 @@ struct fmt_iq3_s {
             const uint32_t lo = ((idx >> (16 * (g & 1))) & 0xFFu) | (((qh >> e) & 1u) << 8);
             const uint32_t hi = ((idx >> (16 * (g & 1) + 8)) & 0xFFu) | (((qh >> (e + 1)) & 1u) << 8);
             const uint32_t s8 = (sg >> (8 * g)) & 0xFFu;
-            put_word<MASKED>(c, 2 * g, t.words[lo], sign_mask_lo(s8));
-            put_word<MASKED>(c, 2 * g + 1, t.words[hi], sign_mask_hi(s8));
+            c.w[2 * g] = apply_signs(t.words[lo], sign_mask_lo(s8));
+            c.w[2 * g + 1] = apply_signs(t.words[hi], sign_mask_hi(s8));
         }
     }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        decode_as<false>(b, j, t, c);
+    // The sign-mask form (sign_masked<F>, new kernels): magnitudes and decode's masks; each index and sign
+    // byte comes out with one PRMT (byte_at) where a shift and an AND take two integer-ALU instructions
+    // (the 9th index bit needs the LEA that scales the index either way).
+    static __device__ __forceinline__ void decode_masked(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        const Fields x = fields(b, j, c);
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const int e = 2 * g;  // first of this group's two grid entries
+            const uint32_t lo = byte_at(x.f[g / 2], 2 * (g & 1)) | (((x.qh >> e) & 1u) << 8);
+            const uint32_t hi = byte_at(x.f[g / 2], 2 * (g & 1) + 1) | (((x.qh >> (e + 1)) & 1u) << 8);
+            const uint32_t s8 = byte_at(x.sg, g);
+            c.w[2 * g] = (int)t.words[lo];
+            c.w[2 * g + 1] = (int)t.words[hi];
+            c.m[2 * g] = sign_mask_lo(s8);
+            c.m[2 * g + 1] = sign_mask_hi(s8);
+        }
     }
 };
 static_assert(fmt_iq3_s::TABLE_WORDS == STRATA_IQ3S_GRID_SIZE, "iq3_s: staged words != generated table");
 
-// A format with decode_as, decoded with its signs as masks (Chunk::m): the same integers reach each
-// dp4a chain's end (signed_init), with fewer integer-ALU instructions a chunk than decode + apply_signs.
+// A format decoded with its signs as masks (Chunk::m; the format's decode_masked): the same integers
+// reach each dp4a chain's end (signed_init), with fewer integer-ALU instructions a chunk than decode.
 template <class F>
 struct sign_masked : F {
     static constexpr bool SIGN_MASKS = true;
     static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        F::template decode_as<true>(b, j, t, c);
+        F::decode_masked(b, j, t, c);
     }
 };
 
