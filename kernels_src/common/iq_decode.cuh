@@ -150,6 +150,19 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 #endif
 }
 
+// x >> k for 0 < k < 32 as the high word of x * 2^(32-k): one IMAD.HI on the FMA-side pipe, where
+// ptxas would use a SHF on the integer-ALU pipe (the n = 1 kernels' bound; v5 of docs/PERF_NOTES.md).
+__device__ __forceinline__ uint32_t shr_fma(uint32_t x, int k) { return __umulhi(x, 1u << (32 - k)); }
+
+// The 7-bit field at bit s of x: (x << (25 - s)) >> 25, an IMAD.SHL and an IMAD.HI where a shift and an
+// AND would take two integer-ALU instructions (one AND at s = 0).
+__device__ __forceinline__ uint32_t bits7_at(uint32_t x, int s) {
+    return s == 0 ? x & 0x7Fu : shr_fma(x << (25 - s), 25);
+}
+
+// The 4-bit field at bit s of x (s <= 28), the same way: no integer-ALU instruction.
+__device__ __forceinline__ uint32_t bits4_at(uint32_t x, int s) { return shr_fma(x << (28 - s), 28); }
+
 // Byte k of x, zero-extended: one PRMT (the zero bytes come from b = 0), where (x >> 8k) & 0xFF takes a
 // shift and an AND on the integer-ALU pipe (ptxas then scales a lookup index with IMAD, off that pipe).
 __device__ __forceinline__ uint32_t byte_at(uint32_t x, int k) { return prmt(x, 0u, 0x4440u | (uint32_t)k); }
@@ -162,6 +175,8 @@ __device__ __forceinline__ uint32_t ksigns8(uint32_t k7) { return k7 | ((__popc(
 // of the nibble to bit 8k+7 (the four copies do not overlap), then prmt replicates each byte's top bit.
 __device__ __forceinline__ uint32_t sign_mask_lo(uint32_t s8) { return prmt((s8 & 0x0Fu) * 0x10204080u, 0u, 0xBA98u); }
 __device__ __forceinline__ uint32_t sign_mask_hi(uint32_t s8) { return prmt((s8 & 0xF0u) * 0x01020408u, 0u, 0xBA98u); }
+// The byte mask of a 4-bit field n of sign bits (n < 16): sign_mask_lo(n), and sign_mask_hi(s8) for n = s8 >> 4.
+__device__ __forceinline__ uint32_t nibble_mask(uint32_t n) { return prmt(n * 0x10204080u, 0u, 0xBA98u); }
 
 // The same two masks of ksigns8(k7), straight from the 7-bit index with fewer ALU instructions. Bit b
 // of x (b < 7) times 0x10204080 lands at b + 7 + 7j for j < 4: distinct places (no carries), and b = j is
@@ -172,7 +187,7 @@ __device__ __forceinline__ uint32_t sign_mask_hi(uint32_t s8) { return prmt((s8 
 __device__ __forceinline__ uint32_t ksign_mask_lo(uint32_t k7) { return prmt(k7 * 0x10204080u, 0u, 0xBA98u); }
 __device__ __forceinline__ uint32_t ksign_mask_hi(uint32_t k7) {
     const uint32_t s8 = (uint32_t)__popc(k7) * 128u + k7;
-    return prmt((s8 >> 4) * 0x10204080u, 0u, 0xBA98u);
+    return prmt(shr_fma(s8, 4) * 0x10204080u, 0u, 0xBA98u);
 }
 
 // Sign bit i of s8 (i < 8) -> bit 4i+2: bit 2 of selector nibble i, which moves a prmt lookup from the
@@ -477,7 +492,7 @@ struct fmt_iq3_xxs {
         }
     }
     // The sign-mask form (sign_masked<F>, new kernels): magnitudes, and masks straight from the 7-bit
-    // index (ksign_mask_lo/hi). (The index bytes keep the shift and AND: ptxas folds the word scaling into
+    // index (bits7_at, then ksign_mask_lo/hi). (The index bytes keep the shift and AND: ptxas folds the word scaling into
     // them, where byte_at would need a LEA after its PRMT.) decode above stays as it was, so old's SASS
     // does not change.
     static __device__ __forceinline__ void decode_masked(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -488,7 +503,7 @@ struct fmt_iq3_xxs {
         c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
-            const uint32_t idx = f[g / 2], k7 = (aux >> (7 * g)) & 0x7Fu;
+            const uint32_t idx = f[g / 2], k7 = bits7_at(aux, 7 * g);
             c.w[2 * g] = (int)t.words[(idx >> (16 * (g & 1))) & 0xFFu];
             c.w[2 * g + 1] = (int)t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu];
             c.m[2 * g] = ksign_mask_lo(k7);
@@ -535,21 +550,21 @@ struct fmt_iq3_s {
             c.w[2 * g + 1] = apply_signs(t.words[hi], sign_mask_hi(s8));
         }
     }
-    // The sign-mask form (sign_masked<F>, new kernels): magnitudes and decode's masks; each index and sign
-    // byte comes out with one PRMT (byte_at) where a shift and an AND take two integer-ALU instructions
-    // (the 9th index bit needs the LEA that scales the index either way).
+    // The sign-mask form (sign_masked<F>, new kernels): magnitudes and decode's masks. Each index byte
+    // comes out with one PRMT (byte_at) where a shift and an AND take two integer-ALU instructions (the
+    // 9th index bit needs the LEA that scales the index either way), and each sign nibble with two IMADs
+    // (bits4_at), off the integer-ALU pipe.
     static __device__ __forceinline__ void decode_masked(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         const Fields x = fields(b, j, c);
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const int e = 2 * g;  // first of this group's two grid entries
-            const uint32_t lo = byte_at(x.f[g / 2], 2 * (g & 1)) | (((x.qh >> e) & 1u) << 8);
-            const uint32_t hi = byte_at(x.f[g / 2], 2 * (g & 1) + 1) | (((x.qh >> (e + 1)) & 1u) << 8);
-            const uint32_t s8 = byte_at(x.sg, g);
+            const uint32_t lo = byte_at(x.f[g / 2], 2 * (g & 1)) | ((x.qh << (8 - e)) & 0x100u);
+            const uint32_t hi = byte_at(x.f[g / 2], 2 * (g & 1) + 1) | ((x.qh << (7 - e)) & 0x100u);
             c.w[2 * g] = (int)t.words[lo];
             c.w[2 * g + 1] = (int)t.words[hi];
-            c.m[2 * g] = sign_mask_lo(s8);
-            c.m[2 * g + 1] = sign_mask_hi(s8);
+            c.m[2 * g] = nibble_mask(bits4_at(x.sg, 8 * g));          // == sign_mask_lo(sign byte g)
+            c.m[2 * g + 1] = nibble_mask(bits4_at(x.sg, 8 * g + 4));  // == sign_mask_hi(sign byte g)
         }
     }
 };
