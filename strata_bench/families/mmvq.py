@@ -91,10 +91,12 @@ NEW_DEFAULT = NewConfig()
 # Per format and pass width, the fastest config of the sweeps on the H200 at 131072 x 8192 that spills no
 # register under the device's NVRTC or CI's (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3" and "v4", has
 # every figure). NewConfig(R, MINB, U, FCVT); old=True runs mmvq_old's kernel for the pass, where it is
-# the faster one (bitwise equal).
+# the faster one (bitwise equal); masks=True decodes with the format's sign-mask decoder (v5: iq3_xxs at
+# one column, 2.6-6.6% faster than the plain decoder in two runs; iq3_s gained under 1.2%, so not there).
 _C = NewConfig
 NEW_CONFIGS: dict[tuple[str, int], NewConfig] = {
-    ("iq2_xxs", 1): _C(2, 4, 8), ("iq2_xs", 1): _C(4, 3, 4), ("iq2_s", 1): _C(2, 3, 8), ("iq3_xxs", 1): _C(4, 3, 4),
+    ("iq2_xxs", 1): _C(2, 4, 8), ("iq2_xs", 1): _C(4, 3, 4), ("iq2_s", 1): _C(2, 3, 8),
+    ("iq3_xxs", 1): _C(4, 3, 4, masks=True),
     ("iq3_s", 1): _C(2, 4, 2), ("iq1_s", 1): _C(4, 3, 4), ("iq1_m", 1): _C(2, 3, 8), ("iq4_nl", 1): _C(old=True),
     ("iq4_xs", 1): _C(4, 2, 4), ("q8_0", 1): _C(old=True), ("q2_0", 1): _C(4, 3, 4),
     ("iq2_xxs", 2): _C(4, 2, 4), ("iq2_xs", 2): _C(2, 3, 4), ("iq2_s", 2): _C(4, 2, 4), ("iq3_xxs", 2): _C(4, 2, 2),
