@@ -18,6 +18,15 @@
 
 using namespace siq;
 
+// The IQ2 decode candidates (iq_decode.cuh) dequantize as their base formats do.
+namespace deq {
+template <> struct Deq<fmt_iq2_xxs_v2> : Deq<fmt_iq2_xxs> {};
+template <> struct Deq<fmt_iq2_xxs_v3> : Deq<fmt_iq2_xxs> {};
+template <> struct Deq<fmt_iq2_xxs_v4> : Deq<fmt_iq2_xxs> {};
+template <> struct Deq<fmt_iq2_xs_v2> : Deq<fmt_iq2_xs> {};
+template <> struct Deq<fmt_iq2_xs_v3> : Deq<fmt_iq2_xs> {};
+}  // namespace deq
+
 static std::vector<uint8_t> read_file(const char* path) {
     FILE* f = fopen(path, "rb");
     if (!f) { perror(path); exit(2); }
@@ -104,7 +113,8 @@ static int dot_main(int argc, char** argv) {
     if (!out) { perror(argv[8]); return 2; }
 #define DOT(name) if (!strcmp(f, #name)) dot<fmt_##name>(w, rows, cols, x, n, out); else
     DOT(q8_0) DOT(q2_0) DOT(iq4_nl) DOT(iq4_xs) DOT(iq2_xxs) DOT(iq2_xs) DOT(iq2_s)
-    DOT(iq3_xxs) DOT(iq3_s) DOT(iq1_s) DOT(iq1_m) { fprintf(stderr, "unknown format %s\n", f); return 2; }
+    DOT(iq3_xxs) DOT(iq3_s) DOT(iq1_s) DOT(iq1_m)
+    DOT(iq2_xxs_v2) DOT(iq2_xxs_v3) DOT(iq2_xxs_v4) DOT(iq2_xs_v2) DOT(iq2_xs_v3) { fprintf(stderr, "unknown format %s\n", f); return 2; }
     fclose(out);
     return 0;
 }
@@ -119,7 +129,8 @@ int main(int argc, char** argv) {
     const char* f = argv[1];
 #define FORMAT(name) if (!strcmp(f, #name)) run<fmt_##name>(blocks, q, out); else
     FORMAT(q8_0) FORMAT(q2_0) FORMAT(iq4_nl) FORMAT(iq4_xs) FORMAT(iq2_xxs) FORMAT(iq2_xs) FORMAT(iq2_s)
-    FORMAT(iq3_xxs) FORMAT(iq3_s) FORMAT(iq1_s) FORMAT(iq1_m) { fprintf(stderr, "unknown format %s\n", f); return 2; }
+    FORMAT(iq3_xxs) FORMAT(iq3_s) FORMAT(iq1_s) FORMAT(iq1_m)
+    FORMAT(iq2_xxs_v2) FORMAT(iq2_xxs_v3) FORMAT(iq2_xxs_v4) FORMAT(iq2_xs_v2) FORMAT(iq2_xs_v3) { fprintf(stderr, "unknown format %s\n", f); return 2; }
     fclose(out);
     return 0;
 }
