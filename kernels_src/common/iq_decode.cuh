@@ -577,10 +577,9 @@ __device__ __forceinline__ uint32_t shr_by(uint32_t x) {
     if constexpr (FMA) return shr_fma<S>(x); else return x >> S;
 }
 
-// The same selector as nib | ksign_nibbles(t & 0x7F) (t holds the 7-bit sign index in its low bits,
-// anything above), given odd = ((t & 0x2A) * 0x820820 + parity * 2^30) where parity is the index's
-// popcount mod 2 in bit 0 of the addend's term (higher junk in the term is allowed where it cannot reach
-// bits 6, 14, 22, 30). The ORs and masks are ksign_nibbles' own, grouped as two LOP3s.
+// The same selector as nib | ksign_nibbles(t & 0x7F) (t: the 7-bit sign index in its low bits, anything
+// above), given odd = (t & 0x2A) * 0x820820 + (the index's parity) * 2^30, plus, in v4, set bits that
+// neither land on nor carry into bits 6, 14, 22 and 30. The masks are ksign_nibbles' own, as two LOP3s.
 __device__ __forceinline__ uint32_t iq2_sel(uint32_t t, uint32_t odd, uint32_t nib) {
     const uint32_t even = (t & 0x55u) * 0x104104u;
     return or_and(or_and(nib, even, 0x04040404u), odd, 0x40404040u);
