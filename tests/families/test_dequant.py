@@ -131,3 +131,59 @@ def test_references_are_the_oracle_with_zero_tolerance():
     assert refs["gguf f32 bits"].output == "y_bits"
 
 
+
+
+# --- the IQ2 decode candidates of the n = 1 mmvq_new kernels (iq_decode.cuh): same Chunk as the base --------
+IQ2_CANDIDATES = [("iq2_xxs", "v2"), ("iq2_xxs", "v3"), ("iq2_xxs", "v4"), ("iq2_xs", "v2"), ("iq2_xs", "v3")]
+
+
+def _iq2_xxs_code_blocks(rng: np.random.Generator) -> np.ndarray:
+    """Every 7-bit sign index in every group, under every parity pattern of the lower groups (the v4 fold
+    puts their parities below bit 30), every grid byte in every position, random scales and fields above."""
+    aux = []
+    for g in range(4):
+        for k in range(128):
+            for low in range(1 << g):  # bit h of low: the parity of lower group h's (random) index
+                word = k << (7 * g)
+                for h in range(g):
+                    r = int(rng.integers(0, 128))
+                    word |= (r if bin(r).count("1") % 2 == (low >> h) & 1 else r ^ 1) << (7 * h)
+                if g < 3:
+                    word |= int(rng.integers(0, 1 << (21 - 7 * g))) << (7 * g + 7)
+                aux.append(word | (int(rng.integers(0, 16)) << 28))
+    n = -(-len(aux) // 8) * 8
+    aux = np.array(aux + [int(x) for x in rng.integers(0, 2 ** 32, n - len(aux), dtype=np.uint64)], np.uint32)
+    idx = (np.arange(4 * n, dtype=np.uint32) + rng.integers(0, 256)) % 256  # every byte in every position
+    idx = (idx.reshape(n, 4) << (np.arange(4, dtype=np.uint32) * 8)).sum(axis=1, dtype=np.uint32)
+    qs = np.stack([idx, aux], axis=1).astype("<u4").view(np.uint8).reshape(n // 8, 64)
+    d = rng.normal(0, 0.01, size=(n // 8, 1)).astype(np.float16).view(np.uint8)
+    return np.concatenate([d, qs], axis=1)
+
+
+def _iq2_xs_code_blocks(rng: np.random.Generator) -> np.ndarray:
+    """Every u16 entry (9-bit grid index, 7-bit sign index) at each of a chunk's four positions."""
+    codes = np.arange(1 << 16, dtype=np.uint32)
+    entries = np.stack([np.roll(codes, 4099 * p) for p in range(4)], axis=1).reshape(-1).astype("<u2")
+    qs = entries.view(np.uint8).reshape(-1, 64)
+    d = rng.normal(0, 0.01, size=(qs.shape[0], 1)).astype(np.float16).view(np.uint8)
+    scales = rng.integers(0, 256, size=(qs.shape[0], 8), dtype=np.uint8)
+    return np.concatenate([d, qs, scales], axis=1)
+
+
+@pytest.mark.parametrize("fmt,cand", IQ2_CANDIDATES)
+@pytest.mark.parametrize("codes", ["random", "max", "min"])
+def test_iq2_candidate_decodes_the_same_chunks(fmt, cand, codes):
+    """w, ls0, ls1, dw, isum and isum_f of the candidate are byte-identical to the base format's, on the
+    edge and random blocks and on blocks holding every code word."""
+    rng = np.random.default_rng(11)
+    coded = {"iq2_xxs": _iq2_xxs_code_blocks, "iq2_xs": _iq2_xs_code_blocks}[fmt](rng)
+    blocks = np.concatenate([_blocks(fmt, seed=9), coded])
+    nchunks = blocks.shape[0] * get_format(fmt).block_size // 32
+    q = {"random": rng.integers(-127, 128, size=(nchunks, 32)),
+         "max": np.full((nchunks, 32), 127), "min": np.full((nchunks, 32), -127)}[codes].astype(np.int8)
+    base = harness.run_chunks(fmt, blocks, q)
+    got = harness.run_chunks(f"{fmt}_{cand}", blocks, q)
+    assert got.shape == base.shape == (nchunks,)
+    for field in ("w", "ls0", "ls1", "dw", "isum", "isum_f", "v"):
+        differ = np.flatnonzero((got[field].view(np.uint32) != base[field].view(np.uint32)).reshape(nchunks, -1).any(1))
+        assert differ.size == 0, f"{field}: {differ.size} chunks differ, first {differ[0]}"

@@ -19,6 +19,15 @@
 
 using namespace siq;
 
+// The IQ2 decode candidates (iq_decode.cuh) dequantize as their base formats do.
+namespace deq {
+template <> struct Deq<fmt_iq2_xxs_v2> : Deq<fmt_iq2_xxs> {};
+template <> struct Deq<fmt_iq2_xxs_v3> : Deq<fmt_iq2_xxs> {};
+template <> struct Deq<fmt_iq2_xxs_v4> : Deq<fmt_iq2_xxs> {};
+template <> struct Deq<fmt_iq2_xs_v2> : Deq<fmt_iq2_xs> {};
+template <> struct Deq<fmt_iq2_xs_v3> : Deq<fmt_iq2_xs> {};
+}  // namespace deq
+
 static std::vector<uint8_t> read_file(const char* path) {
     FILE* f = fopen(path, "rb");
     if (!f) { perror(path); exit(2); }
@@ -115,7 +124,8 @@ static int dot_main(int argc, char** argv) {
 #define DOT(name) if (!strcmp(f, #name)) dot<fmt_##name>(w, rows, cols, x, n, out); else
     DOT(q8_0) DOT(q2_0) DOT(iq4_nl) DOT(iq4_xs) DOT(iq2_xxs) DOT(iq2_xs) DOT(iq2_s)
 #define DOT_MASKED(name) if (!strcmp(f, #name "_masked")) dot<sign_masked<fmt_##name>>(w, rows, cols, x, n, out); else
-    DOT(iq3_xxs) DOT(iq3_s) DOT(iq1_s) DOT(iq1_m) DOT_MASKED(iq3_xxs) DOT_MASKED(iq3_s) { fprintf(stderr, "unknown format %s\n", f); return 2; }
+    DOT(iq3_xxs) DOT(iq3_s) DOT(iq1_s) DOT(iq1_m) DOT_MASKED(iq3_xxs) DOT_MASKED(iq3_s)
+    DOT(iq2_xxs_v2) DOT(iq2_xxs_v3) DOT(iq2_xxs_v4) DOT(iq2_xs_v2) DOT(iq2_xs_v3) { fprintf(stderr, "unknown format %s\n", f); return 2; }
     fclose(out);
     return 0;
 }
@@ -131,7 +141,8 @@ int main(int argc, char** argv) {
 #define FORMAT(name) if (!strcmp(f, #name)) run<fmt_##name>(blocks, q, out); else
     FORMAT(q8_0) FORMAT(q2_0) FORMAT(iq4_nl) FORMAT(iq4_xs) FORMAT(iq2_xxs) FORMAT(iq2_xs) FORMAT(iq2_s)
 #define FORMAT_MASKED(name) if (!strcmp(f, #name "_masked")) run<sign_masked<fmt_##name>, fmt_##name>(blocks, q, out); else
-    FORMAT(iq3_xxs) FORMAT(iq3_s) FORMAT(iq1_s) FORMAT(iq1_m) FORMAT_MASKED(iq3_xxs) FORMAT_MASKED(iq3_s) { fprintf(stderr, "unknown format %s\n", f); return 2; }
+    FORMAT(iq3_xxs) FORMAT(iq3_s) FORMAT(iq1_s) FORMAT(iq1_m) FORMAT_MASKED(iq3_xxs) FORMAT_MASKED(iq3_s)
+    FORMAT(iq2_xxs_v2) FORMAT(iq2_xxs_v3) FORMAT(iq2_xxs_v4) FORMAT(iq2_xs_v2) FORMAT(iq2_xs_v3) { fprintf(stderr, "unknown format %s\n", f); return 2; }
     fclose(out);
     return 0;
 }
