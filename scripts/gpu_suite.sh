@@ -4,8 +4,8 @@
 # kernels -> GPU tests -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
 # and the pfgemm cuBLAS reference -> the peer table -> --device all -> workload and its command A/B (last:
 # at about 2.5 minutes the longest step, so a run under a time limit loses it first; STRATA_SUITE_DEADLINE).
-# Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"), `tune-masks` (the iq3
-# sign-mask decoders at 1 and 2 columns), `tune-more` (the other families' candidates: scripts/fp16deq_tune.py),
+# Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"; "_decoders1" for the
+# one-column decoder candidates), `tune-more` (the other families' candidates: scripts/fp16deq_tune.py),
 # `ncu` and `ncu-source`. Every step's log and exit code land in $OUT
 # (default gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
 #
@@ -125,13 +125,6 @@ for s in "${steps[@]}"; do
             step tune-resources sb compile --resources --cases scripts/mmvq_tune.py --family "${fams%,}"
             for w in $widths; do
                 step "tune-$w" sb bench -q --cases scripts/mmvq_tune.py --family "mmvq_tune$w" --budget 0.3 \
-                    --results results/tune -o md
-            done ;;
-        tune-masks)  # the sign-mask decoders of iq3_xxs and iq3_s (scripts/mmvq_tune.py, MASKED) at 1 and 2 columns
-            step tune-masks-resources sb compile --resources --cases scripts/mmvq_tune.py \
-                --family mmvq_tune_masks1,mmvq_tune_masks2
-            for w in 1 2; do
-                step "tune-masks-$w" sb bench -q --cases scripts/mmvq_tune.py --family "mmvq_tune_masks$w" --budget 0.3 \
                     --results results/tune -o md
             done ;;
         tune-more)  # the other families' tuning candidates (scripts/<family>_tune.py): parity over the family's cases, then bench

@@ -4,7 +4,7 @@ project's own bench times them all in one run, each checked bitwise against old 
 
     strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune1 --shape 131072x8192 --cols 1
     strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune8 --shape 131072x8192 --cols 8
-    strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune_masks1   # iq3_xxs, iq3_s decoders
+    strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune_decoders1   # mmvq_decoders.py's decoders
 
 `mmvq_tune<W>` holds the candidates for passes of W = 1, 2, 4 and 8 columns; a candidate launches its
 config for its own pass width and the family's table for any other. The candidates are configs that did
@@ -14,7 +14,8 @@ The winners go into families/mmvq.py's NEW_CONFIGS.
 from __future__ import annotations
 
 from strata_bench.cases.family import Variant
-from strata_bench.families.mmvq import FORMATS, SIGN_MASK_FORMATS, Mmvq, NewConfig, new_config
+from strata_bench.families.mmvq import FORMATS, Mmvq, NewConfig, new_config
+from strata_bench.families.mmvq_decoders import DECODERS
 
 # (R, MINB, U, FCVT). The first sweep (results/tune, 11:39 UTC) found U = 4 best at one column (8-20%
 # faster than U = 0) and little to gain at eight; the second tried wider unrolls and chunk_isum_f, the third
@@ -33,15 +34,14 @@ TWO_FOUR_COLUMNS = [NewConfig(r, m, u, f) for r, m, u, f in (
     (2, 3, 2, False), (4, 2, 2, False), (4, 2, 4, False), (2, 2, 4, True), (4, 2, 4, True), (2, 3, 4, True))]
 
 
-# The sign-mask decoders (iq3_xxs, iq3_s: signs through the dot, fewer integer-ALU instructions a chunk,
-# docs/PERF_NOTES.md v5) at the one-column winners' shapes and their neighbours, and at two columns;
-# r4m3u8 (iq3_s), r4m2u4 (both, two columns), r2m5u4 and r1m5u8 spill under NVRTC 13.5: not candidates.
-MASKED = {1: [NewConfig(r, m, u, f, masks=True) for r, m, u, f in (
-    (4, 3, 4, False), (4, 3, 4, True), (2, 4, 4, False), (2, 4, 2, False), (2, 4, 8, False), (2, 3, 4, False),
-    (2, 3, 8, False), (4, 3, 2, False), (2, 4, 4, True), (4, 2, 4, False), (4, 2, 8, False), (8, 2, 2, False),
-    (8, 2, 4, False))],
-    2: [NewConfig(r, m, u, f, masks=True) for r, m, u, f in (
-        (4, 2, 2, False), (2, 3, 4, False), (2, 2, 4, False), (4, 2, 2, True))]}
+# The decoders of mmvq_decoders.py at one column (docs/PERF_NOTES.md v5), each at the shapes its formats
+# won with and their neighbours, beside the format's own decoder at those shapes. The shapes that spill
+# under NVRTC 13.5 (iq3_s masked r2m4u4 split or r4m3u8, r2m5u4, r1m5u8) are not candidates.
+DECODER_SHAPES = {"masked": ((4, 3, 4), (4, 3, 2), (2, 4, 2), (4, 2, 4)),
+                  "masked-split": ((4, 3, 4), (4, 3, 2), (4, 2, 4)),
+                  "lean": ((2, 4, 8), (4, 3, 4), (2, 4, 4))}
+DECODER_FORMATS = tuple(dict.fromkeys(f for d in DECODERS.values() for f in d.formats))
+PLAIN_SHAPES = ((4, 3, 4), (4, 3, 2), (2, 4, 2), (2, 4, 8))
 
 
 def candidate(config: NewConfig, width: int, formats: tuple[str, ...] = FORMATS) -> Variant:
@@ -61,18 +61,26 @@ def candidate(config: NewConfig, width: int, formats: tuple[str, ...] = FORMATS)
     return Variant(config.label, kernels, launch, f"mmvq_new, {width}-column passes as {config}")
 
 
-def tune_family(width: int, configs: list[NewConfig], formats: tuple[str, ...] = FORMATS, tag: str = "") -> type:
-    """A family `mmvq_tune<tag><width>`: old, new and one candidate per config, its bench cases the DRAM
-    shape in `formats`."""
+def decoder_candidates() -> list[tuple[NewConfig, tuple[str, ...]]]:
+    """The one-column decoder candidates with the formats each exists for; the plain shapes for all of them."""
+    plain = [(NewConfig(r, m, u), DECODER_FORMATS) for r, m, u in PLAIN_SHAPES]
+    return plain + [(NewConfig(r, m, u, decoder=name), DECODERS[name].formats)
+                    for name, shapes in DECODER_SHAPES.items() for r, m, u in shapes]
+
+
+def tune_family(width: int, configs: list[tuple[NewConfig, tuple[str, ...]]], formats: tuple[str, ...] = FORMATS,
+                tag: str = "") -> type:
+    """A family `mmvq_tune<tag><width>`: old, new and one candidate per (config, its formats), its bench cases
+    the DRAM shape in `formats`."""
     def bench_cases(self):
         return [self.case(fmt, 131072, 8192, width, "seed:1") for fmt in formats]
 
     return type(f"MmvqTune{tag.title()}{width}", (Mmvq,), {
         "name": f"mmvq_tune{tag}{width}", "bench_cases": bench_cases,
         "description": f"mmvq_new launch candidates for {width}-column passes (scripts/mmvq_tune.py)",
-        "variants": (*Mmvq.variants, *(candidate(c, width, formats) for c in configs))})
+        "variants": (*Mmvq.variants, *(candidate(c, width, f) for c, f in configs))})
 
 
-TUNE_FAMILIES = [tune_family(w, c) for w, c in ((1, ONE_COLUMN), (2, TWO_FOUR_COLUMNS), (4, TWO_FOUR_COLUMNS),
-                                                (8, EIGHT_COLUMNS))]
-TUNE_FAMILIES += [tune_family(w, c, SIGN_MASK_FORMATS, "_masks") for w, c in MASKED.items()]
+TUNE_FAMILIES = [tune_family(w, [(c, FORMATS) for c in cs]) for w, cs in (
+    (1, ONE_COLUMN), (2, TWO_FOUR_COLUMNS), (4, TWO_FOUR_COLUMNS), (8, EIGHT_COLUMNS))]
+TUNE_FAMILIES.append(tune_family(1, decoder_candidates(), DECODER_FORMATS, "_decoders"))

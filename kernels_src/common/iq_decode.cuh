@@ -150,19 +150,6 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 #endif
 }
 
-// x >> k for 0 < k < 32 as the high word of x * 2^(32-k): one IMAD.HI on the FMA-side pipe, where
-// ptxas would use a SHF on the integer-ALU pipe (the n = 1 kernels' bound; v5 of docs/PERF_NOTES.md).
-__device__ __forceinline__ uint32_t shr_fma(uint32_t x, int k) { return __umulhi(x, 1u << (32 - k)); }
-
-// The 7-bit field at bit s of x: (x << (25 - s)) >> 25, an IMAD.SHL and an IMAD.HI where a shift and an
-// AND would take two integer-ALU instructions (one AND at s = 0).
-__device__ __forceinline__ uint32_t bits7_at(uint32_t x, int s) {
-    return s == 0 ? x & 0x7Fu : shr_fma(x << (25 - s), 25);
-}
-
-// The 4-bit field at bit s of x (s <= 28), the same way: no integer-ALU instruction.
-__device__ __forceinline__ uint32_t bits4_at(uint32_t x, int s) { return shr_fma(x << (28 - s), 28); }
-
 // Byte k of x, zero-extended: one PRMT (the zero bytes come from b = 0), where (x >> 8k) & 0xFF takes a
 // shift and an AND on the integer-ALU pipe (ptxas then scales a lookup index with IMAD, off that pipe).
 __device__ __forceinline__ uint32_t byte_at(uint32_t x, int k) { return prmt(x, 0u, 0x4440u | (uint32_t)k); }
@@ -175,8 +162,6 @@ __device__ __forceinline__ uint32_t ksigns8(uint32_t k7) { return k7 | ((__popc(
 // of the nibble to bit 8k+7 (the four copies do not overlap), then prmt replicates each byte's top bit.
 __device__ __forceinline__ uint32_t sign_mask_lo(uint32_t s8) { return prmt((s8 & 0x0Fu) * 0x10204080u, 0u, 0xBA98u); }
 __device__ __forceinline__ uint32_t sign_mask_hi(uint32_t s8) { return prmt((s8 & 0xF0u) * 0x01020408u, 0u, 0xBA98u); }
-// The byte mask of a 4-bit field n of sign bits (n < 16): sign_mask_lo(n), and sign_mask_hi(s8) for n = s8 >> 4.
-__device__ __forceinline__ uint32_t nibble_mask(uint32_t n) { return prmt(n * 0x10204080u, 0u, 0xBA98u); }
 
 // The same two masks of ksigns8(k7), straight from the 7-bit index with fewer ALU instructions. Bit b
 // of x (b < 7) times 0x10204080 lands at b + 7 + 7j for j < 4: distinct places (no carries), and b = j is
@@ -187,7 +172,7 @@ __device__ __forceinline__ uint32_t nibble_mask(uint32_t n) { return prmt(n * 0x
 __device__ __forceinline__ uint32_t ksign_mask_lo(uint32_t k7) { return prmt(k7 * 0x10204080u, 0u, 0xBA98u); }
 __device__ __forceinline__ uint32_t ksign_mask_hi(uint32_t k7) {
     const uint32_t s8 = (uint32_t)__popc(k7) * 128u + k7;
-    return prmt(shr_fma(s8, 4) * 0x10204080u, 0u, 0xBA98u);
+    return prmt((s8 >> 4) * 0x10204080u, 0u, 0xBA98u);
 }
 
 // Sign bit i of s8 (i < 8) -> bit 4i+2: bit 2 of selector nibble i, which moves a prmt lookup from the
@@ -248,22 +233,34 @@ __device__ __forceinline__ int dp4a_chain(const Chunk& c, const int q[8], int in
     return s;
 }
 
-// Where F::SIGN_MASKS, the chain over words B .. E-1 starts at init - 2 * sum (w & m) q: its end is then
-// init + sum (signed w) q, the same integer as a signed-weight decoder's chain (one dp4a and one LOP3 a
-// word in place of negating the weight bytes: the FMA-side pipe takes the dp4a, the integer ALU pipe,
-// the n = 1 kernels' bound, one instruction instead of two).
-template <class F, int B, int E>
-__device__ __forceinline__ int signed_init(const Chunk& c, const int q[8], int init) {
-    if constexpr (!F::SIGN_MASKS) return init;
-    int negated = 0;
+// A sign-mask chunk's negated part over words B .. E-1: sum (w & m) q (every w byte is a magnitude below
+// 128, so w & m is a valid int8 lane).
+template <int B, int E>
+__device__ __forceinline__ int masked_sum(const Chunk& c, const int q[8]) {
+    int n = 0;
 #pragma unroll
-    for (int i = B; i < E; ++i) negated = __dp4a(c.w[i] & (int)c.m[i], q[i], negated);
-    return init - 2 * negated;
+    for (int i = B; i < E; ++i) n = __dp4a(c.w[i] & (int)c.m[i], q[i], n);
+    return n;
 }
 
+// init + sum (signed w) q over words B .. E-1, as the format's Chunk form asks: one dp4a chain; for a
+// sign-mask decoder the chain started at init - 2 * masked_sum (one dp4a and one LOP3 a word in place
+// of negating the weight bytes, which takes two integer-ALU instructions, the n = 1 kernels' busiest
+// pipe), or with SPLIT_CHAINS both sums in two halves, four independent chains of half the length.
+// Every form ends at the same integer.
 template <class F, int B, int E>
 __device__ __forceinline__ int signed_chain(const Chunk& c, const int q[8], int init) {
-    return dp4a_chain<B, E>(c, q, signed_init<F, B, E>(c, q, init));
+    if constexpr (F::SIGN_MASKS) {
+        if constexpr (F::SPLIT_CHAINS) {
+            constexpr int M = (B + E) / 2;
+            const int s = dp4a_chain<B, M>(c, q, init) + dp4a_chain<M, E>(c, q, 0);
+            return s - 2 * (masked_sum<B, M>(c, q) + masked_sum<M, E>(c, q));
+        } else {
+            return dp4a_chain<B, E>(c, q, init - 2 * masked_sum<B, E>(c, q));
+        }
+    } else {
+        return dp4a_chain<B, E>(c, q, init);
+    }
 }
 
 template <class F>
@@ -280,8 +277,8 @@ __device__ __forceinline__ int chunk_isum(const Chunk& c, const int q[8]) {
 // fmaf(1.5 * 2^23 + s, ls, -1.5 * 2^23 * ls) = s * ls exactly: -1.5 * 2^23 * ls is exact (ls has at most
 // 6 bits), the fma rounds once, and s * ls is an integer below 2^24, so the rounding changes nothing.
 // Two scales: both products are exact integers and so is their sum (|isum| < 2^24). A float equal to
-// the int's conversion, so chunk_fma's inputs, and its bits, are unchanged. With sign masks the chain
-// starts lower (MAGIC - 2 * the masked sum) and ends at the same bits: it is integer arithmetic, far
+// the int's conversion, so chunk_fma's inputs, and its bits, are unchanged. With sign masks the chains
+// start lower or sum in parts (signed_chain) and end at the same bits: it is integer arithmetic, far
 // from overflow, and only the end is read as a float (tests/families/test_dequant.py
 // checks it on the CPU at the extreme codes).
 template <class F>
@@ -492,7 +489,7 @@ struct fmt_iq3_xxs {
         }
     }
     // The sign-mask form (sign_masked<F>, new kernels): magnitudes, and masks straight from the 7-bit
-    // index (bits7_at, then ksign_mask_lo/hi). (The index bytes keep the shift and AND: ptxas folds the word scaling into
+    // index (ksign_mask_lo/hi). (The index bytes keep the shift and AND: ptxas folds the word scaling into
     // them, where byte_at would need a LEA after its PRMT.) decode above stays as it was, so old's SASS
     // does not change.
     static __device__ __forceinline__ void decode_masked(const uint8_t* b, int j, const Tab& t, Chunk& c) {
@@ -503,7 +500,7 @@ struct fmt_iq3_xxs {
         c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
-            const uint32_t idx = f[g / 2], k7 = bits7_at(aux, 7 * g);
+            const uint32_t idx = f[g / 2], k7 = (aux >> (7 * g)) & 0x7Fu;
             c.w[2 * g] = (int)t.words[(idx >> (16 * (g & 1))) & 0xFFu];
             c.w[2 * g + 1] = (int)t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu];
             c.m[2 * g] = ksign_mask_lo(k7);
@@ -550,10 +547,9 @@ struct fmt_iq3_s {
             c.w[2 * g + 1] = apply_signs(t.words[hi], sign_mask_hi(s8));
         }
     }
-    // The sign-mask form (sign_masked<F>, new kernels): magnitudes and decode's masks. Each index byte
-    // comes out with one PRMT (byte_at) where a shift and an AND take two integer-ALU instructions (the
-    // 9th index bit needs the LEA that scales the index either way), and each sign nibble with two IMADs
-    // (bits4_at), off the integer-ALU pipe.
+    // The sign-mask form (sign_masked<F>, new kernels): magnitudes and decode's masks. Each index and
+    // sign byte comes out with one PRMT (byte_at) where a shift and an AND take two integer-ALU
+    // instructions (the 9th index bit needs the LEA that scales the index either way).
     static __device__ __forceinline__ void decode_masked(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         const Fields x = fields(b, j, c);
 #pragma unroll
@@ -563,22 +559,13 @@ struct fmt_iq3_s {
             const uint32_t hi = byte_at(x.f[g / 2], 2 * (g & 1) + 1) | ((x.qh << (7 - e)) & 0x100u);
             c.w[2 * g] = (int)t.words[lo];
             c.w[2 * g + 1] = (int)t.words[hi];
-            c.m[2 * g] = nibble_mask(bits4_at(x.sg, 8 * g));          // == sign_mask_lo(sign byte g)
-            c.m[2 * g + 1] = nibble_mask(bits4_at(x.sg, 8 * g + 4));  // == sign_mask_hi(sign byte g)
+            const uint32_t s8 = byte_at(x.sg, g);
+            c.m[2 * g] = sign_mask_lo(s8);
+            c.m[2 * g + 1] = sign_mask_hi(s8);
         }
     }
 };
 static_assert(fmt_iq3_s::TABLE_WORDS == STRATA_IQ3S_GRID_SIZE, "iq3_s: staged words != generated table");
-
-// A format decoded with its signs as masks (Chunk::m; the format's decode_masked): the same integers
-// reach each dp4a chain's end (signed_init), with fewer integer-ALU instructions a chunk than decode.
-template <class F>
-struct sign_masked : F {
-    static constexpr bool SIGN_MASKS = true;
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        F::decode_masked(b, j, t, c);
-    }
-};
 
 // IQ1: nibble codes g+1 select bytes of STRATA_IQ1_W_POS (8g+1) or, with 4 added to every selector,
 // of STRATA_IQ1_W_NEG (8g-1).
@@ -644,170 +631,6 @@ struct fmt_iq1_m {
     }
 };
 static_assert(fmt_iq1_m::TABLE_WORDS == STRATA_IQ1S_GRID_NIB_SIZE, "iq1_m: staged words != generated table");
-
-// ---- IQ2 decode candidates for the n = 1 mmvq_new kernels (docs/PERF_NOTES.md "v4": those loops are bound
-// by the integer ALU pipe). Each has its base format's layout, constants and table and overrides decode
-// only, producing the same Chunk bit for bit (tests/families/test_dequant.py compares them on every
-// field and on exhaustive code words); they differ in which pipe does the work:
-//   v2  the sign selector's masks and ORs as two explicit LOP3s (ptxas emits three), the code words'
-//       funnel shift without its amount's mask (ld_words_a2w), and (iq2_xxs) the grid byte's table
-//       offset as PRMT + IMAD.SHL instead of SHF + LOP3;
-//   v3  v2, with the constant right shifts (sign fields, the high selector half) as IMAD.HI by 2^(32-s):
-//       the FMA pipe, which has room, instead of SHF on the ALU pipe;
-//   v4  (iq2_xxs) v3, with the four sign parities from one XOR fold of the sign word instead of four
-//       AND + POPC pairs.
-
-// a | (b & c) as one LOP3: written as two C operations, ptxas does not always fuse it with its neighbours.
-__device__ __forceinline__ uint32_t or_and(uint32_t a, uint32_t b, uint32_t c) {
-#ifdef __CUDA_ARCH__
-    uint32_t r;
-    asm("lop3.b32 %0, %1, %2, %3, 0xF8;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-#else
-    return a | (b & c);
-#endif
-}
-
-// x >> S on the FMA pipe: the high word of x * 2^(32-S) is exactly x >> S (0 < S < 32).
-template <int S>
-__device__ __forceinline__ uint32_t shr_fma(uint32_t x) {
-    static_assert(S >= 0 && S < 32, "shift out of range");
-#ifdef __CUDA_ARCH__
-    if constexpr (S == 0) return x; else return __umulhi(x, 1u << (32 - S));
-#else
-    return x >> S;
-#endif
-}
-
-// ld_words_a2 without the mask on the funnel shift's amount: __funnelshift_r uses only its low 5 bits,
-// and 8 * address mod 32 is already 0 or 16 at a 2-byte aligned address (one LOP3 fewer a load).
-template <int N>
-__device__ __forceinline__ void ld_words_a2w(const uint8_t* p, uint32_t (&out)[N]) {
-    const uint32_t* a = reinterpret_cast<const uint32_t*>(reinterpret_cast<unsigned long long>(p) & ~(unsigned long long)3);
-    const uint32_t shift = (uint32_t)reinterpret_cast<unsigned long long>(p) * 8u;
-    uint32_t lo = __ldg(a);
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-        const uint32_t hi = __ldg(a + i + 1);
-        out[i] = __funnelshift_r(lo, hi, shift);
-        lo = hi;
-    }
-}
-
-// Chooses the shift's pipe for a candidate: FMA = true is shr_fma, false the plain shift (SHF).
-template <bool FMA, int S>
-__device__ __forceinline__ uint32_t shr_by(uint32_t x) {
-    if constexpr (FMA) return shr_fma<S>(x); else return x >> S;
-}
-
-// The same selector as nib | ksign_nibbles(t & 0x7F) (t: the 7-bit sign index in its low bits, anything
-// above), given odd = (t & 0x2A) * 0x820820 + (the index's parity) * 2^30, plus, in v4, set bits that
-// neither land on nor carry into bits 6, 14, 22 and 30. The masks are ksign_nibbles' own, as two LOP3s.
-__device__ __forceinline__ uint32_t iq2_sel(uint32_t t, uint32_t odd, uint32_t nib) {
-    const uint32_t even = (t & 0x55u) * 0x104104u;
-    return or_and(or_and(nib, even, 0x04040404u), odd, 0x40404040u);
-}
-
-// EXACT: t has nothing above the 7-bit index (the popcount needs no mask).
-template <bool EXACT>
-__device__ __forceinline__ uint32_t iq2_sel_popc(uint32_t t, uint32_t nib) {
-    const uint32_t odd = ((t & 0x2Au) * 0x820820u) + ((uint32_t)__popc(EXACT ? t : t & 0x7Fu) << 30);
-    return iq2_sel(t, odd, nib);
-}
-
-// iq2_group with the high half's selector shifted on the chosen pipe.
-template <bool FMA>
-__device__ __forceinline__ void iq2_group_sel(const Tab& t, uint32_t sel, int& lo, int& hi) {
-    lo = (int)prmt(t.k0, t.k1, sel);
-    hi = (int)prmt(t.k0, t.k1, shr_by<FMA, 16>(sel));
-}
-
-// a & m, as an instruction ptxas keeps: left to itself it moves the mask past the multiplies that use
-// the result, one LOP3 per use instead of one.
-__device__ __forceinline__ uint32_t and_opaque(uint32_t a, uint32_t m) {
-#ifdef __CUDA_ARCH__
-    uint32_t r;
-    asm("and.b32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(m));
-    return r;
-#else
-    return a & m;
-#endif
-}
-
-// Bit 7g of the result is the parity of aux's bits 7g .. 7g+6 (the XOR of 7 consecutive bits at every
-// position: x1 folds 3, x2 adds x1 three further on and the 7th bit).
-template <bool FMA>
-__device__ __forceinline__ uint32_t parity7(uint32_t a) {
-    const uint32_t x1 = a ^ shr_by<FMA, 1>(a) ^ shr_by<FMA, 2>(a);
-    return x1 ^ shr_by<FMA, 3>(x1) ^ shr_by<FMA, 6>(a);
-}
-
-// The table word of grid byte G of idx: its byte offset as PRMT (byte G, zero-extended) times 4.
-template <int G>
-__device__ __forceinline__ uint32_t nib_of_byte(const Tab& t, uint32_t idx) {
-    const uint32_t off = prmt(idx, 0u, 0x4440u + G) * 4u;
-    return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(t.words) + off);
-}
-
-// V: 2, 3 or 4 as in the list above (named structs below, so that kernel names say which).
-template <int V>
-struct fmt_iq2_xxs_cand : fmt_iq2_xxs {
-    static constexpr bool FMA = V >= 3;
-    template <int G>
-    static __device__ __forceinline__ void group(const Tab& t, uint32_t idx, uint32_t aux, uint32_t par, Chunk& c) {
-        const uint32_t a = shr_by<FMA, 7 * G>(aux);
-        uint32_t sel;
-        if constexpr (V >= 4)
-            sel = iq2_sel(a, (a & 0x2Au) * 0x820820u + par * (1u << (30 - 7 * G)), nib_of_byte<G>(t, idx));
-        else
-            sel = iq2_sel_popc<false>(a, nib_of_byte<G>(t, idx));
-        iq2_group_sel<FMA>(t, sel, c.w[2 * G], c.w[2 * G + 1]);
-    }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        uint32_t f[2];  // four grid indexes; four 7-bit sign indexes with the scale in bits 28-31
-        ld_words_a2w(b + L::QS + 8 * j, f);
-        const uint32_t idx = f[0], aux = f[1];
-        c.dw = ld_half(b) * 0.125f;
-        c.ls0 = c.ls1 = 2 * (int)(aux >> 28) + 1;
-        // Parities at bits 0, 7, 14, 21 only: group G adds them times 2^(30-7G), which puts its own at
-        // bit 30, the higher groups' past bit 31 and the lower ones' at 9, 16, 23 (no carry reaches a
-        // kept bit: checked exhaustively by the tests).
-        const uint32_t par = V >= 4 ? and_opaque(parity7<FMA>(aux), 0x00204081u) : 0u;
-        group<0>(t, idx, aux, par, c);
-        group<1>(t, idx, aux, par, c);
-        group<2>(t, idx, aux, par, c);
-        group<3>(t, idx, aux, par, c);
-    }
-};
-struct fmt_iq2_xxs_v2 : fmt_iq2_xxs_cand<2> {};
-struct fmt_iq2_xxs_v3 : fmt_iq2_xxs_cand<3> {};
-struct fmt_iq2_xxs_v4 : fmt_iq2_xxs_cand<4> {};
-
-template <int V>
-struct fmt_iq2_xs_cand : fmt_iq2_xs {
-    static constexpr bool FMA = V >= 3;
-    template <int G>
-    static __device__ __forceinline__ void group(const Tab& t, uint32_t q, Chunk& c) {
-        const uint32_t v = shr_by<FMA, 16 * (G & 1)>(q);  // u16 entry G in the low bits (junk above for G even)
-        const uint32_t nib = t.words[v & 0x1FFu];
-        // The sign index shifted from q itself: for G odd nothing is left above it (no mask for the popc).
-        iq2_group_sel<FMA>(t, iq2_sel_popc<(G & 1) == 1>(shr_by<FMA, 9 + 16 * (G & 1)>(q), nib), c.w[2 * G], c.w[2 * G + 1]);
-    }
-    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
-        uint32_t f[2];  // four u16 entries: 9-bit grid index, 7-bit sign index
-        ld_words_a2w(b + L::QS + 8 * j, f);
-        const uint32_t sc = ld_u8(b + L::SCALES + j);
-        c.dw = ld_half(b) * 0.125f;
-        c.ls0 = 2 * (int)(sc & 0x0Fu) + 1;
-        c.ls1 = 2 * (int)(sc >> 4) + 1;
-        group<0>(t, f[0], c);
-        group<1>(t, f[0], c);
-        group<2>(t, f[1], c);
-        group<3>(t, f[1], c);
-    }
-};
-struct fmt_iq2_xs_v2 : fmt_iq2_xs_cand<2> {};
-struct fmt_iq2_xs_v3 : fmt_iq2_xs_cand<3> {};
 
 // Lane -> chunk walk along a row: lane l takes chunks l, l+32, l+64, ... Because 32 is a multiple of
 // CHUNKS (1, 2 or 8), the chunk's index inside its block (l % CHUNKS) is the same at every step and the

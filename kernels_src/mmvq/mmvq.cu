@@ -7,8 +7,9 @@
 //   exact (iq_decode.cuh), so the roundings are exactly: one per chunk (the fmaf's addition), in that
 //   order, then the 31 additions of warp_sum_f32's butterfly (xor 16, 8, 4, 2, 1). Lane 0 stores.
 //   Nothing else touches the value: no shared-memory partial sums, no atomics.
-// Why old and new are bitwise equal: both run the same decode (same integers: the table words are the
-//   same in global and shared memory), the same chunk_isum and chunk_fma, the same lane -> chunk
+// Why old and new are bitwise equal: both decode to the same integers (the format's decode; `new` may run
+//   one of decoders.cuh's in its place, which give the same Chunk integers or the same dp4a chain ends;
+//   the table words are the same in global and shared memory), the same chunk_fma, the same lane -> chunk
 //   mapping and chunk order per (row, column), and the same butterfly. `new` only changes which loop is
 //   outside: it decodes a chunk once and applies it to NC columns and R rows before moving on, where
 //   `old` decodes it again for every column. The per-(row, column) chain of roundings is unchanged.
@@ -18,7 +19,7 @@
 // Layout: W rows start 16-byte aligned (row_stride a multiple of 16) and 16 bytes after the last row
 //   are readable: the decoders read aligned words around each block. X is [columns][K/32] q8_1 blocks,
 //   Y is [columns][rows] float32.
-#include "common/iq_decode.cuh"
+#include "common/decoders.cuh"  // iq_decode.cuh and the decoders new may run in place of a format's own
 
 using namespace siq;
 

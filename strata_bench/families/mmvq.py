@@ -37,10 +37,7 @@ from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN_BLOCKS_WIDE  # noqa: E402
-
-
-# Formats whose decoder can keep the signs apart as byte masks (iq_decode.cuh: decode_as, sign_masked<F>).
-SIGN_MASK_FORMATS = ("iq3_xxs", "iq3_s")
+from strata_bench.families.mmvq_decoders import decoder_traits  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -55,7 +52,7 @@ class NewConfig:
     unroll: int = 0
     fcvt: bool = False  # the chunk's integer reaches the fmaf as chunk_isum_f (iq_decode.cuh): no I2F, no IMAD
     old: bool = False  # the pass runs mmvq_old instead (bitwise equal; faster where it is, measured)
-    masks: bool = False  # the format's sign-mask decoder, sign_masked<F> (SIGN_MASK_FORMATS; the same integers)
+    decoder: str = ""  # a decoder of mmvq_decoders.DECODERS in place of the format's own (the same integers)
 
     def kernel(self, fmt: str, nc: int) -> str:
         """The name expression; the defaults are left out, so the untuned kernels keep their names."""
@@ -64,15 +61,7 @@ class NewConfig:
         tail = ""
         if self.min_blocks is not None or self.unroll or self.fcvt:
             tail = f", {self.min_blocks_for(nc)}, {self.unroll}" + (", true" if self.fcvt else "")
-        return f"mmvq_new<{self.decoder(fmt)}, {nc}, {self.rows}{tail}>"
-
-    def decoder(self, fmt: str) -> str:
-        """The traits the kernel decodes with: the format's, or its sign-mask decoder's."""
-        if not self.masks:
-            return traits(fmt)
-        if fmt not in SIGN_MASK_FORMATS:
-            raise ValueError(f"{fmt} has no sign-mask decoder; those with one: {', '.join(SIGN_MASK_FORMATS)}")
-        return f"siq::sign_masked<{traits(fmt)}>"
+        return f"mmvq_new<{decoder_traits(self.decoder, fmt)}, {nc}, {self.rows}{tail}>"
 
     def min_blocks_for(self, nc: int) -> int:
         if self.min_blocks is not None:
@@ -83,21 +72,22 @@ class NewConfig:
     def label(self) -> str:
         if self.old:
             return "old"
-        flags = ("f" if self.fcvt else "") + ("s" if self.masks else "")
-        return f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}{flags}"
+        shape = f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}" + ("f" if self.fcvt else "")
+        return f"{shape}-{self.decoder}" if self.decoder else shape
 
 
 NEW_DEFAULT = NewConfig()
 # Per format and pass width, the fastest config of the sweeps on the H200 at 131072 x 8192 that spills no
 # register under the device's NVRTC or CI's (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3" and "v4", has
 # every figure). NewConfig(R, MINB, U, FCVT); old=True runs mmvq_old's kernel for the pass, where it is
-# the faster one (bitwise equal); masks=True decodes with the format's sign-mask decoder (v5: iq3_xxs at
-# one column, 2.6-6.6% faster than the plain decoder in two runs; iq3_s gained under 1.2%, so not there).
+# the faster one (bitwise equal); decoder= names the decoder it runs in place of the format's own
+# (mmvq_decoders.py; v5: the one-column passes of iq2_xxs, iq2_xs, iq3_xxs and iq3_s).
 _C = NewConfig
 NEW_CONFIGS: dict[tuple[str, int], NewConfig] = {
-    ("iq2_xxs", 1): _C(2, 4, 8), ("iq2_xs", 1): _C(4, 3, 4), ("iq2_s", 1): _C(2, 3, 8),
-    ("iq3_xxs", 1): _C(4, 3, 4, masks=True),
-    ("iq3_s", 1): _C(2, 4, 2), ("iq1_s", 1): _C(4, 3, 4), ("iq1_m", 1): _C(2, 3, 8), ("iq4_nl", 1): _C(old=True),
+    ("iq2_xxs", 1): _C(2, 4, 8, decoder="lean"), ("iq2_xs", 1): _C(4, 3, 4, decoder="lean"),
+    ("iq2_s", 1): _C(2, 3, 8), ("iq3_xxs", 1): _C(4, 3, 4, decoder="masked-split"),
+    ("iq3_s", 1): _C(4, 3, 2, decoder="masked"), ("iq1_s", 1): _C(4, 3, 4), ("iq1_m", 1): _C(2, 3, 8),
+    ("iq4_nl", 1): _C(old=True),
     ("iq4_xs", 1): _C(4, 2, 4), ("q8_0", 1): _C(old=True), ("q2_0", 1): _C(4, 3, 4),
     ("iq2_xxs", 2): _C(4, 2, 4), ("iq2_xs", 2): _C(2, 3, 4), ("iq2_s", 2): _C(4, 2, 4), ("iq3_xxs", 2): _C(4, 2, 2),
     ("iq3_s", 2): _C(4, 2, 2), ("iq1_s", 2): _C(4, 2, 4), ("iq1_m", 2): _C(4, 2, 4), ("iq4_nl", 2): _C(2, 2, 4),

@@ -70,30 +70,6 @@ def test_isum_f_is_the_float_of_isum_bit_for_bit(fmt, codes):
     assert np.abs(out["isum"]).max() > 0
 
 
-@pytest.mark.parametrize("fmt", ["iq3_xxs", "iq3_s"])
-@pytest.mark.parametrize("codes", ["random", "max", "min"])
-def test_sign_mask_decoder_gives_the_same_chunks(fmt, codes):
-    """sign_masked<F>: its magnitudes with the masks applied are the plain decoder's words, its isum and
-    isum_f (the chains started at -2 * the masked sum) the same integers and floats, at the edge blocks
-    and extreme codes; the random blocks carry every one of the 128 7-bit sign indexes (iq3_xxs) or 256
-    sign bytes (iq3_s), so every mask the formulas can make is met."""
-    blocks = np.concatenate([_blocks(fmt, seed=s) for s in (7, 8, 9)])
-    nchunks = blocks.shape[0] * get_format(fmt).block_size // 32
-    q = {"random": np.random.default_rng(2).integers(-127, 128, size=(nchunks, 32)),
-         "max": np.full((nchunks, 32), 127), "min": np.full((nchunks, 32), -127)}[codes].astype(np.int8)
-    plain, masked = harness.run_chunks(fmt, blocks, q), harness.run_chunks(f"{fmt}_masked", blocks, q)
-    assert plain.tobytes() == masked.tobytes()
-    assert len(_sign_fields(fmt, blocks)) == (128 if fmt == "iq3_xxs" else 256)
-
-
-def _sign_fields(fmt: str, blocks: np.ndarray) -> set[int]:
-    """The distinct sign fields of the blocks: 7-bit indexes (iq3_xxs) or sign bytes (iq3_s)."""
-    if fmt == "iq3_s":
-        return set(blocks[:, 2 + 64 + 8:2 + 64 + 8 + 32].ravel().tolist())  # d, qs[64], qh[8], signs[32]
-    aux = blocks[:, 2 + 64:2 + 96].copy().view("<u4")  # d, qs[64], then 8 words of signs and scale
-    return {int(a >> (7 * g)) & 0x7F for a in aux.ravel() for g in range(4)}
-
-
 def test_isum_bound_is_reached_only_below_2_24():
     # The widest product in the contract: iq4_xs with scale 0 (ls = -32), kvalue -127, q = -127.
     assert 32 * 32 * 127 * 127 < 2 ** 24
@@ -129,61 +105,3 @@ def test_references_are_the_oracle_with_zero_tolerance():
     assert np.array_equal(refs["gguf f32 bits"].ref, oracle.view(np.uint32).astype(np.float64))
     assert 0.0 < refs["f64 exact"].tol < np.inf
     assert refs["gguf f32 bits"].output == "y_bits"
-
-
-
-
-# --- the IQ2 decode candidates of the n = 1 mmvq_new kernels (iq_decode.cuh): same Chunk as the base --------
-IQ2_CANDIDATES = [("iq2_xxs", "v2"), ("iq2_xxs", "v3"), ("iq2_xxs", "v4"), ("iq2_xs", "v2"), ("iq2_xs", "v3")]
-
-
-def _iq2_xxs_code_blocks(rng: np.random.Generator) -> np.ndarray:
-    """Every 7-bit sign index in every group, under every parity pattern of the lower groups (the v4 fold
-    puts their parities below bit 30), every grid byte in every position, random scales and fields above."""
-    aux = []
-    for g in range(4):
-        for k in range(128):
-            for low in range(1 << g):  # bit h of low: the parity of lower group h's (random) index
-                word = k << (7 * g)
-                for h in range(g):
-                    r = int(rng.integers(0, 128))
-                    word |= (r if bin(r).count("1") % 2 == (low >> h) & 1 else r ^ 1) << (7 * h)
-                if g < 3:
-                    word |= int(rng.integers(0, 1 << (21 - 7 * g))) << (7 * g + 7)
-                aux.append(word | (int(rng.integers(0, 16)) << 28))
-    n = -(-len(aux) // 8) * 8
-    aux = np.array(aux + [int(x) for x in rng.integers(0, 2 ** 32, n - len(aux), dtype=np.uint64)], np.uint32)
-    idx = (np.arange(4 * n, dtype=np.uint32) + rng.integers(0, 256)) % 256  # every byte in every position
-    idx = (idx.reshape(n, 4) << (np.arange(4, dtype=np.uint32) * 8)).sum(axis=1, dtype=np.uint32)
-    qs = np.stack([idx, aux], axis=1).astype("<u4").view(np.uint8).reshape(n // 8, 64)
-    d = rng.normal(0, 0.01, size=(n // 8, 1)).astype(np.float16).view(np.uint8)
-    return np.concatenate([d, qs], axis=1)
-
-
-def _iq2_xs_code_blocks(rng: np.random.Generator) -> np.ndarray:
-    """Every u16 entry (9-bit grid index, 7-bit sign index) at each of a chunk's four positions."""
-    codes = np.arange(1 << 16, dtype=np.uint32)
-    entries = np.stack([np.roll(codes, 4099 * p) for p in range(4)], axis=1).reshape(-1).astype("<u2")
-    qs = entries.view(np.uint8).reshape(-1, 64)
-    d = rng.normal(0, 0.01, size=(qs.shape[0], 1)).astype(np.float16).view(np.uint8)
-    scales = rng.integers(0, 256, size=(qs.shape[0], 8), dtype=np.uint8)
-    return np.concatenate([d, qs, scales], axis=1)
-
-
-@pytest.mark.parametrize("fmt,cand", IQ2_CANDIDATES)
-@pytest.mark.parametrize("codes", ["random", "max", "min"])
-def test_iq2_candidate_decodes_the_same_chunks(fmt, cand, codes):
-    """w, ls0, ls1, dw, isum and isum_f of the candidate are byte-identical to the base format's, on the
-    edge and random blocks and on blocks holding every code word."""
-    rng = np.random.default_rng(11)
-    coded = {"iq2_xxs": _iq2_xxs_code_blocks, "iq2_xs": _iq2_xs_code_blocks}[fmt](rng)
-    blocks = np.concatenate([_blocks(fmt, seed=9), coded])
-    nchunks = blocks.shape[0] * get_format(fmt).block_size // 32
-    q = {"random": rng.integers(-127, 128, size=(nchunks, 32)),
-         "max": np.full((nchunks, 32), 127), "min": np.full((nchunks, 32), -127)}[codes].astype(np.int8)
-    base = harness.run_chunks(fmt, blocks, q)
-    got = harness.run_chunks(f"{fmt}_{cand}", blocks, q)
-    assert got.shape == base.shape == (nchunks,)
-    for field in ("w", "ls0", "ls1", "dw", "isum", "isum_f", "v"):
-        differ = np.flatnonzero((got[field].view(np.uint32) != base[field].view(np.uint32)).reshape(nchunks, -1).any(1))
-        assert differ.size == 0, f"{field}: {differ.size} chunks differ, first {differ[0]}"

@@ -152,29 +152,6 @@ def test_new_config_kernel_names_spell_only_what_differs_from_the_defaults():
     assert NewConfig().min_blocks_for(1) == 3 and NewConfig().min_blocks_for(8) == 2
 
 
-def test_new_config_with_masks_names_the_sign_mask_decoder_and_refuses_formats_without_one():
-    from strata_bench.families.mmvq import NewConfig
-
-    masked = NewConfig(4, 3, 4, masks=True)
-    assert masked.kernel("iq3_xxs", 1) == "mmvq_new<siq::sign_masked<siq::fmt_iq3_xxs>, 1, 4, 3, 4>"
-    assert masked.label == "r4m3u4s" and NewConfig(2, 2, 4, True, masks=True).label == "r2m2u4fs"
-    with pytest.raises(ValueError, match="iq2_xxs has no sign-mask decoder"):
-        masked.kernel("iq2_xxs", 1)
-
-
-@pytest.mark.parametrize("fmt", ["iq3_xxs", "iq3_s"])
-@pytest.mark.parametrize("data", ["seed:7", "edge:2"])
-def test_sign_mask_decoder_gives_the_plain_decoders_bits(fmt, data):
-    # The warps' whole arithmetic on the CPU: the sign-mask decoder's dp4a chains must end at the same
-    # integers, so every output is the same float as the plain decoder's.
-    case = FAMILY.case(fmt, 24, 1536, 3, data)
-    host = FAMILY.make_inputs(case)
-    plain = harness.run_dot(fmt, host["raw"], case.cols, host["act"])
-    masked = harness.run_dot(f"{fmt}_masked", host["raw"], case.cols, host["act"])
-    assert np.array_equal(masked.view(np.uint32), plain.view(np.uint32))
-    assert np.abs(plain).max() > 0
-
-
 def test_tune_candidates_are_every_shape_for_their_pass_width():
     tune = _tune_module()
     family = tune.TUNE_FAMILIES[0]

@@ -1,7 +1,7 @@
 // Host driver for the i-quant decoders (kernels_src/common/iq_decode.cuh, dequant/dequant.cuh), compiled with a
 // C++ compiler by tests/test_families_dequant.py.
 // usage: iq_host FORMAT BLOCKS.bin Q.bin OUT.bin
-//   FORMAT: a format, or FORMAT_masked for its sign-mask decoder (sign_masked<F>; w written signed).
+//   FORMAT: a format, or FORMAT:DECODER for one of mmvq_new's decoders (DECODERS below; w written signed).
 //   BLOCKS.bin: n raw blocks of FORMAT; Q.bin: one int8 q8_1 code block (32 bytes) per chunk.
 //   OUT.bin per chunk: int32 w[8], int32 ls0, int32 ls1, float dw, float dequant[32], int32 isum,
 //   float isum_f (chunk_isum_f: the same value, without the int -> float conversion).
@@ -15,18 +15,21 @@
 
 #include <vector>
 
+#include "common/decoders.cuh"
 #include "dequant/dequant.cuh"
 
 using namespace siq;
 
-// The IQ2 decode candidates (iq_decode.cuh) dequantize as their base formats do.
-namespace deq {
-template <> struct Deq<fmt_iq2_xxs_v2> : Deq<fmt_iq2_xxs> {};
-template <> struct Deq<fmt_iq2_xxs_v3> : Deq<fmt_iq2_xxs> {};
-template <> struct Deq<fmt_iq2_xxs_v4> : Deq<fmt_iq2_xxs> {};
-template <> struct Deq<fmt_iq2_xs_v2> : Deq<fmt_iq2_xs> {};
-template <> struct Deq<fmt_iq2_xs_v3> : Deq<fmt_iq2_xs> {};
-}  // namespace deq
+// The decoders mmvq_new may use in place of a format's own (strata_bench/families/mmvq_decoders.py),
+// named FORMAT:DECODER; each dequantizes (the values it is checked against) as its format does.
+using iq3_xxs_masked = sign_masked<fmt_iq3_xxs>;
+using iq3_xxs_masked_split = sign_masked<fmt_iq3_xxs, true>;
+using iq3_s_masked = sign_masked<fmt_iq3_s>;
+using iq3_s_masked_split = sign_masked<fmt_iq3_s, true>;
+#define DECODERS(X) \
+    X("iq3_xxs:masked", iq3_xxs_masked, fmt_iq3_xxs) X("iq3_xxs:masked-split", iq3_xxs_masked_split, fmt_iq3_xxs) \
+    X("iq3_s:masked", iq3_s_masked, fmt_iq3_s) X("iq3_s:masked-split", iq3_s_masked_split, fmt_iq3_s) \
+    X("iq2_xxs:lean", fmt_iq2_xxs_lean, fmt_iq2_xxs) X("iq2_xs:lean", fmt_iq2_xs_lean, fmt_iq2_xs)
 
 static std::vector<uint8_t> read_file(const char* path) {
     FILE* f = fopen(path, "rb");
@@ -46,7 +49,7 @@ static void signed_words(Chunk& c) {
         for (int i = 0; i < 8; ++i) c.w[i] = apply_signs((uint32_t)c.w[i], c.m[i]);
 }
 
-// D: the format whose dequantizer gives the values (F itself, or the format a sign-mask decoder wraps).
+// D: the format whose dequantizer gives the values (F itself, or the format a decoder decodes).
 template <class F, class D = F>
 static void run(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& q, FILE* out) {
     const size_t n = blocks.size() / F::BYTES;
@@ -123,9 +126,8 @@ static int dot_main(int argc, char** argv) {
     if (!out) { perror(argv[8]); return 2; }
 #define DOT(name) if (!strcmp(f, #name)) dot<fmt_##name>(w, rows, cols, x, n, out); else
     DOT(q8_0) DOT(q2_0) DOT(iq4_nl) DOT(iq4_xs) DOT(iq2_xxs) DOT(iq2_xs) DOT(iq2_s)
-#define DOT_MASKED(name) if (!strcmp(f, #name "_masked")) dot<sign_masked<fmt_##name>>(w, rows, cols, x, n, out); else
-    DOT(iq3_xxs) DOT(iq3_s) DOT(iq1_s) DOT(iq1_m) DOT_MASKED(iq3_xxs) DOT_MASKED(iq3_s)
-    DOT(iq2_xxs_v2) DOT(iq2_xxs_v3) DOT(iq2_xxs_v4) DOT(iq2_xs_v2) DOT(iq2_xs_v3) { fprintf(stderr, "unknown format %s\n", f); return 2; }
+#define DOT_DECODER(name, F, D) if (!strcmp(f, name)) dot<F>(w, rows, cols, x, n, out); else
+    DOT(iq3_xxs) DOT(iq3_s) DOT(iq1_s) DOT(iq1_m) DECODERS(DOT_DECODER) { fprintf(stderr, "unknown format %s\n", f); return 2; }
     fclose(out);
     return 0;
 }
@@ -140,9 +142,8 @@ int main(int argc, char** argv) {
     const char* f = argv[1];
 #define FORMAT(name) if (!strcmp(f, #name)) run<fmt_##name>(blocks, q, out); else
     FORMAT(q8_0) FORMAT(q2_0) FORMAT(iq4_nl) FORMAT(iq4_xs) FORMAT(iq2_xxs) FORMAT(iq2_xs) FORMAT(iq2_s)
-#define FORMAT_MASKED(name) if (!strcmp(f, #name "_masked")) run<sign_masked<fmt_##name>, fmt_##name>(blocks, q, out); else
-    FORMAT(iq3_xxs) FORMAT(iq3_s) FORMAT(iq1_s) FORMAT(iq1_m) FORMAT_MASKED(iq3_xxs) FORMAT_MASKED(iq3_s)
-    FORMAT(iq2_xxs_v2) FORMAT(iq2_xxs_v3) FORMAT(iq2_xxs_v4) FORMAT(iq2_xs_v2) FORMAT(iq2_xs_v3) { fprintf(stderr, "unknown format %s\n", f); return 2; }
+#define FORMAT_DECODER(name, F, D) if (!strcmp(f, name)) run<F, D>(blocks, q, out); else
+    FORMAT(iq3_xxs) FORMAT(iq3_s) FORMAT(iq1_s) FORMAT(iq1_m) DECODERS(FORMAT_DECODER) { fprintf(stderr, "unknown format %s\n", f); return 2; }
     fclose(out);
     return 0;
 }
