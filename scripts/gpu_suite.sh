@@ -3,7 +3,8 @@
 # digests against a base tree -> the mmvq DRAM bench and its compare -> the user's weights, shapes and TOML
 # kernels -> GPU tests -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
 # and the pfgemm cuBLAS reference -> the peer table -> --device all -> workload and its command A/B (last:
-# at about 2.5 minutes the longest step, so a run under a time limit loses it first; STRATA_SUITE_DEADLINE).
+# at about 2.5 minutes the longest step, so a run under a time limit loses it first; STRATA_SUITE_DEADLINE and
+# STRATA_SUITE_LIMIT below).
 # Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"; "_decoders1" for the
 # one-column decoder candidates), `tune-more` (the other families' candidates: scripts/fp16deq_tune.py),
 # `ncu` and `ncu-source`. Every step's log and exit code land in $OUT
@@ -34,18 +35,37 @@ BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T152449Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
 
 sb() { python3 -m strata_bench "$@"; }
-# STRATA_SUITE_DEADLINE=S: steps that would start after S seconds are skipped (and said so), so a run
-# under an outer time limit still packs what it made.
+export -f sb  # steps under `timeout` run in a child bash, which needs the function
+# STRATA_SUITE_DEADLINE=S: steps that would start after S seconds are skipped (and said so).
+# STRATA_SUITE_LIMIT=S: the whole suite ends within S seconds: each step runs under `timeout` with what is
+# left less PACK_S for packing (rc 124 when it is cut), so a run under an outer time limit always packs
+# what it made. (A step that began before the deadline and ran past the outer limit lost a whole run's
+# results once: nothing is packed until the end.)
 deadline=${STRATA_SUITE_DEADLINE:-0}
+limit=${STRATA_SUITE_LIMIT:-0}
+PACK_S=20
 suite_start=$EPOCHREALTIME
 step() {  # step NAME CMD...: run, log, record status and seconds
     local name=$1; shift
-    if [ "$deadline" != 0 ] && awk "BEGIN{exit !($EPOCHREALTIME - $suite_start > $deadline)}"; then
+    local elapsed; elapsed=$(awk "BEGIN{print int($EPOCHREALTIME - $suite_start)}")
+    if [ "$deadline" != 0 ] && [ "$elapsed" -gt "$deadline" ]; then
         printf '%-24s skipped: past the %ss deadline\n' "$name" "$deadline" | tee -a "$logdir/status.txt"
         return
     fi
+    local left=0
+    if [ "$limit" != 0 ]; then
+        left=$((limit - PACK_S - elapsed))
+        if [ "$left" -lt 5 ]; then
+            printf '%-24s skipped: the %ss limit is reached\n' "$name" "$limit" | tee -a "$logdir/status.txt"
+            return
+        fi
+    fi
     local t0=$EPOCHREALTIME
-    "$@" > "$logdir/$name.log" 2>&1
+    if [ "$left" != 0 ]; then
+        timeout "$left" bash -c '"$@"' step "$@" > "$logdir/$name.log" 2>&1
+    else
+        "$@" > "$logdir/$name.log" 2>&1
+    fi
     local rc=$?
     printf '%-24s rc=%-3s %6.1fs\n' "$name" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $t0}")" | tee -a "$logdir/status.txt"
     tail -n 4 "$logdir/$name.log"
@@ -154,7 +174,8 @@ done
 logs="results/logs/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$logs" && cp "$logdir"/*.log "$logdir/status.txt" "$logs"/
 for f in /tmp/digests-base.json /tmp/digests-new.json; do  # every output's sha256, as tab-separated text
-    [ -f "$f" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('# output sha256 per case|variant|output; tree', d['tree'], 'parity exit', d['status']); [print(k+'\t'+v) for k,v in sorted(d['digests'].items())]" "$f" > "$logs/$(basename "$f" .json).tsv"
+    # only this run's (a warm machine keeps an earlier run's files in /tmp)
+    [ -f "$f" ] && [ "$f" -nt "$logdir" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('# output sha256 per case|variant|output; tree', d['tree'], 'parity exit', d['status']); [print(k+'\t'+v) for k,v in sorted(d['digests'].items())]" "$f" > "$logs/$(basename "$f" .json).tsv"
 done
 tar czf "$out/results.tgz" results
 cat "$logdir/status.txt"
