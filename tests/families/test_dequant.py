@@ -105,3 +105,5 @@ def test_references_are_the_oracle_with_zero_tolerance():
     assert np.array_equal(refs["gguf f32 bits"].ref, oracle.view(np.uint32).astype(np.float64))
     assert 0.0 < refs["f64 exact"].tol < np.inf
     assert refs["gguf f32 bits"].output == "y_bits"
+
+

@@ -31,7 +31,6 @@ inline __half __ushort_as_half(uint16_t bits) { return __half{bits}; }
 inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
 inline int __shfl_xor_sync(unsigned, int v, int) { return v; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
-inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 struct uint2 {
     unsigned x, y;
 };
