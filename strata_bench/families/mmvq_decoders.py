@@ -16,7 +16,6 @@ class Decoder:
     name: str
     expression: str  # {traits} is the format's traits struct
     formats: tuple[str, ...]
-    description: str
 
     def traits(self, fmt: str) -> str:
         if fmt not in self.formats:
@@ -25,12 +24,12 @@ class Decoder:
 
 
 DECODERS: dict[str, Decoder] = {d.name: d for d in (
-    Decoder("masked", "siq::sign_masked<{traits}>", ("iq3_xxs", "iq3_s"),
-            "grid magnitudes and byte masks; the signs through the dp4a chain (sum w q - 2 sum (w & m) q)"),
-    Decoder("masked-split", "siq::sign_masked<{traits}, true>", ("iq3_xxs", "iq3_s"),
-            "masked, both sums as two chains of half the length each"),
-    Decoder("lean", "{traits}_lean", ("iq2_xxs", "iq2_xs"),
-            "the same decode in fewer integer-ALU instructions (fused LOP3s, PRMT table offsets)"),
+    # grid magnitudes and byte masks; the signs through the dp4a chain (sum w q - 2 sum (w & m) q)
+    Decoder("masked", "siq::sign_masked<{traits}>", ("iq3_xxs", "iq3_s")),
+    # masked, both sums as two chains of half the length each
+    Decoder("masked-split", "siq::sign_masked<{traits}, true>", ("iq3_xxs", "iq3_s")),
+    # the same decode in fewer integer-ALU instructions (fused LOP3s, PRMT table offsets)
+    Decoder("lean", "{traits}_lean", ("iq2_xxs", "iq2_xs")),
 )}
 
 

@@ -4,13 +4,17 @@ The n = 1 mmvq kernels were tuned by reading these counts (docs/PERF_NOTES.md v4
 instructions reach the integer-ALU pipe, IMAD and IDP (the FMA-heavy side), FP32, shared and global memory.
 A loop is the range from a backward branch's target to the branch; a count can be divided by the number of
 units the loop handles (`per`: e.g. its IDP count / 8 = the chunks of a plain decoder's one-column loop).
-The pipe of each opcode follows NVIDIA's sm_90 grouping as ncu reports it; opcodes not listed count as other.
+The opcode -> pipe table is this project's approximation for sm_90 (integer logic, shifts, byte permutes,
+adds and compares on the integer-ALU pipe; IMAD and IDP on the FMA-heavy side); opcodes not listed count as
+other. It is for comparing two builds of one kernel, not for absolute throughput.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,10 +98,7 @@ def units(loop: Loop, per: str) -> float:
 
 
 def dump_sass(cubin: bytes, cuobjdump: str | None = None) -> str:
-    """`cuobjdump --dump-sass` of a cubin (cuobjdump from PATH, $CUOBJDUMP or `cuobjdump`)."""
-    import os
-    import tempfile
-
+    """`cuobjdump --dump-sass` of a cubin (cuobjdump from $CUOBJDUMP or PATH)."""
     tool = cuobjdump or os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
     if not tool:
         raise InputError("cuobjdump not found: put the CUDA toolkit's bin on PATH or set CUOBJDUMP "

@@ -161,6 +161,18 @@ def test_tune_candidates_are_every_shape_for_their_pass_width():
     assert kernels == [f"mmvq_new<siq::fmt_{f}, 1, 4, 3, 4>" for f in kit.FORMATS]
 
 
+def test_decoder_candidates_launch_each_decoder_only_for_its_formats():
+    tune = _tune_module()
+    family = next(f for f in tune.TUNE_FAMILIES if f.name == "mmvq_tune_decoders1")
+    variants = {v.name: v for v in family.variants}
+    assert variants["r2m4u8-lean"].kernels(family(), "mmvq/mmvq.cu") == [
+        "mmvq_new<siq::fmt_iq2_xxs_lean, 1, 2, 4, 8>", "mmvq_new<siq::fmt_iq2_xs_lean, 1, 2, 4, 8>"]
+    assert variants["r4m3u4-masked-split"].kernels(family(), "mmvq/mmvq.cu") == [
+        "mmvq_new<siq::sign_masked<siq::fmt_iq3_xxs, true>, 1, 4, 3, 4>",
+        "mmvq_new<siq::sign_masked<siq::fmt_iq3_s, true>, 1, 4, 3, 4>"]
+    assert [c.fmt for c in family().bench_cases()] == ["iq3_xxs", "iq3_s", "iq2_xxs", "iq2_xs"]
+
+
 def _tune_module():
     from tests.cases_file import load_cases_file
 

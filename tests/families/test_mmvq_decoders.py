@@ -51,12 +51,12 @@ def _edge_and_random(fmt: str, seeds=(7, 8, 9)) -> np.ndarray:
 
 
 def _iq2_xxs_code_blocks(rng: np.random.Generator) -> np.ndarray:
-    """Every 7-bit sign index in every group, with random lower and higher fields and scales, and every
-    grid byte in every position."""
+    """Every 7-bit sign index in every group (four draws each of the other groups' fields and the scale),
+    and every grid byte in every position."""
     aux = []
     for g in range(4):
         for k in range(128):
-            for _ in range(1 << g):
+            for _ in range(4):
                 word = k << (7 * g)
                 for h in range(g):
                     word |= int(rng.integers(0, 128)) << (7 * h)
