@@ -4,7 +4,12 @@ over 4 warps and combined by warp_sum_f32's tree across them (tests/iq_host/mma_
 bit for bit, the dot mode's (one warp per row: mmvq_old's arithmetic)."""
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +22,7 @@ from iq_host import harness  # noqa: E402
 
 FAMILY = load_builtin_families()["mmvq"]
 FORMATS = ("iq4_nl", "q8_0")
+MMA_KERNELS = ["mmvq_mma<siq::fmt_iq4_nl, 4, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1>"]  # scripts/mmvq_mma.py's
 
 
 def _both(fmt: str, rows: int, cols: int, ncols: int, data: str) -> tuple[np.ndarray, np.ndarray]:
@@ -42,8 +48,25 @@ def test_mma_schedule_equals_one_warp_per_row_bitwise(fmt, rows, cols, ncols, da
 
 
 def test_dot_mma_refuses_formats_it_has_no_schedule_for(tmp_path):
-    import subprocess
-
     proc = subprocess.run([str(harness.binary()), "dot_mma", "iq2_xxs", "1", "256", "/dev/null", "/dev/null", "1",
                            str(tmp_path / "y.bin")], capture_output=True, text=True)
     assert proc.returncode == 2 and "no mma schedule" in proc.stderr
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_mma_kernels_compile_without_spills_and_use_the_tensor_cores(arch):
+    from strata_bench.kernels.build import compile_source
+
+    built = compile_source("mmvq/mmvq_mma.cu", MMA_KERNELS, arch)
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", built.log)
+    assert len(spills) == 2 and all(s == ("0", "0") for s in spills), built.log
+    cuobjdump = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
+    if cuobjdump is None:
+        return  # the spill check ran; SASS needs cuobjdump (CUOBJDUMP=path, as scripts/sass_loops.py)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(built.cubin)
+        f.flush()
+        sass = subprocess.run([cuobjdump, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
+    assert sass.count("IMMA.16832.S8.S8") >= 16  # 8 per kernel at least (a whole group unrolled)
+
