@@ -54,13 +54,14 @@ def run_chunks(fmt: str, blocks: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.fromfile(tmp / "o.bin", dtype=CHUNK_RECORD)
 
 
-def run_dot(fmt: str, raw: np.ndarray, cols: int, act: np.ndarray) -> np.ndarray:
-    """y (n, rows) float32 as mmvq.cu's warps compute it, for raw weights (rows, bytes) and q8_1 rows act."""
+def run_dot(fmt: str, raw: np.ndarray, cols: int, act: np.ndarray, mode: str = "dot") -> np.ndarray:
+    """y (n, rows) float32 as mmvq.cu's warps compute it, for raw weights (rows, bytes) and q8_1 rows act;
+    mode "dot_mma": as mmvq_mma.cu schedules it (tests/iq_host/mma_emul.h)."""
     rows, n = raw.shape[0], act.shape[0]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         np.ascontiguousarray(raw, dtype=np.uint8).tofile(tmp / "w.bin")
         np.ascontiguousarray(act, dtype=np.uint8).tofile(tmp / "x.bin")
-        subprocess.run([str(binary()), "dot", fmt, str(rows), str(cols), str(tmp / "w.bin"), str(tmp / "x.bin"),
+        subprocess.run([str(binary()), mode, fmt, str(rows), str(cols), str(tmp / "w.bin"), str(tmp / "x.bin"),
                         str(n), str(tmp / "y.bin")], check=True)
         return np.fromfile(tmp / "y.bin", dtype=np.float32).reshape(n, rows)

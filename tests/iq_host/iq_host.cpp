@@ -9,6 +9,10 @@
 //   W.bin: ROWS rows of raw blocks; X.bin: N rows of q8_1 blocks (COLS/32 each).
 //   OUT.bin: float y[N][ROWS], each computed as one warp of mmvq.cu computes it: lane l takes chunks
 //   l, l+32, ... with acc = fmaf(dw * d_act, (float)isum, acc), then warp_sum_f32's butterfly.
+// usage: iq_host dot_mma FORMAT ROWS COLS W.bin X.bin N OUT.bin
+//   The same y, computed the way mmvq_mma.cu schedules it (mma_emul.h): tiles of 16 rows x 8 columns,
+//   the chunk integers from an emulated m16n8k32 mma fed by the kernel's fragment mapping, the 32
+//   virtual lanes split over 4 warps and combined by the butterfly's tree across warps.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +21,7 @@
 
 #include "common/decoders.cuh"
 #include "dequant/dequant.cuh"
+#include "mma_emul.h"
 
 using namespace siq;
 
@@ -117,13 +122,18 @@ static void dot(const std::vector<uint8_t>& w, int rows, int cols, const std::ve
 }
 
 static int dot_main(int argc, char** argv) {
-    if (argc != 9) { fprintf(stderr, "usage: iq_host dot FORMAT ROWS COLS W.bin X.bin N OUT.bin\n"); return 2; }
+    if (argc != 9) { fprintf(stderr, "usage: iq_host dot|dot_mma FORMAT ROWS COLS W.bin X.bin N OUT.bin\n"); return 2; }
     const char* f = argv[2];
     const int rows = atoi(argv[3]), cols = atoi(argv[4]), n = atoi(argv[7]);
     const std::vector<uint8_t> w = read_file(argv[5]);
     const std::vector<uint8_t> x = read_file(argv[6]);
     FILE* out = fopen(argv[8], "wb");
     if (!out) { perror(argv[8]); return 2; }
+    if (!strcmp(argv[1], "dot_mma")) {
+        const int ok = dot_mma_main(f, w, rows, cols, x, n, out);
+        fclose(out);
+        return ok ? 0 : 2;
+    }
 #define DOT(name) if (!strcmp(f, #name)) dot<fmt_##name>(w, rows, cols, x, n, out); else
     DOT(q8_0) DOT(q2_0) DOT(iq4_nl) DOT(iq4_xs) DOT(iq2_xxs) DOT(iq2_xs) DOT(iq2_s)
 #define DOT_DECODER(name, F, D) if (!strcmp(f, name)) dot<F>(w, rows, cols, x, n, out); else
@@ -133,7 +143,7 @@ static int dot_main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-    if (argc > 1 && !strcmp(argv[1], "dot")) return dot_main(argc, argv);
+    if (argc > 1 && (!strcmp(argv[1], "dot") || !strcmp(argv[1], "dot_mma"))) return dot_main(argc, argv);
     if (argc != 5) { fprintf(stderr, "usage: iq_host FORMAT BLOCKS.bin Q.bin OUT.bin\n"); return 2; }
     const std::vector<uint8_t> blocks = read_file(argv[2]);
     const std::vector<uint8_t> q = read_file(argv[3]);

@@ -1,0 +1,262 @@
+// mmvq_mma.cu: mmvq over 8 activation columns with the chunk integers from tensor-core mma (a prototype;
+// iq4_nl and q8_0 only: one scale and one chunk per block). Inputs, outputs and layout as mmvq.cu's
+// mmvq_new<F, 8, ...>: W rows 16-byte aligned with 16 readable bytes after the last row, X is [8][K/32]
+// q8_1 blocks (already quantized), Y is [8][y_stride] float32.
+//
+// ARITHMETIC CONTRACT (mmvq.cu's, kept; iq_decode.cuh has the per-chunk part)
+//   Output (row, column): virtual lane v = 0..31 takes chunks v, v+32, v+64, ... in increasing order with
+//   acc_v = fmaf(dw * d_act, (float)isum, acc_v) from acc_v = 0.0f; then the 32 acc_v are added with the
+//   tree warp_sum_f32's butterfly computes at lane 0; that value is stored. Hence the same bits as
+//   mmvq_old / mmvq_new, because every input of every rounding is the same:
+//   - isum: one mma.sync.m16n8k32.row.col.s32.s8.s8.s32 gives, for 16 rows x 8 columns of chunk c,
+//     C[r][col] = sum over the 32 k of A[r][k] * B[k][col], an exact int32 (|C| <= 32 * 127 * 127 < 2^31;
+//     integer addition is associative, so any order inside the mma gives the dp4a chain's integer). A and
+//     B use the same k order: lane 4g + t puts Chunk words t and 4 + t of rows g, g + 8 in A's k slots
+//     4t..4t+3 and 16+4t..16+4t+3 (PTX ISA, m16n8k32 .s8 fragments: a0 = (row g, k 4t..), a1 = (row g+8,
+//     same k), a2 = (row g, k 16+4t..), a3 = (row g+8, k 16+4t..)) and q8_1 words t and 4 + t of column g
+//     in B's (b0 = k 4t.., b1 = k 16+4t.., column g); Chunk word i and q8_1 word i hold the same 4 values
+//     (4i..4i+3). Then isum = ls * C (ls = 1 here), as chunk_isum's one-scale form; its float is reached
+//     without I2F (isum_float: the mma's C input starts at the bits of 1.5 * 2^23), the same float.
+//   - dw, d_act: MmaFrag<F> (mma_frag.cuh) gives decode()'s w[t], w[4+t], dw and ls from the same bytes;
+//     d_act is the same __half2float of the block's d. dw * d_act and the fmaf are the same operations.
+//   - the chains: warp q (0..3) of a tile owns v = 8q + i (i < 8) and walks its chunks c = 32s + 8q + i
+//     for s = 0, 1, ... in increasing s, so each acc_v sees its chunks in increasing c, as lane v of old
+//     does; a v with no chunk keeps 0.0f, as old's lane does.
+//   - the tree: at lane 0 the butterfly computes s1[l] = a[l] + a[l^16] (l < 16), s2[l] = s1[l] +
+//     s1[l^8] (l < 8), s3[l] = s2[l] + s2[l^4] (l < 4), s4[l] = s3[l] + s3[l^2] (l < 2), y = s4[0] + s4[1]
+//     (lane 0 needs exactly these 31 sums: its value at each level depends on lanes l < 16, 8, 4, 2 only).
+//     Here: warps 0 and 1 add the chains of warps 2 and 3 (a[8q+i] + a[8q+i+16] = s1[8q+i]), warp 0 adds
+//     warp 1's s1 (s2[i] = s1[i] + s1[i+8]), then levels 3-5 in its registers (tile_tree). Each sum has
+//     the butterfly's two operands (a + b where the butterfly may compute b + a: float addition is
+//     commutative bit for bit), so the value is the same. tests/iq_host/mma_emul.h runs this schedule on
+//     the CPU; tests/families/test_mmvq_mma.py checks it bitwise against the one-warp-per-row order.
+//   Nothing else touches the value: the shared-memory partial sums are the tree's own operands.
+// Why this order (not v-major, one acc at a time): K outermost, each thread keeps 8 chains x 4 outputs in
+//   registers and the weights stream through once, coalesced. v-major would revisit every block of the
+//   tile 32 times (only viable with the whole 16-row tile staged: 74 KB at K = 8192 per 16 rows).
+// Schedule: a tile group of 4 warps owns a 16-row tile at a time, TG groups per block (persistent: they
+//   loop over tiles, so the 8 columns' activations are staged in shared memory once per block, in the
+//   mma's fragment order: conflict-free B loads). Each warp copies its 8-chunk group of the 16 rows (16 x 8 blocks, 16-byte
+//   aligned: 8 * BYTES is a multiple of 16) from global memory with coalesced 16-byte loads into its own
+//   shared buffer, one group ahead in registers (the next tile's first group while the tree runs), then
+//   reads each lane's bytes from there (rows g and g+8:
+//   bank = 4g + t + const, conflict-free). Rows past the end are clamped for reading and not stored.
+#include "mmvq/mma_frag.cuh"
+
+using namespace siq;
+
+// The 8 columns' q8_1 blocks staged in the mma's B order: for chunk c, word (4h + t) of column g at
+// q[64c + 32h + 8t + g] (a warp's b_h load is 32 consecutive words), and float(d16) of column col at
+// d[8c + col]. The same bits as StagedActs (mmvq.cu): code words copied, d by the same __half2float.
+// Bytes: 36 per block, as mmvq_new's staging (64 + 8 words per chunk).
+struct MmaActs {
+    const uint32_t* q;
+    const float* d;
+};
+
+__device__ __forceinline__ MmaActs stage_acts_mma(const block_q8_1* __restrict__ X, int nchunks, uint32_t* smem) {
+    float* d = reinterpret_cast<float*>(smem + 64 * nchunks);
+    // A thread copies whole blocks (9 independent loads in flight, a few iterations per thread, where a
+    // word per iteration would wait out a global-memory latency 36 times at K = 8192). Block i = 8c + g:
+    // column g, chunk c; its word 4h + t lands at 64c + 32h + 8t + g (stores 4-way bank conflicted: once
+    // per block of the grid, beside the tiles' conflict-free loads).
+#pragma unroll 2
+    for (int i = threadIdx.x; i < 8 * nchunks; i += blockDim.x) {
+        const int c = i / 8, g = i % 8;
+        const block_q8_1* xb = X + (long long)g * nchunks + c;
+        const uint32_t* qs = reinterpret_cast<const uint32_t*>(xb->qs);
+        uint32_t w[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) w[k] = qs[k];
+        const float dv = __half2float(xb->d);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) smem[64 * c + 32 * (k / 4) + 8 * (k % 4) + g] = w[k];
+        d[i] = dv;
+    }
+    return MmaActs{smem, d};
+}
+
+// One m16n8k32 s8 mma, D = A B + C, C = `init` in every element.
+__device__ __forceinline__ void mma_s8(const int (&a)[4], const int (&b)[2], int init, int (&d)[4]) {
+#ifdef __CUDA_ARCH__
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(init));
+#endif
+}
+
+template <class F>
+struct MmaGroup {
+    static constexpr int BYTES = 8 * F::BYTES;            // 8 consecutive blocks of a row
+    static constexpr int U4 = BYTES / 16;                 // 16-byte words of a row's group
+    static constexpr int PER_LANE = (16 * U4 + 31) / 32;  // 16-byte loads per lane for 16 rows
+    static_assert(BYTES % 16 == 0, "a group of 8 blocks must be whole 16-byte words");
+};
+
+// Lane's share of warp q's group at chunk c0 of the tile's 16 rows: 16-byte word k = lane + 32 j is word
+// k % U4 of row k / U4. Words wholly past the row's end are not read (they hold no chunk below nchunks).
+template <class F>
+__device__ __forceinline__ void load_group(const uint8_t* __restrict__ W, long long row_stride, int rows, int row0,
+                                           int c0, int row_bytes, uint4 (&v)[MmaGroup<F>::PER_LANE]) {
+    using G = MmaGroup<F>;
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < G::PER_LANE; ++j) {
+        const int k = lane + 32 * j, r = k / G::U4, off = c0 * F::BYTES + 16 * (k % G::U4);
+        v[j] = make_uint4(0u, 0u, 0u, 0u);
+        if (k < 16 * G::U4 && off < row_bytes) {
+            const uint8_t* p = W + (long long)min(row0 + r, rows - 1) * row_stride + off;
+            v[j] = __ldg(reinterpret_cast<const uint4*>(p));
+        }
+    }
+}
+
+template <class F>
+__device__ __forceinline__ void store_group(uint4* buf, const uint4 (&v)[MmaGroup<F>::PER_LANE]) {
+    using G = MmaGroup<F>;
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < G::PER_LANE; ++j)
+        if (lane + 32 * j < 16 * G::U4) buf[lane + 32 * j] = v[j];
+}
+
+// Chunk i of the group for the lane's 4 outputs (rows g, g, g+8, g+8; columns 2t, 2t+1, 2t, 2t+1):
+// acc[e] = fmaf(dw * d_act, (float)(ls * C[e]), acc[e]), the float reached as isum_float.
+template <class F>
+__device__ __forceinline__ void mma_chunk(const uint8_t* group, int i, int c, const MmaActs& xs,
+                                          const uint32_t (&kv)[4], float (&acc)[4]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const Frag f0 = MmaFrag<F>::load(group + g * MmaGroup<F>::BYTES + i * F::BYTES, t, kv);
+    const Frag f1 = MmaFrag<F>::load(group + (g + 8) * MmaGroup<F>::BYTES + i * F::BYTES, t, kv);
+    const int a[4] = {f0.lo, f1.lo, f0.hi, f1.hi};
+    const int b[2] = {(int)xs.q[64 * c + 8 * t + g], (int)xs.q[64 * c + 32 + 8 * t + g]};
+    const float2 d = *reinterpret_cast<const float2*>(xs.d + 8 * c + 2 * t);
+    int cm[4];
+    mma_s8(a, b, MMA_MAGIC, cm);
+    acc[0] = fmaf(f0.dw * d.x, isum_float(cm[0], f0.ls), acc[0]);
+    acc[1] = fmaf(f0.dw * d.y, isum_float(cm[1], f0.ls), acc[1]);
+    acc[2] = fmaf(f1.dw * d.x, isum_float(cm[2], f1.ls), acc[2]);
+    acc[3] = fmaf(f1.dw * d.y, isum_float(cm[3], f1.ls), acc[3]);
+}
+
+// A barrier of one tile group's 4 warps (named barrier 1 + tg, 128 threads): the groups of a block run
+// different numbers of tiles, so a block-wide __syncthreads could pair one group's barrier with another's.
+__device__ __forceinline__ void group_sync(int tg) {
+#ifdef __CUDA_ARCH__
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + tg) : "memory");
+#endif
+}
+
+// The butterfly's tree over the tile's 4 warps (the contract above). part: 3 buffers of 32 floats x 32
+// lanes (float k of lane l at 32k + l: a warp's store or load of one k is conflict-free);
+// warps 2, 3 write part[0], part[1]; warp 1 writes part[2] (three buffers: a warp that runs ahead into
+// the next tile writes only a buffer whose readers have passed a later barrier). Warp 0 returns y.
+__device__ __forceinline__ void tile_tree(float (&acc)[8][4], float* part, float (&y)[4]) {
+    const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4, tg = threadIdx.x / 128;
+    float* mine = part + lane;
+    if (q >= 2) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mine[(q - 2) * 1024 + 32 * (4 * i + e)] = acc[i][e];
+    }
+    group_sync(tg);
+    if (q < 2) {  // s1[8q + i] = a[8q + i] + a[8q + i + 16]
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][e] = acc[i][e] + mine[q * 1024 + 32 * (4 * i + e)];
+    }
+    group_sync(tg);
+    if (q == 1) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mine[2048 + 32 * (4 * i + e)] = acc[i][e];
+    }
+    group_sync(tg);
+    if (q == 0) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float s2[8], s3[4];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) s2[i] = acc[i][e] + mine[2048 + 32 * (4 * i + e)];  // s1[i] + s1[i + 8]
+#pragma unroll
+            for (int i = 0; i < 4; ++i) s3[i] = s2[i] + s2[i + 4];
+            y[e] = (s3[0] + s3[2]) + (s3[1] + s3[3]);  // s4[0] + s4[1]
+        }
+    }
+}
+
+// TG: tile groups per block (4 warps each, one 16-row tile at a time), which share the block's staged
+// activations: more warps per SM for the same shared memory (at K = 8192 the activations take 72 KiB, so
+// TG = 4 gives 16 warps on an SM where 2 blocks of TG = 1 give 8). MINB: blocks per SM the register budget
+// must allow. Neither touches the arithmetic.
+template <class F, int TG = 4, int MINB = 1>
+__global__ void __launch_bounds__(128 * TG, MINB)
+mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
+         const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
+    static_assert(F::ONE_SCALE && F::CHUNKS == 1, "mmvq_mma: one scale, one chunk per block");
+    using G = MmaGroup<F>;
+    __shared__ uint32_t staged[SharedTab<F>::WORDS];
+    // Dynamic (static shared memory stops at 48 KiB): the activations (72 words per chunk), then each
+    // warp's 16 rows x 8 blocks, then each tile group's tile_tree operands (scripts/mmvq_mma.py, MmaPass.shared_bytes, adds
+    // them up for the launch).
+    extern __shared__ __align__(16) uint32_t smem[];
+    uint4* const groups = reinterpret_cast<uint4*>(smem + 72 * nchunks);
+    float* const parts = reinterpret_cast<float*>(groups + 4 * TG * 16 * G::U4);
+    stage_table<F>(staged);
+    const MmaActs xs = stage_acts_mma(X, nchunks, smem);
+    __syncthreads();
+    uint32_t kv[4];
+    frag_table<F>(staged, kv);
+
+    const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4, tg = threadIdx.x / 128, g = lane / 4, t = lane % 4;
+    const int row_bytes = nchunks * F::BYTES;
+    uint4* const buf = groups + (threadIdx.x / 32) * 16 * G::U4;
+    const int tiles = (rows + 15) / 16;
+    const int tile_step = gridDim.x * TG;
+    uint4 next[G::PER_LANE];  // the warp's next group, in flight while the current one is computed
+    int tile = blockIdx.x * TG + tg;
+    if (tile < tiles && 8 * q < nchunks) load_group<F>(W, row_stride, rows, 16 * tile, 8 * q, row_bytes, next);
+    for (; tile < tiles; tile += tile_step) {
+        const int row0 = 16 * tile;
+        float acc[8][4];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+        for (int c0 = 8 * q; c0 < nchunks; c0 += 32) {  // warp-uniform: the mma needs the whole warp
+            __syncwarp();  // the previous group's reads are done
+            store_group<F>(buf, next);
+            __syncwarp();
+            if (c0 + 32 < nchunks)  // the next group of this tile, else the first of the next tile
+                load_group<F>(W, row_stride, rows, row0, c0 + 32, row_bytes, next);
+            else if (tile + tile_step < tiles)
+                load_group<F>(W, row_stride, rows, row0 + 16 * tile_step, 8 * q, row_bytes, next);
+            const uint8_t* group = reinterpret_cast<const uint8_t*>(buf);
+            if (c0 + 8 <= nchunks) {  // a whole group: no per-chunk branch
+#pragma unroll
+                for (int i = 0; i < 8; ++i) mma_chunk<F>(group, i, c0 + i, xs, kv, acc[i]);
+            } else {  // the row's last, partial group
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    if (c0 + i < nchunks) mma_chunk<F>(group, i, c0 + i, xs, kv, acc[i]);
+            }
+        }
+        float y[4];
+        tile_tree(acc, parts + tg * 3 * 32 * 32, y);
+        if (q == 0) {
+            const int r0 = row0 + g, r1 = row0 + g + 8;
+            if (r0 < rows) {
+                Y[(long long)(2 * t) * y_stride + r0] = y[0];
+                Y[(long long)(2 * t + 1) * y_stride + r0] = y[1];
+            }
+            if (r1 < rows) {
+                Y[(long long)(2 * t) * y_stride + r1] = y[2];
+                Y[(long long)(2 * t + 1) * y_stride + r1] = y[3];
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+"""mmvq_mma's schedule (kernels_src/mmvq/mmvq_mma.cu) on the CPU: tiles of 16 rows x 8 columns, chunk
+integers from an emulated m16n8k32 mma fed by the kernel's fragment mapping, the 32 virtual lanes split
+over 4 warps and combined by warp_sum_f32's tree across them (tests/iq_host/mma_emul.h). Its y must equal,
+bit for bit, the dot mode's (one warp per row: mmvq_old's arithmetic)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from strata_bench.cases import load_builtin_families
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from iq_host import harness  # noqa: E402
+
+FAMILY = load_builtin_families()["mmvq"]
+FORMATS = ("iq4_nl", "q8_0")
+MMA_KERNELS = ["mmvq_mma<siq::fmt_iq4_nl, 4, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1>"]  # scripts/mmvq_mma.py's
+
+
+def _both(fmt: str, rows: int, cols: int, ncols: int, data: str) -> tuple[np.ndarray, np.ndarray]:
+    host = FAMILY.make_inputs(FAMILY.case(fmt, rows, cols, ncols, data))
+    old = harness.run_dot(fmt, host["raw"], cols, host["act"])
+    mma = harness.run_dot(fmt, host["raw"], cols, host["act"], mode="dot_mma")
+    return old, mma
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("rows,cols,ncols,data", [
+    (40, 1536, 8, "seed:7"),    # 48 chunks: virtual lanes 0-15 chain two chunks, 16-31 one; 40 rows: a part tile
+    (24, 544, 8, "seed:3"),     # 17 chunks: warp 0 full, warp 1 one chunk, warps 2-3 none (acc 0.0f, as old)
+    (16, 8192, 8, "seed:1"),    # the DRAM shape's K: 8 chunks per virtual lane
+    (512, 2560, 8, "edge:2"),   # edge blocks (extreme codes and scales)
+    (19, 1024, 3, "seed:5"),    # 3 columns: a tile with 5 missing columns, 3 rows in the last tile
+])
+def test_mma_schedule_equals_one_warp_per_row_bitwise(fmt, rows, cols, ncols, data):
+    old, mma = _both(fmt, rows, cols, ncols, data)
+    assert old.shape == mma.shape == (ncols, rows)
+    assert np.array_equal(old.view(np.uint32), mma.view(np.uint32)), \
+        f"{int((old.view(np.uint32) != mma.view(np.uint32)).sum())} of {old.size} outputs differ"
+
+
+def test_dot_mma_refuses_formats_it_has_no_schedule_for(tmp_path):
+    proc = subprocess.run([str(harness.binary()), "dot_mma", "iq2_xxs", "1", "256", "/dev/null", "/dev/null", "1",
+                           str(tmp_path / "y.bin")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "no mma schedule" in proc.stderr
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_mma_kernels_compile_without_spills_and_use_the_tensor_cores(arch):
+    from strata_bench.kernels.build import compile_source
+
+    built = compile_source("mmvq/mmvq_mma.cu", MMA_KERNELS, arch)
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", built.log)
+    assert len(spills) == 2 and all(s == ("0", "0") for s in spills), built.log
+    cuobjdump = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
+    if cuobjdump is None:
+        return  # the spill check ran; SASS needs cuobjdump (CUOBJDUMP=path, as scripts/sass_loops.py)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(built.cubin)
+        f.flush()
+        sass = subprocess.run([cuobjdump, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
+    assert sass.count("IMMA.16832.S8.S8") >= 16  # 8 per kernel at least (a whole group unrolled)
+

@@ -1,0 +1,80 @@
+"""scripts/mmvq_mma.py, the --cases file of mmvq_mma: its variant table, which passes the mma variant runs,
+and its cases (tests/families/test_mmvq_mma.py compiles the kernels it names)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.cases_file import load_cases_file
+
+
+@pytest.fixture(scope="module")
+def script():
+    return load_cases_file("scripts/mmvq_mma.py")
+
+
+def test_family_has_old_new_and_mma_and_compiles_mma_from_its_own_source(script):
+    fam = script.MmvqMma()
+    assert [v.name for v in fam.variants] == ["old", "new", "mma"]
+    assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma.cu")
+    assert fam.name_expressions("mmvq/mmvq_mma.cu") == ["mmvq_mma<siq::fmt_iq4_nl, 4, 1>",
+                                                         "mmvq_mma<siq::fmt_q8_0, 3, 1>"]
+    assert not any("mma" in e for e in fam.name_expressions("mmvq/mmvq.cu"))
+
+
+def test_mma_runs_only_8_column_passes_of_its_formats_that_fit_in_shared_memory(script):
+    p = script.MMA_PASS
+    assert p.applies("iq4_nl", 8, 256) and p.applies("q8_0", 8, 256) and p.applies("iq4_nl", 8, 448)
+    assert not p.applies("iq4_nl", 4, 256) and not p.applies("iq2_xxs", 8, 256)
+    assert not p.applies("iq4_nl", 8, 4096)  # K = 131072: 8 columns' activations alone exceed 227 KiB
+    dynamic, static = p.shared_bytes("iq4_nl", 256)
+    assert dynamic == 8 * 256 * 36 + 4 * (4 * 16 * 8 * 18 + 3 * 32 * 32 * 4) and static == 6 * 4
+    assert dynamic + static <= 160 * 1024  # one block of 16 warps per SM at the DRAM shape
+    assert p.threads("iq4_nl") == 512 and p.threads("q8_0") == 384
+
+
+def test_cases_cover_part_tiles_short_k_edge_data_and_the_dram_shape(script):
+    fam = script.MmvqMma()
+    cases = list(fam.default_cases())
+    assert {c.fmt for c in cases} == {"iq4_nl", "q8_0"} and {c.ncols for c in cases} == {8, 11}
+    assert {(c.rows, c.cols) for c in cases} >= {(1000, 1536), (24, 544), (8192, 2560), (16384, 512)}
+    assert any(c.data.startswith("edge") for c in cases) and all(c.variants == ("old", "new", "mma") for c in cases)
+    bench = list(fam.bench_cases())
+    assert {(c.fmt, c.rows, c.cols, c.ncols) for c in bench} >= {("iq4_nl", 131072, 8192, 8), ("q8_0", 131072, 8192, 8)}
+
+
+def test_mma_variant_launches_mmvq_mma_for_the_8_column_pass_and_new_for_the_rest(script, monkeypatch):
+    """The launch path without a GPU: stub kernels record their launches (grid, block, args, shared)."""
+    import numpy as np
+
+    from strata_bench.families import mmvq as family_mod
+
+    calls = []
+
+    class Kernel:
+        def __init__(self, name):
+            self.name, self.ptr = name, hash(name)
+
+        def __call__(self, grid, block, args, shared_mem=0, stream=None):
+            calls.append((self.name, grid, block, args, shared_mem))
+
+    class Kernels:
+        def get(self, name):
+            return Kernel(name)
+
+    for mod in (script, family_mod):
+        monkeypatch.setattr(mod, "allow_dynamic_shared", lambda fn, n, static_bytes=0: None)
+        monkeypatch.setattr(mod, "resident_blocks", lambda fn, threads, shared: 132)
+    fam = script.MmvqMma()
+    case = fam.case("iq4_nl", 1000, 1536, 11, "seed:1")
+    dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((11, 1536), np.float32), "xq": np.zeros((11, 48 * 36), np.uint8)}
+    outs = {"y": np.zeros((11, 1000), np.float32)}
+    fam.launch(case, "mma", Kernels(), dev, outs)
+    names = [c[0] for c in calls]
+    assert names[0] == "quantize_q8_1" and names[1] == "mmvq_mma<siq::fmt_iq4_nl, 4, 1>"
+    assert names[2:] == [family_mod.new_config("iq4_nl", 2).kernel("iq4_nl", 2),
+                         family_mod.new_config("iq4_nl", 1).kernel("iq4_nl", 1)]
+    _, grid, block, args, shared = calls[1]
+    assert grid == (16,) and block == (512,)  # 63 tiles, 4 per block
+    assert shared == script.MMA_PASS.shared_bytes("iq4_nl", 48)[0]
+    assert args[2] == 1000 and args[3] == 48 and args[4].shape == (8, 48 * 36) and args[5].shape == (8, 1000)
+    assert args[6] == 1000

@@ -1,0 +1,169 @@
+// mma_emul.h: mmvq_mma.cu's schedule on the CPU (the dot_mma mode of iq_host.cpp), from the same decode.
+//
+// It mirrors the kernel step for step where the float result could depend on it:
+//   - each lane's A words, dw and ls come from MmaFrag<F> (kernels_src/mmvq/mma_frag.cuh), the kernel's own
+//     fragment decoder, checked here against the format's full decode() (exit 3 on any difference);
+//   - the float of each integer as the kernel gets it (isum_float of the mma started at MMA_MAGIC), checked
+//     equal to (float)(ls * C) (exit 3 otherwise);
+//   - the integer of chunk c for 16 rows x 8 columns comes from an emulated
+//     mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32, whose A and B fragments are filled exactly as the
+//     kernel fills them (lane = 4g + t: A = Chunk words t and 4 + t of rows g and g + 8, B = q8_1 words t
+//     and 4 + t of column g) and whose C is read back through the PTX fragment layout (PTX ISA, "Matrix
+//     fragments for mma.m16n8k32", .s8 A/B and .s32 C);
+//   - warp q (0..3) of a tile owns the virtual lanes v = 8q + i (i < 8), the chunks c = v, v + 32, ... in
+//     increasing c, one fmaf chain per (v, row, column) started at 0.0f;
+//   - the 32 chains of an output are combined with warp_sum_f32's tree at lane 0, split across the warps
+//     as mmvq_mma.cu splits it (mma_tree below).
+// tests/families/test_mmvq_mma.py compares its y bit for bit with the dot mode (mmvq_old's arithmetic).
+#pragma once
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "mmvq/mma_frag.cuh"
+
+namespace mma_emul {
+
+using siq::Chunk;
+
+// One m16n8k32 s8 x s8 -> s32 mma over a warp's fragments: a[lane][4], b[lane][2] (4 int8 per word), c[lane][4].
+// PTX layout, g = lane / 4, t = lane % 4: A reg i (i < 4) holds row g + 8 * (i & 1), k = 16 * (i >> 1) + 4t .. +3;
+// B reg i holds k = 16 * i + 4t .. +3 of column g; C reg i holds row g + 8 * (i >> 1), column 2t + (i & 1).
+inline void mma_m16n8k32(const uint32_t a[32][4], const uint32_t b[32][2], int c[32][4]) {
+    int8_t A[16][32], B[32][8];
+    for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, t = lane % 4;
+        for (int i = 0; i < 4; ++i)
+            for (int e = 0; e < 4; ++e) A[g + 8 * (i & 1)][16 * (i >> 1) + 4 * t + e] = (int8_t)(a[lane][i] >> (8 * e));
+        for (int i = 0; i < 2; ++i)
+            for (int e = 0; e < 4; ++e) B[16 * i + 4 * t + e][g] = (int8_t)(b[lane][i] >> (8 * e));
+    }
+    for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, t = lane % 4;
+        for (int i = 0; i < 4; ++i) {
+            const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+            int s = 0;
+            for (int k = 0; k < 32; ++k) s += (int)A[row][k] * (int)B[k][col];
+            c[lane][i] = s;
+        }
+    }
+}
+
+// warp_sum_f32's value at lane 0 from the 32 lanes' a[v], with the tree cut where mmvq_mma.cu cuts it:
+// warp q holds a[8q .. 8q+7]. Level 1 (xor 16) pairs v with v + 16: warps 0+2 and 1+3; level 2 (xor 8)
+// pairs s1[l] with s1[l + 8]: warp 0's with warp 1's; levels 3-5 (xor 4, 2, 1) stay in warp 0's registers.
+inline float mma_tree(const float a[32]) {
+    float s1[16], s2[8], s3[4], s4[2];
+    for (int l = 0; l < 16; ++l) s1[l] = a[l] + a[l + 16];
+    for (int l = 0; l < 8; ++l) s2[l] = s1[l] + s1[l + 8];
+    for (int l = 0; l < 4; ++l) s3[l] = s2[l] + s2[l + 4];
+    for (int l = 0; l < 2; ++l) s4[l] = s3[l] + s3[l + 2];
+    return s4[0] + s4[1];
+}
+
+// y[n][rows] for `rows` rows of raw blocks (row_bytes each, 16 readable bytes after the last) and n columns
+// of q8_1 blocks, in tiles of 16 rows (clamped reads, only real rows kept) x 8 columns (missing columns:
+// zero codes, never stored).
+template <class F>
+void dot_mma(const uint8_t* w, size_t row_bytes, int rows, int nchunks, const block_q8_1* xb, int n, float* y) {
+    static_assert(F::ONE_SCALE && F::CHUNKS == 1, "mmvq_mma: one scale, one chunk per block");
+    uint32_t kv[4];
+    siq::frag_table<F>(F::table(), kv);
+    for (int col0 = 0; col0 < n; col0 += 8) {
+        for (int row0 = 0; row0 < rows; row0 += 16) {
+            std::vector<float> a(16 * 8 * 32, 0.0f);  // a[(r * 8 + col) * 32 + v]: the virtual lanes' chains
+            for (int q = 0; q < 4; ++q) {              // the tile's 4 warps, any order: they share nothing
+                for (int s = 0; 32 * s < nchunks; ++s) {
+                    for (int i = 0; i < 8; ++i) {
+                        const int c = 32 * s + 8 * q + i, v = 8 * q + i;
+                        if (c >= nchunks) break;
+                        Chunk ch[16];
+                        const uint8_t* blk[16];
+                        for (int r = 0; r < 16; ++r) {
+                            const int row = row0 + r < rows ? row0 + r : rows - 1;  // clamped, as the kernel reads
+                            blk[r] = w + row * row_bytes + (size_t)c * F::BYTES;
+                            F::decode(blk[r], 0, siq::global_tab<F>(), ch[r]);
+                        }
+                        int qw[8][8];
+                        float d_act[8];
+                        for (int col = 0; col < 8; ++col) {
+                            if (col0 + col < n) {
+                                d_act[col] = siq::load_q8_1(xb + (size_t)(col0 + col) * nchunks + c, qw[col]);
+                            } else {
+                                memset(qw[col], 0, sizeof qw[col]);
+                                d_act[col] = 0.0f;
+                            }
+                        }
+                        uint32_t fa[32][4], fb[32][2];
+                        int fc[32][4];
+                        siq::Frag fr[32][2];  // lane's rows g and g + 8
+                        for (int lane = 0; lane < 32; ++lane) {
+                            const int g = lane / 4, t = lane % 4;
+                            for (int h = 0; h < 2; ++h) {
+                                fr[lane][h] = siq::MmaFrag<F>::load(blk[g + 8 * h], t, kv);
+                                const Chunk& full = ch[g + 8 * h];
+                                if (fr[lane][h].lo != full.w[t] || fr[lane][h].hi != full.w[4 + t] ||
+                                    fr[lane][h].dw != full.dw || fr[lane][h].ls != full.ls0 || full.ls0 != full.ls1) {
+                                    fprintf(stderr, "dot_mma: MmaFrag != decode at row %d chunk %d lane %d\n",
+                                            row0 + g + 8 * h, c, lane);
+                                    exit(3);
+                                }
+                            }
+                            fa[lane][0] = (uint32_t)fr[lane][0].lo;
+                            fa[lane][1] = (uint32_t)fr[lane][1].lo;
+                            fa[lane][2] = (uint32_t)fr[lane][0].hi;
+                            fa[lane][3] = (uint32_t)fr[lane][1].hi;
+                            fb[lane][0] = (uint32_t)qw[g][t];
+                            fb[lane][1] = (uint32_t)qw[g][4 + t];
+                        }
+                        mma_m16n8k32(fa, fb, fc);
+                        for (int lane = 0; lane < 32; ++lane) {
+                            const int t = lane % 4;
+                            for (int e = 0; e < 4; ++e) {
+                                const siq::Frag& f = fr[lane][e >> 1];  // C reg e: row g + 8 * (e >> 1)
+                                const int r = lane / 4 + 8 * (e >> 1), col = 2 * t + (e & 1);
+                                float& acc = a[(r * 8 + col) * 32 + v];
+                                const float isum = (float)(f.ls * fc[lane][e]);
+                                // the kernel's float: the mma started at MMA_MAGIC, then isum_float
+                                if (siq::isum_float(siq::MMA_MAGIC + fc[lane][e], f.ls) != isum) {
+                                    fprintf(stderr, "dot_mma: isum_float != (float)isum at chunk %d\n", c);
+                                    exit(3);
+                                }
+                                acc = fmaf(f.dw * d_act[col], isum, acc);
+                            }
+                        }
+                    }
+                }
+            }
+            for (int r = 0; r < 16 && row0 + r < rows; ++r)
+                for (int col = 0; col < 8 && col0 + col < n; ++col)
+                    y[(size_t)(col0 + col) * rows + row0 + r] = mma_tree(&a[(r * 8 + col) * 32]);
+        }
+    }
+}
+
+}  // namespace mma_emul
+
+// The dot_mma mode for the formats mmvq_mma exists for; false for any other.
+inline bool dot_mma_main(const char* f, const std::vector<uint8_t>& w, int rows, int cols,
+                         const std::vector<uint8_t>& x, int n, FILE* out) {
+    const int nchunks = cols / 32;
+    std::vector<uint8_t> padded(w);
+    padded.resize(w.size() + 16, 0);
+    const block_q8_1* xb = reinterpret_cast<const block_q8_1*>(x.data());
+    std::vector<float> y((size_t)n * rows);
+    if (!strcmp(f, "iq4_nl")) {
+        mma_emul::dot_mma<siq::fmt_iq4_nl>(padded.data(), (size_t)cols / 32 * siq::fmt_iq4_nl::BYTES, rows, nchunks,
+                                           xb, n, y.data());
+    } else if (!strcmp(f, "q8_0")) {
+        mma_emul::dot_mma<siq::fmt_q8_0>(padded.data(), (size_t)cols / 32 * siq::fmt_q8_0::BYTES, rows, nchunks,
+                                         xb, n, y.data());
+    } else {
+        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0)\n", f);
+        return false;
+    }
+    fwrite(y.data(), 4, y.size(), out);
+    return true;
+}
