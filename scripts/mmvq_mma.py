@@ -1,13 +1,15 @@
 """mmvq_mma (kernels_src/mmvq/mmvq_mma.cu, a prototype: tensor-core mma for the chunk integers), as a
---cases file: a family `mmvq_mma` with the variants old, new and mma, so that parity checks mma bitwise
-against old and bench times the three in one run; nothing built-in changes.
+--cases file: a family `mmvq_mma` with the variants old, new and the mma variants of MMA_PASSES (mma, the
+register-staged baseline, and mma_s2 ... with S cp.async weight stages per warp and their tile groups), so
+that parity checks each bitwise against old and bench times them side by side in one run; nothing
+built-in changes.
 
     strata-bench parity --cases scripts/mmvq_mma.py --family mmvq_mma
     strata-bench bench --cases scripts/mmvq_mma.py --family mmvq_mma
 
-The mma variant runs mmvq_mma for the 8-column passes of iq4_nl and q8_0 whose activations fit in shared
-memory (MMA_PASS.applies); every other pass (other formats, the 4-, 2- and 1-column passes of 11 columns,
-a K too long) runs the family's new kernel as `new` does, so the variant runs every case of the family.
+An mma variant runs mmvq_mma for the 8-column passes of its formats whose activations and stages fit in
+shared memory (MmaPass.applies); every other pass (other formats, the 4-, 2- and 1-column passes of 11
+columns, a K too long) runs the family's new kernel as `new` does, so each variant runs every case.
 """
 from __future__ import annotations
 
@@ -27,33 +29,39 @@ MAX_SHARED_OPTIN = 227 * 1024  # per-block shared memory opt-in of sm_90 (H100, 
 
 
 class MmaPass(NamedTuple):  # not a dataclass: a --cases file's module is not in sys.modules, which dataclass needs
-    """Which passes mmvq_mma runs, and its launch: `formats` (one scale and one chunk per block, with an
-    MmaFrag in mma_frag.cuh), `width` columns (the mma's N), per format the tile groups per block TG
-    (`groups`: 4 warps each; as many as the registers allow without spills under ptxas -v: 4 x 128
-    threads leave 128 registers, which iq4_nl fits and q8_0, at about 150, does not) and MINB."""
+    """One mma variant: which passes it runs mmvq_mma for, and its launch: `formats` (one scale and one
+    chunk per block, with an MmaFrag in mma_frag.cuh), `width` columns (the mma's N), per format the tile
+    groups per block TG (`groups`: 4 warps each; 4 x 128 threads leave 128 registers) and the weight
+    stages per warp S (`stages`: 1 = the next group in registers, S >= 2 = S shared buffers filled by
+    cp.async, S - 1 groups in flight), and MINB. Shared memory bounds TG x S (shared_bytes)."""
 
+    name: str = "mma"
     formats: tuple[str, ...] = ("iq4_nl", "q8_0")
     width: int = 8
     groups: tuple[tuple[str, int], ...] = (("iq4_nl", 4), ("q8_0", 3))
+    stages: tuple[tuple[str, int], ...] = (("iq4_nl", 1), ("q8_0", 1))
     min_blocks: int = 1
 
     def tile_groups(self, fmt: str) -> int:
         return dict(self.groups)[fmt]
 
+    def weight_stages(self, fmt: str) -> int:
+        return dict(self.stages)[fmt]
+
     def kernel(self, fmt: str) -> str:
-        return f"mmvq_mma<{traits(fmt)}, {self.tile_groups(fmt)}, {self.min_blocks}>"
+        return f"mmvq_mma<{traits(fmt)}, {self.tile_groups(fmt)}, {self.min_blocks}, {self.weight_stages(fmt)}>"
 
     def threads(self, fmt: str) -> int:
         return 32 * MMA_WARPS * self.tile_groups(fmt)
 
     def shared_bytes(self, fmt: str, nchunks: int) -> tuple[int, int]:
         """(dynamic, static) shared memory: the 8 columns' activations (36 bytes per block, as new's
-        staging), each warp's 16-row x 8-block group, each tile group's tile_tree floats (3 x 32 x 32);
-        the table."""
+        staging), each warp's S stages of a 16-row x 8-block group, each tile group's tile_tree floats
+        (3 x 32 x 32); the table."""
         from strata_bench.formats import get_format
 
         tg = self.tile_groups(fmt)
-        group = MMA_WARPS * tg * MMA_ROWS * 8 * get_format(fmt).type_size
+        group = MMA_WARPS * tg * self.weight_stages(fmt) * MMA_ROWS * 8 * get_format(fmt).type_size
         return q8_1_staging_bytes(self.width, nchunks) + group + tg * 3 * 32 * 32 * 4, decode_table_bytes(fmt)
 
     def applies(self, fmt: str, nc: int, nchunks: int) -> bool:
@@ -62,41 +70,68 @@ class MmaPass(NamedTuple):  # not a dataclass: a --cases file's module is not in
         return sum(self.shared_bytes(fmt, nchunks)) <= MAX_SHARED_OPTIN
 
 
-MMA_PASS = MmaPass()
+def _tg_s(**per_format: tuple[int, int]) -> dict:
+    """MmaPass fields from fmt=(TG, S) pairs."""
+    return {"formats": tuple(per_format), "groups": tuple((f, tg) for f, (tg, _) in per_format.items()),
+            "stages": tuple((f, s) for f, (_, s) in per_format.items())}
 
 
-def _mma_kernels(family, source: str) -> list[str]:
-    return [MMA_PASS.kernel(fmt) for fmt in MMA_PASS.formats] if source == MMA_SOURCE else []
+# The variants one bench run times side by side (parity checks each). Bytes in flight per SM (one block
+# per SM: the activations fill shared memory) = 4 TG warps x (S - 1, or 1 for S = 1) groups of 16 x 8
+# blocks: 2304 bytes for iq4_nl, 4352 for q8_0. At K = 8192 (227 KiB: 72 KiB activations, 12 KiB tree
+# per TG) iq4_nl allows TG x S up to 4 x 2 and 3 x 4, q8_0 up to 3 x 2 and 2 x 3. A format missing from
+# a variant runs new there, as every pass mma does not apply to (K = 14336: only mma itself applies).
+MMA_PASSES = (
+    MmaPass(),                                               # baseline: next group in registers; 16 groups
+    MmaPass("mma_s2", **_tg_s(iq4_nl=(4, 2), q8_0=(3, 2))),  # the same groups in flight, by cp.async
+    MmaPass("mma_s3", **_tg_s(iq4_nl=(3, 3), q8_0=(2, 3))),  # iq4_nl 24 groups, 12 warps; q8_0 16, 8
+    MmaPass("mma_s4", **_tg_s(iq4_nl=(3, 4))),               # iq4_nl 36 groups (83 KB), 12 warps
+    MmaPass("mma_t2s4", **_tg_s(iq4_nl=(2, 4))),             # iq4_nl 24 groups with 8 warps: warps vs bytes
+)
+MMA_PASS = MMA_PASSES[0]
 
 
-def _launch_mma_pass(case, kernels, dev, outs, col0: int, stream) -> None:
+def _mma_kernels(p: MmaPass):
+    def kernels(family, source: str) -> list[str]:
+        return [p.kernel(fmt) for fmt in p.formats] if source == MMA_SOURCE else []
+    return kernels
+
+
+def _launch_mma_pass(p: MmaPass, case, kernels, dev, outs, col0: int, stream) -> None:
     nchunks = case.cols // 32
-    fn = kernels.get(MMA_PASS.kernel(case.fmt))
-    dynamic, static = MMA_PASS.shared_bytes(case.fmt, nchunks)
+    fn = kernels.get(p.kernel(case.fmt))
+    dynamic, static = p.shared_bytes(case.fmt, nchunks)
     allow_dynamic_shared(fn, dynamic, static_bytes=static)
-    threads = MMA_PASS.threads(case.fmt)
-    blocks = ceil_div(ceil_div(case.rows, MMA_ROWS), MMA_PASS.tile_groups(case.fmt))
+    threads = p.threads(case.fmt)
+    blocks = ceil_div(ceil_div(case.rows, MMA_ROWS), p.tile_groups(case.fmt))
     grid = (min(blocks, resident_blocks(fn, threads, dynamic)),)
     args = (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),
-            dev["xq"][col0:col0 + MMA_PASS.width], outs["y"][col0:col0 + MMA_PASS.width], np.int32(case.rows))
+            dev["xq"][col0:col0 + p.width], outs["y"][col0:col0 + p.width], np.int32(case.rows))
     fn(grid, (threads,), args, shared_mem=dynamic, stream=stream)
 
 
-def _launch_mma(family, case, kernels, dev, outs, stream=None) -> None:
-    """Quantize, then per column pass mmvq_mma where MMA_PASS applies, else new's kernel for the pass."""
-    family._quantize_activations(case, kernels, dev, stream)
-    col0 = 0
-    for nc in column_passes(case.ncols):
-        if MMA_PASS.applies(case.fmt, nc, case.cols // 32):
-            _launch_mma_pass(case, kernels, dev, outs, col0, stream)
-        else:
-            family._launch_new_pass(case, kernels, dev, outs, col0, nc, new_config(case.fmt, nc), stream)
-        col0 += nc
+def _launch_mma(p: MmaPass):
+    def launch(family, case, kernels, dev, outs, stream=None) -> None:
+        """Quantize, then per column pass mmvq_mma where the pass applies, else new's kernel for it."""
+        family._quantize_activations(case, kernels, dev, stream)
+        col0 = 0
+        for nc in column_passes(case.ncols):
+            if p.applies(case.fmt, nc, case.cols // 32):
+                _launch_mma_pass(p, case, kernels, dev, outs, col0, stream)
+            else:
+                family._launch_new_pass(case, kernels, dev, outs, col0, nc, new_config(case.fmt, nc), stream)
+            col0 += nc
+    return launch
 
 
-MMA_VARIANT = Variant("mma", _mma_kernels, _launch_mma,
-                      "8-column passes of iq4_nl / q8_0: 16-row x 8-column tiles, chunk integers from an "
-                      "m16n8k32 s8 mma (mmvq_mma.cu); other passes as new")
+def _describe(p: MmaPass) -> str:
+    launches = ", ".join(f"{f} TG={p.tile_groups(f)} S={p.weight_stages(f)}" for f in p.formats)
+    return (f"8-column passes ({launches}): 16-row x 8-column tiles, chunk integers from an m16n8k32 s8 mma "
+            "(mmvq_mma.cu); other passes as new")
+
+
+MMA_VARIANTS = tuple(Variant(p.name, _mma_kernels(p), _launch_mma(p), _describe(p)) for p in MMA_PASSES)
+MMA_VARIANT = MMA_VARIANTS[0]
 
 PARITY_NCOLS = (8, 11)  # one 8-column pass; 8 + 2 + 1 (the mma pass beside new's)
 
@@ -105,7 +140,7 @@ class MmvqMma(Mmvq):
     name = "mmvq_mma"
     sources = (*Mmvq.sources, MMA_SOURCE)
     description = "mmvq with mmvq_mma (tensor-core chunk integers) for 8-column passes (scripts/mmvq_mma.py)"
-    variants = (*Mmvq.variants, MMA_VARIANT)
+    variants = (*Mmvq.variants, *MMA_VARIANTS)
 
     def default_cases(self):
         cases = []
@@ -119,5 +154,7 @@ class MmvqMma(Mmvq):
         return cases
 
     def bench_cases(self):
-        shapes = ((131072, 8192), (4096, 14336))  # PEER.md's DRAM shape and its built-in shape
+        # PEER.md's DRAM shape, its built-in shape, and a quarter of the first (2048 tiles: about 4 per
+        # tile group, where mma's tail and prologue start to count against new: the default rule's edge)
+        shapes = ((131072, 8192), (4096, 14336), (32768, 8192))
         return [self.case(fmt, r, k, 8, "seed:1") for fmt in MMA_PASS.formats for r, k in shapes]

@@ -36,11 +36,15 @@
 //   tile 32 times (only viable with the whole 16-row tile staged: 74 KB at K = 8192 per 16 rows).
 // Schedule: a tile group of 4 warps owns a 16-row tile at a time, TG groups per block (persistent: they
 //   loop over tiles, so the 8 columns' activations are staged in shared memory once per block, in the
-//   mma's fragment order: conflict-free B loads). Each warp copies its 8-chunk group of the 16 rows (16 x 8 blocks, 16-byte
-//   aligned: 8 * BYTES is a multiple of 16) from global memory with coalesced 16-byte loads into its own
-//   shared buffer, one group ahead in registers (the next tile's first group while the tree runs), then
-//   reads each lane's bytes from there (rows g and g+8:
-//   bank = 4g + t + const, conflict-free). Rows past the end are clamped for reading and not stored.
+//   mma's fragment order: conflict-free B loads). Each warp copies its 8-chunk group of the 16 rows (16 x
+//   8 blocks, 16-byte aligned: 8 * BYTES is a multiple of 16) from global memory with coalesced 16-byte
+//   loads into its own shared buffers, then reads each lane's bytes from there (rows g and g+8: bank =
+//   4g + t + const, conflict-free). Rows past the end are clamped for reading and not stored. How the
+//   groups reach the buffers is WeightPipe<F, S>: S = 1, one buffer and the next group in registers
+//   (stored once the current group's reads are done); S >= 2, S buffers filled by cp.async, S - 1 groups
+//   in flight while one is computed, the first of them issued before the activations are staged. Either
+//   way the groups come in the loops' order, the next tile's first ones while the tree runs, and the
+//   bytes each mma_chunk reads are the same: the pipe changes when bytes arrive, never which or the math.
 #include "mmvq/mma_frag.cuh"
 
 using namespace siq;
@@ -121,6 +125,115 @@ __device__ __forceinline__ void store_group(uint4* buf, const uint4 (&v)[MmaGrou
         if (lane + 32 * j < 16 * G::U4) buf[lane + 32 * j] = v[j];
 }
 
+// The stream of groups a warp computes, in order: its tiles (tile, tile + step, ...), in each its chunk
+// groups c0 = first_c0, first_c0 + 32, ... (the kernel's loops). A pipe walks one ahead of the compute with
+// it to issue loads; a warp whose first_c0 is past the row (8q >= nchunks) has no group at all.
+struct GroupCursor {
+    int tile, c0;  // the next group to issue
+    int first_c0, nchunks, tiles, step;
+    __device__ __forceinline__ bool valid() const { return tile < tiles && c0 < nchunks; }
+    __device__ __forceinline__ void advance() {
+        c0 += 32;
+        if (c0 >= nchunks) {
+            c0 = first_c0;
+            tile += step;
+        }
+    }
+};
+
+// Where the weight rows are (load_group's arguments that do not change over the kernel).
+struct WeightSrc {
+    const uint8_t* W;
+    long long row_stride;
+    int rows, row_bytes;
+};
+
+// 16 bytes global -> shared without passing through registers (sm_80+; .cg: L2 only, as the weights are
+// read once). Asynchronous: a commit_group / wait_group pair orders it.
+__device__ __forceinline__ void cp_async16(uint4* dst, const uint8_t* src) {
+#ifdef __CUDA_ARCH__
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>  // wait until at most N of this thread's committed groups are still in flight
+__device__ __forceinline__ void cp_async_wait() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// load_group's words (the same words, the same clamped rows; words past the row's end are not copied, so
+// the buffer keeps stale bytes there, which no chunk below nchunks reads) straight into the warp's buffer.
+template <class F>
+__device__ __forceinline__ void issue_group(const WeightSrc& src, int row0, int c0, uint4* buf) {
+    using G = MmaGroup<F>;
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < G::PER_LANE; ++j) {
+        const int k = lane + 32 * j, r = k / G::U4, off = c0 * F::BYTES + 16 * (k % G::U4);
+        if (k < 16 * G::U4 && off < src.row_bytes)
+            cp_async16(buf + k, src.W + (long long)min(row0 + r, src.rows - 1) * src.row_stride + off);
+    }
+}
+
+// How a warp's groups reach its shared buffers: S stage buffers of one group each (16 rows x 8 blocks).
+// S >= 2: cp.async, S - 1 groups in flight while one is computed, no registers held for them.
+// acquire() returns the buffer of the cursor's current group, ready to read, and issues the group S - 1
+// ahead into the buffer computed last (the __syncwarp first: every lane's reads of it are done).
+template <class F, int S>
+struct WeightPipe {
+    static_assert(S >= 2 && S <= 8, "stages");
+    static constexpr int WORDS = 16 * MmaGroup<F>::U4;  // uint4 per stage
+    uint4* base;
+    int k = 0;  // the stage of the next group to compute
+    __device__ __forceinline__ void issue(const WeightSrc& src, GroupCursor& cur, int stage) {
+        if (cur.valid()) issue_group<F>(src, 16 * cur.tile, cur.c0, base + stage * WORDS);
+        cp_async_commit();  // also when empty: wait_group counts groups
+        cur.advance();
+    }
+    __device__ __forceinline__ void early(const WeightSrc& src, GroupCursor& cur) {
+#pragma unroll
+        for (int s = 0; s < S - 1; ++s) issue(src, cur, s);
+    }
+    __device__ __forceinline__ void late(const WeightSrc&, GroupCursor&) {}
+    __device__ __forceinline__ const uint8_t* acquire(const WeightSrc& src, GroupCursor& cur) {
+        __syncwarp();  // the previous group's reads are done
+        issue(src, cur, k == 0 ? S - 1 : k - 1);
+        cp_async_wait<S - 1>();  // this lane's copies of the current group have landed
+        __syncwarp();            // and every lane's
+        const uint8_t* group = reinterpret_cast<const uint8_t*>(base + k * WORDS);
+        k = k == S - 1 ? 0 : k + 1;
+        return group;
+    }
+};
+
+// S = 1: today's schedule, one shared buffer, the next group in flight in registers (load_group), stored
+// after the current group's reads are done.
+template <class F>
+struct WeightPipe<F, 1> {
+    uint4* base;
+    uint4 next[MmaGroup<F>::PER_LANE];
+    __device__ __forceinline__ void load(const WeightSrc& src, GroupCursor& cur) {
+        if (cur.valid()) load_group<F>(src.W, src.row_stride, src.rows, 16 * cur.tile, cur.c0, src.row_bytes, next);
+        cur.advance();
+    }
+    __device__ __forceinline__ void early(const WeightSrc&, GroupCursor&) {}
+    __device__ __forceinline__ void late(const WeightSrc& src, GroupCursor& cur) { load(src, cur); }
+    __device__ __forceinline__ const uint8_t* acquire(const WeightSrc& src, GroupCursor& cur) {
+        __syncwarp();  // the previous group's reads are done
+        store_group<F>(base, next);
+        __syncwarp();
+        load(src, cur);
+        return reinterpret_cast<const uint8_t*>(base);
+    }
+};
+
 // Chunk i of the group for the lane's 4 outputs (rows g, g, g+8, g+8; columns 2t, 2t+1, 2t, 2t+1):
 // acc[e] = fmaf(dw * d_act, (float)(ls * C[e]), acc[e]), the float reached as isum_float.
 template <class F>
@@ -192,8 +305,9 @@ __device__ __forceinline__ void tile_tree(float (&acc)[8][4], float* part, float
 // TG: tile groups per block (4 warps each, one 16-row tile at a time), which share the block's staged
 // activations: more warps per SM for the same shared memory (at K = 8192 the activations take 72 KiB, so
 // TG = 4 gives 16 warps on an SM where 2 blocks of TG = 1 give 8). MINB: blocks per SM the register budget
-// must allow. Neither touches the arithmetic.
-template <class F, int TG = 4, int MINB = 1>
+// must allow.
+// S: weight stages per warp (WeightPipe; 1 = the register-staged schedule). Neither touches the arithmetic.
+template <class F, int TG = 4, int MINB = 1, int S = 1>
 __global__ void __launch_bounds__(128 * TG, MINB)
 mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
@@ -205,21 +319,23 @@ mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
     // them up for the launch).
     extern __shared__ __align__(16) uint32_t smem[];
     uint4* const groups = reinterpret_cast<uint4*>(smem + 72 * nchunks);
-    float* const parts = reinterpret_cast<float*>(groups + 4 * TG * 16 * G::U4);
+    float* const parts = reinterpret_cast<float*>(groups + 4 * TG * S * 16 * G::U4);
+    const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4, tg = threadIdx.x / 128, g = lane / 4, t = lane % 4;
+    const WeightSrc src{W, row_stride, rows, nchunks * F::BYTES};
+    const int tiles = (rows + 15) / 16;
+    const int tile_step = gridDim.x * TG;
+    int tile = blockIdx.x * TG + tg;
+    // The groups in flight walk ahead of the loops below through the same sequence, across tiles: the
+    // next tile's first groups are loaded while this tile's tree runs.
+    GroupCursor ahead{tile, 8 * q, 8 * q, nchunks, tiles, tile_step};
+    WeightPipe<F, S> pipe{groups + (threadIdx.x / 32) * S * 16 * G::U4};
+    pipe.early(src, ahead);  // cp.async: the first groups fly while the activations are staged
     stage_table<F>(staged);
     const MmaActs xs = stage_acts_mma(X, nchunks, smem);
     __syncthreads();
     uint32_t kv[4];
     frag_table<F>(staged, kv);
-
-    const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4, tg = threadIdx.x / 128, g = lane / 4, t = lane % 4;
-    const int row_bytes = nchunks * F::BYTES;
-    uint4* const buf = groups + (threadIdx.x / 32) * 16 * G::U4;
-    const int tiles = (rows + 15) / 16;
-    const int tile_step = gridDim.x * TG;
-    uint4 next[G::PER_LANE];  // the warp's next group, in flight while the current one is computed
-    int tile = blockIdx.x * TG + tg;
-    if (tile < tiles && 8 * q < nchunks) load_group<F>(W, row_stride, rows, 16 * tile, 8 * q, row_bytes, next);
+    pipe.late(src, ahead);  // registers: the first group after the staging, as before
     for (; tile < tiles; tile += tile_step) {
         const int row0 = 16 * tile;
         float acc[8][4];
@@ -228,14 +344,7 @@ mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
         for (int c0 = 8 * q; c0 < nchunks; c0 += 32) {  // warp-uniform: the mma needs the whole warp
-            __syncwarp();  // the previous group's reads are done
-            store_group<F>(buf, next);
-            __syncwarp();
-            if (c0 + 32 < nchunks)  // the next group of this tile, else the first of the next tile
-                load_group<F>(W, row_stride, rows, row0, c0 + 32, row_bytes, next);
-            else if (tile + tile_step < tiles)
-                load_group<F>(W, row_stride, rows, row0 + 16 * tile_step, 8 * q, row_bytes, next);
-            const uint8_t* group = reinterpret_cast<const uint8_t*>(buf);
+            const uint8_t* group = pipe.acquire(src, ahead);
             if (c0 + 8 <= nchunks) {  // a whole group: no per-chunk branch
 #pragma unroll
                 for (int i = 0; i < 8; ++i) mma_chunk<F>(group, i, c0 + i, xs, kv, acc[i]);

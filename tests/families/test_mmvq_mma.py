@@ -22,7 +22,12 @@ from iq_host import harness  # noqa: E402
 
 FAMILY = load_builtin_families()["mmvq"]
 FORMATS = ("iq4_nl", "q8_0")
-MMA_KERNELS = ["mmvq_mma<siq::fmt_iq4_nl, 4, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1>"]  # scripts/mmvq_mma.py's
+MMA_KERNELS = [  # scripts/mmvq_mma.py's variants' (MMA_PASSES): the register-staged baseline and the cp.async stages
+    "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>",
+    "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 2>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 2>",
+    "mmvq_mma<siq::fmt_iq4_nl, 3, 1, 3>", "mmvq_mma<siq::fmt_q8_0, 2, 1, 3>",
+    "mmvq_mma<siq::fmt_iq4_nl, 3, 1, 4>", "mmvq_mma<siq::fmt_iq4_nl, 2, 1, 4>",
+]
 
 
 def _both(fmt: str, rows: int, cols: int, ncols: int, data: str) -> tuple[np.ndarray, np.ndarray]:
@@ -60,7 +65,7 @@ def test_mma_kernels_compile_without_spills_and_use_the_tensor_cores(arch):
 
     built = compile_source("mmvq/mmvq_mma.cu", MMA_KERNELS, arch)
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", built.log)
-    assert len(spills) == 2 and all(s == ("0", "0") for s in spills), built.log
+    assert len(spills) == len(MMA_KERNELS) and all(s == ("0", "0") for s in spills), built.log
     cuobjdump = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
     if cuobjdump is None:
         return  # the spill check ran; SASS needs cuobjdump (CUOBJDUMP=path, as scripts/sass_loops.py)
@@ -68,5 +73,6 @@ def test_mma_kernels_compile_without_spills_and_use_the_tensor_cores(arch):
         f.write(built.cubin)
         f.flush()
         sass = subprocess.run([cuobjdump, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
-    assert sass.count("IMMA.16832.S8.S8") >= 16  # 8 per kernel at least (a whole group unrolled)
+    assert sass.count("IMMA.16832.S8.S8") >= 8 * len(MMA_KERNELS)  # 8 per kernel at least (a whole group unrolled)
+    assert sass.count("LDGSTS") > 0  # the cp.async stages (S >= 2) copy without registers
 

@@ -12,13 +12,30 @@ def script():
     return load_cases_file("scripts/mmvq_mma.py")
 
 
-def test_family_has_old_new_and_mma_and_compiles_mma_from_its_own_source(script):
+MMA_NAMES = ["mma", "mma_s2", "mma_s3", "mma_s4", "mma_t2s4"]
+
+
+def test_family_has_old_new_and_the_mma_variants_and_compiles_mma_from_its_own_source(script):
     fam = script.MmvqMma()
-    assert [v.name for v in fam.variants] == ["old", "new", "mma"]
+    assert [v.name for v in fam.variants] == ["old", "new", *MMA_NAMES]
     assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma.cu")
-    assert fam.name_expressions("mmvq/mmvq_mma.cu") == ["mmvq_mma<siq::fmt_iq4_nl, 4, 1>",
-                                                         "mmvq_mma<siq::fmt_q8_0, 3, 1>"]
+    names = fam.name_expressions("mmvq/mmvq_mma.cu")
+    assert names[:2] == ["mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>"]  # the baseline
+    assert "mmvq_mma<siq::fmt_iq4_nl, 3, 1, 4>" in names and len(names) == len(set(names)) == 8
     assert not any("mma" in e for e in fam.name_expressions("mmvq/mmvq.cu"))
+
+
+def test_every_mma_variant_fits_shared_memory_at_the_dram_shape_and_keeps_the_baseline(script):
+    """Each variant's (TG, S) for its formats fits 227 KiB at K = 8192; the baseline (S = 1) is main's
+    launch, byte for byte the same shared memory; a format a variant lacks runs new's kernel."""
+    for p in script.MMA_PASSES:
+        assert all(p.applies(fmt, 8, 256) for fmt in p.formats), p.name
+    base = script.MMA_PASS
+    assert base.name == "mma" and base.weight_stages("iq4_nl") == base.weight_stages("q8_0") == 1
+    s4 = dict((p.name, p) for p in script.MMA_PASSES)["mma_s4"]
+    assert not s4.applies("q8_0", 8, 256)
+    dynamic, _ = s4.shared_bytes("iq4_nl", 256)
+    assert dynamic == 8 * 256 * 36 + 3 * (4 * 4 * 16 * 8 * 18 + 3 * 32 * 32 * 4)
 
 
 def test_mma_runs_only_8_column_passes_of_its_formats_that_fit_in_shared_memory(script):
@@ -37,13 +54,15 @@ def test_cases_cover_part_tiles_short_k_edge_data_and_the_dram_shape(script):
     cases = list(fam.default_cases())
     assert {c.fmt for c in cases} == {"iq4_nl", "q8_0"} and {c.ncols for c in cases} == {8, 11}
     assert {(c.rows, c.cols) for c in cases} >= {(1000, 1536), (24, 544), (8192, 2560), (16384, 512)}
-    assert any(c.data.startswith("edge") for c in cases) and all(c.variants == ("old", "new", "mma") for c in cases)
+    assert any(c.data.startswith("edge") for c in cases) and all(c.variants == ("old", "new", *MMA_NAMES) for c in cases)
     bench = list(fam.bench_cases())
-    assert {(c.fmt, c.rows, c.cols, c.ncols) for c in bench} >= {("iq4_nl", 131072, 8192, 8), ("q8_0", 131072, 8192, 8)}
+    assert {(c.fmt, c.rows, c.cols, c.ncols) for c in bench} >= {("iq4_nl", 131072, 8192, 8), ("q8_0", 131072, 8192, 8),
+                                                                 ("iq4_nl", 32768, 8192, 8), ("q8_0", 4096, 14336, 8)}
 
 
-def test_mma_variant_launches_mmvq_mma_for_the_8_column_pass_and_new_for_the_rest(script, monkeypatch):
-    """The launch path without a GPU: stub kernels record their launches (grid, block, args, shared)."""
+def _record_launches(script, monkeypatch):
+    """Stub kernels that record their launches (name, grid, block, args, shared), and the inputs of an
+    11-column case of 1000 x 1536 iq4_nl or q8_0 (63 tiles)."""
     import numpy as np
 
     from strata_bench.families import mmvq as family_mod
@@ -64,13 +83,21 @@ def test_mma_variant_launches_mmvq_mma_for_the_8_column_pass_and_new_for_the_res
     for mod in (script, family_mod):
         monkeypatch.setattr(mod, "allow_dynamic_shared", lambda fn, n, static_bytes=0: None)
         monkeypatch.setattr(mod, "resident_blocks", lambda fn, threads, shared: 132)
-    fam = script.MmvqMma()
-    case = fam.case("iq4_nl", 1000, 1536, 11, "seed:1")
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((11, 1536), np.float32), "xq": np.zeros((11, 48 * 36), np.uint8)}
     outs = {"y": np.zeros((11, 1000), np.float32)}
-    fam.launch(case, "mma", Kernels(), dev, outs)
+    return calls, Kernels(), dev, outs
+
+
+def test_mma_variant_launches_mmvq_mma_for_the_8_column_pass_and_new_for_the_rest(script, monkeypatch):
+    """The launch path without a GPU."""
+    from strata_bench.families import mmvq as family_mod
+
+    calls, kernels, dev, outs = _record_launches(script, monkeypatch)
+    fam = script.MmvqMma()
+    case = fam.case("iq4_nl", 1000, 1536, 11, "seed:1")
+    fam.launch(case, "mma", kernels, dev, outs)
     names = [c[0] for c in calls]
-    assert names[0] == "quantize_q8_1" and names[1] == "mmvq_mma<siq::fmt_iq4_nl, 4, 1>"
+    assert names[0] == "quantize_q8_1" and names[1] == "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>"
     assert names[2:] == [family_mod.new_config("iq4_nl", 2).kernel("iq4_nl", 2),
                          family_mod.new_config("iq4_nl", 1).kernel("iq4_nl", 1)]
     _, grid, block, args, shared = calls[1]
@@ -78,3 +105,17 @@ def test_mma_variant_launches_mmvq_mma_for_the_8_column_pass_and_new_for_the_res
     assert shared == script.MMA_PASS.shared_bytes("iq4_nl", 48)[0]
     assert args[2] == 1000 and args[3] == 48 and args[4].shape == (8, 48 * 36) and args[5].shape == (8, 1000)
     assert args[6] == 1000
+
+
+def test_a_staged_variant_launches_its_own_tg_and_s_and_new_for_a_format_it_lacks(script, monkeypatch):
+    from strata_bench.families import mmvq as family_mod
+
+    calls, kernels, dev, outs = _record_launches(script, monkeypatch)
+    fam = script.MmvqMma()
+    fam.launch(fam.case("iq4_nl", 1000, 1536, 11, "seed:1"), "mma_s4", kernels, dev, outs)
+    _, grid, block, _, shared = calls[1]
+    assert calls[1][0] == "mmvq_mma<siq::fmt_iq4_nl, 3, 1, 4>" and grid == (21,) and block == (384,)  # 3 tiles a block
+    assert shared == 8 * 48 * 36 + 3 * (4 * 4 * 16 * 8 * 18 + 3 * 32 * 32 * 4)
+    calls.clear()
+    fam.launch(fam.case("q8_0", 1000, 1536, 11, "seed:1"), "mma_s4", kernels, dev, outs)
+    assert calls[1][0] == family_mod.new_config("q8_0", 8).kernel("q8_0", 8)  # mma_s4 has no q8_0 launch
