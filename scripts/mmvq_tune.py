@@ -5,6 +5,7 @@ project's own bench times them all in one run, each checked bitwise against old 
     strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune1 --shape 131072x8192 --cols 1
     strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune8 --shape 131072x8192 --cols 8
     strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune_decoders1   # mmvq_decoders.py's decoders
+    strata-bench bench --cases scripts/mmvq_tune.py --family mmvq_tune_rep1        # the iq3 table copies
 
 `mmvq_tune<W>` holds the candidates for passes of W = 1, 2, 4 and 8 columns; a candidate launches its
 config for its own pass width and the family's table for any other. The candidates are configs that did
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from strata_bench.cases.family import Variant
 from strata_bench.families.mmvq import FORMATS, Mmvq, NewConfig, new_config
-from strata_bench.families.mmvq_decoders import DECODERS
+from strata_bench.families.mmvq_decoders import DECODERS, REP_COPIES
 
 # (R, MINB, U, FCVT). The first sweep (results/tune, 11:39 UTC) found U = 4 best at one column (8-20%
 # faster than U = 0) and little to gain at eight; the second tried wider unrolls and chunk_isum_f, the third
@@ -84,3 +85,29 @@ def tune_family(width: int, configs: list[tuple[NewConfig, tuple[str, ...]]], fo
 TUNE_FAMILIES = [tune_family(w, [(c, FORMATS) for c in cs]) for w, cs in (
     (1, ONE_COLUMN), (2, TWO_FOUR_COLUMNS), (4, TWO_FOUR_COLUMNS), (8, EIGHT_COLUMNS))]
 TUNE_FAMILIES.append(tune_family(1, decoder_candidates(), DECODER_FORMATS, "_decoders"))
+
+
+# The replicated-table decoders (masked[-split]-rep<N>: lane l reads copy l % N of the iq3 grid, at most
+# 32 / N-way bank conflicts) at the iq3 one-column winners' shapes and a neighbour, beside the unreplicated
+# decoder at the same shapes (the baselines; "new" is the tuned table itself). At eight columns the
+# r2m2u0 shape with each decoder. iq3_s has no 32-copy form (mmvq_decoders.py).
+REP_FORMATS = ("iq3_xxs", "iq3_s")
+REP_SHAPES = {1: ((4, 3, 4), (4, 3, 2), (2, 4, 2)), 8: ((2, 2, 0),)}
+# (decoder, shape) -> formats whose kernel spills under NVRTC 13.5 (compile --resources): not candidates.
+# iq3_s masked-split at r4m3u4 spills without copies too; the masked decoders at r4m2u0 (the eight-column
+# default shape) spill for both formats, with or without copies.
+REP_SPILLS = {**{(f"masked-split{t}", (4, 3, 4)): ("iq3_s",) for t in ("", "-rep8", "-rep16")},
+              ("masked-split-rep8", (4, 3, 2)): ("iq3_xxs",), ("masked-split-rep16", (4, 3, 2)): ("iq3_s",)}
+
+
+def rep_candidates(width: int) -> list[tuple[NewConfig, tuple[str, ...]]]:
+    """Per shape of REP_SHAPES[width]: masked and masked-split, then each with 8, 16 and 32 copies."""
+    names = [f"{base}{tail}" for base in ("masked", "masked-split")
+             for tail in ("", *(f"-rep{n}" for n in REP_COPIES))]
+    picks = [(NewConfig(r, m, u, decoder=name),
+              tuple(f for f in DECODERS[name].formats if f not in REP_SPILLS.get((name, (r, m, u)), ())))
+             for r, m, u in REP_SHAPES[width] for name in names]
+    return [(config, formats) for config, formats in picks if formats]
+
+
+TUNE_FAMILIES += [tune_family(w, rep_candidates(w), REP_FORMATS, "_rep") for w in (1, 8)]

@@ -23,12 +23,6 @@ struct sign_masked : F {
     }
 };
 
-// ---- lean IQ2 decoders (fmt_iq2_xxs_lean, fmt_iq2_xs_lean: the same Chunk as the format's decode) ------
-// Fewer integer-ALU instructions a chunk (the n = 1 loops' busiest pipe): the sign selector's masks and
-// ORs as two explicit LOP3s (ptxas emits three), the code words' funnel shift without the mask on its
-// amount, and (iq2_xxs) each grid byte's table offset as PRMT + IMAD.SHL instead of SHF + LOP3. Moving
-// shifts to IMAD.HI instead was measured slower (docs/PERF_NOTES.md, v5).
-
 // a | (b & c) as one LOP3: written as two C operations, ptxas does not always fuse it with its neighbours.
 __device__ __forceinline__ uint32_t or_and(uint32_t a, uint32_t b, uint32_t c) {
 #ifdef __CUDA_ARCH__
@@ -39,6 +33,45 @@ __device__ __forceinline__ uint32_t or_and(uint32_t a, uint32_t b, uint32_t c) {
     return a | (b & c);
 #endif
 }
+
+// ---- replicated tables: conflict-free lookups (sign_masked_rep) ------------------------------------
+// The table staged as N interleaved copies (copy k of word i at i * N + k: stage_table), and lane l reads
+// copy l % N. A warp's 32 random lookups then touch at most 32 / N lanes per bank (N = 32: bank = lane,
+// one wavefront a lookup; 16: at most 2; 8: at most 4), where one copy met ~3.1-way conflicts (ncu,
+// results/logs/20261201T163046Z). The same words, so the same integers. The copy's offset is folded into
+// the index arithmetic the lookup does anyway: byte_word's shift and AND become a shift and one LOP3
+// (AND the scaled byte, OR the lane's offset), word's index scaling one LEA with the offset as addend;
+// the table base stays the static shared array's immediate.
+template <int N>
+struct TableRep {
+    static_assert(N == 2 || N == 4 || N == 8 || N == 16 || N == 32, "copies: a power of two dividing 32");
+    static constexpr int SCALE = 2 + (N >= 2) + (N >= 4) + (N >= 8) + (N >= 16) + (N >= 32);  // log2(4 N)
+    // The lane's copy as a byte offset (threadIdx is read once: the compiler keeps it in a register).
+    static __device__ __forceinline__ uint32_t lane_bytes() { return (threadIdx.x % N) * 4u; }
+    static __device__ __forceinline__ uint32_t at(const Tab& t, uint32_t bytes) {
+        return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(t.words) + bytes);
+    }
+    static __device__ __forceinline__ uint32_t word(const Tab& t, uint32_t i) { return at(t, (i << SCALE) + lane_bytes()); }
+    static __device__ __forceinline__ uint32_t byte_word(const Tab& t, uint32_t x, int s) {
+        const uint32_t scaled = s >= SCALE ? x >> (s - SCALE) : x << (SCALE - s);  // byte s/8 at bit SCALE
+        return at(t, or_and(lane_bytes(), scaled, 0xFFu << SCALE));
+    }
+};
+
+// sign_masked<F, SPLIT> reading its grid from N copies (TableRep): the same Chunk, the same dp4a chains.
+template <class F, bool SPLIT, int N>
+struct sign_masked_rep : sign_masked<F, SPLIT> {
+    static constexpr int TABLE_COPIES = N;  // stage_table stages N copies, SharedTab sizes them
+    static __device__ __forceinline__ void decode(const uint8_t* b, int j, const Tab& t, Chunk& c) {
+        F::template decode_masked<TableRep<N>>(b, j, t, c);
+    }
+};
+
+// ---- lean IQ2 decoders (fmt_iq2_xxs_lean, fmt_iq2_xs_lean: the same Chunk as the format's decode) ------
+// Fewer integer-ALU instructions a chunk (the n = 1 loops' busiest pipe): the sign selector's masks and
+// ORs as two explicit LOP3s (ptxas emits three), the code words' funnel shift without the mask on its
+// amount, and (iq2_xxs) each grid byte's table offset as PRMT + IMAD.SHL instead of SHF + LOP3. Moving
+// shifts to IMAD.HI instead was measured slower (docs/PERF_NOTES.md, v5).
 
 // ld_words_a2 without the mask on the funnel shift's amount: __funnelshift_r uses only its low 5 bits,
 // and 8 * address mod 32 is already 0 or 16 at a 2-byte aligned address (one LOP3 fewer a load).

@@ -67,6 +67,17 @@ struct Tab {
     uint32_t k1;
 };
 
+// How a decode reads its table words: the format's own decode indexes t.words directly; decode_masked
+// takes the reading as a policy (Look), so that a decoder of the new kernels can read an interleaved
+// table of copies instead (decoders.cuh, TableRep). Plain is the direct read, the same expression as
+// before, so the default forms compile to the same code.
+struct PlainLookup {
+    // The word at index i.
+    static __device__ __forceinline__ uint32_t word(const Tab& t, uint32_t i) { return t.words[i]; }
+    // The word at the index held in byte (x >> s) & 0xFF.
+    static __device__ __forceinline__ uint32_t byte_word(const Tab& t, uint32_t x, int s) { return t.words[(x >> s) & 0xFFu]; }
+};
+
 // ---- loads: blocks start at 2-byte aligned addresses (every block size is even) ---------------------
 __device__ __forceinline__ uint32_t ld_u8(const uint8_t* p) { return *p; }
 __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
@@ -492,6 +503,7 @@ struct fmt_iq3_xxs {
     // index (ksign_mask_lo/hi). (The index bytes keep the shift and AND: ptxas folds the word scaling into
     // them, where byte_at would need a LEA after its PRMT.) decode above stays as it was, so old's SASS
     // does not change.
+    template <class Look = PlainLookup>
     static __device__ __forceinline__ void decode_masked(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         uint32_t f[2];  // grid indexes 0-3 and 4-7 (4 values each)
         ld_words_a2(b + L::QS + 8 * j, f);
@@ -501,8 +513,8 @@ struct fmt_iq3_xxs {
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             const uint32_t idx = f[g / 2], k7 = (aux >> (7 * g)) & 0x7Fu;
-            c.w[2 * g] = (int)t.words[(idx >> (16 * (g & 1))) & 0xFFu];
-            c.w[2 * g + 1] = (int)t.words[(idx >> (16 * (g & 1) + 8)) & 0xFFu];
+            c.w[2 * g] = (int)Look::byte_word(t, idx, 16 * (g & 1));
+            c.w[2 * g + 1] = (int)Look::byte_word(t, idx, 16 * (g & 1) + 8);
             c.m[2 * g] = ksign_mask_lo(k7);
             c.m[2 * g + 1] = ksign_mask_hi(k7);
         }
@@ -550,6 +562,7 @@ struct fmt_iq3_s {
     // The sign-mask form (sign_masked<F>, new kernels): magnitudes and decode's masks. Each index and
     // sign byte comes out with one PRMT (byte_at) where a shift and an AND take two integer-ALU
     // instructions (the 9th index bit needs the LEA that scales the index either way).
+    template <class Look = PlainLookup>
     static __device__ __forceinline__ void decode_masked(const uint8_t* b, int j, const Tab& t, Chunk& c) {
         const Fields x = fields(b, j, c);
 #pragma unroll
@@ -557,8 +570,8 @@ struct fmt_iq3_s {
             const int e = 2 * g;  // first of this group's two grid entries
             const uint32_t lo = byte_at(x.f[g / 2], 2 * (g & 1)) | ((x.qh << (8 - e)) & 0x100u);
             const uint32_t hi = byte_at(x.f[g / 2], 2 * (g & 1) + 1) | ((x.qh << (7 - e)) & 0x100u);
-            c.w[2 * g] = (int)t.words[lo];
-            c.w[2 * g + 1] = (int)t.words[hi];
+            c.w[2 * g] = (int)Look::word(t, lo);
+            c.w[2 * g + 1] = (int)Look::word(t, hi);
             const uint32_t s8 = byte_at(x.sg, g);
             c.m[2 * g] = sign_mask_lo(s8);
             c.m[2 * g + 1] = sign_mask_hi(s8);
@@ -647,27 +660,41 @@ struct LaneWalk {
 template <class F>
 __device__ __forceinline__ Tab global_tab() { return Tab{F::table(), F::K0, F::K1}; }
 
-// Shared-memory words a new kernel declares for a format: the table, then K0 and K1.
+// How many interleaved copies of its table a decoder reads (TABLE_COPIES: decoders.cuh's TableRep
+// decoders); 1 for the formats. Copy k of word i is staged at i * N + k.
+template <class F, class = void>
+struct TableCopies {
+    static constexpr int N = 1;
+};
 template <class F>
-struct SharedTab {
-    static constexpr int WORDS = F::TABLE_WORDS + 2;
+struct TableCopies<F, decltype((void)F::TABLE_COPIES)> {
+    static constexpr int N = F::TABLE_COPIES;
 };
 
-// Copy a format's table and constants into shared memory (every thread of the block calls it; sync
-// before shared_tab reads them back).
+// Shared-memory words a new kernel declares for a format: the table (in its copies), then K0 and K1.
+template <class F>
+struct SharedTab {
+    static constexpr int TABLE = F::TABLE_WORDS * TableCopies<F>::N;
+    static constexpr int WORDS = TABLE + 2;
+};
+
+// Copy a format's table (each word N times, side by side) and constants into shared memory (every
+// thread of the block calls it; sync before shared_tab reads them back). Consecutive threads write
+// consecutive words (no bank conflicts); with copies they read the same global word (one request).
 template <class F>
 __device__ __forceinline__ void stage_table(uint32_t* dst) {
-    for (int i = threadIdx.x; i < F::TABLE_WORDS; i += blockDim.x) dst[i] = F::table()[i];
+    constexpr int N = TableCopies<F>::N, W = SharedTab<F>::TABLE;
+    for (int i = threadIdx.x; i < W; i += blockDim.x) dst[i] = F::table()[i / N];
     if (threadIdx.x == 0) {
-        dst[F::TABLE_WORDS] = F::K0;
-        dst[F::TABLE_WORDS + 1] = F::K1;
+        dst[W] = F::K0;
+        dst[W + 1] = F::K1;
     }
 }
 
 // The staged table, with the constants loaded into registers (after the barrier).
 template <class F>
 __device__ __forceinline__ Tab shared_tab(const uint32_t* staged) {
-    return Tab{staged, staged[F::TABLE_WORDS], staged[F::TABLE_WORDS + 1]};
+    return Tab{staged, staged[SharedTab<F>::TABLE], staged[SharedTab<F>::TABLE + 1]};
 }
 
 }  // namespace siq

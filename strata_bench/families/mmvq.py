@@ -30,14 +30,14 @@ import numpy as np
 
 from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, Case, Expected, Family, FixtureRef,
                               InputError, LaunchAbi, MatvecRef, padded_row_args, fixture_ref, Variant, activations,
-                              allow_dynamic_shared, ceil_div, check_shape, decode_table_bytes, exact_weights,
+                              allow_dynamic_shared, ceil_div, check_shape, exact_weights,
                               launch_quantize_q8_1, matvec_reference, padded, parse_data, q8_1_staging_bytes,
                               quantize_q8_1, resident_blocks, row_stride, traits, weights)
 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN_BLOCKS_WIDE  # noqa: E402
-from strata_bench.families.mmvq_decoders import decoder_traits  # noqa: E402
+from strata_bench.families.mmvq_decoders import decoder_table_bytes, decoder_traits  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,7 @@ class Mmvq(Family):
         r = config.rows
         fn = kernels.get(config.kernel(case.fmt, nc))
         shared = q8_1_staging_bytes(nc, nchunks)
-        allow_dynamic_shared(fn, shared, static_bytes=decode_table_bytes(case.fmt))
+        allow_dynamic_shared(fn, shared, static_bytes=decoder_table_bytes(config.decoder, case.fmt))
         groups = ceil_div(case.rows, NEW_WARPS * r)
         grid = (min(groups, resident_blocks(fn, 32 * NEW_WARPS, shared)),)
         args = (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),

@@ -177,3 +177,21 @@ def _tune_module():
     from tests.cases_file import load_cases_file
 
     return load_cases_file("scripts/mmvq_tune.py")
+
+
+def test_rep_candidates_pair_each_shape_with_every_copy_count_and_skip_the_spilling_kernels():
+    tune = _tune_module()
+    one = next(f for f in tune.TUNE_FAMILIES if f.name == "mmvq_tune_rep1")
+    variants = {v.name: v for v in one.variants}
+    assert variants["r4m3u4-masked-split-rep32"].kernels(one(), "mmvq/mmvq.cu") == [
+        "mmvq_new<siq::sign_masked_rep<siq::fmt_iq3_xxs, true, 32>, 1, 4, 3, 4>"]
+    assert variants["r4m3u2-masked-rep16"].kernels(one(), "mmvq/mmvq.cu") == [
+        "mmvq_new<siq::sign_masked_rep<siq::fmt_iq3_xxs, false, 16>, 1, 4, 3, 2>",
+        "mmvq_new<siq::sign_masked_rep<siq::fmt_iq3_s, false, 16>, 1, 4, 3, 2>"]
+    assert "r4m3u4-masked-split-rep16" in variants and "r4m3u4-masked" in variants
+    assert variants["r4m3u4-masked-split-rep16"].kernels(one(), "mmvq/mmvq.cu") == [
+        "mmvq_new<siq::sign_masked_rep<siq::fmt_iq3_xxs, true, 16>, 1, 4, 3, 4>"]  # iq3_s's spills
+    assert [c.fmt for c in one().bench_cases()] == ["iq3_xxs", "iq3_s"]
+    eight = next(f for f in tune.TUNE_FAMILIES if f.name == "mmvq_tune_rep8")
+    assert {c.ncols for c in eight().bench_cases()} == {8}
+    assert "r2m2u0-masked-rep32" in {v.name for v in eight.variants}

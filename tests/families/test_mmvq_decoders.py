@@ -131,3 +131,15 @@ def test_decoder_gives_the_formats_outputs_bit_for_bit(fmt, decoder, data):
     got = harness.run_dot(f"{fmt}:{decoder}", host["raw"], case.cols, host["act"])
     assert np.array_equal(got.view(np.uint32), plain.view(np.uint32))
     assert np.abs(plain).max() > 0
+
+
+def test_replicated_decoders_name_their_copies_and_size_their_static_table():
+    from strata_bench.families.mmvq_decoders import decoder_table_bytes
+
+    assert decoder_traits("masked-split-rep32", "iq3_xxs") == "siq::sign_masked_rep<siq::fmt_iq3_xxs, true, 32>"
+    assert decoder_traits("masked-rep16", "iq3_s") == "siq::sign_masked_rep<siq::fmt_iq3_s, false, 16>"
+    with pytest.raises(InputError, match="decoder 'masked-rep32' has no iq3_s form"):
+        decoder_traits("masked-rep32", "iq3_s")  # 512 words x 32 exceed 48 KiB of static shared memory
+    assert decoder_table_bytes("", "iq3_s") == 4 * (512 + 2)
+    assert decoder_table_bytes("masked-split-rep32", "iq3_xxs") == 4 * (256 * 32 + 2)
+    assert all(decoder_table_bytes(n, f) <= 48 * 1024 for n, d in DECODERS.items() for f in d.formats)

@@ -31,10 +31,39 @@ using iq3_xxs_masked = sign_masked<fmt_iq3_xxs>;
 using iq3_xxs_masked_split = sign_masked<fmt_iq3_xxs, true>;
 using iq3_s_masked = sign_masked<fmt_iq3_s>;
 using iq3_s_masked_split = sign_masked<fmt_iq3_s, true>;
+// The decoders of table copies (TableRep), per format and count: rep_FMT_N and rep_split_FMT_N.
+#define REP_ALIASES(fmt, N) \
+    using rep_##fmt##_##N = sign_masked_rep<fmt_##fmt, false, N>; \
+    using rep_split_##fmt##_##N = sign_masked_rep<fmt_##fmt, true, N>;
+REP_ALIASES(iq3_xxs, 8) REP_ALIASES(iq3_xxs, 16) REP_ALIASES(iq3_xxs, 32) REP_ALIASES(iq3_s, 8) REP_ALIASES(iq3_s, 16)
+#define REP_DECODERS(X, fmt, N) \
+    X(#fmt ":masked-rep" #N, rep_##fmt##_##N, fmt_##fmt) X(#fmt ":masked-split-rep" #N, rep_split_##fmt##_##N, fmt_##fmt)
 #define DECODERS(X) \
     X("iq3_xxs:masked", iq3_xxs_masked, fmt_iq3_xxs) X("iq3_xxs:masked-split", iq3_xxs_masked_split, fmt_iq3_xxs) \
     X("iq3_s:masked", iq3_s_masked, fmt_iq3_s) X("iq3_s:masked-split", iq3_s_masked_split, fmt_iq3_s) \
-    X("iq2_xxs:lean", fmt_iq2_xxs_lean, fmt_iq2_xxs) X("iq2_xs:lean", fmt_iq2_xs_lean, fmt_iq2_xs)
+    X("iq2_xxs:lean", fmt_iq2_xxs_lean, fmt_iq2_xxs) X("iq2_xs:lean", fmt_iq2_xs_lean, fmt_iq2_xs) \
+    REP_DECODERS(X, iq3_xxs, 8) REP_DECODERS(X, iq3_xxs, 16) REP_DECODERS(X, iq3_xxs, 32) \
+    REP_DECODERS(X, iq3_s, 8) REP_DECODERS(X, iq3_s, 16)
+
+// The table a decoder reads: the global one, or for a decoder of copies (TableRep) the table as the
+// kernel stages it (stage_table run by one thread, then shared_tab), read with the copy of lane
+// threadIdx.x, which the callers set to the chunk's lane.
+template <class F>
+static Tab host_tab() {
+    if constexpr (TableCopies<F>::N == 1) {
+        return global_tab<F>();
+    } else {
+        static std::vector<uint32_t> staged;
+        if (staged.empty()) {
+            staged.resize(SharedTab<F>::WORDS);
+            const unsigned lane = threadIdx.x;
+            threadIdx.x = 0;
+            stage_table<F>(staged.data());
+            threadIdx.x = lane;
+        }
+        return shared_tab<F>(staged.data());
+    }
+}
 
 static std::vector<uint8_t> read_file(const char* path) {
     FILE* f = fopen(path, "rb");
@@ -64,7 +93,8 @@ static void run(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& 
         for (int j = 0; j < F::CHUNKS; ++j) {
             const uint8_t* blk = padded.data() + b * F::BYTES;
             Chunk c;
-            F::decode(blk, j, global_tab<F>(), c);
+            threadIdx.x = (unsigned)((b * F::CHUNKS + j) % 32);  // every copy of the table is read
+            F::decode(blk, j, host_tab<F>(), c);
             float v[32];
             deq::Deq<D>::chunk(blk, j, v);
             int qw[8];
@@ -108,7 +138,8 @@ static void dot(const std::vector<uint8_t>& w, int rows, int cols, const std::ve
                 float acc = 0.0f;
                 for (int k = l, off = 0; k < nchunks; k += 32, off += LaneWalk<F>::STEP) {
                     Chunk ch;
-                    F::decode(padded.data() + r * row_bytes + walk.first + off, walk.j, global_tab<F>(), ch);
+                    threadIdx.x = (unsigned)l;
+                    F::decode(padded.data() + r * row_bytes + walk.first + off, walk.j, host_tab<F>(), ch);
                     int q[8];
                     const float d_act = load_q8_1(xb + (size_t)c * nchunks + k, q);
                     acc = chunk_fma(ch, d_act, chunk_isum<F>(ch, q), acc);
