@@ -34,6 +34,8 @@
 //   (__syncwarp), and every lane reads its fragments back with ldmatrix.x4 and LDS (conflict-free:
 //   mma_dec_tile.cuh). Rows past the end are clamped for reading and not stored; chunks past the row's
 //   end (the last group of a K not a multiple of 256) are neither decoded nor multiplied.
+//   PF = 1 first asks L2 for the warp's next group (prefetch_group: hints, no register, no result), so that
+//   the decode's loads, which the warp waits on before its mma, wait on L2 rather than DRAM.
 #include "mmvq/mma_common.cuh"  // MmaActs, stage_acts_mma, mma_s8, group_sync, tile_tree, isum_float
 #include "mmvq/mma_dec_tile.cuh"
 
@@ -79,6 +81,23 @@ __device__ __forceinline__ void decode_group(const uint8_t* __restrict__ W, long
     }
 }
 
+// The L2 prefetch of the lane's 4 row-chunks of the group at (row0, c0), where decode_group will read them
+// (F::decode reads its block's fields from about there: a sub-chunk's bytes start near j * BYTES / CHUNKS).
+template <class F>
+__device__ __forceinline__ void prefetch_group(const uint8_t* __restrict__ W, long long row_stride, int rows,
+                                               int row0, int c0, int nchunks) {
+    const int lane = threadIdx.x % 32, c = c0 + lane % 8;
+    if (c >= nchunks) return;
+    const int off = (c / F::CHUNKS) * F::BYTES + (c % F::CHUNKS) * F::BYTES / F::CHUNKS;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const uint8_t* p = W + (long long)min(row0 + 4 * (lane / 8) + k, rows - 1) * row_stride + off;
+#ifdef __CUDA_ARCH__
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+    }
+}
+
 // isum's float from an mma integer started at MMA_MAGIC and its scale's exact float (isum_float's form).
 __device__ __forceinline__ float scaled(int d, float ls) { return fmaf(__int_as_float(d), ls, -MMA_BIAS * ls); }
 
@@ -116,8 +135,8 @@ __device__ __forceinline__ void mma_dec_chunk(const uint8_t* tile, int i, int c,
 }
 
 // TG: tile groups per block (4 warps each), MINB: blocks per SM the register budget must allow, as in
-// mmvq_mma. Neither touches the arithmetic.
-template <class F, int TG = 4, int MINB = 1>
+// mmvq_mma; PF: whether the next group is prefetched into L2. None touches the arithmetic.
+template <class F, int TG = 4, int MINB = 1, int PF = 0>
 __global__ void __launch_bounds__(128 * TG, MINB)
 mmvq_mma_dec(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
              const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
@@ -134,8 +153,8 @@ mmvq_mma_dec(const uint8_t* __restrict__ W, long long row_stride, int rows, int 
 
     const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4, tg = threadIdx.x / 128, g = lane / 4, t = lane % 4;
     uint8_t* const tile_buf = tiles + (threadIdx.x / 32) * MmaDecTile::BYTES;
-    const int tiles_n = (rows + 15) / 16;
-    for (int tile = blockIdx.x * TG + tg; tile < tiles_n; tile += gridDim.x * TG) {
+    const int tiles_n = (rows + 15) / 16, tile_step = gridDim.x * TG;
+    for (int tile = blockIdx.x * TG + tg; tile < tiles_n; tile += tile_step) {
         const int row0 = 16 * tile;
         float acc[8][4];
 #pragma unroll
@@ -143,6 +162,12 @@ mmvq_mma_dec(const uint8_t* __restrict__ W, long long row_stride, int rows, int 
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
         for (int c0 = 8 * q; c0 < nchunks; c0 += 32) {  // warp-uniform: the mma needs the whole warp
+            if constexpr (PF) {  // the next group of this tile, else the first of the next tile
+                if (c0 + 32 < nchunks)
+                    prefetch_group<F>(W, row_stride, rows, row0, c0 + 32, nchunks);
+                else if (tile + tile_step < tiles_n)
+                    prefetch_group<F>(W, row_stride, rows, row0 + 16 * tile_step, 8 * q, nchunks);
+            }
             __syncwarp();  // the previous group's reads are done
             decode_group<F>(W, row_stride, rows, row0, c0, nchunks, tab, tile_buf);
             __syncwarp();

@@ -79,7 +79,7 @@ def test_dot_mma_dec_refuses_unknown_formats(tmp_path):
 def test_mma_dec_kernels_compile_without_spills_and_use_both_mma_shapes():
     from strata_bench.kernels.build import compile_source
 
-    kernels = [f"mmvq_mma_dec<siq::fmt_{f}, 4, 1>" for f in ("iq2_xxs", "iq2_s")]
+    kernels = [f"mmvq_mma_dec<siq::fmt_{f}, 4, 1, {pf}>" for f in ("iq2_xxs", "iq2_s") for pf in (0, 1)]
     built = compile_source("mmvq/mmvq_mma_dec.cu", kernels, "sm_90")
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", built.log)
-    assert len(spills) == 2 and all(s == ("0", "0") for s in spills), built.log
+    assert len(spills) == 4 and all(s == ("0", "0") for s in spills), built.log

@@ -14,12 +14,13 @@ def script():
     return load_cases_file("scripts/mmvq_mma_dec.py")
 
 
-def test_family_has_old_new_and_mmad_and_compiles_mmad_from_its_own_source(script):
+def test_family_has_old_new_and_both_mmads_and_compiles_them_from_their_own_source(script):
     fam = script.MmvqMmaDec()
-    assert [v.name for v in fam.variants] == ["old", "new", "mmad"]
+    assert [v.name for v in fam.variants] == ["old", "new", "mmad", "mmad2"]
     assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma_dec.cu")
     names = fam.name_expressions("mmvq/mmvq_mma_dec.cu")
-    assert names == [f"mmvq_mma_dec<siq::fmt_{f}, {tg}, 1>" for f in script.MMA_DEC_PASS.formats for tg in (4, 2)]
+    assert names == [f"mmvq_mma_dec<siq::fmt_{f}, {tg}, 1, {pf}>" for pf in (0, 1)
+                     for f in script.MMA_DEC_PASS.formats for tg in (4, 2)]
     assert set(script.MMA_DEC_PASS.formats) == set(FORMATS)
     assert not any("mma" in e for e in fam.name_expressions("mmvq/mmvq.cu"))
 
@@ -41,13 +42,15 @@ def test_cases_cover_every_format_part_tiles_short_k_edge_data_and_the_dram_shap
     assert {c.fmt for c in cases} == set(FORMATS) and {c.ncols for c in cases} == {8, 11}
     shapes = {(c.fmt, c.rows, c.cols) for c in cases}
     assert {("q8_0", 24, 544), ("q2_0", 24, 576), ("iq2_s", 24, 768), ("iq1_m", 1000, 1536)} <= shapes
+    assert {(f, 48, 14336) for f in FORMATS} <= shapes  # the TG = 2 kernels
     assert all(any(c.data.startswith("edge") and c.fmt == f for c in cases) for f in FORMATS)
-    assert all(c.variants == ("old", "new", "mmad") for c in cases)
+    assert all(c.variants == ("old", "new", "mmad", "mmad2") for c in cases)
     bench = {(c.fmt, c.rows, c.cols, c.ncols) for c in fam.bench_cases()}
     assert bench == {(f, 131072, 8192, 8) for f in FORMATS}
 
 
-def test_mmad_launches_mmvq_mma_dec_for_the_8_column_pass_and_new_for_the_rest(script, monkeypatch):
+@pytest.mark.parametrize("variant,pf", [("mmad", 0), ("mmad2", 1)])
+def test_mmad_launches_mmvq_mma_dec_for_the_8_column_pass_and_new_for_the_rest(script, monkeypatch, variant, pf):
     """The launch path without a GPU: stub kernels record their launches (grid, block, args, shared)."""
     from strata_bench.families import mmvq as family_mod
 
@@ -71,9 +74,9 @@ def test_mmad_launches_mmvq_mma_dec_for_the_8_column_pass_and_new_for_the_rest(s
     case = fam.case("iq2_xs", 1000, 1536, 11, "seed:1")
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((11, 1536), np.float32), "xq": np.zeros((11, 48 * 36), np.uint8)}
     outs = {"y": np.zeros((11, 1000), np.float32)}
-    fam.launch(case, "mmad", Kernels(), dev, outs)
+    fam.launch(case, variant, Kernels(), dev, outs)
     names = [c[0] for c in calls]
-    assert names[0] == "quantize_q8_1" and names[1] == "mmvq_mma_dec<siq::fmt_iq2_xs, 4, 1>"
+    assert names[0] == "quantize_q8_1" and names[1] == f"mmvq_mma_dec<siq::fmt_iq2_xs, 4, 1, {pf}>"
     assert names[2:] == [family_mod.new_config("iq2_xs", 2).kernel("iq2_xs", 2),
                          family_mod.new_config("iq2_xs", 1).kernel("iq2_xs", 1)]
     _, grid, block, args, shared = calls[1]
