@@ -42,7 +42,7 @@ SHAPES = [
     (40, 1536, 8, "seed:7"),    # 48 chunks: virtual lanes 0-15 chain two chunks, 16-31 one; 40 rows: a part tile
     (24, 544, 8, "seed:3"),     # 17 chunks (q8_0, q2_0, iq4_nl): a partial last group, warps 2-3 without chunks
     (16, 8192, 8, "seed:1"),    # the DRAM shape's K: 8 chunks per virtual lane
-    (64, 2560, 8, "edge:2"),    # edge blocks (extreme codes and scales)
+    (512, 2560, 8, "edge:2"),   # edge blocks (extreme codes and scales; EDGE_SHAPE, where they all sit)
     (19, 1024, 3, "seed:5"),    # 3 columns: a tile with 5 missing columns, 3 rows in the last tile
 ]
 
