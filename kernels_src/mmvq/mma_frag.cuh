@@ -8,7 +8,7 @@
 // the mma's C is then the whole chunk integer before the scale, as chunk_isum's one dp4a chain is.
 // Host-compilable (tests/iq_host), like iq_decode.cuh.
 #pragma once
-#include "common/iq_decode.cuh"
+#include "mmvq/mma_common.cuh"  // isum_float, MMA_MAGIC
 
 namespace siq {
 
@@ -56,17 +56,6 @@ template <class F>
 __device__ __forceinline__ void frag_table(const uint32_t* words, uint32_t (&kv)[4]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) kv[i] = F::TABLE_WORDS >= 4 ? words[i] : 0u;
-}
-
-// The float (float)(ls * C) from the mma's integer started at the bits of 1.5 * 2^23 (chunk_isum_f's
-// trick, iq_decode.cuh): the integer ends at the bits of the float 1.5 * 2^23 + C (|C| <= 32 * 128 * 127
-// < 2^22 keeps it in the binade where floats are the integers), and fmaf(that, ls, -1.5 * 2^23 * ls) is
-// C * ls exactly (for ls = 1 a single exact FADD). The same float as the I2F of the int, without the
-// quarter-rate conversion (four per chunk and lane in mmvq_mma).
-constexpr int MMA_MAGIC = 0x4B400000;      // the bits of 12582912.0f
-constexpr float MMA_BIAS = 12582912.0f;    // 1.5 * 2^23
-__device__ __forceinline__ float isum_float(int d, int ls) {
-    return fmaf(__int_as_float(d), (float)ls, -MMA_BIAS * (float)ls);
 }
 
 }  // namespace siq

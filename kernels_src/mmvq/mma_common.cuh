@@ -1,0 +1,112 @@
+// mma_common.cuh: the pieces of mmvq_mma.cu's schedule that every tensor-core mmvq kernel shares
+// (mmvq_mma.cu, mmvq_mma_dec.cu): the activations staged in the mma's B order, the m16n8k32 s8 mma, the
+// chunk integer's float without I2F, a tile group's barrier and the butterfly's tree over its 4 warps.
+// Their arithmetic contracts are in mmvq_mma.cu's header. Host-compilable (tests/iq_host), like
+// iq_decode.cuh: the asm is device-only.
+#pragma once
+#include "common/iq_decode.cuh"
+
+namespace siq {
+
+// The float (float)(ls * C) from the mma's integer started at the bits of 1.5 * 2^23 (chunk_isum_f's
+// trick, iq_decode.cuh): the integer ends at the bits of the float 1.5 * 2^23 + C (|C| <= 32 * 128 * 127
+// < 2^22 keeps it in the binade where floats are the integers), and fmaf(that, ls, -1.5 * 2^23 * ls) is
+// C * ls exactly (for ls = 1 a single exact FADD). The same float as the I2F of the int, without the
+// quarter-rate conversion (four per chunk and lane in mmvq_mma).
+constexpr int MMA_MAGIC = 0x4B400000;      // the bits of 12582912.0f
+constexpr float MMA_BIAS = 12582912.0f;    // 1.5 * 2^23
+__device__ __forceinline__ float isum_float(int d, int ls) {
+    return fmaf(__int_as_float(d), (float)ls, -MMA_BIAS * (float)ls);
+}
+
+// The 8 columns' q8_1 blocks staged in the mma's B order: for chunk c, word (4h + t) of column g at
+// q[64c + 32h + 8t + g] (a warp's b_h load is 32 consecutive words), and float(d16) of column col at
+// d[8c + col]. The same bits as StagedActs (mmvq.cu): code words copied, d by the same __half2float.
+// Bytes: 36 per block, as mmvq_new's staging (64 + 8 words per chunk).
+struct MmaActs {
+    const uint32_t* q;
+    const float* d;
+};
+
+__device__ __forceinline__ MmaActs stage_acts_mma(const block_q8_1* __restrict__ X, int nchunks, uint32_t* smem) {
+    float* d = reinterpret_cast<float*>(smem + 64 * nchunks);
+    // A thread copies whole blocks (9 independent loads in flight, a few iterations per thread, where a
+    // word per iteration would wait out a global-memory latency 36 times at K = 8192). Block i = 8c + g:
+    // column g, chunk c; its word 4h + t lands at 64c + 32h + 8t + g (stores 4-way bank conflicted: once
+    // per block of the grid, beside the tiles' conflict-free loads).
+#pragma unroll 2
+    for (int i = threadIdx.x; i < 8 * nchunks; i += blockDim.x) {
+        const int c = i / 8, g = i % 8;
+        const block_q8_1* xb = X + (long long)g * nchunks + c;
+        const uint32_t* qs = reinterpret_cast<const uint32_t*>(xb->qs);
+        uint32_t w[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) w[k] = qs[k];
+        const float dv = __half2float(xb->d);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) smem[64 * c + 32 * (k / 4) + 8 * (k % 4) + g] = w[k];
+        d[i] = dv;
+    }
+    return MmaActs{smem, d};
+}
+
+// One m16n8k32 s8 mma, D = A B + C, C = `init` in every element.
+__device__ __forceinline__ void mma_s8(const int (&a)[4], const int (&b)[2], int init, int (&d)[4]) {
+#ifdef __CUDA_ARCH__
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(init));
+#endif
+}
+
+// A barrier of one tile group's 4 warps (named barrier 1 + tg, 128 threads): the groups of a block run
+// different numbers of tiles, so a block-wide __syncthreads could pair one group's barrier with another's.
+__device__ __forceinline__ void group_sync(int tg) {
+#ifdef __CUDA_ARCH__
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + tg) : "memory");
+#endif
+}
+
+// The butterfly's tree over the tile's 4 warps (the contract above). part: 3 buffers of 32 floats x 32
+// lanes (float k of lane l at 32k + l: a warp's store or load of one k is conflict-free);
+// warps 2, 3 write part[0], part[1]; warp 1 writes part[2] (three buffers: a warp that runs ahead into
+// the next tile writes only a buffer whose readers have passed a later barrier). Warp 0 returns y.
+__device__ __forceinline__ void tile_tree(float (&acc)[8][4], float* part, float (&y)[4]) {
+    const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4, tg = threadIdx.x / 128;
+    float* mine = part + lane;
+    if (q >= 2) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mine[(q - 2) * 1024 + 32 * (4 * i + e)] = acc[i][e];
+    }
+    group_sync(tg);
+    if (q < 2) {  // s1[8q + i] = a[8q + i] + a[8q + i + 16]
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][e] = acc[i][e] + mine[q * 1024 + 32 * (4 * i + e)];
+    }
+    group_sync(tg);
+    if (q == 1) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mine[2048 + 32 * (4 * i + e)] = acc[i][e];
+    }
+    group_sync(tg);
+    if (q == 0) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float s2[8], s3[4];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) s2[i] = acc[i][e] + mine[2048 + 32 * (4 * i + e)];  // s1[i] + s1[i + 8]
+#pragma unroll
+            for (int i = 0; i < 4; ++i) s3[i] = s2[i] + s2[i + 4];
+            y[e] = (s3[0] + s3[2]) + (s3[1] + s3[3]);  // s4[0] + s4[1]
+        }
+    }
+}
+
+}  // namespace siq
