@@ -138,7 +138,7 @@ PARITY_NCOLS = (8, 11)  # one 8-column pass; 8 + 2 + 1 (the mma pass beside new'
 
 class MmvqMma(Mmvq):
     name = "mmvq_mma"
-    sources = (*Mmvq.sources, MMA_SOURCE)
+    sources = Mmvq.sources  # mmvq_mma.cu is one of them (the built-in new runs it on tall shapes)
     description = "mmvq with mmvq_mma (tensor-core chunk integers) for 8-column passes (scripts/mmvq_mma.py)"
     variants = (*Mmvq.variants, *MMA_VARIANTS)
 

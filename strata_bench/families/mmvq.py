@@ -6,7 +6,9 @@ so bench times compare with PEER.md's figures), then runs the variant:
 - old: one warp per row; for each column the row is re-read and every chunk decoded again (the format's
   dot called once per column), tables in global memory;
 - new: R rows per warp, tables and the pass's activations in shared memory; each weight chunk is decoded
-  once and applied to NC = 8, 4, 2 or 1 columns per pass (column_passes: 11 = 8 + 2 + 1).
+  once and applied to NC = 8, 4, 2 or 1 columns per pass (column_passes: 11 = 8 + 2 + 1); the 8-column
+  passes of iq4_nl and q8_0 on tall shapes run mmvq_mma instead (mmvq/mmvq_mma.cu, tensor-core chunk
+  integers; mmvq_mma.py says where).
 Both keep the lane -> chunk mapping, the per-(row, column) fmaf chain and the butterfly, so `new` must
 equal `old` bitwise (mmvq.cu's ARITHMETIC CONTRACT), and every column of an N-column call must equal the
 1-column call on that column's activations (related_cases, case param col=j).
@@ -38,6 +40,7 @@ from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: 
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN_BLOCKS_WIDE  # noqa: E402
 from strata_bench.families.mmvq_decoders import decoder_table_bytes, decoder_traits  # noqa: E402
+from strata_bench.families.mmvq_mma import MMA_SOURCE, launch_mma_pass, mma_config, mma_kernels  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,13 @@ NEW_DEFAULT = NewConfig()
 # register under the device's NVRTC or CI's (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3" and "v4", has
 # every figure). NewConfig(R, MINB, U, FCVT); old=True runs mmvq_old's kernel for the pass, where it is
 # the faster one (bitwise equal); decoder= names the decoder it runs in place of the format's own
-# (mmvq_decoders.py; v5: the one-column passes of iq2_xxs, iq2_xs, iq3_xxs and iq3_s).
+# (mmvq_decoders.py; v5: the one-column passes of iq2_xxs, iq2_xs, iq3_xxs and iq3_s; v7: the iq3 ones with
+# 16 interleaved table copies).
 _C = NewConfig
 NEW_CONFIGS: dict[tuple[str, int], NewConfig] = {
     ("iq2_xxs", 1): _C(2, 4, 8, decoder="lean"), ("iq2_xs", 1): _C(4, 3, 4, decoder="lean"),
-    ("iq2_s", 1): _C(2, 3, 8), ("iq3_xxs", 1): _C(4, 3, 4, decoder="masked-split"),
-    ("iq3_s", 1): _C(4, 3, 2, decoder="masked"), ("iq1_s", 1): _C(4, 3, 4), ("iq1_m", 1): _C(2, 3, 8),
+    ("iq2_s", 1): _C(2, 3, 8), ("iq3_xxs", 1): _C(4, 3, 4, decoder="masked-split-rep16"),
+    ("iq3_s", 1): _C(2, 4, 2, decoder="masked-rep16"), ("iq1_s", 1): _C(4, 3, 4), ("iq1_m", 1): _C(2, 3, 8),
     ("iq4_nl", 1): _C(old=True),
     ("iq4_xs", 1): _C(4, 2, 4), ("q8_0", 1): _C(old=True), ("q2_0", 1): _C(4, 3, 4),
     ("iq2_xxs", 2): _C(4, 2, 4), ("iq2_xs", 2): _C(2, 3, 4), ("iq2_s", 2): _C(4, 2, 4), ("iq3_xxs", 2): _C(4, 2, 2),
@@ -116,6 +120,10 @@ FIXTURE_NCOLS = (1, 3, 8, 11)
 EDGE_NCOLS = (1, 4, 11)
 BENCH_SHAPES = ((131072, 8192), (4096, 14336))  # PEER.md's DRAM shape and its built-in shape
 BENCH_NCOLS = (1, 2, 4, 8)
+# Parity shapes where new's 8-column pass runs mmvq_mma (mmvq_mma.MMA_CONFIGS' min_rows), short rows to keep
+# the host data small: 32 chunks give each of a tile group's 4 warps one group, 8 chunks leave 3 warps idle.
+MMA_SHAPES = {"iq4_nl": (32768, 1024), "q8_0": (131072, 256)}
+MMA_NCOLS = (8, 11)
 
 
 def fixture_name(fmt: str) -> str:
@@ -125,7 +133,7 @@ def fixture_name(fmt: str) -> str:
 
 class Mmvq(Family):
     name = "mmvq"
-    sources = ("q8_1/q8_1.cu", "mmvq/mmvq.cu")
+    sources = ("q8_1/q8_1.cu", "mmvq/mmvq.cu", MMA_SOURCE)
     description = "i-quant/q8_0/q2_0 mat-vec over q8_1, 1-11 columns: dot per column (old) vs decode once (new)"
 
     # --- cases ------------------------------------------------------------------------------------
@@ -138,6 +146,8 @@ class Mmvq(Family):
             shipped = fixture_ref(fixture_name(fmt))
             if shipped is not None:
                 cases += self.fixture_cases(shipped, fmt=fmt)
+            if fmt in MMA_SHAPES:
+                cases += [self.case(fmt, *MMA_SHAPES[fmt], n, "seed:1") for n in MMA_NCOLS]
         return cases
 
     def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
@@ -210,6 +220,8 @@ class Mmvq(Family):
         return [f"mmvq_old<{traits(fmt)}>" for fmt in FORMATS] if source == Mmvq.sources[1] else []
 
     def _new_kernels(self, source: str) -> list[str]:
+        if source == MMA_SOURCE:
+            return mma_kernels(source)
         if source != Mmvq.sources[1]:
             return []
         return [new_config(fmt, nc).kernel(fmt, nc) for fmt in FORMATS for nc in (1, 2, 4, 8)]
@@ -235,15 +247,21 @@ class Mmvq(Family):
 
     def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
-        self.launch_new_passes(case, kernels, dev, outs, new_config, stream)
+        self.launch_new_passes(case, kernels, dev, outs, new_config, stream, tensor_cores=True)
 
     def launch_new_passes(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
-                          config_of, stream: Any = None) -> None:
-        """Quantize the activations, then one mmvq_new launch per column pass, as config_of(fmt, nc) says."""
+                          config_of, stream: Any = None, tensor_cores: bool = False) -> None:
+        """Quantize the activations, then one launch per column pass: mmvq_new as config_of(fmt, nc) says,
+        or with `tensor_cores` mmvq_mma where mmvq_mma.mma_config says (the launch candidates of
+        scripts/mmvq_tune.py leave it off, so that they time their own configs)."""
         self._quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in column_passes(case.ncols):
-            self._launch_new_pass(case, kernels, dev, outs, col0, nc, config_of(case.fmt, nc), stream)
+            mma = mma_config(case.fmt, nc, case.rows, case.cols // 32) if tensor_cores else None
+            if mma is not None:
+                launch_mma_pass(mma, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
+            else:
+                self._launch_new_pass(case, kernels, dev, outs, col0, nc, config_of(case.fmt, nc), stream)
             col0 += nc
 
     def _launch_new_pass(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
@@ -265,7 +283,8 @@ class Mmvq(Family):
     variants = (
         Variant("old", _old_kernels, _launch_old, "one warp per row, the row decoded again for every column"),
         Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns; "
-                "launch tuned per format and pass (NEW_CONFIGS: mmvq_old where it is faster)"),
+                "launch tuned per format and pass (NEW_CONFIGS: mmvq_old where it is faster; mmvq_mma for "
+                "tall 8-column iq4_nl and q8_0 passes)"),
     )
 
     def launch_abi(self) -> LaunchAbi:

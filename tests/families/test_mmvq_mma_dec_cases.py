@@ -17,7 +17,7 @@ def script():
 def test_family_has_old_new_and_both_mmads_and_compiles_them_from_their_own_source(script):
     fam = script.MmvqMmaDec()
     assert [v.name for v in fam.variants] == ["old", "new", "mmad", "mmad2"]
-    assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma_dec.cu")
+    assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma.cu", "mmvq/mmvq_mma_dec.cu")
     names = fam.name_expressions("mmvq/mmvq_mma_dec.cu")
     assert names == [f"mmvq_mma_dec<siq::fmt_{f}, {tg}, 1, {pf}>" for pf in (0, 1)
                      for f in script.MMA_DEC_PASS.formats for tg in (4, 2)]

@@ -1,0 +1,91 @@
+"""The tensor-core passes of mmvq's `new`: an 8-column pass of a format listed in MMA_CONFIGS runs mmvq_mma
+(kernels_src/mmvq/mmvq_mma.cu: 16-row x 8-column tiles, the chunk integers from mma.sync m16n8k32, the same
+bits as mmvq_old by the contract in its header) on shapes with at least `min_rows` rows; every other pass runs
+mmvq_new's kernel. Below min_rows too few 16-row tiles are left for the tile groups a GPU holds (4096 rows:
+256 tiles for 528 tile groups on an H200), and mmvq_new is faster; min_rows is the smallest row count where
+mmvq_mma was measured faster (docs/PERF_NOTES.md, v6 and v7).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from strata_bench.kit import (allow_dynamic_shared, ceil_div, decode_table_bytes, q8_1_staging_bytes, resident_blocks,
+                              row_stride, traits)
+
+MMA_SOURCE = "mmvq/mmvq_mma.cu"
+MMA_WIDTH = 8  # columns of a pass: the mma's N
+MMA_WARPS = 4  # per tile group: one 16-row tile, 8 virtual lanes per warp
+MMA_ROWS = 16  # rows per tile: the mma's M
+TREE_BYTES = 3 * 32 * 32 * 4  # per tile group: tile_tree's three buffers of 32 floats x 32 lanes
+MAX_SHARED_OPTIN = 227 * 1024  # per-block shared memory opt-in of sm_90 (H100, H200); an A100 allows 163 KiB
+
+
+@dataclass(frozen=True)
+class MmaConfig:
+    """How one format's 8-column passes run mmvq_mma<F, TG, MINB, S>: `tile_groups` TG per block (4 warps
+    each; as many as fit 65536 registers without spills), weight `stages` S (1: the next group in registers,
+    measured fastest), MINB, and the smallest row count it runs at (`min_rows`). None of them touches the
+    arithmetic."""
+
+    tile_groups: int
+    min_rows: int
+    min_blocks: int = 1
+    stages: int = 1
+
+    def kernel(self, fmt: str) -> str:
+        return f"mmvq_mma<{traits(fmt)}, {self.tile_groups}, {self.min_blocks}, {self.stages}>"
+
+    @property
+    def threads(self) -> int:
+        return 32 * MMA_WARPS * self.tile_groups
+
+    def shared_bytes(self, fmt: str, nchunks: int) -> tuple[int, int]:
+        """(dynamic, static) shared memory: the 8 columns' activations (36 bytes per block), each warp's S
+        buffers of a 16-row x 8-block group and each tile group's tree operands; the decode table."""
+        from strata_bench.formats import get_format
+
+        group = MMA_ROWS * 8 * get_format(fmt).type_size
+        warps = MMA_WARPS * self.tile_groups
+        dynamic = q8_1_staging_bytes(MMA_WIDTH, nchunks) + warps * self.stages * group + self.tile_groups * TREE_BYTES
+        return dynamic, decode_table_bytes(fmt)
+
+    def applies(self, fmt: str, rows: int, nchunks: int) -> bool:
+        return rows >= self.min_rows and sum(self.shared_bytes(fmt, nchunks)) <= MAX_SHARED_OPTIN
+
+
+# Measured on the H200 (cold, 8 columns, us; PERF_NOTES v7): iq4_nl 131072x8192 229.6 against mmvq_new's
+# 324.2, 32768x8192 65.8 against 88.8, 4096x14336 36.8 against 25.7; q8_0 131072x8192 287.9 against 296.8,
+# 32768x8192 88.3 against 82.3.
+MMA_CONFIGS: dict[str, MmaConfig] = {
+    "iq4_nl": MmaConfig(tile_groups=4, min_rows=32768),
+    "q8_0": MmaConfig(tile_groups=3, min_rows=131072),
+}
+
+
+def mma_config(fmt: str, nc: int, rows: int, nchunks: int) -> MmaConfig | None:
+    """The tensor-core launch of a pass of nc columns, or None where mmvq_new's kernel runs it."""
+    config = MMA_CONFIGS.get(fmt)
+    if nc != MMA_WIDTH or config is None or not config.applies(fmt, rows, nchunks):
+        return None
+    return config
+
+
+def mma_kernels(source: str) -> list[str]:
+    return [config.kernel(fmt) for fmt, config in MMA_CONFIGS.items()] if source == MMA_SOURCE else []
+
+
+def launch_mma_pass(config: MmaConfig, fmt: str, rows: int, cols: int, kernels: Any, dev: Mapping[str, Any],
+                    outs: Mapping[str, Any], col0: int, stream: Any) -> None:
+    """mmvq_mma over columns col0 .. col0 + 8: a persistent grid of at most the resident blocks."""
+    nchunks = cols // 32
+    fn = kernels.get(config.kernel(fmt))
+    dynamic, static = config.shared_bytes(fmt, nchunks)
+    allow_dynamic_shared(fn, dynamic, static_bytes=static)
+    blocks = ceil_div(ceil_div(rows, MMA_ROWS), config.tile_groups)
+    grid = (min(blocks, resident_blocks(fn, config.threads, dynamic)),)
+    args = (dev["w"], np.int64(row_stride(fmt, cols)), np.int32(rows), np.int32(nchunks),
+            dev["xq"][col0:col0 + MMA_WIDTH], outs["y"][col0:col0 + MMA_WIDTH], np.int32(rows))
+    fn(grid, (config.threads,), args, shared_mem=dynamic, stream=stream)

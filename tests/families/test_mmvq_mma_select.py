@@ -1,0 +1,99 @@
+"""strata_bench/families/mmvq_mma.py: which 8-column passes of mmvq's `new` run mmvq_mma, with what launch,
+and the launch routing of the built-in family (stub kernels, no GPU)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from strata_bench.families import mmvq as mmvq_mod
+from strata_bench.families import mmvq_mma
+from strata_bench.families.mmvq import Mmvq, new_config
+
+
+def test_only_tall_8_column_passes_of_the_listed_formats_run_mmvq_mma():
+    assert mmvq_mma.mma_config("iq4_nl", 8, 32768, 256) == mmvq_mma.MmaConfig(4, 32768)
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256) is not None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 32767, 256) is None  # below min_rows: new's kernel is faster
+    assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 448) is None
+    assert mmvq_mma.mma_config("q8_0", 8, 131072, 256) == mmvq_mma.MmaConfig(3, 131072)
+    assert mmvq_mma.mma_config("q8_0", 8, 32768, 256) is None
+    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256) is None and mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256) is None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 4096) is None  # K = 131072: the activations alone exceed 227 KiB
+
+
+def test_shared_memory_and_threads_of_a_pass():
+    config = mmvq_mma.MMA_CONFIGS["iq4_nl"]
+    # 8 columns x 256 blocks x 36 bytes, 16 warps x a 16-row x 8-block group (18-byte blocks), 4 trees
+    assert config.shared_bytes("iq4_nl", 256) == (73728 + 36864 + 49152, 24)
+    assert config.threads == 512 and mmvq_mma.MMA_CONFIGS["q8_0"].threads == 384
+    assert config.kernel("iq4_nl") == "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>"
+
+
+def test_the_family_compiles_mmvq_mma_for_new():
+    fam = Mmvq()
+    assert "mmvq/mmvq_mma.cu" in fam.sources
+    assert fam.name_expressions("mmvq/mmvq_mma.cu") == ["mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>",
+                                                         "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>"]
+
+
+def test_parity_covers_the_mma_passes():
+    cases = [c for c in Mmvq().default_cases() if c.fmt in mmvq_mod.MMA_SHAPES]
+    for fmt, (rows, cols) in mmvq_mod.MMA_SHAPES.items():
+        tall = [c for c in cases if c.fmt == fmt and (c.rows, c.cols) == (rows, cols)]
+        assert [c.ncols for c in tall] == [8, 11]
+        assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32) is not None
+
+
+class _Kernels:
+    def __init__(self, calls):
+        self.calls = calls
+
+    def get(self, name):
+        calls = self.calls
+
+        class Kernel:
+            ptr = hash(name)
+
+            def __call__(self, grid, block, args, shared_mem=0, stream=None):
+                calls.append((name, grid, block, args, shared_mem))
+        return Kernel()
+
+
+@pytest.fixture
+def stubbed(monkeypatch):
+    for mod in (mmvq_mma, mmvq_mod):
+        monkeypatch.setattr(mod, "allow_dynamic_shared", lambda fn, n, static_bytes=0: None)
+        monkeypatch.setattr(mod, "resident_blocks", lambda fn, threads, shared: 132)
+    return []
+
+
+def _launch(calls, rows, cols, ncols, variant="new"):
+    fam = Mmvq()
+    case = fam.case("iq4_nl", rows, cols, ncols, "seed:1")
+    dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((ncols, cols), np.float32),
+           "xq": np.zeros((ncols, cols // 32 * 36), np.uint8)}
+    fam.launch(case, variant, _Kernels(calls), dev, {"y": np.zeros((ncols, rows), np.float32)})
+    return [c[0] for c in calls]
+
+
+def test_new_runs_mmvq_mma_for_the_tall_8_column_pass_and_mmvq_new_for_the_rest(stubbed):
+    names = _launch(stubbed, 32768, 1024, 11)
+    assert names == ["quantize_q8_1", "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>",
+                     new_config("iq4_nl", 2).kernel("iq4_nl", 2), new_config("iq4_nl", 1).kernel("iq4_nl", 1)]
+    _, grid, block, args, shared = stubbed[1]
+    assert grid == (132,) and block == (512,)  # 2048 tiles, 4 per block: the resident blocks
+    assert shared == mmvq_mma.MMA_CONFIGS["iq4_nl"].shared_bytes("iq4_nl", 32)[0]
+    assert args[2] == 32768 and args[3] == 32 and args[4].shape == (8, 32 * 36) and args[6] == 32768
+
+
+def test_new_keeps_mmvq_new_on_short_shapes(stubbed):
+    assert _launch(stubbed, 4096, 1024, 8) == ["quantize_q8_1", new_config("iq4_nl", 8).kernel("iq4_nl", 8)]
+
+
+def test_launch_candidates_never_take_the_mma_path(stubbed):
+    """scripts/mmvq_tune.py times its own configs through launch_new_passes, without tensor_cores."""
+    fam = Mmvq()
+    case = fam.case("iq4_nl", 32768, 1024, 8, "seed:1")
+    dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((8, 1024), np.float32), "xq": np.zeros((8, 32 * 36), np.uint8)}
+    fam.launch_new_passes(case, _Kernels(stubbed), dev, {"y": np.zeros((8, 32768), np.float32)}, new_config)
+    assert [c[0] for c in stubbed] == ["quantize_q8_1", new_config("iq4_nl", 8).kernel("iq4_nl", 8)]
