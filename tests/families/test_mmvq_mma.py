@@ -23,11 +23,10 @@ from iq_host import harness  # noqa: E402
 FAMILY = load_builtin_families()["mmvq"]
 FORMATS = ("iq4_nl", "q8_0", "iq4_xs", "iq2_xxs", "iq1_s")
 SUPER = ("iq4_xs", "iq2_xxs", "iq1_s")  # 256-value blocks: a group is one block, at a head of 0-14 bytes
-MMA_KERNELS = [  # scripts/mmvq_mma.py's variants' (MMA_PASSES): the register-staged baseline and the cp.async stages
-    "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>",
+MMA_KERNELS = [  # scripts/mmvq_mma.py's variants' (MMA_PASSES): the register-staged kernels and the cp.async reference
+    "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>", "mmvq_mma<siq::fmt_iq4_xs, 4, 1, 1>",
+    "mmvq_mma<siq::fmt_iq2_xxs, 4, 1, 1>", "mmvq_mma<siq::fmt_iq1_s, 4, 1, 1>",
     "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 2>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 2>",
-    "mmvq_mma<siq::fmt_iq4_nl, 3, 1, 3>", "mmvq_mma<siq::fmt_q8_0, 2, 1, 3>",
-    "mmvq_mma<siq::fmt_iq4_nl, 3, 1, 4>", "mmvq_mma<siq::fmt_iq4_nl, 2, 1, 4>",
 ]
 
 
