@@ -17,7 +17,7 @@
 //     in B's (b0 = k 4t.., b1 = k 16+4t.., column g); Chunk word i and q8_1 word i hold the same 4 values
 //     (4i..4i+3). Then isum = ls * C (ls = 1 for iq4_nl and q8_0, the chunk's integer scale for the
 //     super-block formats, iq4_xs's possibly 0 or negative), as chunk_isum's one-scale form; its float is
-//     reached without I2F (isum_float: the mma's C input starts at the bits of 1.5 * 2^23; |ls * C| < 2^24,
+//     reached without I2F (isum_float_ls: the mma's C input starts at the bits of 1.5 * 2^23; |ls * C| < 2^24,
 //     so the fma is exact and gives +0.0f where ls * C = 0, as the conversion does), the same float.
 //   - dw, d_act: MmaFrag<F> (mma_frag.cuh) gives decode(block, j)'s w[t], w[4+t], dw and ls from the same
 //     bytes (chunk c is chunk j = c % CHUNKS of block c / CHUNKS, as the dot walk's);
@@ -195,7 +195,8 @@ struct WeightPipe<F, 1> {
 
 // Chunk i of the group (group = the buffer + the group's head) for the lane's 4 outputs (rows g, g, g+8,
 // g+8; columns 2t, 2t+1, 2t, 2t+1): acc[e] = fmaf(dw * d_act, (float)(ls * C[e]), acc[e]), the float
-// reached as isum_float. Chunk i is chunk i % CHUNKS of the group's block i / CHUNKS.
+// reached as isum_float_ls (isum_float's value; no I2F for a scale read from the block). Chunk i is
+// chunk i % CHUNKS of the group's block i / CHUNKS.
 template <class F>
 __device__ __forceinline__ void mma_chunk(const uint8_t* group, int i, int c, const MmaActs& xs,
                                           const uint32_t (&kv)[4], const Tab& tab, float (&acc)[4]) {
@@ -209,10 +210,10 @@ __device__ __forceinline__ void mma_chunk(const uint8_t* group, int i, int c, co
     const float2 d = *reinterpret_cast<const float2*>(xs.d + 8 * c + 2 * t);
     int cm[4];
     mma_s8(a, b, MMA_MAGIC, cm);
-    acc[0] = fmaf(f0.dw * d.x, isum_float(cm[0], f0.ls), acc[0]);
-    acc[1] = fmaf(f0.dw * d.y, isum_float(cm[1], f0.ls), acc[1]);
-    acc[2] = fmaf(f1.dw * d.x, isum_float(cm[2], f1.ls), acc[2]);
-    acc[3] = fmaf(f1.dw * d.y, isum_float(cm[3], f1.ls), acc[3]);
+    acc[0] = fmaf(f0.dw * d.x, isum_float_ls(cm[0], f0.ls), acc[0]);
+    acc[1] = fmaf(f0.dw * d.y, isum_float_ls(cm[1], f0.ls), acc[1]);
+    acc[2] = fmaf(f1.dw * d.x, isum_float_ls(cm[2], f1.ls), acc[2]);
+    acc[3] = fmaf(f1.dw * d.y, isum_float_ls(cm[3], f1.ls), acc[3]);
 }
 
 // TG: tile groups per block (4 warps each, one 16-row tile at a time), which share the block's staged
@@ -259,10 +260,10 @@ mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
             for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
         for (int c0 = 8 * q; c0 < nchunks; c0 += 32) {  // warp-uniform: the mma needs the whole warp
             const uint8_t* group = pipe.acquire(src, ahead) + G::head(c0);
-            if (c0 + 8 <= nchunks) {  // a whole group: no per-chunk branch
+            if (F::CHUNKS == 8 || c0 + 8 <= nchunks) {  // a whole group (a super-block always): no per-chunk branch
 #pragma unroll
                 for (int i = 0; i < 8; ++i) mma_chunk<F>(group, i, c0 + i, xs, kv, tab, acc[i]);
-            } else {  // the row's last, partial group (one-chunk formats only: nchunks is a multiple of CHUNKS)
+            } else {  // the row's last, partial group (one-chunk formats: nchunks is a multiple of CHUNKS)
 #pragma unroll
                 for (int i = 0; i < 8; ++i)
                     if (c0 + i < nchunks) mma_chunk<F>(group, i, c0 + i, xs, kv, tab, acc[i]);

@@ -3,7 +3,7 @@
 // It mirrors the kernel step for step where the float result could depend on it:
 //   - each lane's A words, dw and ls come from MmaFrag<F> (kernels_src/mmvq/mma_frag.cuh), the kernel's own
 //     fragment decoder, checked here against the format's full decode() (exit 3 on any difference);
-//   - the float of each integer as the kernel gets it (isum_float of the mma started at MMA_MAGIC), checked
+//   - the float of each integer as the kernel gets it (isum_float_ls of the mma started at MMA_MAGIC), checked
 //     equal to (float)(ls * C) (exit 3 otherwise);
 //   - the integer of chunk c for 16 rows x 8 columns comes from an emulated
 //     mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32, whose A and B fragments are filled exactly as the
@@ -159,9 +159,10 @@ void dot_mma(const uint8_t* w, size_t row_stride, int rows, int nchunks, const b
                                 const int r = lane / 4 + 8 * (e >> 1), col = 2 * t + (e & 1);
                                 float& acc = a[(r * 8 + col) * 32 + v];
                                 const float isum = (float)(f.ls * fc[lane][e]);
-                                // the kernel's float: the mma started at MMA_MAGIC, then isum_float
-                                if (siq::isum_float(siq::MMA_MAGIC + fc[lane][e], f.ls) != isum) {
-                                    fprintf(stderr, "dot_mma: isum_float != (float)isum at chunk %d\n", c);
+                                // the kernel's float: the mma started at MMA_MAGIC, then isum_float_ls
+                                if (siq::isum_float_ls(siq::MMA_MAGIC + fc[lane][e], f.ls) != isum ||
+                                    siq::small_int_float(f.ls) != (float)f.ls) {
+                                    fprintf(stderr, "dot_mma: isum_float_ls != (float)isum at chunk %d\n", c);
                                     exit(3);
                                 }
                                 acc = fmaf(f.dw * d_act[col], isum, acc);
