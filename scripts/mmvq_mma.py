@@ -7,7 +7,9 @@ built-in changes.
     strata-bench parity --cases scripts/mmvq_mma.py --family mmvq_mma
     strata-bench bench --cases scripts/mmvq_mma.py --family mmvq_mma
 
-An mma variant runs mmvq_mma for the 8-column passes of its formats whose activations and stages fit in
+The formats: iq4_nl and q8_0 (8 blocks a group), iq4_xs, iq2_xxs, iq1_s (one 256-value super-block a
+group, copied as the 16-byte granules that cover it: group_row_bytes). An mma variant runs mmvq_mma for
+the 8-column passes of its formats whose activations and stages fit in
 shared memory (MmaPass.applies); every other pass (other formats, the 4-, 2- and 1-column passes of 11
 columns, a K too long) runs the family's new kernel as `new` does, so each variant runs every case.
 """
@@ -26,6 +28,20 @@ MMA_SOURCE = "mmvq/mmvq_mma.cu"
 MMA_WARPS = 4  # per tile group: one 16-row tile, 8 virtual lanes per warp (mmvq_mma.cu)
 MMA_ROWS = 16  # rows per tile: the mma's M
 MAX_SHARED_OPTIN = 227 * 1024  # per-block shared memory opt-in of sm_90 (H100, H200); an A100 allows 163 KiB
+SUPER_FORMATS = ("iq4_xs", "iq2_xxs", "iq1_s")  # 256-value blocks: a warp's 8-chunk group is one block
+
+
+def group_row_bytes(fmt: str) -> int:
+    """Shared bytes per row of a warp's group buffer, as MmaGroup<F>::ROW (mma_frag.cuh): the granules that
+    cover 8 chunks at any head (a multiple of gcd(bytes, 16)), in an odd number of granules."""
+    from math import gcd
+
+    from strata_bench.formats import get_format
+
+    f = get_format(fmt)
+    nbytes = 8 * 32 * f.type_size // f.block_size
+    granules = ceil_div(16 - gcd(nbytes, 16) + nbytes, 16)
+    return 16 * (granules | 1)
 
 
 class MmaPass(NamedTuple):  # not a dataclass: a --cases file's module is not in sys.modules, which dataclass needs
@@ -36,10 +52,10 @@ class MmaPass(NamedTuple):  # not a dataclass: a --cases file's module is not in
     cp.async, S - 1 groups in flight), and MINB. Shared memory bounds TG x S (shared_bytes)."""
 
     name: str = "mma"
-    formats: tuple[str, ...] = ("iq4_nl", "q8_0")
+    formats: tuple[str, ...] = ("iq4_nl", "q8_0", *SUPER_FORMATS)
     width: int = 8
-    groups: tuple[tuple[str, int], ...] = (("iq4_nl", 4), ("q8_0", 3))
-    stages: tuple[tuple[str, int], ...] = (("iq4_nl", 1), ("q8_0", 1))
+    groups: tuple[tuple[str, int], ...] = (("iq4_nl", 4), ("q8_0", 3), ("iq4_xs", 4), ("iq2_xxs", 4), ("iq1_s", 4))
+    stages: tuple[tuple[str, int], ...] = (("iq4_nl", 1), ("q8_0", 1), ("iq4_xs", 1), ("iq2_xxs", 1), ("iq1_s", 1))
     min_blocks: int = 1
 
     def tile_groups(self, fmt: str) -> int:
@@ -56,12 +72,10 @@ class MmaPass(NamedTuple):  # not a dataclass: a --cases file's module is not in
 
     def shared_bytes(self, fmt: str, nchunks: int) -> tuple[int, int]:
         """(dynamic, static) shared memory: the 8 columns' activations (36 bytes per block, as new's
-        staging), each warp's S stages of a 16-row x 8-block group, each tile group's tile_tree floats
-        (3 x 32 x 32); the table."""
-        from strata_bench.formats import get_format
-
+        staging), each warp's S stages of a 16-row group (group_row_bytes a row), each tile group's
+        tile_tree floats (3 x 32 x 32); the table."""
         tg = self.tile_groups(fmt)
-        group = MMA_WARPS * tg * self.weight_stages(fmt) * MMA_ROWS * 8 * get_format(fmt).type_size
+        group = MMA_WARPS * tg * self.weight_stages(fmt) * MMA_ROWS * group_row_bytes(fmt)
         return q8_1_staging_bytes(self.width, nchunks) + group + tg * 3 * 32 * 32 * 4, decode_table_bytes(fmt)
 
     def applies(self, fmt: str, nc: int, nchunks: int) -> bool:
@@ -76,17 +90,13 @@ def _tg_s(**per_format: tuple[int, int]) -> dict:
             "stages": tuple((f, s) for f, (_, s) in per_format.items())}
 
 
-# The variants one bench run times side by side (parity checks each). Bytes in flight per SM (one block
-# per SM: the activations fill shared memory) = 4 TG warps x (S - 1, or 1 for S = 1) groups of 16 x 8
-# blocks: 2304 bytes for iq4_nl, 4352 for q8_0. At K = 8192 (227 KiB: 72 KiB activations, 12 KiB tree
-# per TG) iq4_nl allows TG x S up to 4 x 2 and 3 x 4, q8_0 up to 3 x 2 and 2 x 3. A format missing from
-# a variant runs new there, as every pass mma does not apply to (K = 14336: only mma itself applies).
+# The variants one bench run times side by side (parity checks each). mma: the next group in registers
+# (S = 1, the measured winner). mma_s2: the same groups in flight by cp.async, kept as the reference of
+# the staged pipes (S = 3, 4 and TG = 2 were slower still on the H200, results/logs/20261201T170200Z). A
+# format missing from a variant runs new there, as every pass mma does not apply to.
 MMA_PASSES = (
     MmaPass(),                                               # baseline: next group in registers; 16 groups
     MmaPass("mma_s2", **_tg_s(iq4_nl=(4, 2), q8_0=(3, 2))),  # the same groups in flight, by cp.async
-    MmaPass("mma_s3", **_tg_s(iq4_nl=(3, 3), q8_0=(2, 3))),  # iq4_nl 24 groups, 12 warps; q8_0 16, 8
-    MmaPass("mma_s4", **_tg_s(iq4_nl=(3, 4))),               # iq4_nl 36 groups (83 KB), 12 warps
-    MmaPass("mma_t2s4", **_tg_s(iq4_nl=(2, 4))),             # iq4_nl 24 groups with 8 warps: warps vs bytes
 )
 MMA_PASS = MMA_PASSES[0]
 
@@ -133,7 +143,8 @@ def _describe(p: MmaPass) -> str:
 MMA_VARIANTS = tuple(Variant(p.name, _mma_kernels(p), _launch_mma(p), _describe(p)) for p in MMA_PASSES)
 MMA_VARIANT = MMA_VARIANTS[0]
 
-PARITY_NCOLS = (8, 11)  # one 8-column pass; 8 + 2 + 1 (the mma pass beside new's)
+PARITY_NCOLS = (8, 11)
+BENCH_ALL = ((131072, 8192), (4096, 14336), (32768, 8192))  # one 8-column pass; 8 + 2 + 1 (the mma pass beside new's)
 
 
 class MmvqMma(Mmvq):
@@ -145,7 +156,8 @@ class MmvqMma(Mmvq):
     def default_cases(self):
         cases = []
         for fmt in MMA_PASS.formats:
-            for rows, cols in (*SHAPES, (1000, 1536), (24, 544)):  # + a part tile, 48 and 17 chunks
+            short = (24, 4352) if fmt in SUPER_FORMATS else (24, 544)  # 17 blocks of 256 / 17 chunks
+            for rows, cols in (*SHAPES, (1000, 1536), short):  # + a part tile, 48 chunks and a short K
                 cases += [self.case(fmt, rows, cols, n, "seed:1") for n in PARITY_NCOLS]
             cases += [self.case(fmt, *EDGE_SHAPE, n, "edge:2") for n in PARITY_NCOLS]
             shipped = fixture_ref(fixture_name(fmt))
@@ -154,7 +166,10 @@ class MmvqMma(Mmvq):
         return cases
 
     def bench_cases(self):
-        # PEER.md's DRAM shape, its built-in shape, and a quarter of the first (2048 tiles: about 4 per
-        # tile group, where mma's tail and prologue start to count against new: the default rule's edge)
-        shapes = ((131072, 8192), (4096, 14336), (32768, 8192))
-        return [self.case(fmt, r, k, 8, "seed:1") for fmt in MMA_PASS.formats for r, k in shapes]
+        # iq4_nl, q8_0: BENCH_ALL, PEER.md's DRAM shape, its built-in shape, and a quarter of the first
+        # (2048 tiles: about 4 per tile group, where mma's tail and prologue start to count against new: the
+        # default rule's edge); the super-block formats at the DRAM shape (iq4_xs, nearest its target, also
+        # at the quarter)
+        shapes = {"iq4_nl": BENCH_ALL, "q8_0": BENCH_ALL, "iq4_xs": ((131072, 8192), (32768, 8192))}
+        return [self.case(fmt, r, k, 8, "seed:1") for fmt in MMA_PASS.formats
+                for r, k in shapes.get(fmt, ((131072, 8192),))]

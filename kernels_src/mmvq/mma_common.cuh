@@ -18,6 +18,15 @@ constexpr float MMA_BIAS = 12582912.0f;    // 1.5 * 2^23
 __device__ __forceinline__ float isum_float(int d, int ls) {
     return fmaf(__int_as_float(d), (float)ls, -MMA_BIAS * (float)ls);
 }
+// (float)ls without I2F (a quarter-rate pipe; two per chunk and lane where ls is the block's scale, not
+// the constant 1): ls < 2^22 in magnitude lands in the significand of 1.5 * 2^23, where floats are the
+// integers, so the difference is ls exactly. For a constant ls it folds to the constant.
+__device__ __forceinline__ float small_int_float(int ls) { return __int_as_float(MMA_MAGIC + ls) - MMA_BIAS; }
+// isum_float with the scale's float from small_int_float: the same float ((float)ls either way).
+__device__ __forceinline__ float isum_float_ls(int d, int ls) {
+    const float l = small_int_float(ls);
+    return fmaf(__int_as_float(d), l, -MMA_BIAS * l);
+}
 
 // The 8 columns' q8_1 blocks staged in the mma's B order: for chunk c, word (4h + t) of column g at
 // q[64c + 32h + 8t + g] (a warp's b_h load is 32 consecutive words), and float(d16) of column col at

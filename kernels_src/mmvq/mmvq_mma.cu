@@ -1,5 +1,5 @@
 // mmvq_mma.cu: mmvq over 8 activation columns with the chunk integers from tensor-core mma (a prototype;
-// iq4_nl and q8_0 only: one scale and one chunk per block). Inputs, outputs and layout as mmvq.cu's
+// formats with one scale per 32 values and an MmaFrag: iq4_nl, q8_0, iq4_xs, iq2_xxs, iq1_s). Inputs, outputs and layout as mmvq.cu's
 // mmvq_new<F, 8, ...>: W rows 16-byte aligned with 16 readable bytes after the last row, X is [8][K/32]
 // q8_1 blocks (already quantized), Y is [8][y_stride] float32.
 //
@@ -15,9 +15,12 @@
 //     4t..4t+3 and 16+4t..16+4t+3 (PTX ISA, m16n8k32 .s8 fragments: a0 = (row g, k 4t..), a1 = (row g+8,
 //     same k), a2 = (row g, k 16+4t..), a3 = (row g+8, k 16+4t..)) and q8_1 words t and 4 + t of column g
 //     in B's (b0 = k 4t.., b1 = k 16+4t.., column g); Chunk word i and q8_1 word i hold the same 4 values
-//     (4i..4i+3). Then isum = ls * C (ls = 1 here), as chunk_isum's one-scale form; its float is reached
-//     without I2F (isum_float: the mma's C input starts at the bits of 1.5 * 2^23), the same float.
-//   - dw, d_act: MmaFrag<F> (mma_frag.cuh) gives decode()'s w[t], w[4+t], dw and ls from the same bytes;
+//     (4i..4i+3). Then isum = ls * C (ls = 1 for iq4_nl and q8_0, the chunk's integer scale for the
+//     super-block formats, iq4_xs's possibly 0 or negative), as chunk_isum's one-scale form; its float is
+//     reached without I2F (isum_float_ls: the mma's C input starts at the bits of 1.5 * 2^23; |ls * C| < 2^24,
+//     so the fma is exact and gives +0.0f where ls * C = 0, as the conversion does), the same float.
+//   - dw, d_act: MmaFrag<F> (mma_frag.cuh) gives decode(block, j)'s w[t], w[4+t], dw and ls from the same
+//     bytes (chunk c is chunk j = c % CHUNKS of block c / CHUNKS, as the dot walk's);
 //     d_act is the same __half2float of the block's d. dw * d_act and the fmaf are the same operations.
 //   - the chains: warp q (0..3) of a tile owns v = 8q + i (i < 8) and walks its chunks c = 32s + 8q + i
 //     for s = 0, 1, ... in increasing s, so each acc_v sees its chunks in increasing c, as lane v of old
@@ -37,29 +40,25 @@
 // Schedule: a tile group of 4 warps owns a 16-row tile at a time, TG groups per block (persistent: they
 //   loop over tiles, so the 8 columns' activations are staged in shared memory once per block, in the
 //   mma's fragment order: conflict-free B loads). Each warp copies its 8-chunk group of the 16 rows (16 x
-//   8 blocks, 16-byte aligned: 8 * BYTES is a multiple of 16) from global memory with coalesced 16-byte
-//   loads into its own shared buffers, then reads each lane's bytes from there (rows g and g+8: bank =
-//   4g + t + const, conflict-free). Rows past the end are clamped for reading and not stored. How the
-//   groups reach the buffers is WeightPipe<F, S>: S = 1, one buffer and the next group in registers
+//   8 blocks, or 16 x one 256-value super-block) from global memory with coalesced 16-byte loads of the
+//   granules that cover it (MmaGroup: U4 per row; the group starts head bytes into the first, 0 where
+//   the group is whole granules) into its own shared buffers, then reads each lane's bytes from there at
+//   buffer + head (row stride MmaGroup::ROW, an odd number of granules: rows g = 0..7 start in distinct
+//   banks 4 apart, and lanes t = 0..3 of a row read consecutive words or the same one: conflict-free).
+//   Rows past the end are clamped for reading and not stored. How the groups reach the buffers is WeightPipe<F, S>: S = 1, one buffer and the next group in registers
 //   (stored once the current group's reads are done); S >= 2, S buffers filled by cp.async, S - 1 groups
 //   in flight while one is computed, the first of them issued before the activations are staged. Either
 //   way the groups come in the loops' order, the next tile's first ones while the tree runs, and the
 //   bytes each mma_chunk reads are the same: the pipe changes when bytes arrive, never which or the math.
 #include "mmvq/mma_common.cuh"  // MmaActs, stage_acts_mma, mma_s8, group_sync, tile_tree
-#include "mmvq/mma_frag.cuh"
+#include "mmvq/mma_frag.cuh"  // MmaFrag, MmaGroup
 
 using namespace siq;
 
-template <class F>
-struct MmaGroup {
-    static constexpr int BYTES = 8 * F::BYTES;            // 8 consecutive blocks of a row
-    static constexpr int U4 = BYTES / 16;                 // 16-byte words of a row's group
-    static constexpr int PER_LANE = (16 * U4 + 31) / 32;  // 16-byte loads per lane for 16 rows
-    static_assert(BYTES % 16 == 0, "a group of 8 blocks must be whole 16-byte words");
-};
-
-// Lane's share of warp q's group at chunk c0 of the tile's 16 rows: 16-byte word k = lane + 32 j is word
-// k % U4 of row k / U4. Words wholly past the row's end are not read (they hold no chunk below nchunks).
+// Lane's share of warp q's group at chunk c0 of the tile's 16 rows: 16-byte word k = lane + 32 j is
+// granule k % U4 of row k / U4. Granules wholly past the row's end are not read (they hold no chunk below
+// nchunks); one that ends past it reads at most 15 bytes beyond: the next row's or, after the last row,
+// the 16 readable bytes every weight buffer keeps.
 template <class F>
 __device__ __forceinline__ void load_group(const uint8_t* __restrict__ W, long long row_stride, int rows, int row0,
                                            int c0, int row_bytes, uint4 (&v)[MmaGroup<F>::PER_LANE]) {
@@ -67,7 +66,7 @@ __device__ __forceinline__ void load_group(const uint8_t* __restrict__ W, long l
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < G::PER_LANE; ++j) {
-        const int k = lane + 32 * j, r = k / G::U4, off = c0 * F::BYTES + 16 * (k % G::U4);
+        const int k = lane + 32 * j, r = k / G::U4, off = G::granule(c0, k % G::U4);
         v[j] = make_uint4(0u, 0u, 0u, 0u);
         if (k < 16 * G::U4 && off < row_bytes) {
             const uint8_t* p = W + (long long)min(row0 + r, rows - 1) * row_stride + off;
@@ -82,7 +81,7 @@ __device__ __forceinline__ void store_group(uint4* buf, const uint4 (&v)[MmaGrou
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < G::PER_LANE; ++j)
-        if (lane + 32 * j < 16 * G::U4) buf[lane + 32 * j] = v[j];
+        if (lane + 32 * j < 16 * G::U4) buf[G::slot(lane + 32 * j)] = v[j];
 }
 
 // The stream of groups a warp computes, in order: its tiles (tile, tile + step, ...), in each its chunk
@@ -136,9 +135,9 @@ __device__ __forceinline__ void issue_group(const WeightSrc& src, int row0, int 
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < G::PER_LANE; ++j) {
-        const int k = lane + 32 * j, r = k / G::U4, off = c0 * F::BYTES + 16 * (k % G::U4);
+        const int k = lane + 32 * j, r = k / G::U4, off = G::granule(c0, k % G::U4);
         if (k < 16 * G::U4 && off < src.row_bytes)
-            cp_async16(buf + k, src.W + (long long)min(row0 + r, src.rows - 1) * src.row_stride + off);
+            cp_async16(buf + G::slot(k), src.W + (long long)min(row0 + r, src.rows - 1) * src.row_stride + off);
     }
 }
 
@@ -149,7 +148,7 @@ __device__ __forceinline__ void issue_group(const WeightSrc& src, int row0, int 
 template <class F, int S>
 struct WeightPipe {
     static_assert(S >= 2 && S <= 8, "stages");
-    static constexpr int WORDS = 16 * MmaGroup<F>::U4;  // uint4 per stage
+    static constexpr int WORDS = MmaGroup<F>::WORDS;  // uint4 per stage
     uint4* base;
     int k = 0;  // the stage of the next group to compute
     __device__ __forceinline__ void issue(const WeightSrc& src, GroupCursor& cur, int stage) {
@@ -194,23 +193,27 @@ struct WeightPipe<F, 1> {
     }
 };
 
-// Chunk i of the group for the lane's 4 outputs (rows g, g, g+8, g+8; columns 2t, 2t+1, 2t, 2t+1):
-// acc[e] = fmaf(dw * d_act, (float)(ls * C[e]), acc[e]), the float reached as isum_float.
+// Chunk i of the group (group = the buffer + the group's head) for the lane's 4 outputs (rows g, g, g+8,
+// g+8; columns 2t, 2t+1, 2t, 2t+1): acc[e] = fmaf(dw * d_act, (float)(ls * C[e]), acc[e]), the float
+// reached as isum_float_ls (isum_float's value; no I2F for a scale read from the block). Chunk i is
+// chunk i % CHUNKS of the group's block i / CHUNKS.
 template <class F>
 __device__ __forceinline__ void mma_chunk(const uint8_t* group, int i, int c, const MmaActs& xs,
-                                          const uint32_t (&kv)[4], float (&acc)[4]) {
+                                          const uint32_t (&kv)[4], const Tab& tab, float (&acc)[4]) {
+    using G = MmaGroup<F>;
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const Frag f0 = MmaFrag<F>::load(group + g * MmaGroup<F>::BYTES + i * F::BYTES, t, kv);
-    const Frag f1 = MmaFrag<F>::load(group + (g + 8) * MmaGroup<F>::BYTES + i * F::BYTES, t, kv);
+    const uint8_t* block = group + (i / F::CHUNKS) * F::BYTES;
+    const Frag f0 = MmaFrag<F>::load(block + g * G::ROW, i % F::CHUNKS, t, kv, tab);
+    const Frag f1 = MmaFrag<F>::load(block + (g + 8) * G::ROW, i % F::CHUNKS, t, kv, tab);
     const int a[4] = {f0.lo, f1.lo, f0.hi, f1.hi};
     const int b[2] = {(int)xs.q[64 * c + 8 * t + g], (int)xs.q[64 * c + 32 + 8 * t + g]};
     const float2 d = *reinterpret_cast<const float2*>(xs.d + 8 * c + 2 * t);
     int cm[4];
     mma_s8(a, b, MMA_MAGIC, cm);
-    acc[0] = fmaf(f0.dw * d.x, isum_float(cm[0], f0.ls), acc[0]);
-    acc[1] = fmaf(f0.dw * d.y, isum_float(cm[1], f0.ls), acc[1]);
-    acc[2] = fmaf(f1.dw * d.x, isum_float(cm[2], f1.ls), acc[2]);
-    acc[3] = fmaf(f1.dw * d.y, isum_float(cm[3], f1.ls), acc[3]);
+    acc[0] = fmaf(f0.dw * d.x, isum_float_ls(cm[0], f0.ls), acc[0]);
+    acc[1] = fmaf(f0.dw * d.y, isum_float_ls(cm[1], f0.ls), acc[1]);
+    acc[2] = fmaf(f1.dw * d.x, isum_float_ls(cm[2], f1.ls), acc[2]);
+    acc[3] = fmaf(f1.dw * d.y, isum_float_ls(cm[3], f1.ls), acc[3]);
 }
 
 // TG: tile groups per block (4 warps each, one 16-row tile at a time), which share the block's staged
@@ -222,7 +225,7 @@ template <class F, int TG = 4, int MINB = 1, int S = 1>
 __global__ void __launch_bounds__(128 * TG, MINB)
 mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
          const block_q8_1* __restrict__ X, float* __restrict__ Y, int y_stride) {
-    static_assert(F::ONE_SCALE && F::CHUNKS == 1, "mmvq_mma: one scale, one chunk per block");
+    static_assert(F::ONE_SCALE, "mmvq_mma: one scale per chunk");
     using G = MmaGroup<F>;
     __shared__ uint32_t staged[SharedTab<F>::WORDS];
     // Dynamic (static shared memory stops at 48 KiB): the activations (72 words per chunk), then each
@@ -230,22 +233,23 @@ mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
     // them up for the launch).
     extern __shared__ __align__(16) uint32_t smem[];
     uint4* const groups = reinterpret_cast<uint4*>(smem + 72 * nchunks);
-    float* const parts = reinterpret_cast<float*>(groups + 4 * TG * S * 16 * G::U4);
+    float* const parts = reinterpret_cast<float*>(groups + 4 * TG * S * G::WORDS);
     const int lane = threadIdx.x % 32, q = (threadIdx.x / 32) % 4, tg = threadIdx.x / 128, g = lane / 4, t = lane % 4;
-    const WeightSrc src{W, row_stride, rows, nchunks * F::BYTES};
+    const WeightSrc src{W, row_stride, rows, nchunks / F::CHUNKS * F::BYTES};
     const int tiles = (rows + 15) / 16;
     const int tile_step = gridDim.x * TG;
     int tile = blockIdx.x * TG + tg;
     // The groups in flight walk ahead of the loops below through the same sequence, across tiles: the
     // next tile's first groups are loaded while this tile's tree runs.
     GroupCursor ahead{tile, 8 * q, 8 * q, nchunks, tiles, tile_step};
-    WeightPipe<F, S> pipe{groups + (threadIdx.x / 32) * S * 16 * G::U4};
+    WeightPipe<F, S> pipe{groups + (threadIdx.x / 32) * S * G::WORDS};
     pipe.early(src, ahead);  // cp.async: the first groups fly while the activations are staged
     stage_table<F>(staged);
     const MmaActs xs = stage_acts_mma(X, nchunks, smem);
     __syncthreads();
     uint32_t kv[4];
     frag_table<F>(staged, kv);
+    const Tab tab = shared_tab<F>(staged);  // the grid formats' table and byte constants
     pipe.late(src, ahead);  // registers: the first group after the staging, as before
     for (; tile < tiles; tile += tile_step) {
         const int row0 = 16 * tile;
@@ -255,14 +259,14 @@ mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
         for (int c0 = 8 * q; c0 < nchunks; c0 += 32) {  // warp-uniform: the mma needs the whole warp
-            const uint8_t* group = pipe.acquire(src, ahead);
-            if (c0 + 8 <= nchunks) {  // a whole group: no per-chunk branch
+            const uint8_t* group = pipe.acquire(src, ahead) + G::head(c0);
+            if (F::CHUNKS == 8 || c0 + 8 <= nchunks) {  // a whole group (a super-block always): no per-chunk branch
 #pragma unroll
-                for (int i = 0; i < 8; ++i) mma_chunk<F>(group, i, c0 + i, xs, kv, acc[i]);
-            } else {  // the row's last, partial group
+                for (int i = 0; i < 8; ++i) mma_chunk<F>(group, i, c0 + i, xs, kv, tab, acc[i]);
+            } else {  // the row's last, partial group (one-chunk formats: nchunks is a multiple of CHUNKS)
 #pragma unroll
                 for (int i = 0; i < 8; ++i)
-                    if (c0 + i < nchunks) mma_chunk<F>(group, i, c0 + i, xs, kv, acc[i]);
+                    if (c0 + i < nchunks) mma_chunk<F>(group, i, c0 + i, xs, kv, tab, acc[i]);
             }
         }
         float y[4];

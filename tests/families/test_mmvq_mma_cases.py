@@ -12,7 +12,7 @@ def script():
     return load_cases_file("scripts/mmvq_mma.py")
 
 
-MMA_NAMES = ["mma", "mma_s2", "mma_s3", "mma_s4", "mma_t2s4"]
+MMA_NAMES = ["mma", "mma_s2"]
 
 
 def test_family_has_old_new_and_the_mma_variants_and_compiles_mma_from_its_own_source(script):
@@ -21,7 +21,8 @@ def test_family_has_old_new_and_the_mma_variants_and_compiles_mma_from_its_own_s
     assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma.cu")
     names = fam.name_expressions("mmvq/mmvq_mma.cu")
     assert names[:2] == ["mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>"]  # the baseline
-    assert "mmvq_mma<siq::fmt_iq4_nl, 3, 1, 4>" in names and len(names) == len(set(names)) == 8
+    assert names[2:5] == [f"mmvq_mma<siq::fmt_{f}, 4, 1, 1>" for f in ("iq4_xs", "iq2_xxs", "iq1_s")]
+    assert "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 2>" in names and len(names) == len(set(names)) == 7
     assert not any("mma" in e for e in fam.name_expressions("mmvq/mmvq.cu"))
 
 
@@ -32,16 +33,28 @@ def test_every_mma_variant_fits_shared_memory_at_the_dram_shape_and_keeps_the_ba
         assert all(p.applies(fmt, 8, 256) for fmt in p.formats), p.name
     base = script.MMA_PASS
     assert base.name == "mma" and base.weight_stages("iq4_nl") == base.weight_stages("q8_0") == 1
-    s4 = dict((p.name, p) for p in script.MMA_PASSES)["mma_s4"]
-    assert not s4.applies("q8_0", 8, 256)
-    dynamic, _ = s4.shared_bytes("iq4_nl", 256)
-    assert dynamic == 8 * 256 * 36 + 3 * (4 * 4 * 16 * 8 * 18 + 3 * 32 * 32 * 4)
+    s2 = dict((p.name, p) for p in script.MMA_PASSES)["mma_s2"]
+    assert not s2.applies("iq4_xs", 8, 256)  # the cp.async reference runs iq4_nl and q8_0 only
+    dynamic, _ = s2.shared_bytes("iq4_nl", 256)
+    assert dynamic == 8 * 256 * 36 + 4 * (2 * 4 * 16 * 8 * 18 + 3 * 32 * 32 * 4)
+
+
+def test_group_rows_are_the_granules_covering_8_chunks_in_an_odd_count(script):
+    """MmaGroup<F>::ROW: whole groups of 8 blocks for iq4_nl and q8_0 (9 and 17 granules); a super-block
+    at a head of up to 8 (iq4_xs: 136 + 8 = 9 granules) or 14 bytes (iq2_xxs 66 + 14: 5; iq1_s 50 + 14: 4,
+    padded to 5)."""
+    rows = {f: script.group_row_bytes(f) for f in ("iq4_nl", "q8_0", "iq4_xs", "iq2_xxs", "iq1_s")}
+    assert rows == {"iq4_nl": 144, "q8_0": 272, "iq4_xs": 144, "iq2_xxs": 80, "iq1_s": 80}
+    p = script.MMA_PASS
+    for fmt in script.SUPER_FORMATS:
+        assert p.applies(fmt, 8, 256) and p.applies(fmt, 8, 448) and p.tile_groups(fmt) == 4
+    assert p.shared_bytes("iq2_xxs", 256)[0] == 8 * 256 * 36 + 4 * (4 * 16 * 80 + 3 * 32 * 32 * 4)
 
 
 def test_mma_runs_only_8_column_passes_of_its_formats_that_fit_in_shared_memory(script):
     p = script.MMA_PASS
     assert p.applies("iq4_nl", 8, 256) and p.applies("q8_0", 8, 256) and p.applies("iq4_nl", 8, 448)
-    assert not p.applies("iq4_nl", 4, 256) and not p.applies("iq2_xxs", 8, 256)
+    assert not p.applies("iq4_nl", 4, 256) and not p.applies("iq2_xs", 8, 256)
     assert not p.applies("iq4_nl", 8, 4096)  # K = 131072: 8 columns' activations alone exceed 227 KiB
     dynamic, static = p.shared_bytes("iq4_nl", 256)
     assert dynamic == 8 * 256 * 36 + 4 * (4 * 16 * 8 * 18 + 3 * 32 * 32 * 4) and static == 6 * 4
@@ -52,12 +65,15 @@ def test_mma_runs_only_8_column_passes_of_its_formats_that_fit_in_shared_memory(
 def test_cases_cover_part_tiles_short_k_edge_data_and_the_dram_shape(script):
     fam = script.MmvqMma()
     cases = list(fam.default_cases())
-    assert {c.fmt for c in cases} == {"iq4_nl", "q8_0"} and {c.ncols for c in cases} == {8, 11}
-    assert {(c.rows, c.cols) for c in cases} >= {(1000, 1536), (24, 544), (8192, 2560), (16384, 512)}
+    assert {c.fmt for c in cases} == {"iq4_nl", "q8_0", "iq4_xs", "iq2_xxs", "iq1_s"} and {c.ncols for c in cases} == {8, 11}
+    assert {(c.rows, c.cols) for c in cases} >= {(1000, 1536), (24, 544), (24, 4352), (8192, 2560), (16384, 512)}
+    assert all(c.cols % 256 == 0 for c in cases if c.fmt in script.SUPER_FORMATS)
     assert any(c.data.startswith("edge") for c in cases) and all(c.variants == ("old", "new", *MMA_NAMES) for c in cases)
     bench = list(fam.bench_cases())
     assert {(c.fmt, c.rows, c.cols, c.ncols) for c in bench} >= {("iq4_nl", 131072, 8192, 8), ("q8_0", 131072, 8192, 8),
-                                                                 ("iq4_nl", 32768, 8192, 8), ("q8_0", 4096, 14336, 8)}
+                                                                 ("iq4_nl", 32768, 8192, 8), ("q8_0", 4096, 14336, 8),
+                                                                 ("iq4_xs", 131072, 8192, 8), ("iq4_xs", 32768, 8192, 8),
+                                                                 ("iq2_xxs", 131072, 8192, 8), ("iq1_s", 131072, 8192, 8)}
 
 
 def _record_launches(script, monkeypatch):
@@ -112,10 +128,20 @@ def test_a_staged_variant_launches_its_own_tg_and_s_and_new_for_a_format_it_lack
 
     calls, kernels, dev, outs = _record_launches(script, monkeypatch)
     fam = script.MmvqMma()
-    fam.launch(fam.case("iq4_nl", 1000, 1536, 11, "seed:1"), "mma_s4", kernels, dev, outs)
+    fam.launch(fam.case("iq4_nl", 1000, 1536, 11, "seed:1"), "mma_s2", kernels, dev, outs)
     _, grid, block, _, shared = calls[1]
-    assert calls[1][0] == "mmvq_mma<siq::fmt_iq4_nl, 3, 1, 4>" and grid == (21,) and block == (384,)  # 3 tiles a block
-    assert shared == 8 * 48 * 36 + 3 * (4 * 4 * 16 * 8 * 18 + 3 * 32 * 32 * 4)
+    assert calls[1][0] == "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 2>" and grid == (16,) and block == (512,)  # 4 tiles a block
+    assert shared == 8 * 48 * 36 + 4 * (2 * 4 * 16 * 8 * 18 + 3 * 32 * 32 * 4)
     calls.clear()
-    fam.launch(fam.case("q8_0", 1000, 1536, 11, "seed:1"), "mma_s4", kernels, dev, outs)
-    assert calls[1][0] == family_mod.new_config("q8_0", 8).kernel("q8_0", 8)  # mma_s4 has no q8_0 launch
+    fam.launch(fam.case("iq4_xs", 1000, 1536, 11, "seed:1"), "mma_s2", kernels, dev, outs)
+    assert calls[1][0] == family_mod.new_config("iq4_xs", 8).kernel("iq4_xs", 8)  # mma_s2 has no iq4_xs launch
+
+
+def test_mma_launches_a_super_block_format_with_its_granule_rows(script, monkeypatch):
+    calls, kernels, dev, outs = _record_launches(script, monkeypatch)
+    fam = script.MmvqMma()
+    fam.launch(fam.case("iq2_xxs", 1000, 1536, 11, "seed:1"), "mma", kernels, dev, outs)
+    _, grid, block, args, shared = calls[1]
+    assert calls[1][0] == "mmvq_mma<siq::fmt_iq2_xxs, 4, 1, 1>" and grid == (16,) and block == (512,)
+    assert shared == 8 * 48 * 36 + 4 * (4 * 16 * 80 + 3 * 32 * 32 * 4)
+    assert args[1] == 400 and args[3] == 48  # row stride: 6 blocks of 66 bytes rounded up to 16; 48 chunks

@@ -3,7 +3,7 @@
 // It mirrors the kernel step for step where the float result could depend on it:
 //   - each lane's A words, dw and ls come from MmaFrag<F> (kernels_src/mmvq/mma_frag.cuh), the kernel's own
 //     fragment decoder, checked here against the format's full decode() (exit 3 on any difference);
-//   - the float of each integer as the kernel gets it (isum_float of the mma started at MMA_MAGIC), checked
+//   - the float of each integer as the kernel gets it (isum_float_ls of the mma started at MMA_MAGIC), checked
 //     equal to (float)(ls * C) (exit 3 otherwise);
 //   - the integer of chunk c for 16 rows x 8 columns comes from an emulated
 //     mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32, whose A and B fragments are filled exactly as the
@@ -63,28 +63,61 @@ inline float mma_tree(const float a[32]) {
     return s4[0] + s4[1];
 }
 
-// y[n][rows] for `rows` rows of raw blocks (row_bytes each, 16 readable bytes after the last) and n columns
-// of q8_1 blocks, in tiles of 16 rows (clamped reads, only real rows kept) x 8 columns (missing columns:
-// zero codes, never stored).
+// Warp q's group c0 of the tile at row0 as the kernel's buffer holds it (load_group + store_group): for
+// each of the 16 rows (clamped) its U4 granules from MmaGroup<F>::granule, those wholly past the row's
+// end left as they were (stale: the fill byte, which no chunk below nchunks may read). Each granule must
+// be 16-aligned (the kernel's uint4 loads and cp.async need it; exit 3 otherwise), so a head that is not
+// the group's offset in its granule cannot pass by copying from the group's own start.
 template <class F>
-void dot_mma(const uint8_t* w, size_t row_bytes, int rows, int nchunks, const block_q8_1* xb, int n, float* y) {
-    static_assert(F::ONE_SCALE && F::CHUNKS == 1, "mmvq_mma: one scale, one chunk per block");
+void copy_group(const uint8_t* w, size_t row_stride, int rows, int row0, int c0, int row_bytes, uint8_t* buf) {
+    using G = siq::MmaGroup<F>;
+    memset(buf, 0xA5, 16 * G::ROW);
+    for (int r = 0; r < 16; ++r) {
+        const int row = row0 + r < rows ? row0 + r : rows - 1;
+        for (int u = 0; u < G::U4; ++u) {
+            const int off = G::granule(c0, u);
+            if (off % 16 != 0 || row_stride % 16 != 0) {
+                fprintf(stderr, "dot_mma: granule %d of group %d at row offset %d, not 16-aligned\n", u, c0, off);
+                exit(3);
+            }
+            if (off < row_bytes) memcpy(buf + 16 * G::slot(r * G::U4 + u), w + (size_t)row * row_stride + off, 16);
+        }
+    }
+}
+
+// y[n][rows] for `rows` rows of raw blocks (row_stride bytes apart, a multiple of 16 as the kernel's
+// weights, 16 readable bytes after the last) and n columns of q8_1 blocks, in tiles of 16 rows (clamped
+// reads, only real rows kept) x 8 columns (missing columns: zero codes, never stored). The fragments are
+// read from the copied group at the kernel's offsets (buffer + head + ROW r + block), the full decode
+// from the weights themselves.
+template <class F>
+void dot_mma(const uint8_t* w, size_t row_stride, int rows, int nchunks, const block_q8_1* xb, int n, float* y) {
+    static_assert(F::ONE_SCALE, "mmvq_mma: one scale per chunk");
+    using G = siq::MmaGroup<F>;
+    const int row_bytes = nchunks / F::CHUNKS * F::BYTES;
     uint32_t kv[4];
     siq::frag_table<F>(F::table(), kv);
+    const siq::Tab tab = siq::global_tab<F>();
+    alignas(16) static uint8_t buf[16 * G::ROW];
     for (int col0 = 0; col0 < n; col0 += 8) {
         for (int row0 = 0; row0 < rows; row0 += 16) {
             std::vector<float> a(16 * 8 * 32, 0.0f);  // a[(r * 8 + col) * 32 + v]: the virtual lanes' chains
             for (int q = 0; q < 4; ++q) {              // the tile's 4 warps, any order: they share nothing
                 for (int s = 0; 32 * s < nchunks; ++s) {
+                    const int c0 = 32 * s + 8 * q;
+                    if (c0 >= nchunks) break;
+                    copy_group<F>(w, row_stride, rows, row0, c0, row_bytes, buf);
+                    const uint8_t* group = buf + G::head(c0);
                     for (int i = 0; i < 8; ++i) {
-                        const int c = 32 * s + 8 * q + i, v = 8 * q + i;
+                        const int c = c0 + i, v = 8 * q + i, j = i % F::CHUNKS;
                         if (c >= nchunks) break;
                         Chunk ch[16];
-                        const uint8_t* blk[16];
+                        const uint8_t* blk[16];  // the kernel's fragment address of row r's block
                         for (int r = 0; r < 16; ++r) {
                             const int row = row0 + r < rows ? row0 + r : rows - 1;  // clamped, as the kernel reads
-                            blk[r] = w + row * row_bytes + (size_t)c * F::BYTES;
-                            F::decode(blk[r], 0, siq::global_tab<F>(), ch[r]);
+                            blk[r] = group + r * G::ROW + (i / F::CHUNKS) * F::BYTES;
+                            F::decode(w + (size_t)row * row_stride + (size_t)(c / F::CHUNKS) * F::BYTES, j,
+                                      siq::global_tab<F>(), ch[r]);
                         }
                         int qw[8][8];
                         float d_act[8];
@@ -102,7 +135,7 @@ void dot_mma(const uint8_t* w, size_t row_bytes, int rows, int nchunks, const bl
                         for (int lane = 0; lane < 32; ++lane) {
                             const int g = lane / 4, t = lane % 4;
                             for (int h = 0; h < 2; ++h) {
-                                fr[lane][h] = siq::MmaFrag<F>::load(blk[g + 8 * h], t, kv);
+                                fr[lane][h] = siq::MmaFrag<F>::load(blk[g + 8 * h], j, t, kv, tab);
                                 const Chunk& full = ch[g + 8 * h];
                                 if (fr[lane][h].lo != full.w[t] || fr[lane][h].hi != full.w[4 + t] ||
                                     fr[lane][h].dw != full.dw || fr[lane][h].ls != full.ls0 || full.ls0 != full.ls1) {
@@ -126,9 +159,10 @@ void dot_mma(const uint8_t* w, size_t row_bytes, int rows, int nchunks, const bl
                                 const int r = lane / 4 + 8 * (e >> 1), col = 2 * t + (e & 1);
                                 float& acc = a[(r * 8 + col) * 32 + v];
                                 const float isum = (float)(f.ls * fc[lane][e]);
-                                // the kernel's float: the mma started at MMA_MAGIC, then isum_float
-                                if (siq::isum_float(siq::MMA_MAGIC + fc[lane][e], f.ls) != isum) {
-                                    fprintf(stderr, "dot_mma: isum_float != (float)isum at chunk %d\n", c);
+                                // the kernel's float: the mma started at MMA_MAGIC, then isum_float_ls
+                                if (siq::isum_float_ls(siq::MMA_MAGIC + fc[lane][e], f.ls) != isum ||
+                                    siq::small_int_float(f.ls) != (float)f.ls) {
+                                    fprintf(stderr, "dot_mma: isum_float_ls != (float)isum at chunk %d\n", c);
                                     exit(3);
                                 }
                                 acc = fmaf(f.dw * d_act[col], isum, acc);
@@ -146,22 +180,37 @@ void dot_mma(const uint8_t* w, size_t row_bytes, int rows, int nchunks, const bl
 
 }  // namespace mma_emul
 
+// The kernel's weights: rows at a 16-byte multiple stride (strata_bench's row_stride), 16 bytes after.
+inline std::vector<uint8_t> strided_rows(const std::vector<uint8_t>& w, int rows, size_t row_bytes, size_t stride) {
+    std::vector<uint8_t> out(rows * stride + 16, 0);
+    for (int r = 0; r < rows; ++r) memcpy(out.data() + r * stride, w.data() + r * row_bytes, row_bytes);
+    return out;
+}
+
+template <class F>
+void dot_mma_format(const std::vector<uint8_t>& w, int rows, int cols, const block_q8_1* xb, int n, float* y) {
+    const size_t row_bytes = (size_t)cols / F::QK * F::BYTES, stride = (row_bytes + 15) / 16 * 16;
+    const std::vector<uint8_t> ws = strided_rows(w, rows, row_bytes, stride);
+    mma_emul::dot_mma<F>(ws.data(), stride, rows, cols / 32, xb, n, y);
+}
+
 // The dot_mma mode for the formats mmvq_mma exists for; false for any other.
 inline bool dot_mma_main(const char* f, const std::vector<uint8_t>& w, int rows, int cols,
                          const std::vector<uint8_t>& x, int n, FILE* out) {
-    const int nchunks = cols / 32;
-    std::vector<uint8_t> padded(w);
-    padded.resize(w.size() + 16, 0);
     const block_q8_1* xb = reinterpret_cast<const block_q8_1*>(x.data());
     std::vector<float> y((size_t)n * rows);
     if (!strcmp(f, "iq4_nl")) {
-        mma_emul::dot_mma<siq::fmt_iq4_nl>(padded.data(), (size_t)cols / 32 * siq::fmt_iq4_nl::BYTES, rows, nchunks,
-                                           xb, n, y.data());
+        dot_mma_format<siq::fmt_iq4_nl>(w, rows, cols, xb, n, y.data());
     } else if (!strcmp(f, "q8_0")) {
-        mma_emul::dot_mma<siq::fmt_q8_0>(padded.data(), (size_t)cols / 32 * siq::fmt_q8_0::BYTES, rows, nchunks,
-                                         xb, n, y.data());
+        dot_mma_format<siq::fmt_q8_0>(w, rows, cols, xb, n, y.data());
+    } else if (!strcmp(f, "iq4_xs")) {
+        dot_mma_format<siq::fmt_iq4_xs>(w, rows, cols, xb, n, y.data());
+    } else if (!strcmp(f, "iq2_xxs")) {
+        dot_mma_format<siq::fmt_iq2_xxs>(w, rows, cols, xb, n, y.data());
+    } else if (!strcmp(f, "iq1_s")) {
+        dot_mma_format<siq::fmt_iq1_s>(w, rows, cols, xb, n, y.data());
     } else {
-        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0)\n", f);
+        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0, iq4_xs, iq2_xxs, iq1_s)\n", f);
         return false;
     }
     fwrite(y.data(), 4, y.size(), out);
