@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from strata_bench.cases.family import Variant
+from strata_bench.families.mmvq_mma import group_row_bytes
 from strata_bench.families.mmvq import EDGE_SHAPE, SHAPES, Mmvq, column_passes, fixture_name, new_config
 from strata_bench.kit import (allow_dynamic_shared, ceil_div, decode_table_bytes, fixture_ref, q8_1_staging_bytes,
                               resident_blocks, row_stride, traits)
@@ -29,19 +30,6 @@ MMA_WARPS = 4  # per tile group: one 16-row tile, 8 virtual lanes per warp (mmvq
 MMA_ROWS = 16  # rows per tile: the mma's M
 MAX_SHARED_OPTIN = 227 * 1024  # per-block shared memory opt-in of sm_90 (H100, H200); an A100 allows 163 KiB
 SUPER_FORMATS = ("iq4_xs", "iq2_xxs", "iq1_s")  # 256-value blocks: a warp's 8-chunk group is one block
-
-
-def group_row_bytes(fmt: str) -> int:
-    """Shared bytes per row of a warp's group buffer, as MmaGroup<F>::ROW (mma_frag.cuh): the granules that
-    cover 8 chunks at any head (a multiple of gcd(bytes, 16)), in an odd number of granules."""
-    from math import gcd
-
-    from strata_bench.formats import get_format
-
-    f = get_format(fmt)
-    nbytes = 8 * 32 * f.type_size // f.block_size
-    granules = ceil_div(16 - gcd(nbytes, 16) + nbytes, 16)
-    return 16 * (granules | 1)
 
 
 class MmaPass(NamedTuple):  # not a dataclass: a --cases file's module is not in sys.modules, which dataclass needs

@@ -7,7 +7,7 @@ so bench times compare with PEER.md's figures), then runs the variant:
   dot called once per column), tables in global memory;
 - new: R rows per warp, tables and the pass's activations in shared memory; each weight chunk is decoded
   once and applied to NC = 8, 4, 2 or 1 columns per pass (column_passes: 11 = 8 + 2 + 1); the 8-column
-  passes of iq4_nl and q8_0 on tall shapes run mmvq_mma instead (mmvq/mmvq_mma.cu, tensor-core chunk
+  passes of iq4_nl, iq4_xs and q8_0 on tall shapes run mmvq_mma instead (mmvq/mmvq_mma.cu, tensor-core chunk
   integers; mmvq_mma.py says where).
 Both keep the lane -> chunk mapping, the per-(row, column) fmaf chain and the butterfly, so `new` must
 equal `old` bitwise (mmvq.cu's ARITHMETIC CONTRACT), and every column of an N-column call must equal the
@@ -122,7 +122,7 @@ BENCH_SHAPES = ((131072, 8192), (4096, 14336))  # PEER.md's DRAM shape and its b
 BENCH_NCOLS = (1, 2, 4, 8)
 # Parity shapes where new's 8-column pass runs mmvq_mma (mmvq_mma.MMA_CONFIGS' min_rows), short rows to keep
 # the host data small: 32 chunks give each of a tile group's 4 warps one group, 8 chunks leave 3 warps idle.
-MMA_SHAPES = {"iq4_nl": (32768, 1024), "q8_0": (131072, 256)}
+MMA_SHAPES = {"iq4_nl": (32768, 1024), "iq4_xs": (32768, 1024), "q8_0": (131072, 256)}
 MMA_NCOLS = (8, 11)
 
 
@@ -284,7 +284,7 @@ class Mmvq(Family):
         Variant("old", _old_kernels, _launch_old, "one warp per row, the row decoded again for every column"),
         Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns; "
                 "launch tuned per format and pass (NEW_CONFIGS: mmvq_old where it is faster; mmvq_mma for "
-                "tall 8-column iq4_nl and q8_0 passes)"),
+                "tall 8-column iq4_nl, iq4_xs and q8_0 passes)"),
     )
 
     def launch_abi(self) -> LaunchAbi:

@@ -23,6 +23,20 @@ TREE_BYTES = 3 * 32 * 32 * 4  # per tile group: tile_tree's three buffers of 32 
 MAX_SHARED_OPTIN = 227 * 1024  # per-block shared memory opt-in of sm_90 (H100, H200); an A100 allows 163 KiB
 
 
+def group_row_bytes(fmt: str) -> int:
+    """Shared bytes per row of a warp's group buffer, as MmaGroup<F>::ROW (mmvq_mma.cu): the 16-byte
+    granules that cover a row's 8 chunks at any head (a multiple of gcd(bytes, 16)), an odd number of them
+    (so that the 16 rows' reads spread over the banks)."""
+    from math import gcd
+
+    from strata_bench.formats import get_format
+
+    f = get_format(fmt)
+    nbytes = 8 * 32 * f.type_size // f.block_size
+    granules = ceil_div(16 - gcd(nbytes, 16) + nbytes, 16)
+    return 16 * (granules | 1)
+
+
 @dataclass(frozen=True)
 class MmaConfig:
     """How one format's 8-column passes run mmvq_mma<F, TG, MINB, S>: `tile_groups` TG per block (4 warps
@@ -44,10 +58,8 @@ class MmaConfig:
 
     def shared_bytes(self, fmt: str, nchunks: int) -> tuple[int, int]:
         """(dynamic, static) shared memory: the 8 columns' activations (36 bytes per block), each warp's S
-        buffers of a 16-row x 8-block group and each tile group's tree operands; the decode table."""
-        from strata_bench.formats import get_format
-
-        group = MMA_ROWS * 8 * get_format(fmt).type_size
+        buffers of a 16-row group (group_row_bytes a row) and each tile group's tree operands; the table."""
+        group = MMA_ROWS * group_row_bytes(fmt)
         warps = MMA_WARPS * self.tile_groups
         dynamic = q8_1_staging_bytes(MMA_WIDTH, nchunks) + warps * self.stages * group + self.tile_groups * TREE_BYTES
         return dynamic, decode_table_bytes(fmt)
@@ -58,9 +70,11 @@ class MmaConfig:
 
 # Measured on the H200 (cold, 8 columns, us; PERF_NOTES v7): iq4_nl 131072x8192 229.6 against mmvq_new's
 # 324.2, 32768x8192 65.8 against 88.8, 4096x14336 36.8 against 25.7; q8_0 131072x8192 287.9 against 296.8,
-# 32768x8192 88.3 against 82.3.
+# 32768x8192 88.3 against 82.3; iq4_xs 131072x8192 268.7 against 297.9, 32768x8192 75.0 against 82.6.
+# iq2_xxs and iq1_s have fragment decoders too (scripts/mmvq_mma.py) but were slower than mmvq_new.
 MMA_CONFIGS: dict[str, MmaConfig] = {
     "iq4_nl": MmaConfig(tile_groups=4, min_rows=32768),
+    "iq4_xs": MmaConfig(tile_groups=4, min_rows=32768),
     "q8_0": MmaConfig(tile_groups=3, min_rows=131072),
 }
 

@@ -25,6 +25,15 @@ def test_builtin_families_register_in_module_order():
                                                  "q2warp", "q8_1", "swiglu_q8"]
 
 
+def test_the_module_order_holds_whichever_family_module_was_imported_first(family_registry):
+    """A test or a case file that imports strata_bench.families.mmvq first must not move mmvq ahead."""
+    mmvq = family_registry.pop("mmvq")
+    family_registry["mmvq"] = mmvq  # now last: out of its module order
+    assert list(family_registry).index("mmvq") != 3
+    assert list(load_builtin_families())[:9] == ["dequant", "fp16deq", "grouped", "mmvq", "moe_combine", "pfgemm",
+                                                 "q2warp", "q8_1", "swiglu_q8"]
+
+
 def test_a_base_without_a_name_does_not_register(family_registry):
     before = dict(family_registry)
 

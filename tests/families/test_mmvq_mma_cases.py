@@ -19,9 +19,10 @@ def test_family_has_old_new_and_the_mma_variants_and_compiles_mma_from_its_own_s
     fam = script.MmvqMma()
     assert [v.name for v in fam.variants] == ["old", "new", *MMA_NAMES]
     assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma.cu")
-    names = fam.name_expressions("mmvq/mmvq_mma.cu")
-    assert names[:2] == ["mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>"]  # the baseline
-    assert names[2:5] == [f"mmvq_mma<siq::fmt_{f}, 4, 1, 1>" for f in ("iq4_xs", "iq2_xxs", "iq1_s")]
+    names = fam.name_expressions("mmvq/mmvq_mma.cu")  # new's (the built-in passes) first, then mma's
+    assert names[:3] == [f"mmvq_mma<siq::fmt_{f}, 4, 1, 1>" for f in ("iq4_nl", "iq4_xs")] + \
+        ["mmvq_mma<siq::fmt_q8_0, 3, 1, 1>"]
+    assert names[3:5] == [f"mmvq_mma<siq::fmt_{f}, 4, 1, 1>" for f in ("iq2_xxs", "iq1_s")]
     assert "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 2>" in names and len(names) == len(set(names)) == 7
     assert not any("mma" in e for e in fam.name_expressions("mmvq/mmvq.cu"))
 

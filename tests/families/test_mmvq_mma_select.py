@@ -19,6 +19,15 @@ def test_only_tall_8_column_passes_of_the_listed_formats_run_mmvq_mma():
     assert mmvq_mma.mma_config("q8_0", 8, 32768, 256) is None
     assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256) is None and mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256) is None
     assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 4096) is None  # K = 131072: the activations alone exceed 227 KiB
+    assert mmvq_mma.mma_config("iq4_xs", 8, 32768, 256) == mmvq_mma.MmaConfig(4, 32768)
+    assert mmvq_mma.mma_config("iq4_xs", 8, 4096, 256) is None
+
+
+def test_a_group_row_is_the_odd_granule_count_that_covers_8_chunks_at_any_head():
+    # iq4_nl 8 x 18 and q8_0 8 x 34 bytes start 16-aligned; an iq4_xs block (136) may start at 8: 9 granules;
+    # iq2_xxs (66 at even heads) 5; iq1_s (50) 4, padded to 5
+    assert [mmvq_mma.group_row_bytes(f) for f in ("iq4_nl", "q8_0", "iq4_xs", "iq2_xxs", "iq1_s")] == \
+        [144, 272, 144, 80, 80]
 
 
 def test_shared_memory_and_threads_of_a_pass():
@@ -33,6 +42,7 @@ def test_the_family_compiles_mmvq_mma_for_new():
     fam = Mmvq()
     assert "mmvq/mmvq_mma.cu" in fam.sources
     assert fam.name_expressions("mmvq/mmvq_mma.cu") == ["mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>",
+                                                         "mmvq_mma<siq::fmt_iq4_xs, 4, 1, 1>",
                                                          "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>"]
 
 
