@@ -6,6 +6,13 @@
 #pragma once
 #include "common/iq_decode.cuh"
 
+// Where the tensor-core instructions exist: mma.sync of int8 (m16n8k32, m16n8k16) and cp.async need sm_80.
+// Every built-in source also compiles for sm_75; there these kernels compile to a trap, and the launch
+// never picks them (strata_bench/families/mmvq_mma.py, MMA_MAJOR).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define STRATA_MMA_DEVICE 1
+#endif
+
 namespace siq {
 
 // The float (float)(ls * C) from the mma's integer started at the bits of 1.5 * 2^23 (chunk_isum_f's
@@ -61,11 +68,13 @@ __device__ __forceinline__ MmaActs stage_acts_mma(const block_q8_1* __restrict__
 
 // One m16n8k32 s8 mma, D = A B + C, C = `init` in every element.
 __device__ __forceinline__ void mma_s8(const int (&a)[4], const int (&b)[2], int init, int (&d)[4]) {
-#ifdef __CUDA_ARCH__
+#ifdef STRATA_MMA_DEVICE
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%10,%10,%10,%10};"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(init));
+#elif defined(__CUDA_ARCH__)
+    __trap();
 #endif
 }
 

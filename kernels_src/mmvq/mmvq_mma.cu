@@ -110,20 +110,26 @@ struct WeightSrc {
 // 16 bytes global -> shared without passing through registers (sm_80+; .cg: L2 only, as the weights are
 // read once). Asynchronous: a commit_group / wait_group pair orders it.
 __device__ __forceinline__ void cp_async16(uint4* dst, const uint8_t* src) {
-#ifdef __CUDA_ARCH__
+#ifdef STRATA_MMA_DEVICE
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() {
-#ifdef __CUDA_ARCH__
+#ifdef STRATA_MMA_DEVICE
     asm volatile("cp.async.commit_group;" ::: "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
 #endif
 }
 template <int N>  // wait until at most N of this thread's committed groups are still in flight
 __device__ __forceinline__ void cp_async_wait() {
-#ifdef __CUDA_ARCH__
+#ifdef STRATA_MMA_DEVICE
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#elif defined(__CUDA_ARCH__)
+    __trap();
 #endif
 }
 

@@ -43,11 +43,13 @@ using namespace siq;
 
 // One m16n8k16 s8 mma, D = A B + C, C = `init` in every element (A: rows g, g + 8 at k 4t..4t+3).
 __device__ __forceinline__ void mma_s8_k16(int a0, int a1, int b, int init, int (&d)[4]) {
-#ifdef __CUDA_ARCH__
+#ifdef STRATA_MMA_DEVICE
     asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
                  "{%7,%7,%7,%7};"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                  : "r"(a0), "r"(a1), "r"(b), "r"(init));
+#elif defined(__CUDA_ARCH__)
+    __trap();
 #endif
 }
 

@@ -21,6 +21,7 @@ MMA_WARPS = 4  # per tile group: one 16-row tile, 8 virtual lanes per warp
 MMA_ROWS = 16  # rows per tile: the mma's M
 TREE_BYTES = 3 * 32 * 32 * 4  # per tile group: tile_tree's three buffers of 32 floats x 32 lanes
 MAX_SHARED_OPTIN = 227 * 1024  # per-block shared memory opt-in of sm_90 (H100, H200); an A100 allows 163 KiB
+MMA_MAJOR = 8  # mma.sync m16n8k32 of int8 needs sm_80; an older GPU runs mmvq_new (the kernel compiles to a trap)
 
 
 def group_row_bytes(fmt: str) -> int:
@@ -64,8 +65,9 @@ class MmaConfig:
         dynamic = q8_1_staging_bytes(MMA_WIDTH, nchunks) + warps * self.stages * group + self.tile_groups * TREE_BYTES
         return dynamic, decode_table_bytes(fmt)
 
-    def applies(self, fmt: str, rows: int, nchunks: int) -> bool:
-        return rows >= self.min_rows and sum(self.shared_bytes(fmt, nchunks)) <= MAX_SHARED_OPTIN
+    def applies(self, fmt: str, rows: int, nchunks: int, major: int) -> bool:
+        fits = sum(self.shared_bytes(fmt, nchunks)) <= MAX_SHARED_OPTIN
+        return major >= MMA_MAJOR and rows >= self.min_rows and fits
 
 
 # Measured on the H200 (cold, 8 columns, us; PERF_NOTES v7): iq4_nl 131072x8192 229.6 against mmvq_new's
@@ -79,10 +81,11 @@ MMA_CONFIGS: dict[str, MmaConfig] = {
 }
 
 
-def mma_config(fmt: str, nc: int, rows: int, nchunks: int) -> MmaConfig | None:
-    """The tensor-core launch of a pass of nc columns, or None where mmvq_new's kernel runs it."""
+def mma_config(fmt: str, nc: int, rows: int, nchunks: int, major: int) -> MmaConfig | None:
+    """The tensor-core launch of a pass of nc columns on a device of compute capability `major`.x, or None
+    where mmvq_new's kernel runs it."""
     config = MMA_CONFIGS.get(fmt)
-    if nc != MMA_WIDTH or config is None or not config.applies(fmt, rows, nchunks):
+    if nc != MMA_WIDTH or config is None or not config.applies(fmt, rows, nchunks, major):
         return None
     return config
 

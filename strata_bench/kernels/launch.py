@@ -47,6 +47,21 @@ def _resident_blocks(fn_ptr: int, threads: int, shared: int, dev: int) -> int:
     return max(1, per_sm) * sms
 
 
+def compute_major(device: int | None = None) -> int:
+    """The compute capability's major version of the current (or given) device: which kernels it runs
+    (tensor-core mma.sync of int8 needs 8). Cached like the occupancy."""
+    import cupy
+
+    return _compute_major(cupy.cuda.Device().id if device is None else device)
+
+
+@functools.lru_cache(maxsize=None)
+def _compute_major(dev: int) -> int:
+    from cupy_backends.cuda.api import runtime
+
+    return int(runtime.getDeviceProperties(dev)["major"])
+
+
 def launch_quantize_q8_1(kernels: Any, x: Any, xq: Any, n_blocks: int, stream: Any = None) -> None:
     """quantize_q8_1 (kernels_src' q8_1 source): float32 x -> q8_1 blocks xq, one warp per 32 values,
     8 warps per block. The first step of every mat-vec over q8_1 activations."""

@@ -117,7 +117,7 @@ def _spread_loop(s8: int) -> int:
 
 
 def test_sign_nibble_multiplies_match_a_bit_loop():
-    # iq_decode.cuh's sign_nibbles / ksign_nibbles, transcribed: one multiply per parity of bit position.
+    # decode_ops.cuh's sign_nibbles / ksign_nibbles, transcribed: one multiply per parity of bit position.
     even = lambda s: ((s & 0x55) * 0x104104) & 0x04040404
     odd = lambda s: ((s & 0xAA) * 0x820820) & 0x40404040
     ksigns = tables.table_arrays()["ksigns_iq2xs"][1]
@@ -134,7 +134,7 @@ def _prmt_sign_replicate(x: int) -> int:
 
 
 def test_ksign_masks_equal_the_masks_of_ksigns8_for_every_index():
-    # iq_decode.cuh's ksign_mask_lo/hi (no AND, the parity as popc * 128), transcribed, against
+    # decode_ops.cuh's ksign_mask_lo/hi (no AND, the parity as popc * 128), transcribed, against
     # sign_mask_lo/hi(ksigns8(k7)) and against gguf's ksigns table, for all 128 indexes.
     ksigns = tables.table_arrays()["ksigns_iq2xs"][1]
     for k in range(128):
