@@ -257,7 +257,7 @@ class Mmvq(Family):
         self._quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in column_passes(case.ncols):
-            mma = mma_config(case.fmt, nc, case.rows, case.cols // 32, compute_major()) if tensor_cores else None
+            mma = mma_config(case.fmt, nc, case.rows, case.cols // 32, compute_major) if tensor_cores else None
             if mma is not None:
                 launch_mma_pass(mma, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
             else:

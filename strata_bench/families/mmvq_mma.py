@@ -8,7 +8,7 @@ mmvq_mma was measured faster (docs/PERF_NOTES.md, v6 and v7).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -81,11 +81,12 @@ MMA_CONFIGS: dict[str, MmaConfig] = {
 }
 
 
-def mma_config(fmt: str, nc: int, rows: int, nchunks: int, major: int) -> MmaConfig | None:
-    """The tensor-core launch of a pass of nc columns on a device of compute capability `major`.x, or None
-    where mmvq_new's kernel runs it."""
+def mma_config(fmt: str, nc: int, rows: int, nchunks: int, major: Callable[[], int]) -> MmaConfig | None:
+    """The tensor-core launch of a pass of nc columns on a device of compute capability major().x, or None
+    where mmvq_new's kernel runs it. major is called only for a listed format's 8-column pass: this runs
+    on the host before every pass, and a workload of small kernels is bound by such host time."""
     config = MMA_CONFIGS.get(fmt)
-    if nc != MMA_WIDTH or config is None or not config.applies(fmt, rows, nchunks, major):
+    if nc != MMA_WIDTH or config is None or not config.applies(fmt, rows, nchunks, major()):
         return None
     return config
 

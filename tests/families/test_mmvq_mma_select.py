@@ -11,18 +11,25 @@ from strata_bench.families.mmvq import Mmvq, new_config
 
 
 def test_only_tall_8_column_passes_of_the_listed_formats_run_mmvq_mma():
-    assert mmvq_mma.mma_config("iq4_nl", 8, 32768, 256, 9) == mmvq_mma.MmaConfig(4, 32768)
-    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, 9) is not None
-    assert mmvq_mma.mma_config("iq4_nl", 8, 32767, 256, 9) is None  # below min_rows: new's kernel is faster
-    assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 448, 9) is None
-    assert mmvq_mma.mma_config("q8_0", 8, 131072, 256, 9) == mmvq_mma.MmaConfig(3, 131072)
-    assert mmvq_mma.mma_config("q8_0", 8, 32768, 256, 9) is None
-    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, 9) is None and mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256, 9) is None
-    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 4096, 9) is None  # K = 131072: the activations alone exceed 227 KiB
-    assert mmvq_mma.mma_config("iq4_xs", 8, 32768, 256, 9) == mmvq_mma.MmaConfig(4, 32768)
-    assert mmvq_mma.mma_config("iq4_xs", 8, 4096, 256, 9) is None
-    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, 7) is None  # sm_75: no int8 m16n8k32
-    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, 8) is not None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 32768, 256, lambda: 9) == mmvq_mma.MmaConfig(4, 32768)
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 9) is not None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 32767, 256, lambda: 9) is None  # below min_rows: new's kernel is faster
+    assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 448, lambda: 9) is None
+    assert mmvq_mma.mma_config("q8_0", 8, 131072, 256, lambda: 9) == mmvq_mma.MmaConfig(3, 131072)
+    assert mmvq_mma.mma_config("q8_0", 8, 32768, 256, lambda: 9) is None
+    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, lambda: 9) is None and mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256, lambda: 9) is None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 4096, lambda: 9) is None  # K = 131072: the activations alone exceed 227 KiB
+    assert mmvq_mma.mma_config("iq4_xs", 8, 32768, 256, lambda: 9) == mmvq_mma.MmaConfig(4, 32768)
+    assert mmvq_mma.mma_config("iq4_xs", 8, 4096, 256, lambda: 9) is None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 7) is None  # sm_75: no int8 m16n8k32
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 8) is not None
+
+
+def test_the_device_is_asked_only_for_a_listed_formats_8_column_pass():
+    def no_device():
+        raise AssertionError("asked")
+    assert mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256, no_device) is None
+    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, no_device) is None
 
 
 def test_a_group_row_is_the_odd_granule_count_that_covers_8_chunks_at_any_head():
@@ -53,7 +60,7 @@ def test_parity_covers_the_mma_passes():
     for fmt, (rows, cols) in mmvq_mod.MMA_SHAPES.items():
         tall = [c for c in cases if c.fmt == fmt and (c.rows, c.cols) == (rows, cols)]
         assert [c.ncols for c in tall] == [8, 11]
-        assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, 9) is not None
+        assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9) is not None
 
 
 class _Kernels:
