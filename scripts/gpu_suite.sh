@@ -7,7 +7,7 @@
 # STRATA_SUITE_LIMIT below).
 # Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"; "_decoders1" for the
 # one-column decoder candidates), `tune-more` (the other families' candidates: scripts/fp16deq_tune.py),
-# `ncu` and `ncu-source`. Every step's log and exit code land in $OUT
+# `ncu`, `ncu-source` and `ncu-mma`. Every step's log and exit code land in $OUT
 # (default gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
@@ -166,6 +166,12 @@ for s in "${steps[@]}"; do
             for f in iq3_xxs iq3_s; do
                 step "ncu-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full \
                     python3 -m strata_bench bench -q --family mmvq --format $f --shape 131072x8192 --cols 1 --budget 0.05 \
+                    --results /tmp/ncu-results
+            done ;;
+        ncu-mma)  # stall reasons of the tensor-core 8-column pass (mmvq_mma) at the DRAM shape: what binds it
+            for f in iq4_nl iq4_xs; do
+                step "ncu-mma-$f" ncu --clock-control none -k regex:mmvq_mma -c 1 --set full \
+                    python3 -m strata_bench bench -q --family mmvq --format $f --shape 131072x8192 --cols 8 --budget 0.05 \
                     --results /tmp/ncu-results
             done ;;
         ncu-source)  # the same kernels' stall samples per SASS instruction (CSV): which load each warp waits on
