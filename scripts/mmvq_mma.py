@@ -17,18 +17,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
-
 from strata_bench.cases.family import Variant
-from strata_bench.families.mmvq_mma import group_row_bytes
 from strata_bench.families.mmvq import EDGE_SHAPE, SHAPES, Mmvq, column_passes, fixture_name, new_config
-from strata_bench.kit import (allow_dynamic_shared, ceil_div, decode_table_bytes, fixture_ref, q8_1_staging_bytes,
-                              resident_blocks, row_stride, traits)
-
-MMA_SOURCE = "mmvq/mmvq_mma.cu"
-MMA_WARPS = 4  # per tile group: one 16-row tile, 8 virtual lanes per warp (mmvq_mma.cu)
-MMA_ROWS = 16  # rows per tile: the mma's M
-MAX_SHARED_OPTIN = 227 * 1024  # per-block shared memory opt-in of sm_90 (H100, H200); an A100 allows 163 KiB
+from strata_bench.families.mmvq_mma import (MAX_SHARED_OPTIN, MMA_SOURCE, MmaConfig, launch_mma_pass)
+from strata_bench.kit import fixture_ref
 SUPER_FORMATS = ("iq4_xs", "iq2_xxs", "iq1_s")  # 256-value blocks: a warp's 8-chunk group is one block
 
 
@@ -52,19 +44,20 @@ class MmaPass(NamedTuple):  # not a dataclass: a --cases file's module is not in
     def weight_stages(self, fmt: str) -> int:
         return dict(self.stages)[fmt]
 
+    def config(self, fmt: str) -> MmaConfig:
+        """The built-in launch description of this variant's pass for fmt (families/mmvq_mma.py: kernel
+        name, threads, shared memory, launch); min_rows 0: the variant runs every shape it fits."""
+        return MmaConfig(self.tile_groups(fmt), 0, self.min_blocks, self.weight_stages(fmt))
+
     def kernel(self, fmt: str) -> str:
-        return f"mmvq_mma<{traits(fmt)}, {self.tile_groups(fmt)}, {self.min_blocks}, {self.weight_stages(fmt)}>"
+        return self.config(fmt).kernel(fmt)
 
     def threads(self, fmt: str) -> int:
-        return 32 * MMA_WARPS * self.tile_groups(fmt)
+        return self.config(fmt).threads
 
     def shared_bytes(self, fmt: str, nchunks: int) -> tuple[int, int]:
-        """(dynamic, static) shared memory: the 8 columns' activations (36 bytes per block, as new's
-        staging), each warp's S stages of a 16-row group (group_row_bytes a row), each tile group's
-        tile_tree floats (3 x 32 x 32); the table."""
-        tg = self.tile_groups(fmt)
-        group = MMA_WARPS * tg * self.weight_stages(fmt) * MMA_ROWS * group_row_bytes(fmt)
-        return q8_1_staging_bytes(self.width, nchunks) + group + tg * 3 * 32 * 32 * 4, decode_table_bytes(fmt)
+        """(dynamic, static) shared memory, as MmaConfig.shared_bytes counts it."""
+        return self.config(fmt).shared_bytes(fmt, nchunks)
 
     def applies(self, fmt: str, nc: int, nchunks: int) -> bool:
         if fmt not in self.formats or nc != self.width:
@@ -95,19 +88,6 @@ def _mma_kernels(p: MmaPass):
     return kernels
 
 
-def _launch_mma_pass(p: MmaPass, case, kernels, dev, outs, col0: int, stream) -> None:
-    nchunks = case.cols // 32
-    fn = kernels.get(p.kernel(case.fmt))
-    dynamic, static = p.shared_bytes(case.fmt, nchunks)
-    allow_dynamic_shared(fn, dynamic, static_bytes=static)
-    threads = p.threads(case.fmt)
-    blocks = ceil_div(ceil_div(case.rows, MMA_ROWS), p.tile_groups(case.fmt))
-    grid = (min(blocks, resident_blocks(fn, threads, dynamic)),)
-    args = (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),
-            dev["xq"][col0:col0 + p.width], outs["y"][col0:col0 + p.width], np.int32(case.rows))
-    fn(grid, (threads,), args, shared_mem=dynamic, stream=stream)
-
-
 def _launch_mma(p: MmaPass):
     def launch(family, case, kernels, dev, outs, stream=None) -> None:
         """Quantize, then per column pass mmvq_mma where the pass applies, else new's kernel for it."""
@@ -115,7 +95,7 @@ def _launch_mma(p: MmaPass):
         col0 = 0
         for nc in column_passes(case.ncols):
             if p.applies(case.fmt, nc, case.cols // 32):
-                _launch_mma_pass(p, case, kernels, dev, outs, col0, stream)
+                launch_mma_pass(p.config(case.fmt), case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
             else:
                 family._launch_new_pass(case, kernels, dev, outs, col0, nc, new_config(case.fmt, nc), stream)
             col0 += nc

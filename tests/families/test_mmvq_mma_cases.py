@@ -40,12 +40,8 @@ def test_every_mma_variant_fits_shared_memory_at_the_dram_shape_and_keeps_the_ba
     assert dynamic == 8 * 256 * 36 + 4 * (2 * 4 * 16 * 8 * 18 + 3 * 32 * 32 * 4)
 
 
-def test_group_rows_are_the_granules_covering_8_chunks_in_an_odd_count(script):
-    """MmaGroup<F>::ROW: whole groups of 8 blocks for iq4_nl and q8_0 (9 and 17 granules); a super-block
-    at a head of up to 8 (iq4_xs: 136 + 8 = 9 granules) or 14 bytes (iq2_xxs 66 + 14: 5; iq1_s 50 + 14: 4,
-    padded to 5)."""
-    rows = {f: script.group_row_bytes(f) for f in ("iq4_nl", "q8_0", "iq4_xs", "iq2_xxs", "iq1_s")}
-    assert rows == {"iq4_nl": 144, "q8_0": 272, "iq4_xs": 144, "iq2_xxs": 80, "iq1_s": 80}
+def test_the_super_block_formats_fit_at_4_tile_groups(script):
+    """Their group rows (families/mmvq_mma.group_row_bytes, tested with that module) fit K = 8192 and 14336."""
     p = script.MMA_PASS
     for fmt in script.SUPER_FORMATS:
         assert p.applies(fmt, 8, 256) and p.applies(fmt, 8, 448) and p.tile_groups(fmt) == 4
@@ -83,26 +79,14 @@ def _record_launches(script, monkeypatch):
     import numpy as np
 
     from strata_bench.families import mmvq as family_mod
+    from strata_bench.families import mmvq_mma
+    from tests.stub_kernels import RecordingKernels, stub_launch_helpers
 
-    calls = []
-
-    class Kernel:
-        def __init__(self, name):
-            self.name, self.ptr = name, hash(name)
-
-        def __call__(self, grid, block, args, shared_mem=0, stream=None):
-            calls.append((self.name, grid, block, args, shared_mem))
-
-    class Kernels:
-        def get(self, name):
-            return Kernel(name)
-
-    for mod in (script, family_mod):
-        monkeypatch.setattr(mod, "allow_dynamic_shared", lambda fn, n, static_bytes=0: None)
-        monkeypatch.setattr(mod, "resident_blocks", lambda fn, threads, shared: 132)
+    stub_launch_helpers(monkeypatch, script, family_mod, mmvq_mma)
+    kernels = RecordingKernels()
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((11, 1536), np.float32), "xq": np.zeros((11, 48 * 36), np.uint8)}
     outs = {"y": np.zeros((11, 1000), np.float32)}
-    return calls, Kernels(), dev, outs
+    return kernels.calls, kernels, dev, outs
 
 
 def test_mma_variant_launches_mmvq_mma_for_the_8_column_pass_and_new_for_the_rest(script, monkeypatch):

@@ -54,27 +54,16 @@ def test_mmad_launches_mmvq_mma_dec_for_the_8_column_pass_and_new_for_the_rest(s
     """The launch path without a GPU: stub kernels record their launches (grid, block, args, shared)."""
     from strata_bench.families import mmvq as family_mod
 
-    calls = []
+    from tests.stub_kernels import RecordingKernels, stub_launch_helpers
 
-    class Kernel:
-        def __init__(self, name):
-            self.name = name
-
-        def __call__(self, grid, block, args, shared_mem=0, stream=None):
-            calls.append((self.name, grid, block, args, shared_mem))
-
-    class Kernels:
-        def get(self, name):
-            return Kernel(name)
-
-    for mod in (script, family_mod):
-        monkeypatch.setattr(mod, "allow_dynamic_shared", lambda fn, n, static_bytes=0: None)
-        monkeypatch.setattr(mod, "resident_blocks", lambda fn, threads, shared: 132)
+    stub_launch_helpers(monkeypatch, script, family_mod)
+    kernels = RecordingKernels()
+    calls = kernels.calls
     fam = script.MmvqMmaDec()
     case = fam.case("iq2_xs", 1000, 1536, 11, "seed:1")
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((11, 1536), np.float32), "xq": np.zeros((11, 48 * 36), np.uint8)}
     outs = {"y": np.zeros((11, 1000), np.float32)}
-    fam.launch(case, variant, Kernels(), dev, outs)
+    fam.launch(case, variant, kernels, dev, outs)
     names = [c[0] for c in calls]
     assert names[0] == "quantize_q8_1" and names[1] == f"mmvq_mma_dec<siq::fmt_iq2_xs, 4, 1, {pf}>"
     assert names[2:] == [family_mod.new_config("iq2_xs", 2).kernel("iq2_xs", 2),

@@ -8,6 +8,7 @@ import pytest
 from strata_bench.families import mmvq as mmvq_mod
 from strata_bench.families import mmvq_mma
 from strata_bench.families.mmvq import Mmvq, new_config
+from tests.stub_kernels import RecordingKernels, stub_launch_helpers
 
 
 def test_only_tall_8_column_passes_of_the_listed_formats_run_mmvq_mma():
@@ -63,57 +64,39 @@ def test_parity_covers_the_mma_passes():
         assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9) is not None
 
 
-class _Kernels:
-    def __init__(self, calls):
-        self.calls = calls
-
-    def get(self, name):
-        calls = self.calls
-
-        class Kernel:
-            ptr = hash(name)
-
-            def __call__(self, grid, block, args, shared_mem=0, stream=None):
-                calls.append((name, grid, block, args, shared_mem))
-        return Kernel()
-
-
 @pytest.fixture
-def stubbed(monkeypatch):
-    for mod in (mmvq_mma, mmvq_mod):
-        monkeypatch.setattr(mod, "allow_dynamic_shared", lambda fn, n, static_bytes=0: None)
-        monkeypatch.setattr(mod, "resident_blocks", lambda fn, threads, shared: 132)
-    monkeypatch.setattr(mmvq_mod, "compute_major", lambda: 9)
-    return []
+def kernels(monkeypatch):
+    stub_launch_helpers(monkeypatch, mmvq_mod, mmvq_mma)
+    return RecordingKernels()
 
 
-def _launch(calls, rows, cols, ncols, variant="new"):
+def _launch(kernels, rows, cols, ncols, variant="new"):
     fam = Mmvq()
     case = fam.case("iq4_nl", rows, cols, ncols, "seed:1")
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((ncols, cols), np.float32),
            "xq": np.zeros((ncols, cols // 32 * 36), np.uint8)}
-    fam.launch(case, variant, _Kernels(calls), dev, {"y": np.zeros((ncols, rows), np.float32)})
-    return [c[0] for c in calls]
+    fam.launch(case, variant, kernels, dev, {"y": np.zeros((ncols, rows), np.float32)})
+    return kernels.names
 
 
-def test_new_runs_mmvq_mma_for_the_tall_8_column_pass_and_mmvq_new_for_the_rest(stubbed):
-    names = _launch(stubbed, 32768, 1024, 11)
+def test_new_runs_mmvq_mma_for_the_tall_8_column_pass_and_mmvq_new_for_the_rest(kernels):
+    names = _launch(kernels, 32768, 1024, 11)
     assert names == ["quantize_q8_1", "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>",
                      new_config("iq4_nl", 2).kernel("iq4_nl", 2), new_config("iq4_nl", 1).kernel("iq4_nl", 1)]
-    _, grid, block, args, shared = stubbed[1]
+    _, grid, block, args, shared = kernels.calls[1]
     assert grid == (132,) and block == (512,)  # 2048 tiles, 4 per block: the resident blocks
     assert shared == mmvq_mma.MMA_CONFIGS["iq4_nl"].shared_bytes("iq4_nl", 32)[0]
     assert args[2] == 32768 and args[3] == 32 and args[4].shape == (8, 32 * 36) and args[6] == 32768
 
 
-def test_new_keeps_mmvq_new_on_short_shapes(stubbed):
-    assert _launch(stubbed, 4096, 1024, 8) == ["quantize_q8_1", new_config("iq4_nl", 8).kernel("iq4_nl", 8)]
+def test_new_keeps_mmvq_new_on_short_shapes(kernels):
+    assert _launch(kernels, 4096, 1024, 8) == ["quantize_q8_1", new_config("iq4_nl", 8).kernel("iq4_nl", 8)]
 
 
-def test_launch_candidates_never_take_the_mma_path(stubbed):
+def test_launch_candidates_never_take_the_mma_path(kernels):
     """scripts/mmvq_tune.py times its own configs through launch_new_passes, without tensor_cores."""
     fam = Mmvq()
     case = fam.case("iq4_nl", 32768, 1024, 8, "seed:1")
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((8, 1024), np.float32), "xq": np.zeros((8, 32 * 36), np.uint8)}
-    fam.launch_new_passes(case, _Kernels(stubbed), dev, {"y": np.zeros((8, 32768), np.float32)}, new_config)
-    assert [c[0] for c in stubbed] == ["quantize_q8_1", new_config("iq4_nl", 8).kernel("iq4_nl", 8)]
+    fam.launch_new_passes(case, kernels, dev, {"y": np.zeros((8, 32768), np.float32)}, new_config)
+    assert kernels.names == ["quantize_q8_1", new_config("iq4_nl", 8).kernel("iq4_nl", 8)]

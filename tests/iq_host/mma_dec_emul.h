@@ -123,14 +123,7 @@ void dot_mma_dec(const uint8_t* w, size_t row_bytes, int rows, int nchunks, cons
                         const int c = c0 + i, v = 8 * q + i;
                         int qw[8][8];
                         float d_act[8];
-                        for (int col = 0; col < 8; ++col) {
-                            if (col0 + col < n) {
-                                d_act[col] = siq::load_q8_1(xb + (size_t)(col0 + col) * nchunks + c, qw[col]);
-                            } else {
-                                memset(qw[col], 0, sizeof qw[col]);
-                                d_act[col] = 0.0f;
-                            }
-                        }
+                        mma_emul::load_columns(xb, nchunks, col0, n, c, qw, d_act);
                         uint32_t fb[32][2];
                         for (int lane = 0; lane < 32; ++lane)
                             fb[lane][0] = (uint32_t)qw[lane / 4][lane % 4], fb[lane][1] = (uint32_t)qw[lane / 4][4 + lane % 4];

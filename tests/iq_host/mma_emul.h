@@ -51,6 +51,21 @@ inline void mma_m16n8k32(const uint32_t a[32][4], const uint32_t b[32][2], int c
     }
 }
 
+// Chunk c of the 8 columns col0 .. col0 + 7 of q8_1 blocks xb (column-major, nchunks a column): codes and
+// d, as the kernel stages them; columns at or past n are zero codes with d = 0 (the kernel does not store
+// their outputs).
+inline void load_columns(const block_q8_1* xb, int nchunks, int col0, int n, int c, int (&qw)[8][8],
+                         float (&d_act)[8]) {
+    for (int col = 0; col < 8; ++col) {
+        if (col0 + col < n) {
+            d_act[col] = siq::load_q8_1(xb + (size_t)(col0 + col) * nchunks + c, qw[col]);
+        } else {
+            memset(qw[col], 0, sizeof qw[col]);
+            d_act[col] = 0.0f;
+        }
+    }
+}
+
 // warp_sum_f32's value at lane 0 from the 32 lanes' a[v], with the tree cut where mmvq_mma.cu cuts it:
 // warp q holds a[8q .. 8q+7]. Level 1 (xor 16) pairs v with v + 16: warps 0+2 and 1+3; level 2 (xor 8)
 // pairs s1[l] with s1[l + 8]: warp 0's with warp 1's; levels 3-5 (xor 4, 2, 1) stay in warp 0's registers.
@@ -121,14 +136,7 @@ void dot_mma(const uint8_t* w, size_t row_stride, int rows, int nchunks, const b
                         }
                         int qw[8][8];
                         float d_act[8];
-                        for (int col = 0; col < 8; ++col) {
-                            if (col0 + col < n) {
-                                d_act[col] = siq::load_q8_1(xb + (size_t)(col0 + col) * nchunks + c, qw[col]);
-                            } else {
-                                memset(qw[col], 0, sizeof qw[col]);
-                                d_act[col] = 0.0f;
-                            }
-                        }
+                        load_columns(xb, nchunks, col0, n, c, qw, d_act);
                         uint32_t fa[32][4], fb[32][2];
                         int fc[32][4];
                         siq::Frag fr[32][2];  // lane's rows g and g + 8

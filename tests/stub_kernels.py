@@ -1,0 +1,37 @@
+"""Kernels without a GPU, for tests of a family's launch path: `get(name)` returns a callable that records
+each launch as (name, grid, block, args, shared_mem) in `calls`; `stub_launch_helpers` replaces the
+device queries (shared-memory opt-in, occupancy, compute capability) in the given modules."""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+
+class RecordingKernels:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any, Any, Any, int]] = []
+
+    def get(self, name: str):
+        calls = self.calls
+
+        class Kernel:
+            ptr = hash(name)
+
+            def __call__(self, grid, block, args, shared_mem=0, stream=None):
+                calls.append((name, grid, block, args, shared_mem))
+        return Kernel()
+
+    @property
+    def names(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+def stub_launch_helpers(monkeypatch, *modules: ModuleType, resident: int = 132, major: int = 9) -> None:
+    """Each module's allow_dynamic_shared, resident_blocks and compute_major, where it has them."""
+    stubs = {"allow_dynamic_shared": lambda fn, n, static_bytes=0: None,
+             "resident_blocks": lambda fn, threads, shared: resident,
+             "compute_major": lambda: major}
+    for module in modules:
+        for name, stub in stubs.items():
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, stub)
