@@ -18,9 +18,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from strata_bench.cases.family import Variant
-from strata_bench.families.mmvq import EDGE_SHAPE, SHAPES, Mmvq, column_passes, fixture_name, new_config
+from strata_bench.families.mmvq import SHAPES, Mmvq, column_passes, new_config
 from strata_bench.families.mmvq_mma import (MAX_SHARED_OPTIN, MMA_SOURCE, MmaConfig, launch_mma_pass)
-from strata_bench.kit import fixture_ref
 SUPER_FORMATS = ("iq4_xs", "iq2_xxs", "iq1_s")  # 256-value blocks: a warp's 8-chunk group is one block
 
 
@@ -127,10 +126,7 @@ class MmvqMma(Mmvq):
             short = (24, 4352) if fmt in SUPER_FORMATS else (24, 544)  # 17 blocks of 256 / 17 chunks
             for rows, cols in (*SHAPES, (1000, 1536), short):  # + a part tile, 48 chunks and a short K
                 cases += [self.case(fmt, rows, cols, n, "seed:1") for n in PARITY_NCOLS]
-            cases += [self.case(fmt, *EDGE_SHAPE, n, "edge:2") for n in PARITY_NCOLS]
-            shipped = fixture_ref(fixture_name(fmt))
-            if shipped is not None:
-                cases += self.fixture_cases(shipped, PARITY_NCOLS, fmt=fmt)
+            cases += self.edge_and_fixture_cases(fmt, PARITY_NCOLS, PARITY_NCOLS)
         return cases
 
     def bench_cases(self):

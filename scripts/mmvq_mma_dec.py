@@ -19,9 +19,8 @@ from typing import NamedTuple
 import numpy as np
 
 from strata_bench.cases.family import Variant
-from strata_bench.families.mmvq import (EDGE_SHAPE, FORMATS, SHAPES, Mmvq, column_passes, fixture_name,
-                                        new_config)
-from strata_bench.kit import (allow_dynamic_shared, ceil_div, decode_table_bytes, fixture_ref, q8_1_staging_bytes,
+from strata_bench.families.mmvq import (FORMATS, SHAPES, Mmvq, column_passes, new_config)
+from strata_bench.kit import (allow_dynamic_shared, ceil_div, decode_table_bytes, q8_1_staging_bytes,
                               resident_blocks, row_stride, traits)
 
 DEC_SOURCE = "mmvq/mmvq_mma_dec.cu"
@@ -134,10 +133,7 @@ class MmvqMmaDec(Mmvq):
         for fmt in MMA_DEC_PASS.formats:
             for rows, cols in (*SHAPES, *PART_SHAPES):
                 cases += [self.case(fmt, rows, whole_blocks(fmt, cols), n, "seed:1") for n in PARITY_NCOLS]
-            cases += [self.case(fmt, *EDGE_SHAPE, n, "edge:2") for n in PARITY_NCOLS]
-            shipped = fixture_ref(fixture_name(fmt))
-            if shipped is not None:
-                cases += self.fixture_cases(shipped, PARITY_NCOLS, fmt=fmt)
+            cases += self.edge_and_fixture_cases(fmt, PARITY_NCOLS, PARITY_NCOLS)
         return cases
 
     def bench_cases(self):

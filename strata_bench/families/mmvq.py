@@ -142,12 +142,19 @@ class Mmvq(Family):
         for fmt in FORMATS:
             for rows, cols in SHAPES:
                 cases += [self.case(fmt, rows, cols, n, "seed:1") for n in DEFAULT_NCOLS]
-            cases += [self.case(fmt, *EDGE_SHAPE, n, "edge:2") for n in EDGE_NCOLS]
-            shipped = fixture_ref(fixture_name(fmt))
-            if shipped is not None:
-                cases += self.fixture_cases(shipped, fmt=fmt)
+            cases += self.edge_and_fixture_cases(fmt, EDGE_NCOLS)
             if fmt in MMA_SHAPES:
                 cases += [self.case(fmt, *MMA_SHAPES[fmt], n, "seed:1") for n in MMA_NCOLS]
+        return cases
+
+    def edge_and_fixture_cases(self, fmt: str, edge_ncols: tuple[int, ...],
+                               fixture_ncols: tuple[int, ...] | None = None) -> list[Case]:
+        """A format's edge-block cases (EDGE_SHAPE) at edge_ncols, then its shipped fixture's (if any) at
+        fixture_ncols (None: FIXTURE_NCOLS)."""
+        cases = [self.case(fmt, *EDGE_SHAPE, n, "edge:2") for n in edge_ncols]
+        shipped = fixture_ref(fixture_name(fmt))
+        if shipped is not None:
+            cases += self.fixture_cases(shipped, fixture_ncols, fmt=fmt)
         return cases
 
     def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
