@@ -41,6 +41,15 @@ def parse_variant(spec: str) -> tuple[str, float]:
     return m.group("name"), factor
 
 
+def check_variant_names(cases, *specs: str) -> None:
+    """Every spec names a variant of every case (work factors allowed): else InputError listing the known names."""
+    for spec in specs:
+        name, _ = parse_variant(spec)
+        for case in cases:
+            if name not in case.variants:
+                raise InputError(f"variant {name!r} is not one of {case.name}'s: {', '.join(case.variants)}")
+
+
 class _GraphArm:
     """One variant's graph on one case; calling it replays once and returns us per call."""
 
@@ -119,9 +128,7 @@ def build_arms(family, case: Case, spec_a: str, spec_b: str, kernels, l2_bytes: 
     from strata_bench.timing.verify import poison_outputs
 
     (name_a, fa), (name_b, fb) = parse_variant(spec_a), parse_variant(spec_b)
-    for name in (name_a, name_b):
-        if name not in case.variants:
-            raise InputError(f"variant {name!r} is not one of {case.name}'s: {', '.join(case.variants)}")
+    check_variant_names([case], spec_a, spec_b)
     prep = prepare_copies(family, case, family.make_inputs(case), hot=False, l2_bytes=l2_bytes)
     problem, checked = check_variants(family, replace(case, variants=tuple(dict.fromkeys((name_a, name_b)))),
                                       kernels, prep)
@@ -224,9 +231,9 @@ def run_case(arms: KernelArms, plan: Plan, writer, on_run=None) -> AbOutcome:
 def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan: Plan, results_dir: Path,
                   kernels_dir: str | None = None, cases_file: str | None = None, quiet: bool = False,
                   device: int = 0, request=None) -> AbReport:
-    """A/B of two kernel variants on every selected case; records under results/<device>/ab-*.jsonl."""
-    import cupy
-
+    """A/B of two kernel variants on every selected case; records under results/<device>/ab-*.jsonl.
+    The variant names are checked against the cases before a device is sought (a typo is a usage error,
+    not "no GPU"), and CuPy is imported only once a device was found (none: NoGpu, exit 77)."""
     from strata_bench.runner import loop as engine
 
     from strata_bench.runner import devices as gpu
@@ -237,7 +244,10 @@ def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan:
 
     cases = list(dict.fromkeys(engine.prepare_cases(case_filter, cases_file, kernels_dir, purpose="bench",
                                                     request=request)))
+    check_variant_names(cases, variant_a, variant_b)
     devices = gpu.select_devices(str(device))
+    import cupy
+
     plan = replace(plan, unit="us", metric="kernel us per call")
     prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
                                                      "seed": plan.seed}})

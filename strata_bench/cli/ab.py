@@ -107,7 +107,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
             --metric 'tok/s: ([0-9.]+)' -- my-client --port 8080
         strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 --format md
         strata-bench ab --family mmvq --a old --b new --format iq2_xxs --pairs 20
-        strata-bench ab --family mmvq --variants examples/toml_variant/variants.toml --a old --b warp8 \\
+        strata-bench ab --family mmvq --variants examples/toml_variant/variants.toml --a old --b row8 \\
             --shape 131072x8192 --cols 1,8 --format iq3_s
     """
     from strata_bench.ab.matrix import CommandLines, make_combinations, parse_params, run_matrix

@@ -169,3 +169,43 @@ def test_ctrl_c_keeps_records_and_writes_a_partial_summary(tmp_path, monkeypatch
     summary = json.loads(next(tmp_path.rglob("ab-*.json")).read_text())
     assert summary["summary"]["interrupted"] is True
     assert summary["summary"]["cases"][0]["comparison"]["paired"]["n"] == 1
+
+
+def _no_gpu(monkeypatch):
+    """A host where CuPy cannot be imported: the probe says so, and any `import cupy` fails."""
+    from strata_bench.runner import devices as gpu
+
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(False, 0, "cupy not importable (cupy)"))
+
+
+def test_kernel_ab_without_cupy_exits_77(tmp_path, monkeypatch):
+    _no_gpu(monkeypatch)
+    res = _run(["--family", "mmvq", "--format", "iq2_xs", "-k", "4096x14336/n1/", "--a", "old", "--b", "new"],
+               tmp_path)
+    assert res.exit_code == 77, res.output
+    assert "no usable CUDA GPU (cupy not importable (cupy))" in res.output
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_kernel_ab_unknown_variant_exits_2_before_the_device(tmp_path, monkeypatch):
+    _no_gpu(monkeypatch)
+    res = _run(["--family", "mmvq", "--format", "iq2_xs", "-k", "4096x14336/n1/", "--a", "new", "--b", "warp8"],
+               tmp_path)
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines()[-1] == \
+        "variant 'warp8' is not one of mmvq/iq2_xs/4096x14336/n1/seed:1's: old, new"
+
+
+def test_kernel_ab_help_example_names_a_real_variant():
+    """The --variants example in `ab --help` names variants its TOML file declares."""
+    import re
+
+    from strata_bench.cases import FAMILIES
+    from strata_bench.cases.toml_variant import parse_variant_file
+
+    help_text = CliRunner().invoke(cli, ["ab", "--help"]).output
+    m = re.search(r"--variants (\S+) --a (\S+) --b (\S+)", help_text)
+    assert m, help_text
+    declared = [v.name for v in parse_variant_file(m.group(1), FAMILIES)]
+    assert m.group(3) in declared and m.group(2) == "old"
