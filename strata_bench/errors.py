@@ -39,3 +39,8 @@ class NoGpu(StrataError):
 class RegistryError(InputError):
     """A family or format class cannot register: its name is taken by another class, or it inherits its
     parent's name instead of declaring its own."""
+
+
+class FamilyError(InputError):
+    """A family breaks the authoring contract (docs/EXTENDING.md), e.g. hands two rotated input copies
+    buffers they cannot be given apart."""

@@ -7,6 +7,9 @@
   launch cost is not timed; cold weights by rotating through copies of the inputs totalling >= 3x the L2.
   Trials repeat until the 95% CI of the median is within `rel_ci` or the case's time budget is spent
   (timing/trials.py).
+- cold check: each copy replayed alone, right after the others and then again at once; a case whose
+  first replays are not slower than the re-replays (where a copy fits in the L2) is flagged warm, and is
+  not held to the roofline (timing/coldness.py).
 - timed outputs checked: every copy's outputs were poisoned before the trials and must equal the
   check step's result (that variant's) bitwise after them; a median below bytes / read ceiling is impossible
   (timing/verify.py). Either sets the variant's status instead of "timed".
@@ -24,6 +27,8 @@ import numpy as np
 from strata_bench.cases import Case, Family
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.clocks import ClockReader, ClockSummary
+from strata_bench.timing.coldness import measure as measure_coldness
+from strata_bench.timing.coldness import WARM, ColdCheck
 from strata_bench.timing.graph import GRAPH_TARGET_S, InputCopies, capture, launch_count, prepare_copies, replay_seconds
 from strata_bench.timing.l2 import reset_persisting_l2
 from strata_bench.timing.trials import run_trials
@@ -65,6 +70,7 @@ class Timing:
     rotation: Mapping[str, Any] | None = None  # copies x bytes per copy against the L2 (InputCopies.rotation)
     l2_reset: str = ""  # the persisting-L2 reset before the trials: "reset" or why not
     sensitivity: float = math.nan  # the smallest relative change against the baseline its data could see
+    cold_check: ColdCheck | None = None  # the rotation's coldness as measured (timing/coldness.py); None: --hot
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -72,6 +78,8 @@ class Timing:
         flags = []
         if self.rotation and self.rotation.get("warning"):
             flags.append(self.rotation["warning"])
+        if self.cold_check is not None and self.cold_check.flag():
+            flags.append(self.cold_check.flag())
         if self.clocks is not None and self.clocks.throttled:
             flags.append(self.clocks.throttle_text())
         if self.samples_us and self.status == "timed":
@@ -104,6 +112,7 @@ class Timing:
                 "ceilings": _ceilings_record(self.ceilings),
                 "clocks": None if self.clocks is None else self.clocks.to_dict(),
                 "rotation": None if self.rotation is None else dict(self.rotation), "l2_reset": self.l2_reset,
+                "cold_check": None if self.cold_check is None else self.cold_check.to_dict(),
                 "sensitivity": None if math.isnan(self.sensitivity) else self.sensitivity,
                 "flags": list(self.flags), "samples_us": list(self.samples_us)}
 
@@ -225,12 +234,16 @@ def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: Timin
     clocks = clocks if clocks is not None else ClockReader(device)
     timings = [time_variant(family, case, v, kernels, prep, ceilings, cfg, checked[v], clocks)
                for v in case.variants]
+    if not cfg.hot:
+        check = measure_coldness(family, case, case.baseline, kernels, prep, cupy.cuda.Stream(non_blocking=True))
+        timings = [replace(t, cold_check=check) for t in timings]
     beaten = any(t.status == "timed" and t.samples_us and above_ceiling(t.bytes_moved, t.median_us * 1e-6, ceilings)
                  for t in timings)
     if beaten and remeasure is not None:
         ceilings = remeasure()
         timings = [replace(t, ceilings=ceilings) for t in timings]
-    return with_sensitivity([judge_roofline(t, prep.cold) for t in timings])
+    cold = prep.cold and (timings[0].cold_check is None or timings[0].cold_check.verdict != WARM)
+    return with_sensitivity([judge_roofline(t, cold) for t in timings])
 
 
 def sensitivity_line(timings: list[Timing]) -> str:

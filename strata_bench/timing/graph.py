@@ -58,13 +58,63 @@ def _nbytes(arrays: Mapping[str, Any]) -> int:
     return sum(int(getattr(a, "nbytes", 0)) for a in arrays.values())
 
 
+def memory_span(array: Any) -> tuple[int, int] | None:
+    """[first, last + 1) byte addresses an array's elements cover (CUDA or host), or None for a non-array
+    or an empty one. Strides may be negative; the span is what the elements reach, not the allocation.
+    A 0-d array or NumPy scalar is None too: kernels take those by value."""
+    if not getattr(array, "ndim", 0):
+        return None
+    iface = getattr(array, "__cuda_array_interface__", None) or getattr(array, "__array_interface__", None)
+    if not isinstance(iface, Mapping) or not getattr(array, "size", 0):
+        return None
+    start = end = int(iface["data"][0])
+    for n, stride in zip(array.shape, array.strides):
+        reach = (n - 1) * stride
+        start, end = (start + reach, end) if reach < 0 else (start, end + reach)
+    return start, end + array.itemsize
+
+
+def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
+    return any(span[0] < b and a < span[1] for a, b in taken)
+
+
+def own_buffers(arrays: Mapping[str, Any], taken: list[tuple[int, int]], what: str) -> dict[str, Any]:
+    """`arrays` with every array that shares memory with an earlier copy (`taken`) replaced by a copy of
+    its own, so a rotated copy never reads another copy's bytes (a family may cache its device weights
+    for parity's sake: mmvq does). Two arrays of one copy that alias each other and an earlier copy
+    cannot be separated without breaking their aliasing: FamilyError. Adds this copy's spans to `taken`."""
+    from strata_bench.errors import FamilyError
+
+    own, mine, shared = {}, [], []
+    for name, arr in arrays.items():
+        span = memory_span(arr)
+        if span is not None and _overlaps(span, taken):
+            shared.append((name, span))
+            arr = arr.copy()
+            span = memory_span(arr)
+        own[name] = arr
+        if span is not None:
+            mine.append(span)
+    for i, (name, span) in enumerate(shared):
+        twin = [other for other, s in shared[i + 1:] if _overlaps(span, [s])]
+        if twin:
+            raise FamilyError(f"{what}: {name!r} and {twin[0]!r} alias each other and an earlier rotated copy; "
+                              f"to_device/alloc_outputs must give each call its own buffers")
+    taken.extend(mine)
+    return own
+
+
 def prepare_copies(family: Family, case: Case, host: Mapping[str, Any], hot: bool, l2_bytes: int) -> InputCopies:
-    """Device copies of the host inputs (see `rotation_copies`), each with its outputs allocated."""
-    first = family.to_device(case, host)
+    """Device copies of the host inputs (see `rotation_copies`), each with its outputs allocated, and no
+    two copies sharing a byte (`own_buffers`): a shared weight buffer would stay in the L2 across the
+    rotation and time warm weights as cold."""
+    taken: list[tuple[int, int]] = []
+    first = own_buffers(family.to_device(case, host), taken, f"{case.name} inputs")
     per_copy = max(_nbytes(first), 1)
     copies = rotation_copies(per_copy, l2_bytes, hot)
-    devs = [first] + [family.to_device(case, host) for _ in range(copies - 1)]
-    outs = [family.alloc_outputs(case, d) for d in devs]
+    devs = [first] + [own_buffers(family.to_device(case, host), taken, f"{case.name} inputs")
+                      for _ in range(copies - 1)]
+    outs = [own_buffers(family.alloc_outputs(case, d), taken, f"{case.name} outputs") for d in devs]
     return InputCopies(devs, outs, per_copy, cold=not hot and copies * per_copy >= L2_ROTATION_FACTOR * l2_bytes,
                        l2_bytes=l2_bytes)
 

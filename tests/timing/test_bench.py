@@ -75,7 +75,8 @@ def test_timing_record_of_a_timed_variant():
         "bytes": 8_000_000, "gbps": 8_000_000 / 3e-6 / 1e9, "frac_read": 8_000_000 / 3e-6 / 4e12,
         "frac_copy": 8_000_000 / 3e-6 / 5e12, "tflops": 64_000_000 / 3e-6 / 1e12,
         "ceilings": {"read_bps": 4e12, "write_bps": None, "copy_bps": 5e12, "peak_bps": None, "source": ""},
-        "clocks": None, "rotation": None, "l2_reset": "", "sensitivity": None, "flags": [],
+        "clocks": None, "rotation": None, "l2_reset": "", "cold_check": None, "sensitivity": None,
+        "flags": [],
         "samples_us": [4.0, 2.0, 3.0]}
 
 
@@ -159,7 +160,9 @@ def test_bench_case_checks_then_sizes_captures_warms_up_and_trials_each_variant(
     # Per variant: a probe of one launch per copy (3 copies of 1000 bytes cover 3 x 1000 bytes of L2),
     # then a graph of 60 us / 1 us = 60 launches, 3 warm-up replays, and 10 trials (equal samples: tight).
     per_variant = [("replay", 3)] + [("replay", 60)] * 3 + [("replay", 60)] * 10
-    assert fake_gpu == per_variant * 2
+    # Then the cold check: each of the 3 copies replayed alone twice in a row, 8 rounds (24 pairs).
+    assert fake_gpu == per_variant * 2 + [("replay", 1)] * 48
+    assert timings[0].cold_check is timings[1].cold_check and timings[0].cold_check.pairs == 24
     assert [(t.variant, t.status, t.launches_per_sample, t.copies, t.samples_us) for t in timings] == [
         (v, "timed", 60, 3, (1.0,) * 10) for v in ("old", "new")]
     assert timings[0].ci_rel == 0.0 and timings[0].bytes_moved == 1000
