@@ -59,6 +59,11 @@ class Family(ABC):
     sources: ClassVar[tuple[str, ...]] = ()  # files in kernels_src/ (or the family's kernels_root) it compiles
     description: ClassVar[str] = ""
     variants: ClassVar[tuple[Variant, ...]] = ()  # the variant table; see Variant
+    # The measured ceiling that bounds the kernels, the one bench shows a fraction of: "read" where they
+    # read far more than they write (a mat-vec), "copy" where they write a real share of what they move
+    # (a dequantization, a quantization: the copy ceiling counts read + written bytes), None where no
+    # bandwidth bounds them (a prompt GEMM: TFLOP/s).
+    ceiling: ClassVar[str | None] = "read"
     # Directory the sources are read from (a user family's --kernels DIR); None: kernels_src/.
     kernels_root: Path | None = None
 

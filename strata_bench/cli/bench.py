@@ -24,14 +24,17 @@ from strata_bench.errors import NoGpu
 @quiet_option
 def command(families, formats, pattern, kernels_dir, cases_file, request, hot, budget, rel_ci,
             device_spec, output, results_dir, list_only, quiet):
-    """Time kernel variants: us per call, GB/s, fraction of the measured read and copy ceilings.
+    """Time kernel variants: us per call, GB/s, fraction of the measured ceiling that bounds them.
 
     Each case runs its variants once at the timed shape and must agree bitwise before it is timed.
     Every copy's outputs are poisoned before the timed replays and must equal that checked result
     after them; a variant whose outputs differ, or whose time beats bytes / read ceiling, is
     rejected (exit 1), never shown as a speedup.
     Launches are captured in a CUDA graph and timed with events around replays; weights are kept cold
-    by rotating through input copies totalling at least 3x the L2 (unless --hot). The table has a row
+    by rotating through input copies totalling at least 3x the L2, each with its own buffers (unless
+    --hot), and a case whose copies are not measurably colder on first replay than re-read is flagged
+    WARM in the `cache` column. The fraction shown is of the one ceiling that bounds the family (read
+    for a mat-vec, copy for a dequantization, none for a GEMM). The table has a row
     per call and a column per column count: old / new and the speedup. With --device all each GPU is
     timed on its own against its own ceilings (a row per device and call); a kernel fault stops only
     its device (exit 1 at the end).

@@ -32,6 +32,7 @@ def fixture_name(fmt: str) -> str:
 
 class Dequant(Family):
     name = "dequant"
+    ceiling = 'copy'
     sources = ("dequant/dequant.cu",)
     description = "quantized rows -> float32, bitwise against gguf-py (numpy reference for q2_0)"
 

@@ -75,6 +75,7 @@ def choose_kernel(fmt: str, dst_ptr: int, ld: int, src_ptr: int) -> str:
 
 class Fp16Deq(Family):
     name = "fp16deq"
+    ceiling = 'copy'
     sources = ("fp16deq/fp16deq.cu",)
     description = "Q8_0 / IQ4_XS -> FP16: one thread per 32 values vs 16-byte stores, correctly rounded"
 

@@ -40,6 +40,7 @@ DEFAULT_EPS = 1e-6
 
 class MoeCombine(Family):
     name = "moe_combine"
+    ceiling = 'copy'
     sources = ("moe_combine/moe_combine.cu",)
     description = "MoE combine + 4-row residual + RMS norm (fp16 hi/lo): two kernels vs fused, bitwise"
 

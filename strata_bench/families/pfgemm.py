@@ -150,6 +150,7 @@ def _variant(name: str, choose: Callable[[Case], str], kinds: tuple[str, ...], d
 
 class PfGemm(Family):
     name = FAMILY
+    ceiling = None
     sources = ("pfgemm/pfgemm_old.cu", "pfgemm/pfgemm_new.cu")
     description = "FP16 wmma grouped expert GEMM over sorted tokens: dequantize-to-smem (old) vs pipelined (new)"
 

@@ -37,6 +37,7 @@ def s_tolerance(x: np.ndarray) -> float:
 
 class Q8_1(Family):
     name = "q8_1"
+    ceiling = 'copy'
     sources = ("q8_1/q8_1.cu",)
     description = "float32 -> q8_1 blocks (d, s, qs), bitwise against numpy"
 

@@ -41,6 +41,7 @@ FIELDS = {0: "d", 1: "d", 2: "s", 3: "s"}
 
 class SwigluQ8(Family):
     name = "swiglu_q8"
+    ceiling = 'copy'
     sources = ("swiglu_q8/swiglu_q8.cu",)
     description = "silu(gate)*up -> q8_1 rows: FP32 h through memory + quantize vs one fused kernel, bitwise"
 

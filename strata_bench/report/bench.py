@@ -27,7 +27,9 @@ def detail_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per variant (with a device column when the records come from several devices). Records
     that carry clocks and sensitivity (bench since issue 12) add the columns `clocks` (SM clock over the
     trials) and `sees>=%` (the smallest change against the baseline its data could detect); a fraction
-    over 100% shows as ">100" (a flagged row, not a figure)."""
+    over 100% shows as ">100" (a flagged row, not a figure). `ceiling` names the one measured ceiling that
+    bounds the family's kernels and `%ceiling` is the fraction of it (records before it was named: read);
+    records with a measured cold check add `cache`: cold, WARM (flagged), cold (copy>L2) or hot."""
     records = list(records)
     several = _several_devices(records)
     newer = any("sensitivity" in r for r in records)
@@ -37,13 +39,35 @@ def detail_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                "variant": r["variant"], "status": r["status"],
                "median_us": r.get("median_us"), "min_us": r.get("min_us"), "max_us": r.get("max_us"),
                "ci_%": None if r.get("ci_rel") is None else 100 * r["ci_rel"],
-               "GB/s": r.get("gbps"), "%read": _pct(r.get("frac_read")), "%copy": _pct(r.get("frac_copy")),
+               "GB/s": r.get("gbps"), "ceiling": _bound(r), "%ceiling": _pct(_bound_fraction(r)),
                "TFLOP/s": r.get("tflops")}
+        if "cold_check" in r:
+            row["cache"] = _cache(r)
         if newer:
             row["clocks"] = _clocks(r.get("clocks"))
             row["sees>=%"] = _pct(r.get("sensitivity"))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _bound(rec: dict[str, Any]) -> str | None:
+    """The ceiling that bounds the record's kernel: its "bound", or read for records before it existed."""
+    return rec["bound"] if "bound" in rec else "read"
+
+
+def _bound_fraction(rec: dict[str, Any]) -> float | None:
+    return rec.get("frac_bound") if "bound" in rec else rec.get("frac_read")
+
+
+_CACHE = {"cold": "cold", "warm": "WARM", "cold: one copy exceeds the L2": "cold (copy>L2)"}
+
+
+def _cache(rec: dict[str, Any]) -> str | None:
+    """What the cold check measured (timing/coldness.py), in a word; hot for --hot, None when not timed."""
+    check = rec.get("cold_check")
+    if check:
+        return _CACHE.get(check["verdict"], check["verdict"])
+    return "hot" if (rec.get("rotation") or {}).get("hot") else None
 
 
 def _pct(x):
@@ -104,10 +128,16 @@ def _cell(variants: dict[str, dict]) -> str:
         v = variants[names[0]]
         return f"{v['median_us']:.2f} us"
     a, b = variants[names[0]], variants[names[1]]
-    frac = b.get('frac_read') or 0
-    read = ">100% read, flagged" if frac > 1 else f"{100 * frac:.0f}% read"
     return (f"{a['median_us']:.2f} / {b['median_us']:.2f} us ({a['median_us'] / b['median_us']:.2f}x, "
-            f"{b['gbps']:.0f} GB/s, {read})")
+            f"{b['gbps']:.0f} GB/s{_fraction_text(b)})")
+
+
+def _fraction_text(rec: dict[str, Any]) -> str:
+    """', 20% read' of the ceiling that bounds the kernel; '' where none does."""
+    bound, frac = _bound(rec), _bound_fraction(rec)
+    if bound is None or frac is None:
+        return ""
+    return f", >100% {bound}, flagged" if frac > 1 else f", {100 * frac:.0f}% {bound}"
 
 
 def render(records: list[dict[str, Any]], output: str, ceilings: Iterable[str] = ()) -> str:
@@ -119,7 +149,7 @@ def render(records: list[dict[str, Any]], output: str, ceilings: Iterable[str] =
     detail = detail_frame(records)
     footer = footer_lines(records, ceilings)
     if output == "md":
-        return ("Old / new per call (speedup, new's GB/s and fraction of the read ceiling)\n\n"
+        return ("Old / new per call (speedup, new's GB/s and fraction of the ceiling that bounds it)\n\n"
                 + pivot.to_markdown() + "\n\n" + detail.to_markdown(index=False, floatfmt=".2f")
                 + ("\n\n" + "\n".join(f"- {line}" for line in footer) if footer else ""))
     buf = io.StringIO()

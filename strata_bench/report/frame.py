@@ -27,7 +27,7 @@ VIEWS: dict[str, View] = {
     "parity": View(("case", "status", "worst_ratio", "device", "seconds", "error"),
                    key=("case",), values=()),
     "bench": View(("case", "variant", "ncols", "median_us", "min_us", "max_us", "ci_rel", "gbps",
-                   "frac_read", "frac_copy", "tflops", "trials", "copies", "status"),
+                   "bound", "frac_bound", "tflops", "trials", "copies", "status"),
                   key=("case", "variant"), values=("median_us", "us_per_call", "us", "time_us", "value")),
     "ab": View(("case", "run_index", "pair", "position", "arm", "warmup", "value", "failure", "exit_code",
                 "wall_s"), key=("case", "arm"), values=("value",), record_filter={"record": "run"}),

@@ -13,8 +13,9 @@
 - timed outputs checked: every copy's outputs were poisoned before the trials and must equal the
   check step's result (that variant's) bitwise after them; a median below bytes / read ceiling is impossible
   (timing/verify.py). Either sets the variant's status instead of "timed".
-- summary: median, min, max us per call, GB/s of the bytes the kernel must move, fractions of the
-  device's measured read and copy ceilings, TFLOP/s where the family counts flops.
+- summary: median, min, max us per call, GB/s of the bytes the kernel must move, the fraction of the one
+  measured ceiling that bounds the family's kernels (Family.ceiling: read for a mat-vec, copy for a kernel
+  that writes a real share of its bytes, none for a GEMM), TFLOP/s where the family counts flops.
 """
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ class Timing:
     l2_reset: str = ""  # the persisting-L2 reset before the trials: "reset" or why not
     sensitivity: float = math.nan  # the smallest relative change against the baseline its data could see
     cold_check: ColdCheck | None = None  # the rotation's coldness as measured (timing/coldness.py); None: --hot
+    bound: str | None = "read"  # the ceiling that bounds the kernel (Family.ceiling); None: none does
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -83,7 +85,7 @@ class Timing:
         if self.clocks is not None and self.clocks.throttled:
             flags.append(self.clocks.throttle_text())
         if self.samples_us and self.status == "timed":
-            beaten = above_ceiling(self.bytes_moved, self.median_us * 1e-6, self.ceilings)
+            beaten = above_ceiling(self.bytes_moved, self.median_us * 1e-6, self.ceilings, self.bound)
             if beaten:
                 flags.append(beaten)
         return tuple(flags)
@@ -91,6 +93,12 @@ class Timing:
     @property
     def median_us(self) -> float:
         return float(np.median(self.samples_us)) if self.samples_us else math.nan
+
+    def fraction(self, ceiling: str | None) -> float | None:
+        """bytes per second over the named measured ceiling ("read", "copy"); None untimed or unnamed."""
+        if not self.samples_us or ceiling is None:
+            return None
+        return self.bytes_moved / (self.median_us * 1e-6) / getattr(self.ceilings, f"{ceiling}_bps")
 
     @property
     def gbps(self) -> float:
@@ -106,8 +114,8 @@ class Timing:
                 "status": self.status, "median_us": med, "min_us": float(s.min()), "max_us": float(s.max()),
                 "ci_rel": self.ci_rel, "trials": len(self.samples_us), "launches_per_sample": self.launches_per_sample,
                 "copies": self.copies, "bytes": self.bytes_moved, "gbps": self.gbps,
-                "frac_read": self.bytes_moved / (med * 1e-6) / self.ceilings.read_bps if self.samples_us else None,
-                "frac_copy": self.bytes_moved / (med * 1e-6) / self.ceilings.copy_bps if self.samples_us else None,
+                "frac_read": self.fraction("read"), "frac_copy": self.fraction("copy"),
+                "bound": self.bound, "frac_bound": self.fraction(self.bound),
                 "tflops": self.flops / (med * 1e-6) / 1e12 if self.flops and self.samples_us else None,
                 "ceilings": _ceilings_record(self.ceilings),
                 "clocks": None if self.clocks is None else self.clocks.to_dict(),
@@ -192,7 +200,7 @@ def time_variant(family: Family, case: Case, variant: str, kernels: Any, prep: I
     status = timed_output_problem(family, case, variant, prep, checked, min(launches, len(prep.devs))) or "timed"
     return Timing(case, variant, tuple(samples), launches, len(prep.devs), family.bytes_moved(case),
                   family.flops(case), ceilings, status=status, ci_rel=ci_rel,
-                  clocks=None if clocks is None else clocks.summary(readings),
+                  clocks=None if clocks is None else clocks.summary(readings), bound=family.ceiling,
                   rotation=prep.rotation(cfg.hot), l2_reset=l2_reset)
 
 
@@ -230,14 +238,15 @@ def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: Timin
     problem, checked = check_variants(family, case, kernels, prep)
     if problem:
         return [Timing(case, v, (), 0, len(prep.devs), family.bytes_moved(case), family.flops(case), ceilings,
-                       status=problem, rotation=prep.rotation(cfg.hot)) for v in case.variants]
+                       status=problem, rotation=prep.rotation(cfg.hot), bound=family.ceiling) for v in case.variants]
     clocks = clocks if clocks is not None else ClockReader(device)
     timings = [time_variant(family, case, v, kernels, prep, ceilings, cfg, checked[v], clocks)
                for v in case.variants]
     if not cfg.hot:
         check = measure_coldness(family, case, case.baseline, kernels, prep, cupy.cuda.Stream(non_blocking=True))
         timings = [replace(t, cold_check=check) for t in timings]
-    beaten = any(t.status == "timed" and t.samples_us and above_ceiling(t.bytes_moved, t.median_us * 1e-6, ceilings)
+    beaten = any(t.status == "timed" and t.samples_us and above_ceiling(t.bytes_moved, t.median_us * 1e-6, ceilings,
+                                                                            t.bound)
                  for t in timings)
     if beaten and remeasure is not None:
         ceilings = remeasure()

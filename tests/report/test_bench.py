@@ -22,21 +22,21 @@ RECORDS = [_record("c1", "old", 1, 20.0, 400.0, 0.1), _record("c1", "new", 1, 10
            _record("g8", "old", 8, None, None, None, status="skipped: too big", params={"experts": 8})]
 
 MARKDOWN = (
-    "Old / new per call (speedup, new's GB/s and fraction of the read ceiling)\n"
+    "Old / new per call (speedup, new's GB/s and fraction of the ceiling that bounds it)\n"
     '\n'
     '|                                  | n=1                                          | n=8                                         |\n'
     '|:---------------------------------|:---------------------------------------------|:--------------------------------------------|\n'
     '| mmvq/iq2_xxs/4096x4096           | 20.00 / 10.00 us (2.00x, 800 GB/s, 20% read) | 40.00 / 32.00 us (1.25x, 375 GB/s, 9% read) |\n'
     '| mmvq/iq2_xxs/4096x4096/experts=8 | 5.00 us                                      | not timed: skipped: too big                 |\n'
     '\n'
-    '| case   | variant   | status           |   median_us |   min_us |   max_us |   ci_% |   GB/s |   %read |   %copy |   TFLOP/s |\n'
-    '|:-------|:----------|:-----------------|------------:|---------:|---------:|-------:|-------:|--------:|--------:|----------:|\n'
-    '| c1     | old       | timed            |       20.00 |    19.80 |    20.40 |   0.40 | 400.00 |   10.00 |   11.00 |      0.50 |\n'
-    '| c1     | new       | timed            |       10.00 |     9.90 |    10.20 |   0.40 | 800.00 |   20.00 |   22.00 |      0.50 |\n'
-    '| c8     | old       | timed            |       40.00 |    39.60 |    40.80 |   0.40 | 300.00 |    7.50 |    8.25 |      0.50 |\n'
-    '| c8     | new       | timed            |       32.00 |    31.68 |    32.64 |   0.40 | 375.00 |    9.38 |   10.31 |      0.50 |\n'
-    '| g1     | old       | timed            |        5.00 |     4.95 |     5.10 |   0.40 | 100.00 |   25.00 |   27.50 |      0.50 |\n'
-    '| g8     | old       | skipped: too big |      nan    |   nan    |   nan    |   0.40 | nan    |  nan    |  nan    |      0.50 |'
+    '| case   | variant   | status           |   median_us |   min_us |   max_us |   ci_% |   GB/s | ceiling   |   %ceiling |   TFLOP/s |\n'
+    '|:-------|:----------|:-----------------|------------:|---------:|---------:|-------:|-------:|:----------|-----------:|----------:|\n'
+    '| c1     | old       | timed            |       20.00 |    19.80 |    20.40 |   0.40 | 400.00 | read      |      10.00 |      0.50 |\n'
+    '| c1     | new       | timed            |       10.00 |     9.90 |    10.20 |   0.40 | 800.00 | read      |      20.00 |      0.50 |\n'
+    '| c8     | old       | timed            |       40.00 |    39.60 |    40.80 |   0.40 | 300.00 | read      |       7.50 |      0.50 |\n'
+    '| c8     | new       | timed            |       32.00 |    31.68 |    32.64 |   0.40 | 375.00 | read      |       9.38 |      0.50 |\n'
+    '| g1     | old       | timed            |        5.00 |     4.95 |     5.10 |   0.40 | 100.00 | read      |      25.00 |      0.50 |\n'
+    '| g8     | old       | skipped: too big |      nan    |   nan    |   nan    |   0.40 | nan    | read      |     nan    |      0.50 |'
 )
 
 PIVOT_CSV = (
@@ -54,17 +54,17 @@ TABLE = (
     '│ mmvq/iq2_xxs/4096x4096           │ 20.00 / 10.00 us (2.00x, 800 GB/s, 20% read) │ 40.00 / 32.00 us (1.25x, 375 GB/s, 9% read) │\n'
     '│ mmvq/iq2_xxs/4096x4096/experts=8 │ 5.00 us                                      │ not timed: skipped: too big                 │\n'
     '└──────────────────────────────────┴──────────────────────────────────────────────┴─────────────────────────────────────────────┘\n'
-    '                                                 per variant                                                 \n'
-    '┏━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━┳━━━━━━┳━━━━━━━━┳━━━━━━━┳━━━━━━━┳━━━━━━━━━┓\n'
-    '┃ case ┃ variant ┃ status           ┃ median_us ┃ min_us ┃ max_us ┃ ci_% ┃ GB/s   ┃ %read ┃ %copy ┃ TFLOP/s ┃\n'
-    '┡━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━╇━━━━━━╇━━━━━━━━╇━━━━━━━╇━━━━━━━╇━━━━━━━━━┩\n'
-    '│ c1   │ old     │ timed            │ 20.00     │ 19.80  │ 20.40  │ 0.40 │ 400.00 │ 10.00 │ 11.00 │ 0.50    │\n'
-    '│ c1   │ new     │ timed            │ 10.00     │ 9.90   │ 10.20  │ 0.40 │ 800.00 │ 20.00 │ 22.00 │ 0.50    │\n'
-    '│ c8   │ old     │ timed            │ 40.00     │ 39.60  │ 40.80  │ 0.40 │ 300.00 │ 7.50  │ 8.25  │ 0.50    │\n'
-    '│ c8   │ new     │ timed            │ 32.00     │ 31.68  │ 32.64  │ 0.40 │ 375.00 │ 9.38  │ 10.31 │ 0.50    │\n'
-    '│ g1   │ old     │ timed            │ 5.00      │ 4.95   │ 5.10   │ 0.40 │ 100.00 │ 25.00 │ 27.50 │ 0.50    │\n'
-    '│ g8   │ old     │ skipped: too big │ -         │ -      │ -      │ 0.40 │ -      │ -     │ -     │ 0.50    │\n'
-    '└──────┴─────────┴──────────────────┴───────────┴────────┴────────┴──────┴────────┴───────┴───────┴─────────┘'
+    '                                                   per variant                                                    \n'
+    '┏━━━━━━┳━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━┳━━━━━━┳━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━┓\n'
+    '┃ case ┃ variant ┃ status           ┃ median_us ┃ min_us ┃ max_us ┃ ci_% ┃ GB/s   ┃ ceiling ┃ %ceiling ┃ TFLOP/s ┃\n'
+    '┡━━━━━━╇━━━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━╇━━━━━━╇━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━┩\n'
+    '│ c1   │ old     │ timed            │ 20.00     │ 19.80  │ 20.40  │ 0.40 │ 400.00 │ read    │ 10.00    │ 0.50    │\n'
+    '│ c1   │ new     │ timed            │ 10.00     │ 9.90   │ 10.20  │ 0.40 │ 800.00 │ read    │ 20.00    │ 0.50    │\n'
+    '│ c8   │ old     │ timed            │ 40.00     │ 39.60  │ 40.80  │ 0.40 │ 300.00 │ read    │ 7.50     │ 0.50    │\n'
+    '│ c8   │ new     │ timed            │ 32.00     │ 31.68  │ 32.64  │ 0.40 │ 375.00 │ read    │ 9.38     │ 0.50    │\n'
+    '│ g1   │ old     │ timed            │ 5.00      │ 4.95   │ 5.10   │ 0.40 │ 100.00 │ read    │ 25.00    │ 0.50    │\n'
+    '│ g8   │ old     │ skipped: too big │ -         │ -      │ -      │ 0.40 │ -      │ read    │ -        │ 0.50    │\n'
+    '└──────┴─────────┴──────────────────┴───────────┴────────┴────────┴──────┴────────┴─────────┴──────────┴─────────┘'
 )
 
 
@@ -160,8 +160,8 @@ NEWER = [{**_record("c1", "old", 1, 20.0, 400.0, 0.1), "trials": 40, "clocks": C
 def test_newer_records_add_clocks_and_sensitivity_columns_and_hide_fractions_over_100():
     frame = bench.detail_frame(NEWER)
     assert list(frame.columns)[-2:] == ["clocks", "sees>=%"]
-    assert frame[["%read", "%copy", "clocks", "sees>=%"]].values.tolist() == [
-        [10.0, 11.000000000000002, "1965-1980 MHz", 0.42], [">100", ">100", "1965-1980 MHz THROTTLED", 0.42]]
+    assert frame[["ceiling", "%ceiling", "clocks", "sees>=%"]].values.tolist() == [
+        ["read", 10.0, "1965-1980 MHz", 0.42], ["read", ">100", "1965-1980 MHz THROTTLED", 0.42]]
     assert bench.pivot_frame(NEWER).to_dict() == {
         "n=1": {"mmvq/iq2_xxs/4096x4096": "20.00 / 1.90 us (10.53x, 4200 GB/s, >100% read, flagged)"}}
 
@@ -177,3 +177,31 @@ def test_the_footer_gives_the_ceilings_each_flag_and_each_case_sensitivity():
         "sw_power_cap\n- flag: c1 new: above the measured read and copy ceiling (re-measured)")
     assert bench.render(NEWER, "table", ceilings).splitlines()[-4:] == bench.footer_lines(NEWER, ceilings)
     assert bench.footer_lines(RECORDS) == []  # older records: no footer
+
+
+def _bounded(case, variant, bound, frac, check):
+    return {**_record(case, variant, 1, 10.0, 800.0, 0.2), "bound": bound, "frac_bound": frac, "cold_check": check,
+            "rotation": {"hot": check is None}}
+
+
+COLD_CHECK = {"first_us": 12.0, "again_us": 9.0, "verdict": "cold"}
+
+
+def test_each_row_shows_only_the_ceiling_that_bounds_it_and_what_the_cold_check_measured():
+    """A q8_0 mat-vec over 1.14 GB shows its read fraction, never the copy ceiling it 'beats'; a
+    dequantization the copy fraction; a GEMM none; the cache column says what the cold check found."""
+    records = [_bounded("mv", "new", "read", 0.97, COLD_CHECK),
+               _bounded("dq", "new", "copy", 0.81, {**COLD_CHECK, "verdict": "warm"}),
+               _bounded("gemm", "new", None, None, {**COLD_CHECK, "verdict": "cold: one copy exceeds the L2"}),
+               _bounded("hot", "new", "read", 0.5, None)]
+    frame = bench.detail_frame(records)
+    frame = frame.astype(object).where(frame.notna(), None)  # pandas shows a missing cell as nan
+    assert frame[["case", "ceiling", "%ceiling", "cache"]].values.tolist() == [
+        ["mv", "read", 97.0, "cold"], ["dq", "copy", 81.0, "WARM"], ["gemm", None, None, "cold (copy>L2)"],
+        ["hot", "read", 50.0, "hot"]]
+    assert "%copy" not in frame.columns and "%read" not in frame.columns
+    pair = [{**r, "variant": v} for r, v in zip([records[1], records[1]], ("old", "new"))]
+    assert bench.pivot_frame(pair).to_dict() == {
+        "n=1": {"mmvq/iq2_xxs/4096x4096": "10.00 / 10.00 us (1.00x, 800 GB/s, 81% copy)"}}
+    gemm = [{**records[2], "variant": v} for v in ("old", "new")]
+    assert bench.pivot_frame(gemm).to_dict() == {"n=1": {"mmvq/iq2_xxs/4096x4096": "10.00 / 10.00 us (1.00x, 800 GB/s)"}}
