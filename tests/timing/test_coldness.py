@@ -41,3 +41,29 @@ def test_replay_pairs_replays_each_copy_twice_in_a_row_until_enough_pairs():
     first, again = replay_pairs(replays, min_pairs=12)
     assert calls == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] * 3  # 3 rounds of 5 copies: 15 pairs >= 12
     assert first == again == [0.0, 1.0, 2.0, 3.0, 4.0] * 3
+
+
+@pytest.mark.gpu
+def test_on_the_device_own_copies_measure_cold_and_one_shared_weight_buffer_measures_warm(monkeypatch):
+    """mmvq iq2_xs 4096x14336 at one column: 16.2 MiB of weights per copy against the H200's 60 MiB L2.
+    With a buffer per copy the first replays are slower than the re-replays; with the one weight buffer
+    every copy shared before (mmvq's device cache) they are not, and the check says warm."""
+    import cupy
+
+    from strata_bench.cases import load_builtin_families
+    from strata_bench.kernels.build import load_kernels
+    from strata_bench.timing import coldness, graph
+
+    family = load_builtin_families()["mmvq"]
+    case = family.case("iq2_xs", 4096, 14336, 1, "seed:1")
+    kernels = load_kernels(family, 0)
+    l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
+    host = family.make_inputs(case)
+    own = graph.prepare_copies(family, case, host, hot=False, l2_bytes=l2)
+    cold = coldness.measure(family, case, "new", kernels, own, cupy.cuda.Stream(non_blocking=True))
+    monkeypatch.setattr(graph, "own_buffers", lambda arrays, taken, what: dict(arrays))
+    shared = graph.prepare_copies(family, case, host, hot=False, l2_bytes=l2)
+    assert len({d["w"].data.ptr for d in shared.devs}) == 1 < len(shared.devs)
+    warm = coldness.measure(family, case, "new", kernels, shared, cupy.cuda.Stream(non_blocking=True))
+    print(f"\nown copies: {cold.to_dict()}\nshared weights: {warm.to_dict()}")
+    assert (cold.verdict, warm.verdict) == (coldness.COLD, coldness.WARM)
