@@ -98,7 +98,8 @@ def _fake_cupy_backends() -> dict[str, types.ModuleType]:
     driver.funcSetAttribute = lambda ptr, attr, value: print(f"  opt-in {KERNEL_NAMES[ptr]} shared={value}")
     driver.occupancyMaxActiveBlocksPerMultiprocessor = lambda ptr, threads, shared: BLOCKS_PER_SM
     runtime = types.ModuleType("cupy_backends.cuda.api.runtime")
-    runtime.getDeviceProperties = lambda dev: {"multiProcessorCount": SMS}
+    runtime.getDeviceProperties = lambda dev: {"multiProcessorCount": SMS, "major": 9, "minor": 0,
+                                               "sharedMemPerBlockOptin": 227 * 1024}
     api = types.ModuleType("cupy_backends.cuda.api")
     api.driver, api.runtime = driver, runtime
     cuda = types.ModuleType("cupy_backends.cuda")
