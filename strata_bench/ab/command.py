@@ -13,14 +13,11 @@ import time
 
 import psutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
 from strata_bench.ab.metrics import OutputMissing, OutputSpec, read_metrics, read_same
 from strata_bench.ab.process import Server, ServerFailed, ServerSpec, run_hook, tree
-from strata_bench.ab.plan import Plan
-from strata_bench.ab.records import AbReport
 from strata_bench.errors import InputError
 
 METRIC_GROUP = "value"  # the named group --metric must define: (?P<value>...)
@@ -239,23 +236,6 @@ def _text(raw: bytes | None) -> str:
 def _details(proc: subprocess.Popen, raw: bytes | None, wall: float) -> dict[str, Any]:
     return {"exit_code": proc.returncode, "wall_s": round(wall, 6),
             "output_tail": _text(raw)[-OUTPUT_TAIL_CHARS:]}
-
-
-def run_command_ab(spec_a: CommandSpec, spec_b: CommandSpec, plan: Plan, results_root: Path | None,
-                   provenance: Mapping[str, Any] | None = None, quiet: bool = False,
-                   case: str = "command", setup: str | None = None, cleanup: str | None = None) -> AbReport:
-    """A/B of two command lines (or one with an environment switch); records under results_root.
-
-    `provenance` is stored in the summary as given (the CLI passes `provenance.collect(...)`, which
-    adds the GPU, clocks and versions); the arms' argv and env switches are added under "ab".
-    `setup` runs once before the first run and `cleanup` once after the last (also after a failure
-    or an interruption). Ctrl-C or SIGTERM ends the current run's process tree, keeps the records,
-    writes the summary marked interrupted and raises AbInterrupted naming both files.
-    """
-    from strata_bench.ab.matrix import Combination, run_matrix
-
-    return run_matrix([Combination(case, {}, spec_a, spec_b)], plan, results_root, provenance, quiet,
-                      setup, cleanup)
 
 
 def setup_hook(command: str | None, option: str) -> None:
