@@ -32,7 +32,7 @@ import numpy as np
 from strata_bench.kit import (Case, Expected, Family, FixtureRef, InputError, LaunchAbi, Variant, ceil_div,
                               parse_data)
 
-FAMILY = "pfgemm"
+from strata_bench.families.pfgemm_groups import FAMILY, GROUPS_A, group_sizes, group_sizes_of, token_tiles  # noqa: E402,F401
 from strata_bench.kernels.constants import PFGEMM_FORMAT_IDS as FORMAT_IDS  # noqa: E402
 NEW_FORMATS = {"iq2_s": 512, "iq4_nl": 128}  # format -> K multiple the new kernel needs
 from strata_bench.kernels.constants import PFGEMM_OLD_ROWS as OLD_ROWS, PFGEMM_OLD_TILE_ROWS as OLD_TILE_ROWS  # noqa: E402
@@ -42,9 +42,7 @@ ENV_SWITCH = "STRATA_PF_WMMA2"
 ACT_SEED_OFFSET = 4099  # activations get their own stream, independent of the weights
 FIXTURE_ROLL = 7  # expert e's rows are the tiled fixture rows rolled by 7e, so experts differ
 
-# Uneven groups: empty experts, groups of 1, 15, 16 and 17 rows (around one 16-row fragment), 33 and 64
-# (around the 32- and 64-row token tiles), and a trailing small group.
-GROUPS_A = "0,1,15,16,17,33,64,4"
+# Uneven groups beside GROUPS_A (pfgemm_groups.py):
 GROUPS_B = "70,0,3,129,0,16,48,1"  # leading large group, empties in the middle, 129 = 2 tiles + 1 row
 BENCH_GROUPS = "64x128"  # 8192 token rows over 128 experts
 FIXTURE_TILE_ROWS = 256  # a fixture case's N: the fixture's rows tiled to a multiple of this
@@ -57,26 +55,6 @@ FP16_REL = 2.0 ** -11
 FP16_SUBNORMAL_ABS = 2.0 ** -25
 TC_ACC_PER_TERM = 2.0 ** -22
 F64_REL = 2.0 ** -53
-
-
-def group_sizes_of(spec: str) -> np.ndarray:
-    """Token rows per expert from "a,b,c" or "GxE" (E experts of G rows each)."""
-    try:
-        if "x" in spec:
-            rows, experts = (int(v) for v in spec.split("x"))
-            sizes = np.full(experts, rows, dtype=np.int64)
-        else:
-            sizes = np.array([int(v) for v in spec.split(",")], dtype=np.int64)
-    except ValueError:
-        raise InputError(f"pfgemm: bad groups {spec!r}: expected 'a,b,c' or 'GxE'") from None
-    if sizes.size == 0 or (sizes < 0).any():
-        raise InputError(f"pfgemm: bad groups {spec!r}: need at least one expert and no negative size")
-    return sizes
-
-
-def group_sizes(case: Case) -> np.ndarray:
-    """Token rows per expert of a case (its `groups` param)."""
-    return group_sizes_of(str(case.param("groups", GROUPS_A)))
 
 
 # --- which kernel ---------------------------------------------------------------------------------------
@@ -110,11 +88,6 @@ def choose_kernel(fmt: str, n: int, k: int, env: Mapping[str, str] | None = None
 def kernel_expression(kernel: str, fmt: str) -> str:
     """The name expression of kernel "old" or "new" for a format."""
     return f"pfgemm_{kernel}<{FORMAT_IDS[fmt]}>"
-
-
-def token_tiles(sizes: np.ndarray, tile_rows: int) -> int:
-    """Blocks along y: each expert's group in tiles of `tile_rows` token rows."""
-    return int(sum(ceil_div(int(s), tile_rows) for s in sizes))
 
 
 # --- the variants: which kernel each launches for a case ---------------------------------------------------
@@ -166,7 +139,7 @@ class PfGemm(Family):
 
     def launch_abi(self) -> LaunchAbi:
         """What a TOML variant receives (docs/ABI.md, "pfgemm"; declared in pfgemm_abi.py)."""
-        from strata_bench.families.pfgemm_abi import PFGEMM_ABI
+        from strata_bench.families.pfgemm_abi import PFGEMM_ABI  # the ABI's table, kept beside this file
 
         return PFGEMM_ABI
 

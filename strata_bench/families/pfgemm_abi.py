@@ -1,11 +1,13 @@
 """pfgemm's launch ABI for TOML variants (docs/ABI.md, "pfgemm"): kept beside pfgemm.py, which would
-otherwise pass 400 lines; PfGemm.launch_abi imports it."""
+otherwise pass 400 lines; PfGemm.launch_abi imports it, and it imports only the groups module."""
 from __future__ import annotations
 
 import numpy as np
 
-from strata_bench.families.pfgemm import (FAMILY, FORMAT_IDS, NEW_TILE_ROWS, OLD_TILE_ROWS, group_sizes,
-                                          token_tiles)
+from strata_bench.families.pfgemm_groups import FAMILY, group_sizes, token_tiles
+from strata_bench.kernels.constants import PFGEMM_FORMAT_IDS as FORMAT_IDS
+from strata_bench.kernels.constants import PFGEMM_NEW_TILE_ROWS as NEW_TILE_ROWS
+from strata_bench.kernels.constants import PFGEMM_OLD_TILE_ROWS as OLD_TILE_ROWS
 from strata_bench.kit import AbiArg, Case, LaunchAbi
 
 
