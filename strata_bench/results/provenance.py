@@ -17,6 +17,9 @@ import socket
 import sys
 from typing import Any, Callable
 
+from strata_bench.runner.nvml import Unavailable, nvml, nvml_device_info  # noqa: F401  (Unavailable: raised by readers here)
+from strata_bench.runner.nvml import fill as _fill, pci_bus_id as _pci_bus_id, reason as _reason, text as _text
+
 PROVENANCE_SCHEMA = 1
 PACKAGES = ("strata-bench", "click", "numpy", "cupy-cuda13x", "cupy-cuda12x", "gguf", "scipy", "rich",
             "pandas", "nvidia-cuda-nvrtc", "nvidia-ml-py")
@@ -109,7 +112,7 @@ def cuda_versions() -> dict[str, Any]:
         _fill(out, "runtime", lambda: _cuda_version_text(runtime.runtimeGetVersion()))
         _fill(out, "driver", lambda: _cuda_version_text(runtime.driverGetVersion()), "no CUDA driver")
     _fill(out, "nvrtc", _nvrtc_version_text)
-    _fill(out, "nvml_driver", lambda: _nvml_call(lambda nv: _text(nv.nvmlSystemGetDriverVersion())))
+    _fill(out, "nvml_driver", lambda: _text(nvml().nvmlSystemGetDriverVersion()))
     return out
 
 
@@ -118,29 +121,6 @@ def _nvrtc_version_text() -> str:
 
     major, minor = nvrtc_version()
     return f"{major}.{minor}"
-
-
-def _fill(out: dict[str, Any], key: str, read: Callable[[], Any], none_reason: str = "not reported") -> None:
-    """out[key] = read(), or None with out['reason'][key] saying why."""
-    try:
-        value = read()
-    except Exception as exc:  # noqa: BLE001 - provenance must never stop a run; the reason is kept
-        out["reason"][key] = _reason(exc)
-        return
-    out[key] = value
-    if value is None:
-        out["reason"][key] = none_reason
-
-
-class Unavailable(RuntimeError):
-    """A part of the environment that cannot be read here; its text is the reason as is."""
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, Unavailable):
-        return str(exc)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _guarded(read: Callable[[], Any]) -> Any:
@@ -154,10 +134,6 @@ def _recorded_options(arch: str) -> list[str]:
     from strata_bench.kernels.build import recorded_options
 
     return recorded_options(arch)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 # ---------------------------------------------------------------- devices
@@ -200,62 +176,3 @@ def _one_device(index: int) -> dict[str, Any]:
     }
     info["nvml"] = nvml_device_info(info["pci_bus_id"], index)
     return info
-
-
-def _pci_bus_id(props: dict[str, Any]) -> str | None:
-    try:
-        return f"{int(props['pciDomainID']):08X}:{int(props['pciBusID']):02X}:{int(props['pciDeviceID']):02X}.0"
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-# ---------------------------------------------------------------- NVML (optional: nvidia-ml-py)
-
-_NVML_STATE: dict[str, Any] = {}
-
-
-def _nvml() -> Any:
-    """pynvml, initialised once per process; raises with the reason when NVML is not usable."""
-    if "error" in _NVML_STATE:
-        raise Unavailable(_NVML_STATE["error"])
-    if "module" not in _NVML_STATE:
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-        except Exception as exc:  # noqa: BLE001 - ImportError, library not found, driver not loaded
-            _NVML_STATE["error"] = f"NVML not usable ({_reason(exc)})"
-            raise Unavailable(_NVML_STATE["error"]) from None
-        _NVML_STATE["module"] = pynvml
-    return _NVML_STATE["module"]
-
-
-def _nvml_call(read: Callable[[Any], Any]) -> Any:
-    return read(_nvml())
-
-
-def nvml_device_info(pci_bus_id: str | None, index: int) -> dict[str, Any]:
-    """Clocks (MHz), power limit (W) and temperature (C) of one device; None with reasons when unreadable.
-
-    The handle is found by PCI bus id because NVML numbers devices without CUDA_VISIBLE_DEVICES."""
-    out: dict[str, Any] = {k: None for k in ("sm_clock_mhz", "memory_clock_mhz", "max_sm_clock_mhz",
-                                             "max_memory_clock_mhz", "power_limit_w", "temperature_c")}
-    out["reason"] = {}
-    try:
-        nv = _nvml()
-        handle = (nv.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode()) if pci_bus_id
-                  else nv.nvmlDeviceGetHandleByIndex(index))
-    except Exception as exc:  # noqa: BLE001
-        out["reason"] = {"all": _reason(exc)}
-        return out
-    readers = {
-        "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM),
-        "memory_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM),
-        "max_sm_clock_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM),
-        "max_memory_clock_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_MEM),
-        "power_limit_w": lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
-        "temperature_c": lambda: nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU),
-    }
-    for key, read in readers.items():
-        _fill(out, key, read)
-    return out

@@ -162,15 +162,15 @@ def device_key(device: int) -> str:
     """name | PCI bus id | driver: a new card or driver measures again."""
     from cupy_backends.cuda.api import runtime
 
-    from strata_bench.results import provenance
+    from strata_bench.runner import nvml
 
     props = runtime.getDeviceProperties(device)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     try:
-        driver = provenance._nvml_call(lambda nv: provenance._text(nv.nvmlSystemGetDriverVersion()))
+        driver = nvml.text(nvml.nvml().nvmlSystemGetDriverVersion())
     except Exception:  # noqa: BLE001 - no NVML: the CUDA driver version is the next best key
         driver = f"cuda {runtime.driverGetVersion()}"
-    return f"{name}|{provenance._pci_bus_id(props)}|{driver}"
+    return f"{name}|{nvml.pci_bus_id(props)}|{driver}"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -280,9 +280,9 @@ def _peak_bps(device: int, props: dict[str, Any]) -> float:
     """From NVML's maximum memory clock where it is readable, else the CUDA device attributes."""
     from cupy_backends.cuda.api import runtime
 
-    from strata_bench.results import provenance
+    from strata_bench.runner import nvml
 
-    info = provenance.nvml_device_info(provenance._pci_bus_id(props), device)
+    info = nvml.nvml_device_info(nvml.pci_bus_id(props), device)
     mhz = info.get("max_memory_clock_mhz")
     width = int(props.get("memoryBusWidth", 0) or 0)
     try:

@@ -125,19 +125,19 @@ class ClockReader:
         try:
             self._open()
         except Exception as exc:  # noqa: BLE001 - no pynvml, no driver, a handle NVML cannot find
-            from strata_bench.results.provenance import _reason
+            from strata_bench.runner.nvml import reason as _reason
 
             self.unavailable = _reason(exc)
 
     def _open(self) -> None:
-        from strata_bench.results import provenance
+        from strata_bench.runner import nvml
 
-        nv = provenance._nvml()
+        nv = nvml.nvml()
         pci = None
         try:
             import cupy
 
-            pci = provenance._pci_bus_id(cupy.cuda.runtime.getDeviceProperties(self.device))
+            pci = nvml.pci_bus_id(cupy.cuda.runtime.getDeviceProperties(self.device))
         except Exception:  # noqa: BLE001 - no device properties: NVML's own numbering
             pass
         self._handle = nv.nvmlDeviceGetHandleByPciBusId(pci.encode()) if pci else nv.nvmlDeviceGetHandleByIndex(

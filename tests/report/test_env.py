@@ -11,6 +11,7 @@ from strata_bench.cli.main import cli
 from strata_bench.kernels.sources import kernels_src_hash
 from strata_bench.report import env as envinfo
 from strata_bench.results import provenance
+from strata_bench.runner import nvml
 from strata_bench.runner import devices as gpu
 
 H200_PROPS = {
@@ -33,7 +34,7 @@ def fake_h200(monkeypatch):
 
     monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(True, 1, ""))
     monkeypatch.setattr(runtime, "getDeviceProperties", lambda i: dict(H200_PROPS))
-    monkeypatch.setattr(provenance, "_NVML_STATE", {"error": "NVML not usable (test)"})
+    monkeypatch.setattr(nvml, "NVML_STATE", {"error": "NVML not usable (test)"})
 
 
 def test_collect_without_gpu_records_everything_else(no_gpu, monkeypatch):
@@ -74,7 +75,7 @@ def test_cuda_versions_give_reasons_not_errors(monkeypatch):
         raise RuntimeError("driver exploded")
 
     monkeypatch.setattr(runtime, "driverGetVersion", broken)
-    monkeypatch.setattr(provenance, "_NVML_STATE", {"error": "NVML not usable (test)"})
+    monkeypatch.setattr(nvml, "NVML_STATE", {"error": "NVML not usable (test)"})
     cuda = provenance.cuda_versions()
     assert cuda["driver"] is None and cuda["reason"]["driver"] == "RuntimeError: driver exploded"
     assert cuda["nvml_driver"] is None and cuda["reason"]["nvml_driver"] == "NVML not usable (test)"
@@ -103,7 +104,7 @@ def test_nvml_values_are_converted(monkeypatch):
         def nvmlDeviceGetEnforcedPowerLimit(self, h): return 700000  # milliwatts
         def nvmlDeviceGetTemperature(self, h, kind): raise RuntimeError("not supported")
 
-    monkeypatch.setattr(provenance, "_NVML_STATE", {"module": FakeNvml()})
+    monkeypatch.setattr(nvml, "NVML_STATE", {"module": FakeNvml()})
     info = provenance.nvml_device_info("00000000:19:00.0", 0)
     assert (info["sm_clock_mhz"], info["max_sm_clock_mhz"], info["power_limit_w"]) == (1755, 1980, 700.0)
     assert info["temperature_c"] is None and "not supported" in info["reason"]["temperature_c"]
@@ -185,7 +186,7 @@ def fake_three_devices(monkeypatch):
 
     monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(True, 3, ""))
     monkeypatch.setattr(runtime, "getDeviceProperties", props)
-    monkeypatch.setattr(provenance, "_NVML_STATE", {"module": TwoGpuNvml()})
+    monkeypatch.setattr(nvml, "NVML_STATE", {"module": TwoGpuNvml()})
 
 
 def test_every_device_is_listed_with_its_own_clocks_and_power(fake_three_devices):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from strata_bench.cases import Case
-from strata_bench.results import provenance
+from strata_bench.runner import nvml
 from strata_bench.timing.bench import TimingConfig, bench_case
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.clocks import ClockReader, ClockSample, ClockSummary, reason_names, summarize
@@ -43,7 +43,7 @@ class FakeNvml:
 def fake_nvml(monkeypatch):
     def install(**kw):
         nv = FakeNvml(**kw)
-        monkeypatch.setattr(provenance, "_NVML_STATE", {"module": nv})
+        monkeypatch.setattr(nvml, "NVML_STATE", {"module": nv})
         return nv
     return install
 
@@ -54,7 +54,7 @@ def test_a_reading_through_nvml(fake_nvml):
 
 
 def test_without_nvml_there_are_no_readings_and_the_summary_says_why(monkeypatch):
-    monkeypatch.setattr(provenance, "_NVML_STATE", {"error": "NVML not usable (no driver)"})
+    monkeypatch.setattr(nvml, "NVML_STATE", {"error": "NVML not usable (no driver)"})
     reader = ClockReader(0)
     assert reader.read() is None
     summary = reader.summary([None, None])
