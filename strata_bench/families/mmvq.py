@@ -302,10 +302,11 @@ class Mmvq(Family):
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         ref = _matvec(case.fmt, case.rows, case.cols, case.data)
         cols = host["cols"]
+        # Each output against its own bound (they differ by orders of magnitude between rows).
         return [
-            Expected("y", ref.y_q[cols], float(ref.bound_q[cols].max()), label="f64(q8_1 acts)",
+            Expected("y", ref.y_q[cols], ref.bound_q[cols], label="f64(q8_1 acts)",
                      why="gamma_h * sum|w||xq| (exact chunk terms, fmaf chain + butterfly) + gamma64_K"),
-            Expected("y", ref.y_raw[cols], float(ref.bound_raw[cols].max()), label="f64(raw acts)",
+            Expected("y", ref.y_raw[cols], ref.bound_raw[cols], label="f64(raw acts)",
                      why="q8_1 acts bound + sum|w_k| E_k (a-priori q8_1 rounding) + gamma64_K"),
         ]
 
