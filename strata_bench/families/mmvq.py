@@ -17,7 +17,7 @@ Weights live on the device at a 16-byte aligned row stride with 16 readable byte
 Activations: a fixed seeded draw of 11 columns per (shape, data); an N-column case uses the first N.
 
 Float64 references (docs/ARITHMETIC.md, section 3, derives the tolerances):
-- "f64(q8_1 acts)": exact weights x q8_1-dequantized activations; tol = max over outputs of
+- "f64(q8_1 acts)": exact weights x q8_1-dequantized activations; tol, each output's own bound:
   gamma_h * sum_k |w_k| |xq_k| + gamma64_K * (same), h = ceil(K/32/32) - 1 + 5 roundings per term.
 - "f64(raw acts)": exact weights x raw activations; adds sum_k |w_k| E_k, E the a-priori q8_1 rounding
   bound of k's block, and float64's gamma64_K * sum |w||x|.

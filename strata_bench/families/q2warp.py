@@ -12,7 +12,7 @@ Float64 references and their tolerances (docs/ARITHMETIC_ISSUE4.md, section A, d
 - "f64(raw acts)": y = W x with the exact weights and the unquantized activations. Adds the q8_1
   rounding of the activations, sum_j |w_j| |x_j - xq_j|, evaluated exactly from the case's inputs
   (a priori <= sum_j |w_j| (d_j (0.5 + 128u) + 127 * halfulp16(d_j))), and float64's gamma64_K.
-Each tolerance is the maximum over outputs of the per-output bound.
+Each output is checked against its own bound (the tolerance is the array of per-output bounds).
 """
 from __future__ import annotations
 
