@@ -263,13 +263,16 @@ def _related_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
 
 
 def check_case(family: Family, case: Case, kernels: Any, device: int, times: PhaseTimes | None = None,
-               shared_runs: dict | None = None, pool: Any = None) -> CaseResult:
+               shared_runs: dict | None = None, pool: Any = None,
+               on_failure: Callable[[CaseResult, Mapping[str, Any], Mapping[str, VariantRun], tuple[Expected, ...]],
+                                    Any] | None = None) -> CaseResult:
     """Run every variant of one case on the current device and check it. KernelFault propagates.
 
     `times` (optional) accumulates seconds per phase; `shared_runs` (optional, kept by CaseChecker for a
     whole loop) holds the runs of related cases already made on this device, so a 1-column call that
     several N-column cases compare with runs once; `pool` (optional, a refpool.ReferencePool) is waited
-    for when the case's reference entry is missing."""
+    for when the case's reference entry is missing; `on_failure` (optional, e.g. a dump.FailureDump) is
+    given a failed case's result, host inputs, runs and references while they are at hand."""
     start = time.perf_counter()
 
     def run_all(c: Case, host: Mapping[str, Any]) -> dict[str, VariantRun]:
@@ -305,18 +308,24 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
         checks += _reference_checks(family, case, runs, refs)
         checks += _error_equal_checks(family, case, checks)
     status = Status.PASS if all(c.ok for c in checks) else Status.FAIL
-    return CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
+    result = CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
+    if status is Status.FAIL and on_failure is not None:
+        on_failure(result, host, runs, tuple(refs))
+    return result
 
 
 class CaseChecker:
     """check_case for a whole loop: keeps the related cases' runs (per device) and, optionally, the
-    seconds per phase and a refpool.ReferencePool filling the reference cache ahead of the loop. Call it
-    as run_on_devices' per_case."""
+    seconds per phase, a refpool.ReferencePool filling the reference cache ahead of the loop and what
+    to do with a failed case's arrays (`on_failure`, as check_case takes it). Call it as
+    run_on_devices' per_case."""
 
-    def __init__(self, times: PhaseTimes | None = None, share_runs: bool = True, pool: Any = None):
+    def __init__(self, times: PhaseTimes | None = None, share_runs: bool = True, pool: Any = None,
+                 on_failure: Callable[..., Any] | None = None):
         self.times = times
         self.shared_runs: dict | None = {} if share_runs else None
         self.pool = pool
+        self.on_failure = on_failure
 
     def __call__(self, family: Family, case: Case, kernels: Any, device: int) -> CaseResult:
-        return check_case(family, case, kernels, device, self.times, self.shared_runs, self.pool)
+        return check_case(family, case, kernels, device, self.times, self.shared_runs, self.pool, self.on_failure)

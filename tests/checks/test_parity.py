@@ -322,3 +322,39 @@ def test_zero_bounds_give_ratio_zero_without_error_and_inf_with_one(toy_family, 
     off = _reference_checks(toy_family, toy_case, {"new": _run("new", _one_element_off())},
                             [Expected("y", ref, tol=0.0, why="t")])[0]
     assert not off.ok and off.bound_ratio == np.inf and off.bound_index == (2, 17)
+
+
+def test_a_failed_case_hands_its_arrays_to_on_failure_and_a_passing_one_does_not(monkeypatch):
+    from strata_bench.cases import Case
+    from strata_bench.checks import parity
+
+    class OneReference(_RelatedFamily):
+        def make_inputs(self, case):
+            return {"x": np.arange(3.0)}
+
+        def related_cases(self, case):
+            return []
+
+        def reference(self, case, host):
+            return [Expected("y", np.zeros(3), tol=np.array([1.0, 1e-9, 1.0]), why="t")]
+
+        def output_values(self, case, name, outputs):
+            return outputs[name]
+
+        def describe_index(self, case, output, index):
+            return f"element {index[0]}"
+
+    def fake_run(family, case, variant, kernels, dev):
+        y = np.full(3, 1e-6 if case.data == "seed:2" else 0.0, np.float32)
+        return VariantRun(variant, {"y": y}, {"y": np.zeros(3, bool)})
+
+    monkeypatch.setattr(parity, "run_variant", fake_run)
+    seen = []
+    checker = parity.CaseChecker(on_failure=lambda *args: seen.append(args))
+    passed = checker(OneReference(), Case("toy", "q8_0", 3, 32, data="seed:1"), None, 0)
+    assert passed.status.value == "PASS" and seen == []
+    failed = checker(OneReference(), Case("toy", "q8_0", 3, 32, data="seed:2"), None, 0)
+    assert failed.status.value == "FAIL"
+    ((result, host, runs, refs),) = seen
+    assert result is failed and host["x"].tolist() == [0.0, 1.0, 2.0] and set(runs) == {"old", "new"}
+    assert [e.label for e in refs] == ["ref"] and runs["new"].outputs["y"][1] == np.float32(1e-6)
