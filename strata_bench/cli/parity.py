@@ -101,8 +101,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance, \
             ReferencePool(cases, FAMILIES, warn=lambda text: click.echo(text, err=True)) as pool:
         try:
-            engine.run_on_devices(cases, devices, CaseChecker(times, pool=pool, on_failure=dump), keep, fault_result,
-                                  advance,
+            checker = CaseChecker(times, pool=pool, on_failure=dump)
+            engine.run_on_devices(cases, devices, checker, keep, fault_result, advance,
                                   compiled=None if times is None else lambda sec: times.before.update(compile=sec))
         finally:
             if times is not None and pool.seconds is not None:
