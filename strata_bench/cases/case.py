@@ -39,12 +39,15 @@ class Case:
 class Expected:
     """A float64 reference for one output, with the tolerance the arithmetic contract allows.
 
-    `tol` bounds max |out - ref| over the output (absolute); `why` names the derivation.
+    `tol` bounds |out - ref| element by element (absolute): one float for every element, or an array
+    broadcastable to the output's shape giving each element its own bound (a bound derived per output
+    element is passed whole: its maximum would let an element with a small bound exceed it unseen).
+    `why` names the derivation.
     """
 
     output: str
     ref: Any  # np.ndarray float64, same shape as the output
-    tol: float
+    tol: Any  # float, or np.ndarray broadcastable to ref's shape
     why: str
     label: str = "ref"  # which reference: "f64", "f64(q8_1 acts)", ...
 

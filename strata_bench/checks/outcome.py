@@ -20,7 +20,13 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check of one variant (or, for err-equal, of all variants against one reference)."""
+    """One check of one variant (or, for err-equal, of all variants against one reference).
+
+    For an f64 check, `tol` is the reference's tolerance as one number: the largest bound where each
+    element has its own (so a passing check still has max_err <= tol). `bound_ratio` is the largest
+    |err|/bound over the elements (above 1 fails; inf for an error where the bound is 0 or for a NaN
+    output), `bound_index` that element's index in the output and `bound_at` the family's name for it.
+    """
 
     check: str  # "written", "finite", "bitwise", "columns", "f64", "err-equal"
     variant: str
@@ -31,6 +37,9 @@ class CheckResult:
     tol: float | None = None
     nmse: float | None = None
     label: str = ""
+    bound_ratio: float | None = None
+    bound_index: tuple[int, ...] | None = None
+    bound_at: str = ""
 
 
 @dataclass(frozen=True)

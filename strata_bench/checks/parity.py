@@ -1,13 +1,16 @@
 """Parity: the checks of one case. Every variant runs over two poisons (an unwritten element fails); every
 output is checked finite, compared byte for byte with the baseline's (diagnosed where it differs),
 each column of a multi-column call with the 1-column call, and each float64 reference within its
-tolerance; where the family requires it, the variants' max |err| must be equal.
+tolerance, element by element (one bound for every element, or each element's own); where the family
+requires it, the variants' max |err| must be equal.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
-from typing import Any, Iterable, Mapping
+from functools import partial
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -16,6 +19,7 @@ from strata_bench.checks.diagnosis import as_uint, diagnose
 from strata_bench.checks.outcome import CaseResult, CheckResult, Status
 from strata_bench.checks.phases import PhaseTimes, maybe
 from strata_bench.checks.refcache import cached_references
+from strata_bench.errors import InputError
 from strata_bench.runner.launch import VariantRun, run_variant
 
 
@@ -68,11 +72,12 @@ def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) 
 
 
 class _RefStats:
-    """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|
-    and sum ref^2 (the NMSE denominator)."""
+    """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|,
+    sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape)."""
 
     def __init__(self, exp: Expected):
         self.ref = np.asarray(exp.ref, dtype=np.float64)
+        self.bound, self.largest_bound = _bounds(exp, self.ref.shape)
         # max |x| = max(|max x|, |min x|): exact, and no |x| array. Where both are finite every element is
         # (a NaN makes max NaN, an inf makes max or min infinite), so the finite mask is only made otherwise.
         with np.errstate(invalid="ignore"):
@@ -93,6 +98,20 @@ class _RefStats:
         return self._fin
 
 
+def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float]:
+    """(the tolerance as the check applies it, its largest value): a scalar stays a float; an array
+    is broadcast (a view, no copy) to the reference's shape, or InputError naming both shapes."""
+    if np.ndim(exp.tol) == 0:
+        return float(exp.tol), float(exp.tol)
+    tol = np.asarray(exp.tol, dtype=np.float64)
+    try:
+        bound = np.broadcast_to(tol, shape)
+    except ValueError:
+        raise InputError(f"{exp.output} vs {exp.label}: tolerance of shape {tol.shape} does not broadcast to "
+                         f"the reference's {shape}") from None
+    return bound, float(np.max(tol)) if tol.size else 0.0
+
+
 def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool) -> np.ndarray:
     """np.where(fin, a, 0.0), without the copy where fin is all True (all_finite; fin may then be None)
     and `a` is already laid out as np.where's result would be (C order): the same values in the same
@@ -102,36 +121,81 @@ def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool) -> np
     return np.where(fin, a, 0.0)
 
 
-def _max_ignoring_nan(a: np.ndarray) -> float:
-    """np.nanmax(a), one pass where a holds no NaN (the max of the same values is the same number)."""
-    top = float(np.max(a))
-    return float(np.nanmax(a)) if np.isnan(top) else top
+def _largest(a: np.ndarray) -> tuple[int, float]:
+    """(flat index, value) of a's largest element in one pass; a NaN counts as the largest (np.argmax
+    stops at the first NaN), and then the value is the largest of the others (np.nanmax's)."""
+    index = int(np.argmax(a))
+    top = float(a.flat[index])
+    return index, float(np.nanmax(a)) if np.isnan(top) else top
 
 
-def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray) -> CheckResult:
+def _ratio(err: float, bound: float) -> float:
+    """|err|/bound of one element: 0 for no error (whatever the bound), inf for a NaN error or an error
+    against a zero (or NaN) bound."""
+    if err == 0:
+        return 0.0
+    ratio = err / bound if bound else math.inf
+    return math.inf if math.isnan(ratio) else ratio
+
+
+def _worst_index(err0: np.ndarray, bound: float | np.ndarray, largest_err: int) -> int:
+    """Flat index of the element with the largest |err|/bound: under one bound, the largest error's
+    (`largest_err`); under per-element bounds, the largest quotient's (NaN, a NaN error or bound,
+    counts as the largest; 0/0 as 0)."""
+    if isinstance(bound, float):
+        return largest_err
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.divide(err0, bound, out=np.zeros(err0.shape), where=err0 != 0)
+    return int(np.argmax(ratio))
+
+
+def _within(err0: np.ndarray, max_err: float, bound: float | np.ndarray) -> bool:
+    """Every element's |err| within its bound (a NaN bound fails its element)."""
+    if isinstance(bound, float):
+        return max_err <= bound
+    return bool(np.all(err0 <= bound))
+
+
+def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
+               describe: Callable[[tuple[int, ...]], str]) -> CheckResult:
     ref = stats.ref
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.subtract(got, ref)
         np.abs(err, out=err)
     err0 = _zero_outside(err, stats._fin, stats.all_finite)
+    largest, max_err = _largest(err0) if err.size else (0, 0.0)
     if err0 is err and err.size:
-        # One pass instead of three: err holds |got - ref| (>= 0, or NaN), so it is all finite exactly when
-        # its max (which np.max makes NaN where any element is) is finite; the max is max_err's first pass.
-        top = float(np.max(err))
-        finite = bool(np.isfinite(top))
-        max_err = float(np.nanmax(err)) if np.isnan(top) else top
-        nmse = float(np.sum(np.square(err, out=err)) / stats.denom) if stats.denom else 0.0  # err not read after
+        # err holds |got - ref| (>= 0, or NaN), so it is all finite exactly when its largest element is.
+        finite = bool(np.isfinite(err.flat[largest]))
     else:
         finite = bool(np.isfinite(err).all()) if stats.all_finite else bool(np.isfinite(err[stats.fin]).all())
-        max_err = _max_ignoring_nan(err0) if err.size else 0.0
-        nmse = float(np.sum(np.square(err0)) / stats.denom) if stats.denom else 0.0
+    within = _within(err0, max_err, stats.bound)
+    worst = _worst_element(err0, stats.bound, largest, describe) if err.size else {}
+    # Squared in place, after its last other read: err0 is err itself or np.where's new array.
+    nmse = float(np.sum(np.square(err0, out=err0)) / stats.denom) if stats.denom else 0.0
     # Non-finite references (e.g. an fp16 overflow) must be matched exactly.
     special_ok = stats.all_finite or bool(np.array_equal(got[~stats.fin], ref[~stats.fin], equal_nan=True))
-    ok = finite and special_ok and max_err <= exp.tol
-    detail = "" if ok else (f"{exp.output} vs {exp.label}: max|err| {max_err:.3e} > tol {exp.tol:.3e}"
-                            f" ({exp.why})" if finite and special_ok else
+    ok = finite and special_ok and within
+    detail = "" if ok else (_bound_detail(exp, worst) if finite and special_ok else
                             f"{exp.output} vs {exp.label}: non-finite or mismatched special values")
-    return CheckResult("f64", variant, ok, detail, max_err, stats.max_ref, exp.tol, nmse, exp.label)
+    return CheckResult("f64", variant, ok, detail, max_err, stats.max_ref, stats.largest_bound, nmse, exp.label,
+                       worst.get("ratio"), worst.get("index"), worst.get("at", ""))
+
+
+def _worst_element(err0: np.ndarray, bound: float | np.ndarray, largest: int,
+                   describe: Callable[[tuple[int, ...]], str]) -> dict[str, Any]:
+    """The element with the largest |err|/bound: its ratio, index, name, |err| and bound."""
+    flat = _worst_index(err0, bound, largest)
+    index = tuple(int(i) for i in np.unravel_index(flat, err0.shape))
+    err = float(err0.flat[flat])
+    limit = bound if isinstance(bound, float) else float(bound.flat[flat])
+    return {"ratio": _ratio(err, limit), "index": index, "at": describe(index), "err": err, "bound": limit}
+
+
+def _bound_detail(exp: Expected, worst: Mapping[str, Any]) -> str:
+    """'y vs f64: worst |err|/bound 1.73 at column 2, row 17 (|err| 3.100e-05 > bound 1.800e-05; why)'."""
+    return (f"{exp.output} vs {exp.label}: worst |err|/bound {worst['ratio']:.3g} at {worst['at']} "
+            f"(|err| {worst['err']:.3e} > bound {worst['bound']:.3e}; {exp.why})")
 
 
 def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
@@ -151,10 +215,21 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
             got = values[key]
             same = next((r for g, r in done if g.shape == got.shape and g.strides == got.strides
                          and np.array_equal(as_uint(g), as_uint(got))), None)
-            result = replace(same, variant=variant) if same is not None else _f64_check(exp, stats, variant, got)
+            result = (replace(same, variant=variant) if same is not None else
+                      _f64_check(exp, stats, variant, got, partial(_describe, family, case, exp.output)))
             done.append((got, result))
             out.append(result)
     return out
+
+
+def _describe(family: Family, case: Case, output: str, index: tuple[int, ...]) -> str:
+    """The family's name for an element (describe_index), or 'index i,j' where the family's naming does
+    not fit this output (describe_index was written for the outputs its diagnoses name, and an f64 check
+    names an element of every reference, passing or not: a naming slip must not fail the run)."""
+    try:
+        return family.describe_index(case, output, index)
+    except (ValueError, TypeError, IndexError, KeyError):
+        return "index " + ",".join(str(i) for i in index)
 
 
 def _error_equal_checks(family: Family, case: Case, checks: list[CheckResult]) -> list[CheckResult]:
@@ -188,13 +263,16 @@ def _related_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
 
 
 def check_case(family: Family, case: Case, kernels: Any, device: int, times: PhaseTimes | None = None,
-               shared_runs: dict | None = None, pool: Any = None) -> CaseResult:
+               shared_runs: dict | None = None, pool: Any = None,
+               on_failure: Callable[[CaseResult, Mapping[str, Any], Mapping[str, VariantRun], tuple[Expected, ...]],
+                                    Any] | None = None) -> CaseResult:
     """Run every variant of one case on the current device and check it. KernelFault propagates.
 
     `times` (optional) accumulates seconds per phase; `shared_runs` (optional, kept by CaseChecker for a
     whole loop) holds the runs of related cases already made on this device, so a 1-column call that
     several N-column cases compare with runs once; `pool` (optional, a refpool.ReferencePool) is waited
-    for when the case's reference entry is missing."""
+    for when the case's reference entry is missing; `on_failure` (optional, e.g. a dump.FailureDump) is
+    given a failed case's result, host inputs, runs and references while they are at hand."""
     start = time.perf_counter()
 
     def run_all(c: Case, host: Mapping[str, Any]) -> dict[str, VariantRun]:
@@ -230,18 +308,24 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
         checks += _reference_checks(family, case, runs, refs)
         checks += _error_equal_checks(family, case, checks)
     status = Status.PASS if all(c.ok for c in checks) else Status.FAIL
-    return CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
+    result = CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
+    if status is Status.FAIL and on_failure is not None:
+        on_failure(result, host, runs, tuple(refs))
+    return result
 
 
 class CaseChecker:
     """check_case for a whole loop: keeps the related cases' runs (per device) and, optionally, the
-    seconds per phase and a refpool.ReferencePool filling the reference cache ahead of the loop. Call it
-    as run_on_devices' per_case."""
+    seconds per phase, a refpool.ReferencePool filling the reference cache ahead of the loop and what
+    to do with a failed case's arrays (`on_failure`, as check_case takes it). Call it as
+    run_on_devices' per_case."""
 
-    def __init__(self, times: PhaseTimes | None = None, share_runs: bool = True, pool: Any = None):
+    def __init__(self, times: PhaseTimes | None = None, share_runs: bool = True, pool: Any = None,
+                 on_failure: Callable[..., Any] | None = None):
         self.times = times
         self.shared_runs: dict | None = {} if share_runs else None
         self.pool = pool
+        self.on_failure = on_failure
 
     def __call__(self, family: Family, case: Case, kernels: Any, device: int) -> CaseResult:
-        return check_case(family, case, kernels, device, self.times, self.shared_runs, self.pool)
+        return check_case(family, case, kernels, device, self.times, self.shared_runs, self.pool, self.on_failure)

@@ -11,7 +11,9 @@ memory: no copy and no checksum pass, which cost ~1 s of a warm run as .npz) wri
 name and renamed, so a reader never sees half a file; one that cannot be read (or whose size is not
 its header's) is computed again. Only built-in families are cached (a user
 family's reference code lies outside the hashed sources), and only entries up to MAX_ENTRY_BYTES; an
-array two references share (bit for bit) is stored once. The default matrix fills about 1.2 GB.
+array two references share (bit for bit) is stored once. A tolerance is stored in the header where it
+is one float, and as one more array where each element has its own bound. The default matrix filled
+about 1.2 GB before per-element bounds; each bound array is as large as its reference, so more now.
 
 Folder: $STRATA_CACHE_DIR/references, else ~/.cache/strata-bench/references; STRATA_REF_CACHE=off
 turns the cache off.
@@ -33,8 +35,10 @@ import numpy as np
 
 from strata_bench.cases import Case, Expected, Family
 
-KEY_VERSION = 3  # bump when the key or the entry layout changes
-MAX_ENTRY_BYTES = 100 << 20  # the default cases' largest entry (moe_combine 1000 x 2048) is 93 MiB
+KEY_VERSION = 4  # bump when the key or the entry layout changes
+# The default cases' largest entry (moe_combine 1000 x 2048) is 172 MiB with its per-element bounds (93 MiB
+# without): one over the limit is computed in the loop on every run, which costs more than its disk space.
+MAX_ENTRY_BYTES = 192 << 20
 _PACKAGE = Path(__file__).resolve().parents[1]
 # Package folders no reference is computed in (families, formats, numerics, data, cases, kernels and the
 # kit are hashed).
@@ -170,7 +174,7 @@ _ALIGN = 64
 
 def _load(path: Path) -> tuple[Expected, ...] | None:
     """The entry's references, their arrays read-only views of the file mapped in memory (no copy: a warm
-    run reads ~1.2 GB); None where the file is missing, cut (its size is not the header's) or foreign."""
+    run reads over 1.2 GB); None where the file is missing, cut (its size is not the header's) or foreign."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -182,8 +186,9 @@ def _load(path: Path) -> tuple[Expected, ...] | None:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         arrays = [np.frombuffer(mapped, np.dtype(a["dtype"]), math.prod(a["shape"]), a["offset"]).reshape(a["shape"])
                   for a in header["arrays"]]
-        return tuple(Expected(m["output"], arrays[m["array"]], m["tol"], m["why"], m["label"])
-                     for m in header["meta"])
+        tols = [arrays[m["tol_array"]] if "tol_array" in m else m["tol"] for m in header["meta"]]
+        return tuple(Expected(m["output"], arrays[m["array"]], tol, m["why"], m["label"])
+                     for m, tol in zip(header["meta"], tols))
     except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError):  # missing, cut or foreign
         return None
 
@@ -197,28 +202,41 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a.view(unsigned), b.view(unsigned))) if unsigned else a.tobytes() == b.tobytes()
 
 
-def _layout(refs: tuple[Expected, ...]) -> tuple[list[np.ndarray], list[int]] | None:
-    """The distinct arrays of an entry (bit for bit) and which one each reference uses; None where an
-    entry cannot be stored (a reference that is not a plain array with a float tolerance, or too big)."""
-    if not all(isinstance(e.ref, np.ndarray) and not e.ref.dtype.hasobject and type(e.tol) is float
-               and isinstance(e.output, str) and isinstance(e.why, str) and isinstance(e.label, str) for e in refs):
+def _storable(e: Expected) -> bool:
+    """A plain array reference with text fields and a float (or plain array) tolerance."""
+    tol_ok = type(e.tol) is float or (isinstance(e.tol, np.ndarray) and not e.tol.dtype.hasobject)
+    return (isinstance(e.ref, np.ndarray) and not e.ref.dtype.hasobject and tol_ok and isinstance(e.output, str)
+            and isinstance(e.why, str) and isinstance(e.label, str))
+
+
+def _layout(refs: tuple[Expected, ...]) -> tuple[list[np.ndarray], list[dict[str, int]]] | None:
+    """The distinct arrays of an entry (bit for bit) and, per reference, which one is its values
+    ("array") and, for per-element bounds, which one is its tolerance ("tol_array"); None where an entry
+    cannot be stored (a reference that is not a plain array with a float or array tolerance, or too big)."""
+    if not all(_storable(e) for e in refs):
         return None
     arrays: list[np.ndarray] = []
+
+    def index_of(a: np.ndarray) -> int:
+        found = next((i for i, b in enumerate(arrays) if _same_bits(a, b)), None)
+        if found is None:
+            arrays.append(a)
+            found = len(arrays) - 1
+        return found
+
     which = []
     for e in refs:
-        index = next((i for i, a in enumerate(arrays) if _same_bits(a, e.ref)), None)
-        if index is None:
-            arrays.append(e.ref)
-            index = len(arrays) - 1
-        which.append(index)
+        which.append({"array": index_of(e.ref)})
+        if isinstance(e.tol, np.ndarray):
+            which[-1]["tol_array"] = index_of(e.tol)
     return (arrays, which) if sum(a.nbytes for a in arrays) <= MAX_ENTRY_BYTES else None
 
 
-def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], which: list[int]) -> bool:
+def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], which: list[dict[str, int]]) -> bool:
     """Write the entry (False where the disk refused): the header, then each array's bytes (C order) at an
     offset aligned to 64 bytes, to a temporary name renamed at the end."""
-    meta = [{"output": e.output, "array": i, "tol": e.tol, "why": e.why, "label": e.label}
-            for e, i in zip(refs, which)]
+    meta = [{"output": e.output, **w, **({} if "tol_array" in w else {"tol": e.tol}), "why": e.why, "label": e.label}
+            for e, w in zip(refs, which)]
     specs = [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays]
     header, previous = b"", None
     while header != previous:  # the offsets depend on the header's length, which depends on their digits

@@ -20,15 +20,22 @@ from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 @click.option("--profile", is_flag=True,
               help="Print the seconds spent per phase (inputs, references, launches, comparisons; the compile "
                    "before the loop and the references' pool beside it) to stderr.")
+@click.option("--dump-failures", "dump_dir", type=click.Path(), metavar="DIR",
+              help="For each failing case, write DIR/<case name, / and : as _>.npz (its host inputs, each "
+                   "variant's outputs, the float64 references and their bounds; np.load(..., allow_pickle=False)) "
+                   "and a .json beside it (the case, the failed checks, the command that reruns it). Nothing is "
+                   "written when every case passes; the end of the run says where they went.")
 @quiet_option
 def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, request, list_only,
-            quiet, profile):
+            quiet, profile, dump_dir):
     """Check bitwise and float64 parity of kernel variants, case by case.
 
     Every variant runs twice over two poisons (an unwritten element fails), every variant is compared
     byte for byte with the baseline (first and worst difference, decoded), every column of a
-    multi-column call with the 1-column call, and every output with a float64 reference within the
-    tolerance its arithmetic contract allows. `--format md|json` is accepted as --output.
+    multi-column call with the 1-column call, and every output element with a float64 reference within
+    the bound its arithmetic contract allows (a failure names the worst element and its |err|/bound).
+    Every failure prints the one command that reruns that case alone. `--format md|json` is accepted as
+    --output.
 
     Exit codes: 0 all pass, 1 a check failed or a kernel faulted, 2 bad usage (a filter that matches
     nothing lists the families and formats), 77 no usable GPU (after selecting the cases).
@@ -45,6 +52,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         strata-bench parity --gguf model.gguf --tensor 'blk\\.(0|1|2|3|20|47)\\.ffn_(gate|up|down)'
         strata-bench parity --variants examples/toml_variant/variants.toml --family mmvq
         strata-bench parity --profile -q
+        strata-bench parity --family mmvq --dump-failures failures/   # then np.load('failures/<case>.npz')
 
     References are cached on disk (under $STRATA_CACHE_DIR/references, else
     ~/.cache/strata-bench/references), keyed by the case, its input bytes and the reference code;
@@ -57,6 +65,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     from strata_bench.checks.phases import PhaseTimes
 
     formats, output = split_output_format(formats, output)
+    rerun = _rerun_command(request, cases_file, kernels_dir)
+    dump = _failure_dump(dump_dir, rerun)  # a bad folder is refused before any case is made or run
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, request=request)
     # Said on stderr (never in --list's stdout): a lost fixtures folder or family shows as a smaller count.
     click.echo(_selection_line(cases), err=True)
@@ -78,7 +88,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
 
     def keep(result) -> None:
         run.results.append(result)
-        writer.append(result.to_record())
+        writer.append(_record(result, rerun))
 
     from strata_bench.report.progress import progress_bar
     import time
@@ -91,7 +101,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance, \
             ReferencePool(cases, FAMILIES, warn=lambda text: click.echo(text, err=True)) as pool:
         try:
-            engine.run_on_devices(cases, devices, CaseChecker(times, pool=pool), keep, fault_result, advance,
+            checker = CaseChecker(times, pool=pool, on_failure=dump)
+            engine.run_on_devices(cases, devices, checker, keep, fault_result, advance,
                                   compiled=None if times is None else lambda sec: times.before.update(compile=sec))
         finally:
             if times is not None and pool.seconds is not None:
@@ -99,7 +110,9 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
             counts = _counts(run, devices, names, len(cases))
             summary_path = writer.finish(_summary(run, devices, counts, sources), run.failures)
     wall = time.perf_counter() - started
-    _render(run, devices, counts, output or "table", summary_path, sources)
+    _render(run, devices, counts, output or "table", summary_path, sources, rerun)
+    if dump is not None:
+        click.echo(_dump_line(dump, run), err=(output or "table") != "table")
     if times is not None:
         click.echo(f"parity profile ({len(run.results)} cases):", err=True)
         for line in times.lines(wall):
@@ -139,7 +152,43 @@ def _summary(run, devices, counts, sources) -> dict:
     return {**run.summary(devices), "per_device": [c.to_record() for c in counts], "fixtures": list(sources)}
 
 
-def _render(run, devices, counts, output, summary_path, sources=()) -> None:
+def _rerun_command(request, cases_file, kernels_dir):
+    """result -> the command line that reruns its case alone, on its device, selected as this run did."""
+    from strata_bench.cases.rerun import rerun_command
+
+    return lambda result: rerun_command(result.case, request, result.device, cases_file, kernels_dir)
+
+
+def _failure_dump(dump_dir, rerun):
+    """The FailureDump of --dump-failures DIR (None without it); InputError for a folder it cannot use."""
+    if dump_dir is None:
+        return None
+    from strata_bench.checks.dump import FailureDump, check_dump_folder
+
+    return FailureDump(check_dump_folder(dump_dir), rerun, warn=lambda text: click.echo(text, err=True))
+
+
+def _record(result, rerun) -> dict:
+    """A case's JSON record; a case that did not pass also holds the command that reruns it."""
+    record = result.to_record()
+    if rerun is not None and result.status.value != "PASS":
+        record["rerun"] = rerun(result)
+    return record
+
+
+def _dump_line(dump, run) -> str:
+    """Where --dump-failures put the failing cases (or that nothing failed), and which had nothing to dump."""
+    if not dump.written and not run.failures:
+        return f"--dump-failures: no case failed, nothing written to {dump.folder}"
+    line = (f"failing cases dumped to {dump.folder}: {len(dump.written)} .npz (inputs, outputs, references) "
+            f"with a .json each (the case, its failed checks, its rerun command)")
+    faults = sum(r.status.value == "FAULT" for r in run.results)
+    if faults:
+        line += f"; {faults} faulted, not dumped (their outputs went with the CUDA context)"
+    return line
+
+
+def _render(run, devices, counts, output, summary_path, sources=(), rerun=None) -> None:
     from strata_bench.report import live as render
     from strata_bench.report.sources import sources_markdown
 
@@ -147,14 +196,14 @@ def _render(run, devices, counts, output, summary_path, sources=()) -> None:
         import json
 
         click.echo(json.dumps({"summary": _summary(run, devices, counts, sources),
-                               "cases": [r.to_record() for r in run.results]}, indent=2, default=str))
+                               "cases": [_record(r, rerun) for r in run.results]}, indent=2, default=str))
         return
     if output == "md":
-        click.echo(render.parity_markdown(run.results, counts))
+        click.echo(render.parity_markdown(run.results, counts, rerun))
         if sources:
             click.echo("\n" + sources_markdown(sources))
     else:
-        render.print_parity_table(run.results)
+        render.print_parity_table(run.results, rerun=rerun)
         for c in counts:
             click.echo(c.text())
         if sources:

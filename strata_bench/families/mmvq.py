@@ -17,7 +17,7 @@ Weights live on the device at a 16-byte aligned row stride with 16 readable byte
 Activations: a fixed seeded draw of 11 columns per (shape, data); an N-column case uses the first N.
 
 Float64 references (docs/ARITHMETIC.md, section 3, derives the tolerances):
-- "f64(q8_1 acts)": exact weights x q8_1-dequantized activations; tol = max over outputs of
+- "f64(q8_1 acts)": exact weights x q8_1-dequantized activations; tol, each output's own bound:
   gamma_h * sum_k |w_k| |xq_k| + gamma64_K * (same), h = ceil(K/32/32) - 1 + 5 roundings per term.
 - "f64(raw acts)": exact weights x raw activations; adds sum_k |w_k| E_k, E the a-priori q8_1 rounding
   bound of k's block, and float64's gamma64_K * sum |w||x|.
@@ -302,10 +302,11 @@ class Mmvq(Family):
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         ref = _matvec(case.fmt, case.rows, case.cols, case.data)
         cols = host["cols"]
+        # Each output against its own bound (they differ by orders of magnitude between rows).
         return [
-            Expected("y", ref.y_q[cols], float(ref.bound_q[cols].max()), label="f64(q8_1 acts)",
+            Expected("y", ref.y_q[cols], ref.bound_q[cols], label="f64(q8_1 acts)",
                      why="gamma_h * sum|w||xq| (exact chunk terms, fmaf chain + butterfly) + gamma64_K"),
-            Expected("y", ref.y_raw[cols], float(ref.bound_raw[cols].max()), label="f64(raw acts)",
+            Expected("y", ref.y_raw[cols], ref.bound_raw[cols], label="f64(raw acts)",
                      why="q8_1 acts bound + sum|w_k| E_k (a-priori q8_1 rounding) + gamma64_K"),
         ]
 

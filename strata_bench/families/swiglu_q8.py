@@ -17,7 +17,8 @@ Float64 references (docs/ARITHMETIC_ISSUE4.md, section C2), through the derived 
   overflow and fp32 subnormals, and q8_1_value_error is d/2 (1 + 256u) + 127 halfulp16(d).
 - "q:sums" = the fp16 s field vs sum of silu(g)*u in float64: halfulp16 + gamma_5 sum|h| (butterfly)
   + sum |h32 - h|.
-The tolerance is the largest block bound, so in edge cases the 3e4 block sets it.
+Each block is checked against its own bound (every value of a block shares the block's), so the 3e4
+block of the edge cases does not loosen the others.
 """
 from __future__ import annotations
 
@@ -162,10 +163,11 @@ class SwigluQ8(Family):
         else:
             ref = swiglu_reference(host["gate"], host["up"])
         return [
-            Expected("q:values", ref["h"], ref["tol_values"], label="f64 silu(g)*u",
-                     why="8u|h| + eta (fp32 h) + d/2(1+256u) + 127 halfulp16(d) (q8_1 rounding), worst block"),
-            Expected("q:sums", ref["sums"], ref["tol_sums"], label="f64 block sums",
-                     why="halfulp16(s) + gamma_5 sum|h| (butterfly) + sum|h32 - h|, worst block"),
+            Expected("q:values", ref["h"], np.repeat(ref["bound_values"], Q8_1_VALUES, axis=-1),
+                     label="f64 silu(g)*u",
+                     why="8u|h| + eta (fp32 h) + d/2(1+256u) + 127 halfulp16(d) (q8_1 rounding), per block"),
+            Expected("q:sums", ref["sums"], ref["bound_sums"], label="f64 block sums",
+                     why="halfulp16(s) + gamma_5 sum|h| (butterfly) + sum|h32 - h|, per block"),
         ]
 
     def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
@@ -229,7 +231,8 @@ def _reference(rows: int, cols: int, data: str) -> dict[str, Any]:
 
 
 def swiglu_reference(gate: np.ndarray, up: np.ndarray) -> dict[str, Any]:
-    """silu(g)*u in float64, block sums, and the per-block bounds reduced to their maximum."""
+    """silu(g)*u in float64, block sums, the per-block bounds (rows, blocks) of the values and the sums
+    (bound_values, bound_sums) and the largest of each (tol_values, tol_sums)."""
     g = gate.astype(np.float64)
     u = up.astype(np.float64)
     with np.errstate(over="ignore"):
@@ -245,4 +248,5 @@ def swiglu_reference(gate: np.ndarray, up: np.ndarray) -> dict[str, Any]:
     abs_h32 = (np.abs(blocks) + err_blocks).sum(axis=-1)
     err_sum32 = float(gamma(5)) * abs_h32 + err_blocks.sum(axis=-1) + 32 * U64 * np.abs(blocks).sum(axis=-1)
     tol_sums = fp16_half_ulp(np.abs(sums) + err_sum32) + err_sum32
-    return {"h": h, "sums": sums, "tol_values": float(tol_values.max()), "tol_sums": float(tol_sums.max())}
+    return {"h": h, "sums": sums, "bound_values": tol_values, "bound_sums": tol_sums,
+            "tol_values": float(tol_values.max()), "tol_sums": float(tol_sums.max())}

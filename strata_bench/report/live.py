@@ -3,7 +3,7 @@ the parity counts per device (a run with `--device all` shows each device's case
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -85,9 +85,10 @@ def _failure_line(r) -> str:
     return f"{r.case.name} on device {r.device}: {_first_failure(r)}"
 
 
-def print_parity_table(results, console: Console | None = None) -> None:
+def print_parity_table(results, console: Console | None = None, rerun: Callable[[Any], str] | None = None) -> None:
     """A row per case (variants, checks, worst ratio, verdict; the device when the run used several),
-    then one line per case that did not pass, naming its device."""
+    then one line per case that did not pass, naming its device, and with `rerun` (a result -> the
+    command that reruns it) that command on the next line."""
     console = console or stdout_console()
     several = _several_devices(results)
     table = Table(title="strata-bench parity", show_lines=False)
@@ -101,11 +102,14 @@ def print_parity_table(results, console: Console | None = None) -> None:
     for r in results:
         if r.status.value != "PASS":
             console.print(f"[bold red]{r.status.value}[/] {_failure_line(r)}", soft_wrap=True)
+            if rerun is not None:  # as plain text on one line, to be copied: a regex's [..] is not markup
+                console.print(f"  rerun: {rerun(r)}", markup=False, highlight=False, soft_wrap=True)
 
 
-def parity_markdown(results, counts: Sequence[DeviceCounts] = ()) -> str:
+def parity_markdown(results, counts: Sequence[DeviceCounts] = (), rerun: Callable[[Any], str] | None = None) -> str:
     """The parity table as markdown for a pull request (a device column when the run used several), the
-    counts per device when given, then a list of the failures, each naming its device."""
+    counts per device when given, then a list of the failures, each naming its device (and, with
+    `rerun`, the command that reruns it)."""
     several = _several_devices(results)
     device_head, device_rule = ("device | ", "---|") if several else ("", "")
     lines = [f"| case | {device_head}variants | checks | max\\|err\\|/max\\|ref\\| | verdict |",
@@ -119,6 +123,9 @@ def parity_markdown(results, counts: Sequence[DeviceCounts] = ()) -> str:
         lines += [f"| {c.device} | {c.name} | {c.cases} | {c.failures} | {c.faults} | {c.not_run} |" for c in counts]
     failures = [r for r in results if r.status.value != "PASS"]
     if failures:
-        lines += ["", "Failures:", ""] + [f"- `{r.case.name}` on device {r.device}: {_first_failure(r)}"
-                                          for r in failures]
+        lines += ["", "Failures:", ""]
+        for r in failures:
+            lines.append(f"- `{r.case.name}` on device {r.device}: {_first_failure(r)}")
+            if rerun is not None:
+                lines.append(f"  rerun: `{rerun(r)}`")
     return "\n".join(lines)

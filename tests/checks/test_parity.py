@@ -52,7 +52,7 @@ def test_reference_check_fails_above_tolerance_and_on_nan(toy_family, toy_case):
     assert ok[0].ok and ok[0].max_err == pytest.approx(np.float32(2.0 + 1e-6) - 2.0)
     bad = _reference_checks(toy_family, toy_case, {"old": _run("old", np.array([1.0, 2.1], np.float32))},
                             [Expected("y", ref, tol=1e-5, why="t")])
-    assert not bad[0].ok and "max|err|" in bad[0].detail
+    assert not bad[0].ok and "worst |err|/bound" in bad[0].detail
     nan = _reference_checks(toy_family, toy_case, {"old": _run("old", np.array([np.nan, 2.0], np.float32))},
                             [Expected("y", ref, tol=1.0, why="t")])
     assert not nan[0].ok
@@ -79,7 +79,7 @@ def test_error_equal_enforced_only_where_the_family_requires_it(toy_family, toy_
 
 
 def _reference_checks_before(family, case, runs, refs):
-    """The comparison as it was before the one-pass rewrite (kept as the oracle the new one must equal)."""
+    """The comparison written plainly, element by element (the oracle the one-pass code must equal)."""
     from strata_bench.checks.outcome import CheckResult
 
     out = []
@@ -87,19 +87,34 @@ def _reference_checks_before(family, case, runs, refs):
         for variant, run in runs.items():
             got = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
             ref = np.asarray(exp.ref, dtype=np.float64)
+            bound = np.broadcast_to(np.asarray(exp.tol, dtype=np.float64), ref.shape)
             with np.errstate(invalid="ignore", over="ignore"):
                 err = np.abs(got - ref)
+            err0 = np.where(np.isfinite(ref), err, 0.0)
             finite = bool(np.isfinite(err[np.isfinite(ref)]).all())
-            max_err = float(np.nanmax(np.where(np.isfinite(ref), err, 0.0))) if err.size else 0.0
+            max_err = float(np.nanmax(err0)) if err.size else 0.0
             max_ref = float(np.nanmax(np.abs(np.where(np.isfinite(ref), ref, 0.0)))) if ref.size else 0.0
             denom = float(np.sum(np.where(np.isfinite(ref), ref, 0.0) ** 2))
-            nmse = float(np.sum(np.where(np.isfinite(ref), err, 0.0) ** 2) / denom) if denom else 0.0
+            nmse = float(np.sum(err0 ** 2) / denom) if denom else 0.0
             special_ok = bool(np.array_equal(got[~np.isfinite(ref)], ref[~np.isfinite(ref)], equal_nan=True))
-            ok = finite and special_ok and max_err <= exp.tol
-            detail = "" if ok else (f"{exp.output} vs {exp.label}: max|err| {max_err:.3e} > tol {exp.tol:.3e}"
-                                    f" ({exp.why})" if finite and special_ok else
+            ok = finite and special_ok and bool((err0 <= bound).all())
+            ratio, index, at, worst_err, worst_bound = None, None, "", 0.0, 0.0
+            if err.size:
+                # per element: 0 without an error, inf for a NaN error or a zero bound
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    each = np.where(err0 == 0, 0.0, err0 / bound)
+                each = np.where(np.isnan(each), np.inf, each)
+                flat = int(np.argmax(np.where(np.isnan(err0), np.inf, err0))) if np.ndim(exp.tol) == 0 \
+                    else int(np.argmax(each))
+                index = tuple(int(i) for i in np.unravel_index(flat, ref.shape))
+                ratio, at = float(each[index]), family.describe_index(case, exp.output, index)
+                worst_err, worst_bound = float(err0[index]), float(bound[index])
+            detail = "" if ok else (f"{exp.output} vs {exp.label}: worst |err|/bound {ratio:.3g} at {at} "
+                                    f"(|err| {worst_err:.3e} > bound {worst_bound:.3e}; {exp.why})"
+                                    if finite and special_ok else
                                     f"{exp.output} vs {exp.label}: non-finite or mismatched special values")
-            out.append(CheckResult("f64", variant, ok, detail, max_err, max_ref, exp.tol, nmse, exp.label))
+            out.append(CheckResult("f64", variant, ok, detail, max_err, max_ref, float(np.max(exp.tol)), nmse,
+                                   exp.label, ratio, index, at))
     return out
 
 
@@ -128,11 +143,13 @@ def test_one_pass_reference_checks_equal_the_original_exactly(toy_family, toy_ca
     if seed % 4 == 3 and moved.size:
         moved.ravel()[7] = np.inf
     runs = {"old": _run("old", base), "new": _run("new", moved), "same": _run("same", base.copy())}
-    refs = [Expected("y", ref, tol=1e-4, why="t", label="a"), Expected("y", ref * 2.0, tol=1e6, why="u", label="b")]
+    own = np.abs(ref) * 1e-3 + rng.uniform(0.0, 1e-4, ref.shape) if seed % 2 else np.full(ref.shape[-1:], 1e-4)
+    refs = [Expected("y", ref, tol=1e-4, why="t", label="a"), Expected("y", ref * 2.0, tol=1e6, why="u", label="b"),
+            Expected("y", ref, tol=np.where(np.isfinite(own), own, 1.0), why="v", label="c")]
     want = _reference_checks_before(toy_family, toy_case, runs, refs)
     got = _reference_checks(toy_family, toy_case, runs, refs)
     assert [_fields(c) for c in got] == [_fields(c) for c in want]
-    assert [c.variant for c in got] == ["old", "new", "same"] * 2
+    assert [c.variant for c in got] == ["old", "new", "same"] * 3
 
 
 @pytest.mark.parametrize("special", ["transposed", "nan", "-inf", "+inf", "all-nan", "transposed-inf"])
@@ -241,3 +258,103 @@ def test_reference_check_fields_are_plain_python_types(toy_family, toy_case, bad
     checks = _reference_checks(toy_family, toy_case, {"v": _run("v", got)}, [Expected("y", ref, tol=1e-6, why="t")])
     assert [(type(c.ok), type(c.max_err), type(c.nmse)) for c in checks] == [(bool, float, float)]
     assert checks[0].ok is (bad is None)
+
+
+# --- per-element bounds ----------------------------------------------------------------------------------
+def _one_element_off(value=3.1e-5):
+    """A (3 columns, 20 rows) output equal to its zero reference but at column 2, row 17."""
+    got = np.zeros((3, 20), np.float32)
+    got[2, 17] = np.float32(value)
+    return got
+
+
+def _own_bounds():
+    """1e-3 everywhere but column 2, row 17, whose own bound is 1.8e-5."""
+    tol = np.full((3, 20), 1e-3)
+    tol[2, 17] = 1.8e-5
+    return tol
+
+
+def test_an_element_above_its_own_bound_fails_though_max_err_is_below_the_largest_bound(toy_family, toy_case):
+    runs = {"new": _run("new", _one_element_off())}
+    ref = np.zeros((3, 20))
+    reduced = Expected("y", ref, tol=float(_own_bounds().max()), why="t", label="f64(q8_1 acts)")
+    assert _reference_checks(toy_family, toy_case, runs, [reduced])[0].ok  # what the max of the bounds let through
+    (check,) = _reference_checks(toy_family, toy_case, runs,
+                                 [Expected("y", ref, tol=_own_bounds(), why="t", label="f64(q8_1 acts)")])
+    assert not check.ok
+    assert check.detail == ("y vs f64(q8_1 acts): worst |err|/bound 1.72 at row 17, column 2 "
+                            "(|err| 3.100e-05 > bound 1.800e-05; t)")
+    assert (check.max_err, check.tol) == (float(np.float32(3.1e-5)), 1e-3)  # tol: the largest bound
+    assert (check.bound_ratio, check.bound_index, check.bound_at) == (
+        float(np.float32(3.1e-5)) / 1.8e-5, (2, 17), "row 17, column 2")
+
+
+def test_a_passing_check_records_its_worst_element_and_a_scalar_bound_names_the_largest_error(toy_family, toy_case):
+    runs = {"new": _run("new", _one_element_off(1e-5))}
+    ref = np.zeros((3, 20))
+    (own,) = _reference_checks(toy_family, toy_case, runs, [Expected("y", ref, tol=_own_bounds(), why="t")])
+    assert own.ok and own.detail == "" and own.bound_index == (2, 17)
+    assert own.bound_ratio == pytest.approx(float(np.float32(1e-5)) / 1.8e-5)
+    (one,) = _reference_checks(toy_family, toy_case, runs, [Expected("y", ref, tol=1e-6, why="t", label="f64")])
+    assert one.detail == "y vs f64: worst |err|/bound 10 at row 17, column 2 (|err| 1.000e-05 > bound 1.000e-06; t)"
+    assert (one.tol, one.bound_index) == (1e-6, (2, 17))
+
+
+def test_a_bound_per_row_broadcasts_and_a_bound_of_another_shape_is_an_input_error(toy_family, toy_case):
+    from strata_bench.errors import InputError
+
+    runs = {"new": _run("new", _one_element_off())}
+    per_row = np.full(20, 1e-3)
+    per_row[17] = 2e-5
+    (check,) = _reference_checks(toy_family, toy_case, runs, [Expected("y", np.zeros((3, 20)), tol=per_row, why="t")])
+    assert not check.ok and check.bound_index == (2, 17) and check.tol == 1e-3
+    with pytest.raises(InputError, match=r"^y vs ref: tolerance of shape \(3,\) does not broadcast to the "
+                                         r"reference's \(3, 20\)$"):
+        _reference_checks(toy_family, toy_case, runs, [Expected("y", np.zeros((3, 20)), tol=np.ones(3), why="t")])
+
+
+def test_zero_bounds_give_ratio_zero_without_error_and_inf_with_one(toy_family, toy_case):
+    ref = np.zeros((3, 20))
+    exact = _reference_checks(toy_family, toy_case, {"new": _run("new", np.zeros((3, 20), np.float32))},
+                              [Expected("y", ref, tol=np.zeros((3, 20)), why="t")])[0]
+    assert exact.ok and exact.bound_ratio == 0.0
+    off = _reference_checks(toy_family, toy_case, {"new": _run("new", _one_element_off())},
+                            [Expected("y", ref, tol=0.0, why="t")])[0]
+    assert not off.ok and off.bound_ratio == np.inf and off.bound_index == (2, 17)
+
+
+def test_a_failed_case_hands_its_arrays_to_on_failure_and_a_passing_one_does_not(monkeypatch):
+    from strata_bench.cases import Case
+    from strata_bench.checks import parity
+
+    class OneReference(_RelatedFamily):
+        def make_inputs(self, case):
+            return {"x": np.arange(3.0)}
+
+        def related_cases(self, case):
+            return []
+
+        def reference(self, case, host):
+            return [Expected("y", np.zeros(3), tol=np.array([1.0, 1e-9, 1.0]), why="t")]
+
+        def output_values(self, case, name, outputs):
+            return outputs[name]
+
+        def describe_index(self, case, output, index):
+            return f"element {index[0]}"
+
+    def fake_run(family, case, variant, kernels, dev):
+        y = np.full(3, 1e-6 if case.data == "seed:2" else 0.0, np.float32)
+        return VariantRun(variant, {"y": y}, {"y": np.zeros(3, bool)})
+
+    monkeypatch.setattr(parity, "run_variant", fake_run)
+    seen = []
+    checker = parity.CaseChecker(on_failure=lambda *args: seen.append(args))
+    passed = checker(OneReference(), Case("toy", "q8_0", 3, 32, data="seed:1"), None, 0)
+    assert passed.status.value == "PASS" and seen == []
+    failed = checker(OneReference(), Case("toy", "q8_0", 3, 32, data="seed:2"), None, 0)
+    assert failed.status.value == "FAIL"
+    ((result, host, runs, refs),) = seen
+    assert result is failed and host["x"].tolist() == [0.0, 1.0, 2.0] and set(runs) == {"old", "new"}
+    assert [e.label for e in refs] == ["ref"] and runs["new"].outputs["y"][1] == np.float32(1e-6)

@@ -63,8 +63,9 @@ def test_cached_references_and_their_checks_are_bit_identical(spec, cache):
     for refs in (stored, loaded):
         assert len(refs) == len(computed)
         for got, want in zip(refs, computed):
-            assert (got.output, got.tol, got.why, got.label) == (want.output, want.tol, want.why, want.label)
-            assert type(got.tol) is type(want.tol)
+            assert (got.output, got.why, got.label) == (want.output, want.why, want.label)
+            assert type(got.tol) is type(want.tol) or isinstance(want.tol, np.ndarray)
+            assert _same_bits(got.tol, want.tol)
             assert _same_bits(got.ref, want.ref)
     for seed in (0, 1):
         runs = _runs_from(computed, seed)
@@ -155,6 +156,30 @@ def test_entry_round_trips_shared_arrays_and_bad_entries_are_recomputed(cache, m
     assert fam.calls == 2
     refcache.cached_references(fam, case, host)
     assert fam.calls == 2
+
+
+def test_per_element_tolerances_round_trip_as_arrays_and_their_checks_are_the_same(cache, monkeypatch, toy_family):
+    y = np.linspace(-1, 1, 12).reshape(3, 4)
+    bound = np.abs(y) * 1e-3 + 1e-6
+    refs = [Expected("y", y, bound, "each its own", "q"), Expected("y", y * 2, bound.copy(), "shared", "raw"),
+            Expected("y", y, 0.25, "one bound", "scalar"), Expected("y", y, bound[0], "per row", "row")]
+    fam = _counting(refs, monkeypatch)
+    case, host = Case("mmvq", "q8_0", 8, 32), {"x": np.ones(4, np.float32)}
+    refcache.cached_references(fam, case, host)
+    again = refcache.cached_references(fam, case, host)
+    assert fam.calls == 1  # stored, not bypassed
+    assert [type(e.tol) for e in again] == [np.ndarray, np.ndarray, float, np.ndarray]
+    assert all(_same_bits(a.tol, b.tol) and _same_bits(a.ref, b.ref) for a, b in zip(again, refs))
+    (entry,) = cache.rglob("*.ref")
+    header = _entry_header(entry)
+    # y, bound (stored once for both references), 2y, bound's first row
+    assert [(m["array"], m.get("tol_array"), m.get("tol")) for m in header["meta"]] == [
+        (0, 1, None), (2, 1, None), (0, None, 0.25), (0, 3, None)]
+    got = np.asarray(y + bound * np.array([0.5, 1.5, 0.5, 0.5]), dtype=np.float32)
+    runs = {"v": VariantRun("v", {"y": got}, {"y": np.zeros(got.shape, bool)})}
+    want = _reference_checks(toy_family, case, runs, refs)
+    assert not all(c.ok for c in want)  # column 1 is above the per-element bounds
+    assert [_fields(c) for c in _reference_checks(toy_family, case, runs, again)] == [_fields(c) for c in want]
 
 
 def test_off_switch_user_families_and_oversized_entries_bypass_the_cache(cache, monkeypatch):

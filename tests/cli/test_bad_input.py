@@ -97,3 +97,15 @@ def test_zero_dimension_gguf_tensor_writes_nothing(cwd):
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"{path} is corrupt: tensor 'z' has a zero dimension (shape [32, 0])"]
     assert not (cwd / "fx").exists()
+
+
+@pytest.mark.parametrize("target,reason", [
+    ("taken", "exists and is not a folder"),
+    ("taken/sub", "cannot be made, {cwd}/taken is not a folder"),
+])
+def test_parity_dump_failures_into_a_file_is_refused_before_any_case(cwd, target, reason):
+    (cwd / "taken").write_text("")
+    result = CliRunner().invoke(cli, ["parity", "--dump-failures", str(cwd / target)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"--dump-failures {cwd / target}: {reason.format(cwd=cwd)}"]
+    assert sorted(p.name for p in cwd.iterdir()) == ["taken"]  # no results folder: nothing ran

@@ -77,6 +77,59 @@ def test_every_case_on_each_device_and_a_fault_on_device_1_leaves_0_and_2_whole(
                                                      "2 of 8 cases failed")
 
 
+def test_every_failure_prints_and_records_the_command_that_reruns_it_alone(three_devices, tmp_path):
+    result, records, _ = _run(tmp_path)
+    fail = "strata-bench parity --family toy --format q8_0 -k '^toy/q8_0/1x32/n1/seed:2$' --device 2"
+    fault = "strata-bench parity --family toy --format q8_0 -k '^toy/q8_0/1x32/n1/seed:1$' --device 1"
+    lines = result.stdout.splitlines()
+    at = lines.index("FAIL toy/q8_0/1x32/n1/seed:2 on device 2: 3 of 32 outputs differ; first at row 0")
+    assert lines[at + 1] == f"  rerun: {fail}"
+    assert lines[lines.index(f"  rerun: {fault}") - 1].startswith("FAULT toy/q8_0/1x32/n1/seed:1 on device 1: ")
+    assert [(r["device"], r.get("rerun")) for r in records if r["status"] != "PASS"] == [(1, fault), (2, fail)]
+    assert all("rerun" not in r for r in records if r["status"] == "PASS")
+    md, _, _ = _run(tmp_path / "md", "--format", "md")
+    assert (f"- `toy/q8_0/1x32/n1/seed:2` on device 2: 3 of 32 outputs differ; first at row 0\n"
+            f"  rerun: `{fail}`") in md.stdout
+
+
+def _dumping_check_case(family, case, kernels, device, times=None, shared_runs=None, pool=None, on_failure=None):
+    """fake_check_case, handing a failed case's (made-up) arrays to on_failure as check_case does."""
+    import numpy as np
+
+    from strata_bench.cases import Expected
+    from strata_bench.runner.launch import VariantRun
+
+    result = fake_check_case(family, case, kernels, device)
+    if result.status is Status.FAIL and on_failure is not None:
+        y = np.zeros(4, np.float32)
+        on_failure(result, {"x": np.arange(4.0)}, {"new": VariantRun("new", {"y": y}, {"y": y == 1})},
+                   (Expected("y", np.ones(4), 1e-6, "t"),))
+    return result
+
+
+def test_dump_failures_writes_each_failing_case_and_says_where(three_devices, tmp_path, monkeypatch):
+    monkeypatch.setattr("strata_bench.checks.parity.check_case", _dumping_check_case)
+    folder = tmp_path / "fails"
+    result, _, _ = _run(tmp_path / "results", "--dump-failures", str(folder))
+    assert result.exit_code == 1
+    assert sorted(p.name for p in folder.iterdir()) == ["toy_q8_0_1x32_n1_seed_2.json", "toy_q8_0_1x32_n1_seed_2.npz"]
+    assert result.stdout.splitlines()[-1] == (
+        f"failing cases dumped to {folder}: 1 .npz (inputs, outputs, references) with a .json each (the case, "
+        "its failed checks, its rerun command); 1 faulted, not dumped (their outputs went with the CUDA context)")
+    assert "--dump-failures DIR" in CliRunner().invoke(cli, ["parity", "--help"]).output
+
+
+def test_dump_failures_writes_nothing_when_every_case_passes(three_devices, tmp_path, monkeypatch):
+    passing = [c for c in CASES if c is not CASES[2]]
+    monkeypatch.setattr(loop, "prepare_cases", lambda *a, **k: list(passing))
+    folder = tmp_path / "fails"
+    result = CliRunner().invoke(cli, ["parity", "--device", "0", "--results", str(tmp_path / "r"), "-q",
+                                      "--dump-failures", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert not folder.exists()
+    assert result.stdout.splitlines()[-1] == f"--dump-failures: no case failed, nothing written to {folder}"
+
+
 def test_markdown_gives_counts_per_device(three_devices, tmp_path):
     result, _, _ = _run(tmp_path, "--format", "md")
     assert result.exit_code == 1

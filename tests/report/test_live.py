@@ -126,3 +126,17 @@ def test_terminal_table_shows_the_device_only_when_there_are_several():
         "FAIL mmvq/q8_0/64x256/n8/seed:1 on device 1: 3 of 512 outputs differ; first at row 7",
         "FAULT grouped/iq3_s/64x512/n2/seed:1 on device 1: CUDA_ERROR_ILLEGAL_ADDRESS in old",
         "FAULT grouped/iq3_s/64x512/n2/seed:1 on device 2: CUDA_ERROR_ILLEGAL_ADDRESS in old"]
+
+
+def test_each_failure_gives_the_command_that_reruns_it():
+    def rerun(r):
+        return f"strata-bench parity -k '^{r.case.name}[x]$'"  # brackets stay text, not rich markup
+
+    md = parity_markdown([PASSED, FAILED], rerun=rerun)
+    assert md.splitlines()[-2:] == ["- `mmvq/q8_0/64x256/n8/seed:1` on device 0: 3 of 512 outputs differ; first at row 7",
+                                    "  rerun: `strata-bench parity -k '^mmvq/q8_0/64x256/n8/seed:1[x]$'`"]
+    out = io.StringIO()
+    print_parity_table([PASSED, FAILED], Console(file=out, width=200), rerun=rerun)
+    assert out.getvalue().splitlines()[-2:] == [
+        "FAIL mmvq/q8_0/64x256/n8/seed:1 on device 0: 3 of 512 outputs differ; first at row 7",
+        "  rerun: strata-bench parity -k '^mmvq/q8_0/64x256/n8/seed:1[x]$'"]
