@@ -125,12 +125,12 @@ def test_readme_example_runs_on_the_cpu(example, here, monkeypatch):
     command = argv[0]
     if command == "ab" and "--" in argv:
         # The command it runs, as the README writes it (the workload: 77 here), then the A/B itself over an
-        # engine that prints what the workload prints (no GPU needed), with the README's options as they are.
+        # engine that prints what the workload prints (no GPU needed): the README's metrics, --same and --param.
+        split = argv.index("--")
+        assert argv[split + 1:split + 3] == ["strata-bench", "workload"], argv[split + 1:]
         for inner in _inner_commands(argv):
-            assert inner[0] == "strata-bench", inner
             result = _invoke(inner[1:])
             assert result.exit_code == 77, (inner, result.output)
-        split = argv.index("--")
         engine = [sys.executable, ENGINE, "run"] + argv[split + 3:]  # `strata-bench workload` -> the fake engine
         # one pair per --param value, not the README's 8 plus a warm-up: its 36 runs take 13 s on 2 cores
         result = _invoke([*argv[:split], "-q", "--pairs", "1", "--warmup", "0", "--", *engine])
