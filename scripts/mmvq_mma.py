@@ -19,7 +19,8 @@ from typing import NamedTuple
 
 from strata_bench.cases.family import Variant
 from strata_bench.families.mmvq import SHAPES, Mmvq, column_passes, new_config
-from strata_bench.families.mmvq_mma import (MAX_SHARED_OPTIN, MMA_SOURCE, MmaConfig, launch_mma_pass)
+from strata_bench.families.mmvq_mma import (MMA_SOURCE, MmaConfig, launch_mma_pass)
+from strata_bench.kit import shared_optin
 SUPER_FORMATS = ("iq4_xs", "iq2_xxs", "iq1_s")  # 256-value blocks: a warp's 8-chunk group is one block
 
 
@@ -58,10 +59,12 @@ class MmaPass(NamedTuple):  # not a dataclass: a --cases file's module is not in
         """(dynamic, static) shared memory, as MmaConfig.shared_bytes counts it."""
         return self.config(fmt).shared_bytes(fmt, nchunks)
 
-    def applies(self, fmt: str, nc: int, nchunks: int) -> bool:
+    def applies(self, fmt: str, nc: int, nchunks: int, optin: int) -> bool:
+        """Whether mmvq_mma runs this pass on a device whose blocks may opt in to `optin` bytes of shared
+        memory (kit.shared_optin())."""
         if fmt not in self.formats or nc != self.width:
             return False
-        return sum(self.shared_bytes(fmt, nchunks)) <= MAX_SHARED_OPTIN
+        return sum(self.shared_bytes(fmt, nchunks)) <= optin
 
 
 def _tg_s(**per_format: tuple[int, int]) -> dict:
@@ -93,7 +96,7 @@ def _launch_mma(p: MmaPass):
         family._quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in column_passes(case.ncols):
-            if p.applies(case.fmt, nc, case.cols // 32):
+            if p.applies(case.fmt, nc, case.cols // 32, shared_optin()):
                 launch_mma_pass(p.config(case.fmt), case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
             else:
                 family._launch_new_pass(case, kernels, dev, outs, col0, nc, new_config(case.fmt, nc), stream)

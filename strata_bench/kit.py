@@ -14,7 +14,7 @@ from strata_bench.data.weights import (ACT_SEED_OFFSET, FORMATS, OUTLIER, Q2_0_F
 from strata_bench.errors import CheckFailed, InputError
 from strata_bench.kernels.launch import (DEFAULT_SHARED_LIMIT, allow_dynamic_shared, ceil_div, decode_table_bytes,
                                          launch_quantize_q8_1, q8_1_staging_bytes, resident_blocks,
-                                         compute_major)
+                                         compute_major, shared_optin)
 from strata_bench.numerics.bounds import (FP16_MIN_NORMAL, U32, U64, fp16_half_ulp, gamma, q8_1_deviation,
                                           q8_1_value_error)
 from strata_bench.numerics.matvec import MatvecRef, chain_depth, exact_weights, matvec_reference
@@ -33,7 +33,7 @@ __all__ = [
     "TAIL_SLACK", "activations", "check_shape", "chunks_per_row", "padded", "row_stride", "traits", "weights",
     # launch helpers
     "DEFAULT_SHARED_LIMIT", "allow_dynamic_shared", "ceil_div", "decode_table_bytes", "launch_quantize_q8_1",
-    "q8_1_staging_bytes", "resident_blocks", "compute_major",
+    "q8_1_staging_bytes", "resident_blocks", "compute_major", "shared_optin",
     # exact host arithmetic
     "Q8_1_BYTES", "Q8_1_VALUES", "butterfly_sum_f32", "dequantize_q8_1", "quantize_q8_1", "roundf", "unpack_q8_1",
     "FP16_MIN_NORMAL", "U32", "U64", "fp16_half_ulp", "gamma", "q8_1_deviation", "q8_1_value_error",

@@ -5,6 +5,7 @@
         prefill 512 tokens in 51.200 ms
         logits sha256 128: <hex>
         decode 64 tokens in 640.000 ms: 100.0 tokens/s
+        decode sha256: <hex>
     python tests/fake_engine.py serve --port P     a server: prints "listening on port P" when ready,
                                                    starts a worker child, answers clients, prints the
                                                    prefill lines of each request on its own output
@@ -42,6 +43,11 @@ def _lines(prompts: list[int], decode: int) -> tuple[list[str], str]:
     return out, tail
 
 
+def _decode_hash(decode: int) -> str:
+    salt = os.environ.get("FAKE_HASH", "")
+    return f"decode sha256: {hashlib.sha256(f'decode{decode}{salt}'.encode()).hexdigest()[:16]}"
+
+
 def run(args) -> None:
     if args.hang:  # a run that hangs with a child: for timeouts and SIGTERM
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -50,7 +56,7 @@ def run(args) -> None:
                 f.write(f"{os.getpid()} {child.pid}\n")
         time.sleep(600)
     lines, tail = _lines(args.prompts, args.decode)
-    print("\n".join(lines + [tail]), flush=True)
+    print("\n".join(lines + [tail, _decode_hash(args.decode)]), flush=True)
 
 
 def serve(args) -> None:
@@ -89,8 +95,10 @@ def client(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=("run", "serve", "client"))
-    parser.add_argument("--prompts", type=lambda s: [int(x) for x in s.split(",")], default=[128, 512])
+    # --tokens and --layers as `strata-bench workload` spells them, so its command lines run here as they are
+    parser.add_argument("--prompts", "--tokens", type=lambda s: [int(x) for x in s.split(",")], default=[128, 512])
     parser.add_argument("--decode", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=1)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--hang", action="store_true", default=bool(os.environ.get("FAKE_HANG")))
     args = parser.parse_args()

@@ -1,6 +1,6 @@
 """Kernels without a GPU, for tests of a family's launch path: `get(name)` returns a callable that records
 each launch as (name, grid, block, args, shared_mem) in `calls`; `stub_launch_helpers` replaces the
-device queries (shared-memory opt-in, occupancy, compute capability) in the given modules."""
+device queries (shared-memory opt-in, occupancy, compute capability, the opt-in limit) in the given modules."""
 from __future__ import annotations
 
 from types import ModuleType
@@ -26,11 +26,18 @@ class RecordingKernels:
         return [c[0] for c in self.calls]
 
 
-def stub_launch_helpers(monkeypatch, *modules: ModuleType, resident: int = 132, major: int = 9) -> None:
-    """Each module's allow_dynamic_shared, resident_blocks and compute_major, where it has them."""
+H200_SHARED_OPTIN = 227 * 1024  # sharedMemPerBlockOptin of sm_90
+A100_SHARED_OPTIN = 163 * 1024  # of sm_80
+
+
+def stub_launch_helpers(monkeypatch, *modules: ModuleType, resident: int = 132, major: int = 9,
+                        optin: int = H200_SHARED_OPTIN) -> None:
+    """Each module's allow_dynamic_shared, resident_blocks, compute_major and shared_optin, where it has
+    them (an H200 by default)."""
     stubs = {"allow_dynamic_shared": lambda fn, n, static_bytes=0: None,
              "resident_blocks": lambda fn, threads, shared: resident,
-             "compute_major": lambda: major}
+             "compute_major": lambda: major,
+             "shared_optin": lambda: optin}
     for module in modules:
         for name, stub in stubs.items():
             if hasattr(module, name):

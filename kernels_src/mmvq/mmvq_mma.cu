@@ -1,5 +1,6 @@
-// mmvq_mma.cu: mmvq over 8 activation columns with the chunk integers from tensor-core mma (a prototype;
-// formats with one scale per 32 values and an MmaFrag: iq4_nl, q8_0, iq4_xs, iq2_xxs, iq1_s). Inputs, outputs and layout as mmvq.cu's
+// mmvq_mma.cu: mmvq over 8 activation columns with the chunk integers from tensor-core mma: the 8-column pass
+// of mmvq's `new` on tall iq4_nl, q8_0 and iq4_xs shapes (families/mmvq_mma.py says where); formats with one
+// scale per 32 values and an MmaFrag: iq4_nl, q8_0, iq4_xs, iq2_xxs, iq1_s. Inputs, outputs and layout as mmvq.cu's
 // mmvq_new<F, 8, ...>: W rows 16-byte aligned with 16 readable bytes after the last row, X is [8][K/32]
 // q8_1 blocks (already quantized), Y is [8][y_stride] float32.
 //

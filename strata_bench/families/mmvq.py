@@ -34,7 +34,7 @@ from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, 
                               InputError, LaunchAbi, MatvecRef, padded_row_args, fixture_ref, Variant, activations,
                               allow_dynamic_shared, ceil_div, check_shape, compute_major, exact_weights,
                               launch_quantize_q8_1, matvec_reference, padded, parse_data, q8_1_staging_bytes,
-                              quantize_q8_1, resident_blocks, row_stride, traits, weights)
+                              quantize_q8_1, resident_blocks, row_stride, shared_optin, traits, weights)
 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
@@ -264,7 +264,8 @@ class Mmvq(Family):
         self._quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in column_passes(case.ncols):
-            mma = mma_config(case.fmt, nc, case.rows, case.cols // 32, compute_major) if tensor_cores else None
+            mma = (mma_config(case.fmt, nc, case.rows, case.cols // 32, compute_major, shared_optin)
+                   if tensor_cores else None)
             if mma is not None:
                 launch_mma_pass(mma, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
             else:

@@ -20,7 +20,6 @@ MMA_WIDTH = 8  # columns of a pass: the mma's N
 MMA_WARPS = 4  # per tile group: one 16-row tile, 8 virtual lanes per warp
 MMA_ROWS = 16  # rows per tile: the mma's M
 TREE_BYTES = 3 * 32 * 32 * 4  # per tile group: tile_tree's three buffers of 32 floats x 32 lanes
-MAX_SHARED_OPTIN = 227 * 1024  # per-block shared memory opt-in of sm_90 (H100, H200); an A100 allows 163 KiB
 MMA_MAJOR = 8  # mma.sync m16n8k32 of int8 needs sm_80; an older GPU runs mmvq_new (the kernel compiles to a trap)
 
 
@@ -65,9 +64,14 @@ class MmaConfig:
         dynamic = q8_1_staging_bytes(MMA_WIDTH, nchunks) + warps * self.stages * group + self.tile_groups * TREE_BYTES
         return dynamic, decode_table_bytes(fmt)
 
-    def applies(self, fmt: str, rows: int, nchunks: int, major: int) -> bool:
-        fits = sum(self.shared_bytes(fmt, nchunks)) <= MAX_SHARED_OPTIN
-        return major >= MMA_MAJOR and rows >= self.min_rows and fits
+    def applies(self, fmt: str, rows: int, nchunks: int, major: Callable[[], int],
+                shared_optin: Callable[[], int]) -> bool:
+        """Whether a pass of `rows` runs here on a device of compute capability major().x whose blocks may
+        opt in to shared_optin() bytes of shared memory (asked only where the rows and the capability admit
+        the pass: the sm_90 and sm_80 limits differ)."""
+        if rows < self.min_rows or major() < MMA_MAJOR:
+            return False
+        return sum(self.shared_bytes(fmt, nchunks)) <= shared_optin()
 
 
 # Measured on the H200 (cold, 8 columns, us; PERF_NOTES v7): iq4_nl 131072x8192 229.6 against mmvq_new's
@@ -81,12 +85,15 @@ MMA_CONFIGS: dict[str, MmaConfig] = {
 }
 
 
-def mma_config(fmt: str, nc: int, rows: int, nchunks: int, major: Callable[[], int]) -> MmaConfig | None:
-    """The tensor-core launch of a pass of nc columns on a device of compute capability major().x, or None
-    where mmvq_new's kernel runs it. major is called only for a listed format's 8-column pass: this runs
-    on the host before every pass, and a workload of small kernels is bound by such host time."""
+def mma_config(fmt: str, nc: int, rows: int, nchunks: int, major: Callable[[], int],
+               shared_optin: Callable[[], int]) -> MmaConfig | None:
+    """The tensor-core launch of a pass of nc columns on a device of compute capability major().x whose
+    blocks may opt in to shared_optin() bytes of shared memory (kit.compute_major, kit.shared_optin), or
+    None where mmvq_new's kernel runs it. The device is asked only for a listed format's tall 8-column
+    pass: this runs on the host before every pass, and a workload of small kernels is bound by such host
+    time."""
     config = MMA_CONFIGS.get(fmt)
-    if nc != MMA_WIDTH or config is None or not config.applies(fmt, rows, nchunks, major()):
+    if nc != MMA_WIDTH or config is None or not config.applies(fmt, rows, nchunks, major, shared_optin):
         return None
     return config
 

@@ -11,7 +11,7 @@ inputs twice. The kernels allow R_out == R_in (each element is read, then writte
 is how an engine calls them; the harness passes two buffers so every launch is the same computation.
 Input padding (ld > H) is NaN, so a kernel that read it would write NaN and fail the finite check.
 
-Float64 references (derivation: docs/ARITHMETIC_ISSUE4.md, section C3), each element checked against its
+Float64 references (derivation: docs/ARITHMETIC_Q2WARP_FUSED.md, section C3), each element checked against its
 own bound (u = 2^-24):
 - R_out: e_R = |beta| e_c (1 + u) + u |R|, e_c = gamma_{K+1} (sum_k |w_k Y_k| + |S|).
 - rs: rs * (rho + u (1 + rho)), rho the relative bound of mean(x^2) + eps propagated from

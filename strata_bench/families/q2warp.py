@@ -4,7 +4,7 @@ Kernels: kernels_src/q2warp/q2warp.cu (its ARITHMETIC CONTRACT says why the vari
 Output y is float32 (ncols, rows). Activations are seeded standard-normal columns quantized on the host
 to q8_1 exactly as the device's quantize_q8_1_lane would (the kit's quantize_q8_1).
 
-Float64 references and their tolerances (docs/ARITHMETIC_ISSUE4.md, section A, derives them):
+Float64 references and their tolerances (docs/ARITHMETIC_Q2WARP_FUSED.md, section A, derives them):
 - "f64(q8_1 acts)": y = sum_h d_w,h * d_a,h * S_h, exact products summed in float64. The kernel's
   fp32 result differs by at most gamma_{m+9} * sum_h |d_w d_a S_h| (m = ceil(2nb/128) fused
   multiply-adds per thread chain, 3 cross-warp adds, 5 butterfly adds, 1 rounding of d_w*d_a), plus

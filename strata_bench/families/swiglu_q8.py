@@ -9,7 +9,7 @@ F gate values then F up values, as a fused gate/up GEMM over concatenated weight
 Edge data: row 0 is all zero (every block quantizes to d = 0, q = 0); the last row has h = 3e4
 (gate 3e4, up 1) at element 5 and h = -0 (gate -3e4: expf overflows, g / inf = -0) at element 40.
 
-Float64 references (docs/ARITHMETIC_ISSUE4.md, section C2), through the derived outputs of
+Float64 references (docs/ARITHMETIC_Q2WARP_FUSED.md, section C2), through the derived outputs of
 `output_values` (the q8_1 bytes are not floats):
 - "q:values" = float(d16) * q per element vs silu(g)*u in float64. Per block:
   8u*amax + eta + q8_1_value_error(amax*(1+8u) + eta), where 8u bounds the fp32 h (expf <= 2 ulp,

@@ -79,6 +79,7 @@ def test_regression_check_raises(planted_arm):
         AbReport((outcome,), None, None).raise_for_status()
 
 
+@pytest.mark.slow  # about 15 s on 2 cores: the paired statistics again after every added pair
 def test_until_decided_adds_pairs_until_a_verdict(tmp_path, planted_arm):
     """Noisy at first, then steady: the first 6 pairs are UNDECIDED, more pairs decide SLOWER."""
     plan = make_plan("abba", pairs=6, warmup=0, seed=1, until_decided=30)

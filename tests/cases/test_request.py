@@ -7,7 +7,6 @@ import pytest
 from strata_bench.cases import CaseFilter, load_builtin_families, select_cases
 from strata_bench.cases.request import CaseRequest, request_cases
 from strata_bench.errors import InputError
-from strata_bench.timing.bench import sweep_cases
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +14,13 @@ def families():
     return load_builtin_families()
 
 
-def test_shape_and_cols_are_the_bench_sweep(families):
+def test_shape_and_cols_sweep_every_default_case(families):
     flt = CaseFilter(("mmvq",), ("iq3_s",))
     got = request_cases(flt, CaseRequest(shape=(4096, 14336), cols=(1, 8)), families)
-    assert got == sweep_cases(select_cases(flt, families), (4096, 14336), (1, 8))
+    # Every default case takes the shape and the columns, keeping its variants; those that then coincide
+    # collapse into one per data source and column count, in the defaults' order.
+    assert {(c.family, c.fmt, c.rows, c.cols, c.variants, c.params) for c in got} == {
+        ("mmvq", "iq3_s", 4096, 14336, ("old", "new"), ())}
     assert [c.name for c in got] == [
         "mmvq/iq3_s/4096x14336/n1/seed:1", "mmvq/iq3_s/4096x14336/n8/seed:1",
         "mmvq/iq3_s/4096x14336/n1/edge:2", "mmvq/iq3_s/4096x14336/n8/edge:2",

@@ -21,15 +21,7 @@ def _fields(check):
 
 
 def _cases():
-    found = []
-    for spec in CASES:
-        try:
-            found.append(_default_case(*spec))
-        except pytest.skip.Exception:
-            continue
-    if not found:
-        pytest.skip("none of the cases is a default case here")
-    return found
+    return [_default_case(*spec) for spec in CASES]  # fails naming a case that is no longer a default one
 
 
 def test_pooled_entries_give_the_serial_checks_bit_for_bit(cache):

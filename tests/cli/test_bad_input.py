@@ -53,7 +53,8 @@ def test_bad_manifest_entries(cwd, entry, reason, sub):
     assert manifest.read_bytes() == before
 
 
-@pytest.mark.parametrize("args", [["parity", "--list"], ["compile", "--arch", "90"]])
+@pytest.mark.parametrize("args", [["parity", "--list"],
+                                  pytest.param(["compile", "--arch", "90"], marks=pytest.mark.nvrtc)])
 def test_case_file_with_a_syntax_error(cwd, args, family_registry):
     bad = cwd / "bad.py"
     bad.write_text("x = 1\ndef f(:\n")

@@ -154,6 +154,7 @@ def test_bad_variants_file_is_one_line(toml_cleanup, tmp_path):
     assert line.startswith(f"{bad}: TOML syntax error: ")
 
 
+@pytest.mark.slow  # about 35 s on 2 cores: all of mmvq's sources for sm_90 into an empty cache
 @pytest.mark.nvrtc
 def test_compile_variants_for_sm90(toml_cleanup, cubin_cache):
     res = _run(["compile", "--variants", EXAMPLE_TOML, "--arch", "90", "--family", "mmvq", "--resources"])

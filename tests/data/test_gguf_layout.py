@@ -140,6 +140,7 @@ def _independent_check(path, fixtures) -> str | None:
     return None
 
 
+@pytest.mark.slow  # about 28 s on 2 cores: 2,400 mutants
 def test_fuzz_from_gguf_never_crashes_and_never_accepts_an_invalid_file(tmp_path):
     data = ROWS_GGUF.read_bytes()
     header_end = read_layout(ROWS_GGUF).tensors[0].offset

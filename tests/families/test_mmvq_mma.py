@@ -4,6 +4,7 @@ over 4 warps and combined by warp_sum_f32's tree across them (tests/iq_host/mma_
 bit for bit, the dot mode's (one warp per row: mmvq_old's arithmetic)."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -37,19 +38,27 @@ def _both(fmt: str, rows: int, cols: int, ncols: int, data: str) -> tuple[np.nda
     return old, mma
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("rows,cols,ncols,data", [
+SHAPES = [
     (40, 1536, 8, "seed:7"),    # 48 chunks: virtual lanes 0-15 chain two chunks, 16-31 one; 40 rows: a part tile
-    (24, 544, 8, "seed:3"),     # 17 chunks: warp 0 full, warp 1 one chunk, warps 2-3 none (acc 0.0f, as old)
+    (24, 544, 8, "seed:3"),     # 17 chunks: warp 0 full, warp 1 one chunk, warps 2-3 none (acc 0.0f, as old);
+                                # the 256-value formats take 768 (3 blocks: warps 0-2 one group each, warp 3 none)
     (24, 4352, 8, "seed:3"),    # 17 blocks of 256: warp 0 has 5 groups, the others 4; every head of iq2_xxs, iq1_s
     (33, 512, 8, "seed:4"),     # 2 blocks of 256: warps 2-3 none; row bytes not a multiple of 16 (padded stride)
     (16, 8192, 8, "seed:1"),    # the DRAM shape's K: 8 chunks per virtual lane
     (512, 2560, 8, "edge:2"),   # edge blocks (extreme codes and scales)
     (19, 1024, 3, "seed:5"),    # 3 columns: a tile with 5 missing columns, 3 rows in the last tile
-])
+]
+
+
+def _whole_blocks(fmt: str, cols: int) -> int:
+    """cols rounded up to whole blocks of the format (256 values for SUPER, 32 for the others)."""
+    block = 256 if fmt in SUPER else 32
+    return -(-cols // block) * block
+
+
+@pytest.mark.parametrize("fmt,rows,cols,ncols,data", [
+    (fmt, rows, _whole_blocks(fmt, cols), ncols, data) for rows, cols, ncols, data in SHAPES for fmt in FORMATS])
 def test_mma_schedule_equals_one_warp_per_row_bitwise(fmt, rows, cols, ncols, data):
-    if cols % (256 if fmt in SUPER else 32):
-        pytest.skip("K is not whole blocks of the format")
     old, mma = _both(fmt, rows, cols, ncols, data)
     assert old.shape == mma.shape == (ncols, rows)
     assert np.array_equal(old.view(np.uint32), mma.view(np.uint32)), \
@@ -62,21 +71,34 @@ def test_dot_mma_refuses_formats_it_has_no_schedule_for(tmp_path):
     assert proc.returncode == 2 and "no mma schedule" in proc.stderr
 
 
-@pytest.mark.nvrtc
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_mma_kernels_compile_without_spills_and_use_the_tensor_cores(arch):
+@functools.lru_cache(maxsize=None)
+def _built(arch: str):
+    """mmvq_mma.cu's kernels compiled once per architecture for the tests below."""
     from strata_bench.kernels.build import compile_source
 
-    built = compile_source("mmvq/mmvq_mma.cu", MMA_KERNELS, arch)
+    return compile_source("mmvq/mmvq_mma.cu", MMA_KERNELS, arch)
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_mma_kernels_compile_without_spills(arch):
+    built = _built(arch)
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", built.log)
     assert len(spills) == len(MMA_KERNELS) and all(s == ("0", "0") for s in spills), built.log
-    cuobjdump = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
-    if cuobjdump is None:
-        return  # the spill check ran; SASS needs cuobjdump (CUOBJDUMP=path, as scripts/sass_loops.py)
+
+
+# SASS needs cuobjdump (CUOBJDUMP=path, as scripts/sass_loops.py); without it this skips, saying so.
+CUOBJDUMP = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
+
+
+@pytest.mark.nvrtc
+@pytest.mark.skipif(CUOBJDUMP is None, reason="no cuobjdump (set CUOBJDUMP=path): the tensor-core SASS is not read")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_mma_kernels_use_the_tensor_cores(arch):
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(built.cubin)
+        f.write(_built(arch).cubin)
         f.flush()
-        sass = subprocess.run([cuobjdump, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
+        sass = subprocess.run([CUOBJDUMP, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
     assert sass.count("IMMA.16832.S8.S8") >= 8 * len(MMA_KERNELS)  # 8 per kernel at least (a whole group unrolled)
     assert sass.count("LDGSTS") > 0  # the cp.async stages (S >= 2) copy without registers
 

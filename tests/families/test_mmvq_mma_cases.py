@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cases_file import load_cases_file
+from tests.stub_kernels import A100_SHARED_OPTIN, H200_SHARED_OPTIN
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +32,11 @@ def test_every_mma_variant_fits_shared_memory_at_the_dram_shape_and_keeps_the_ba
     """Each variant's (TG, S) for its formats fits 227 KiB at K = 8192; the baseline (S = 1) is main's
     launch, byte for byte the same shared memory; a format a variant lacks runs new's kernel."""
     for p in script.MMA_PASSES:
-        assert all(p.applies(fmt, 8, 256) for fmt in p.formats), p.name
+        assert all(p.applies(fmt, 8, 256, H200_SHARED_OPTIN) for fmt in p.formats), p.name
     base = script.MMA_PASS
     assert base.name == "mma" and base.weight_stages("iq4_nl") == base.weight_stages("q8_0") == 1
     s2 = dict((p.name, p) for p in script.MMA_PASSES)["mma_s2"]
-    assert not s2.applies("iq4_xs", 8, 256)  # the cp.async reference runs iq4_nl and q8_0 only
+    assert not s2.applies("iq4_xs", 8, 256, H200_SHARED_OPTIN)  # the cp.async reference runs iq4_nl and q8_0 only
     dynamic, _ = s2.shared_bytes("iq4_nl", 256)
     assert dynamic == 8 * 256 * 36 + 4 * (2 * 4 * 16 * 8 * 18 + 3 * 32 * 32 * 4)
 
@@ -44,15 +45,16 @@ def test_the_super_block_formats_fit_at_4_tile_groups(script):
     """Their group rows (families/mmvq_mma.group_row_bytes, tested with that module) fit K = 8192 and 14336."""
     p = script.MMA_PASS
     for fmt in script.SUPER_FORMATS:
-        assert p.applies(fmt, 8, 256) and p.applies(fmt, 8, 448) and p.tile_groups(fmt) == 4
+        assert p.applies(fmt, 8, 256, H200_SHARED_OPTIN) and p.applies(fmt, 8, 448, H200_SHARED_OPTIN) and p.tile_groups(fmt) == 4
     assert p.shared_bytes("iq2_xxs", 256)[0] == 8 * 256 * 36 + 4 * (4 * 16 * 80 + 3 * 32 * 32 * 4)
 
 
 def test_mma_runs_only_8_column_passes_of_its_formats_that_fit_in_shared_memory(script):
     p = script.MMA_PASS
-    assert p.applies("iq4_nl", 8, 256) and p.applies("q8_0", 8, 256) and p.applies("iq4_nl", 8, 448)
-    assert not p.applies("iq4_nl", 4, 256) and not p.applies("iq2_xs", 8, 256)
-    assert not p.applies("iq4_nl", 8, 4096)  # K = 131072: 8 columns' activations alone exceed 227 KiB
+    assert p.applies("iq4_nl", 8, 256, H200_SHARED_OPTIN) and p.applies("q8_0", 8, 256, H200_SHARED_OPTIN) and p.applies("iq4_nl", 8, 448, H200_SHARED_OPTIN)
+    assert not p.applies("iq4_nl", 4, 256, H200_SHARED_OPTIN) and not p.applies("iq2_xs", 8, 256, H200_SHARED_OPTIN)
+    assert not p.applies("iq4_nl", 8, 4096, H200_SHARED_OPTIN)  # K = 131072: 8 columns' activations alone exceed 227 KiB
+    assert not p.applies("iq4_nl", 8, 448, A100_SHARED_OPTIN)  # K = 14336 needs 215064 bytes: over sm_80's opt-in
     dynamic, static = p.shared_bytes("iq4_nl", 256)
     assert dynamic == 8 * 256 * 36 + 4 * (4 * 16 * 8 * 18 + 3 * 32 * 32 * 4) and static == 6 * 4
     assert dynamic + static <= 160 * 1024  # one block of 16 warps per SM at the DRAM shape

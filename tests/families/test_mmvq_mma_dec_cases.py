@@ -66,9 +66,9 @@ def test_mmad_launches_mmvq_mma_dec_for_the_8_column_pass_and_new_for_the_rest(s
     fam.launch(case, variant, kernels, dev, outs)
     names = [c[0] for c in calls]
     assert names[0] == "quantize_q8_1" and names[1] == f"mmvq_mma_dec<siq::fmt_iq2_xs, 4, 1, {pf}>"
-    assert names[2:] == [family_mod.new_config("iq2_xs", 2).kernel("iq2_xs", 2),
-                         family_mod.new_config("iq2_xs", 1).kernel("iq2_xs", 1)]
+    # 11 columns: the 8-column pass, then new's own 2- and 1-column passes (iq2_xs's 1-column one is lean)
+    assert names[2:] == ["mmvq_new<siq::fmt_iq2_xs, 2, 2, 3, 4>", "mmvq_new<siq::fmt_iq2_xs_lean, 1, 4, 3, 4>"]
     _, grid, block, args, shared = calls[1]
     assert grid == (16,) and block == (512,)  # 63 tiles, 4 per block
-    assert shared == script.MMA_DEC_PASS.shared_bytes("iq2_xs", 48, 4)[0]
+    assert shared == 8 * 48 * 36 + 16 * 6272 + 4 * 3 * 32 * 32 * 4  # 8 columns' q8_1, 16 warp tiles, 4 trees
     assert args[2] == 1000 and args[3] == 48 and args[4].shape == (8, 48 * 36) and args[5].shape == (8, 1000)

@@ -8,29 +8,43 @@ import pytest
 from strata_bench.families import mmvq as mmvq_mod
 from strata_bench.families import mmvq_mma
 from strata_bench.families.mmvq import Mmvq, new_config
-from tests.stub_kernels import RecordingKernels, stub_launch_helpers
+from tests.stub_kernels import A100_SHARED_OPTIN, H200_SHARED_OPTIN, RecordingKernels, stub_launch_helpers
+
+H200 = lambda: H200_SHARED_OPTIN
 
 
 def test_only_tall_8_column_passes_of_the_listed_formats_run_mmvq_mma():
-    assert mmvq_mma.mma_config("iq4_nl", 8, 32768, 256, lambda: 9) == mmvq_mma.MmaConfig(4, 32768)
-    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 9) is not None
-    assert mmvq_mma.mma_config("iq4_nl", 8, 32767, 256, lambda: 9) is None  # below min_rows: new's kernel is faster
-    assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 448, lambda: 9) is None
-    assert mmvq_mma.mma_config("q8_0", 8, 131072, 256, lambda: 9) == mmvq_mma.MmaConfig(3, 131072)
-    assert mmvq_mma.mma_config("q8_0", 8, 32768, 256, lambda: 9) is None
-    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, lambda: 9) is None and mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256, lambda: 9) is None
-    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 4096, lambda: 9) is None  # K = 131072: the activations alone exceed 227 KiB
-    assert mmvq_mma.mma_config("iq4_xs", 8, 32768, 256, lambda: 9) == mmvq_mma.MmaConfig(4, 32768)
-    assert mmvq_mma.mma_config("iq4_xs", 8, 4096, 256, lambda: 9) is None
-    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 7) is None  # sm_75: no int8 m16n8k32
-    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 8) is not None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 32768, 256, lambda: 9, H200) == mmvq_mma.MmaConfig(4, 32768)
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 9, H200) is not None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 32767, 256, lambda: 9, H200) is None  # below min_rows: new's kernel is faster
+    assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 448, lambda: 9, H200) is None
+    assert mmvq_mma.mma_config("q8_0", 8, 131072, 256, lambda: 9, H200) == mmvq_mma.MmaConfig(3, 131072)
+    assert mmvq_mma.mma_config("q8_0", 8, 32768, 256, lambda: 9, H200) is None
+    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, lambda: 9, H200) is None and mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256, lambda: 9, H200) is None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 4096, lambda: 9, H200) is None  # K = 131072: the activations alone exceed 227 KiB
+    assert mmvq_mma.mma_config("iq4_xs", 8, 32768, 256, lambda: 9, H200) == mmvq_mma.MmaConfig(4, 32768)
+    assert mmvq_mma.mma_config("iq4_xs", 8, 4096, 256, lambda: 9, H200) is None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 7, H200) is None  # sm_75: no int8 m16n8k32
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 8, H200) is not None
 
 
-def test_the_device_is_asked_only_for_a_listed_formats_8_column_pass():
+def test_the_device_is_asked_only_for_a_listed_formats_tall_8_column_pass():
     def no_device():
         raise AssertionError("asked")
-    assert mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256, no_device) is None
-    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, no_device) is None
+    assert mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256, no_device, no_device) is None
+    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, no_device, no_device) is None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 256, no_device, no_device) is None  # below min_rows
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 7, no_device) is None  # sm_75: no limit needed
+
+
+def test_the_shared_memory_limit_is_the_devices():
+    """K = 14336 (448 chunks) needs 215064 bytes at TG = 4: it fits sm_90's 227 KiB opt-in, not sm_80's 163 KiB,
+    where mmvq_new's kernel runs the pass; K = 8192 (159768 bytes) fits both."""
+    a100 = lambda: A100_SHARED_OPTIN
+    assert sum(mmvq_mma.MMA_CONFIGS["iq4_nl"].shared_bytes("iq4_nl", 448)) == 8 * 448 * 36 + 16 * 16 * 144 + 4 * 3 * 32 * 32 * 4 + 24
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 448, lambda: 9, H200) == mmvq_mma.MmaConfig(4, 32768)
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 448, lambda: 8, a100) is None
+    assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 8, a100) == mmvq_mma.MmaConfig(4, 32768)
 
 
 def test_a_group_row_is_the_odd_granule_count_that_covers_8_chunks_at_any_head():
@@ -61,7 +75,7 @@ def test_parity_covers_the_mma_passes():
     for fmt, (rows, cols) in mmvq_mod.MMA_SHAPES.items():
         tall = [c for c in cases if c.fmt == fmt and (c.rows, c.cols) == (rows, cols)]
         assert [c.ncols for c in tall] == [8, 11]
-        assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9) is not None
+        assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9, H200) is not None
 
 
 @pytest.fixture
@@ -87,6 +101,14 @@ def test_new_runs_mmvq_mma_for_the_tall_8_column_pass_and_mmvq_new_for_the_rest(
     assert grid == (132,) and block == (512,)  # 2048 tiles, 4 per block: the resident blocks
     assert shared == mmvq_mma.MMA_CONFIGS["iq4_nl"].shared_bytes("iq4_nl", 32)[0]
     assert args[2] == 32768 and args[3] == 32 and args[4].shape == (8, 32 * 36) and args[6] == 32768
+
+
+def test_new_asks_the_device_for_its_shared_memory_limit_at_launch(monkeypatch):
+    """The same tall 8-column pass at K = 14336: mmvq_mma on an H200, mmvq_new's kernel on an A100 (163 KiB)."""
+    for major, optin, second in ((9, H200_SHARED_OPTIN, "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>"),
+                                 (8, A100_SHARED_OPTIN, new_config("iq4_nl", 8).kernel("iq4_nl", 8))):
+        stub_launch_helpers(monkeypatch, mmvq_mod, mmvq_mma, major=major, optin=optin)
+        assert _launch(RecordingKernels(), 32768, 14336, 8) == ["quantize_q8_1", second], major
 
 
 def test_new_keeps_mmvq_new_on_short_shapes(kernels):

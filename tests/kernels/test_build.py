@@ -35,13 +35,35 @@ def test_system_includes_follow_quoted_includes():
     assert "mma.h" not in build.system_includes(kernels_dir() / "dequant" / "dequant.cu", [kernels_dir()])
 
 
-def test_missing_headers_named_without_a_toolkit(no_toolkit):
-    missing = build.missing_toolkit_headers(kernels_dir() / "pfgemm" / "pfgemm_old.cu")
-    assert "crt/mma.h" in missing
-    assert build.missing_toolkit_headers(kernels_dir() / "q2warp" / "q2warp.cu") == [] or \
-        build.wheel_include_dirs() == []  # without pip's headers even cuda_fp16.h is missing
+@pytest.fixture
+def wheel_headers(tmp_path, monkeypatch):
+    """pip's nvidia headers as the cudart wheel ships them (cuda_fp16.h and mma.h, no crt/mma.h), in a
+    folder of the test's own; `wheel_headers(False)` makes a host without them."""
+    include = tmp_path / "wheel" / "include"
+    include.mkdir(parents=True)
+    (include / "cuda_fp16.h").write_text("")
+    (include / "mma.h").write_text("")
+
+    def use(present=True):
+        monkeypatch.setattr(build, "wheel_include_dirs", lambda: [str(include)] if present else [])
+        return include
+
+    return use
+
+
+def test_missing_headers_named_without_a_toolkit(no_toolkit, wheel_headers):
+    wheel_headers()
+    assert build.missing_toolkit_headers(kernels_dir() / "pfgemm" / "pfgemm_old.cu") == ["crt/mma.h"]
+    assert build.missing_toolkit_headers(kernels_dir() / "q2warp" / "q2warp.cu") == []
     with pytest.raises(build.ToolkitHeadersMissing, match=r"^pfgemm/pfgemm_old.cu needs the CUDA toolkit's "):
         build.compile_source("pfgemm/pfgemm_old.cu", ["x"], "sm_90")
+
+
+def test_without_pip_headers_cuda_fp16_is_missing_too(no_toolkit, wheel_headers):
+    wheel_headers(present=False)
+    assert build.missing_toolkit_headers(kernels_dir() / "pfgemm" / "pfgemm_old.cu") == [
+        "cuda_fp16.h", "mma.h", "crt/mma.h"]
+    assert build.missing_toolkit_headers(kernels_dir() / "q2warp" / "q2warp.cu") == ["cuda_fp16.h"]
 
 
 @pytest.mark.nvrtc

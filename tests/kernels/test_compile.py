@@ -10,10 +10,12 @@ from strata_bench.cases import load_builtin_families
 
 FAMILIES = load_builtin_families()
 SOURCES = [(name, src) for name, fam in sorted(FAMILIES.items()) for src in fam.sources]
+SLOW = {("mmvq", "mmvq/mmvq.cu")}  # about 40 s on 2 cores (every mmvq_old/mmvq_new instance in one program)
 
 
 @pytest.mark.nvrtc
-@pytest.mark.parametrize("family,source", SOURCES, ids=[f"{f}:{s}" for f, s in SOURCES])
+@pytest.mark.parametrize("family,source", [
+    pytest.param(f, s, id=f"{f}:{s}", marks=[pytest.mark.slow] if (f, s) in SLOW else []) for f, s in SOURCES])
 def test_source_compiles_for_sm90_without_spills(family, source, cubin_cache):
     fam = FAMILIES[family]
     comp = compile_source(source, fam.name_expressions(source), "sm_90")

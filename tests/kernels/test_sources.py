@@ -32,6 +32,7 @@ def wheel(tmp_path_factory):
     return next(out.glob("strata_bench-*.whl"))
 
 
+@pytest.mark.slow  # about 21 s on 2 cores: pip builds the wheel in an isolated environment
 def test_wheel_ships_kernels_src_with_the_same_hash_and_the_fixtures(wheel, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp_path, [n for n in archive.namelist() if n.startswith("strata_bench/builtin_")])

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import json
-import time
+import sys
+import types
 
 import pytest
 from click.testing import CliRunner
@@ -51,11 +52,31 @@ def test_collect_without_gpu_records_everything_else(no_gpu, monkeypatch):
     json.dumps(prov)  # a results summary must be able to hold it as is
 
 
-def test_collect_is_fast(no_gpu):
-    provenance.collect(None)  # first call pays the imports
-    start = time.perf_counter()
-    provenance.collect(None)
-    assert time.perf_counter() - start < 0.5
+@pytest.mark.parametrize("nvml_works", [True, False])
+def test_collect_initialises_nvml_once_per_process_and_compiles_nothing(no_gpu, monkeypatch, nvml_works):
+    """What keeps collect() cheap on every results file: NVML's initialisation (slow on a GPU host) is
+    tried once per process, whether it works or not, and the recorded compile options compile nothing."""
+    from strata_bench.kernels import nvrtc
+
+    inits = []
+
+    def init():
+        inits.append(1)
+        if not nvml_works:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    fake = types.SimpleNamespace(nvmlInit=init, nvmlSystemGetDriverVersion=lambda: b"580.95.05")
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(provenance, "_NVML_STATE", {})
+    monkeypatch.setattr(nvrtc, "compile_program", lambda *a, **k: pytest.fail("collect() compiled a program"))
+    runs = [provenance.collect(None, archs=["sm_90"]) for _ in range(3)]
+    assert inits == [1]
+    if nvml_works:
+        assert [r["cuda"]["nvml_driver"] for r in runs] == ["580.95.05"] * 3
+    else:
+        assert [r["cuda"]["reason"]["nvml_driver"] for r in runs] == [
+            "NVML not usable (RuntimeError: NVML Shared Library Not Found)"] * 3
+    assert all("-ftz=false" in r["compile_options"]["sm_90"] for r in runs)
 
 
 def test_missing_package_is_none():

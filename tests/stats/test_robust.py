@@ -103,6 +103,7 @@ def _simulate(planted: float, seeds: int = 400, pairs: int = 20, sd: float = 0.0
     return {rule: {v: n / seeds for v, n in got.items()} for rule, got in counts.items()}
 
 
+@pytest.mark.slow  # about 24 s on 2 cores: the verdicts of many simulated A/A and planted runs
 def test_simulation_a_a_is_same_and_a_planted_3_percent_is_slower(capsys):
     aa, planted = _simulate(0.0), _simulate(0.03)
     with capsys.disabled():
