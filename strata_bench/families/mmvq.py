@@ -124,6 +124,14 @@ BENCH_NCOLS = (1, 2, 4, 8)
 # the host data small: 32 chunks give each of a tile group's 4 warps one group, 8 chunks leave 3 warps idle.
 MMA_SHAPES = {"iq4_nl": (32768, 1024), "iq4_xs": (32768, 1024), "q8_0": (131072, 256)}
 MMA_NCOLS = (8, 11)
+# Tails (docs/TAIL_PATHS.md): 37 rows = 2 x 16 + 5 leave every pass a last, partial row group (mmvq_new: 8 warps
+# x R = 16 or 32 rows; mmvq_old: 4 rows a block); 40 chunks leave lanes 8-31 one step fewer; 4 and 11 columns
+# run the passes of every width (4; 8 + 2 + 1).
+TAIL_SHAPE = (37, 1280)
+TAIL_NCOLS = (4, 11)
+# The tensor-core pass's tails, at min_rows + 5 rows (a last tile of 5 rows): iq4_nl and q8_0 at 9 chunks (warp 0
+# a whole 8-chunk group, warp 1 a partial group of one chunk), iq4_xs at one super-block (warps 1-3 no group).
+MMA_TAIL_SHAPES = {"iq4_nl": (32773, 288), "iq4_xs": (32773, 256), "q8_0": (131077, 288)}
 
 
 def fixture_name(fmt: str) -> str:
@@ -145,6 +153,9 @@ class Mmvq(Family):
             cases += self.edge_and_fixture_cases(fmt, EDGE_NCOLS)
             if fmt in MMA_SHAPES:
                 cases += [self.case(fmt, *MMA_SHAPES[fmt], n, "seed:1") for n in MMA_NCOLS]
+            cases += [self.case(fmt, *TAIL_SHAPE, n, "seed:1") for n in TAIL_NCOLS]
+            if fmt in MMA_TAIL_SHAPES:
+                cases.append(self.case(fmt, *MMA_TAIL_SHAPES[fmt], 8, "seed:1"))
         return cases
 
     def edge_and_fixture_cases(self, fmt: str, edge_ncols: tuple[int, ...],

@@ -53,6 +53,7 @@ class MoeCombine(Family):
             case(1000, "seed:3", True),
             case(517, "seed:4", True, ld=2048 + 64), case(517, "seed:4", False, ld=2048 + 64),
             case(333, "edge:5", True),  # a zero token (x = 0, rs = 1/sqrt(eps)) and a 1e3-scale token
+            case(3, "seed:6", True, hidden=4096), case(3, "seed:6", False, hidden=4096),  # the widest fused: EPT 16
         ]
 
     def bench_cases(self) -> Iterable[Case]:

@@ -50,6 +50,9 @@ class SwigluQ8(Family):
     def default_cases(self) -> Iterable[Case]:
         cases = [self.rows_case(fmt, t, "seed:1", lay) for t in (1, 37, 4113) for fmt in DOWN_WIDTHS for lay in LAYOUTS]
         cases += [self.rows_case(fmt, t, "edge:2", lay) for t in (1, 37) for fmt in DOWN_WIDTHS for lay in LAYOUTS]
+        # The fused kernel's tail (docs/TAIL_PATHS.md): F/32 above is 24, 44 or 48, so a warp's 4 blocks are
+        # always whole; 37 rows of 33 blocks leave the last warp 1 block (and the last CTA 5).
+        cases.append(self.case("q8_0", 37, 1056, 1, "seed:3", layout="split"))
         return cases
 
     def bench_cases(self) -> Iterable[Case]:

@@ -34,7 +34,7 @@ EXTRA = {"fp16deq": _fp16deq_dispatch, "pfgemm": _pfgemm_equal_errors_and_dispat
 
 def test_every_built_in_family_has_default_cases():
     # Runs without a GPU: the parametrization below would silently shrink if a family listed none.
-    assert len(CASES) >= 418
+    assert len(CASES) >= 446
     assert {name for name, _ in (p.values for p in CASES)} == set(FAMILIES)
 
 

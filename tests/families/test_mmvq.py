@@ -50,6 +50,14 @@ def test_default_cases_cover_every_format_column_count_and_shape():
     assert (8192, 2560) in mod.SHAPES and any(r >= 8 * k for r, k in mod.SHAPES)  # the shape and a tall one
 
 
+def test_default_cases_end_every_format_in_a_partial_row_group():
+    cases = list(FAMILY.default_cases())
+    for fmt in kit.FORMATS:
+        tails = [c.ncols for c in cases if c.fmt == fmt and c.rows % 16 and c.rows < 32768]
+        assert tails == [4, 11], fmt  # passes 4 and 8 + 2 + 1; 37 rows: 5 past 2 groups of 16 (or 1 of 32)
+    assert mod.TAIL_SHAPE == (37, 1280) and (1280 // 32) % 32 == 8  # lanes 8-31 one chunk fewer
+
+
 def test_bench_cases_include_the_dram_shape():
     bench = list(FAMILY.bench_cases())
     assert {(c.rows, c.cols) for c in bench} >= {(131072, 8192)}

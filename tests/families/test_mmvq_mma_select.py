@@ -78,6 +78,15 @@ def test_parity_covers_the_mma_passes():
         assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9, H200) is not None
 
 
+def test_parity_covers_the_mma_tails():
+    # a last tile of 5 rows, and for the one-chunk formats a last 8-chunk group of one chunk
+    cases = {c.name for c in Mmvq().default_cases()}
+    for fmt, (rows, cols) in mmvq_mod.MMA_TAIL_SHAPES.items():
+        assert f"mmvq/{fmt}/{rows}x{cols}/n8/seed:1" in cases
+        assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9) is not None and rows % 16 == 5
+    assert [cols // 32 % 8 for rows, cols in mmvq_mod.MMA_TAIL_SHAPES.values()] == [1, 0, 1]  # iq4_nl, iq4_xs, q8_0
+
+
 @pytest.fixture
 def kernels(monkeypatch):
     stub_launch_helpers(monkeypatch, mmvq_mod, mmvq_mma)

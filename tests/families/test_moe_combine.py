@@ -16,8 +16,10 @@ FAMILY = load_builtin_families()["moe_combine"]
 
 def test_cases_cover_token_counts_lo_and_a_padded_stride():
     cases = list(FAMILY.default_cases())
-    assert {c.rows for c in cases} == {1, 333, 1000, 517}
+    assert {c.rows for c in cases} == {1, 333, 1000, 517, 3}
     assert {bool(c.param("lo")) for c in cases} == {True, False}
+    # every fused instance runs: H = 256 x EPT for each EPT, with and without xn16_lo
+    assert {(c.cols // 256, bool(c.param("lo"))) for c in cases} == {(e, lo) for e in mod.FUSED_EPT for lo in (0, 1)}
     padded = [c for c in cases if c.param("ld", c.cols) > c.cols]
     assert padded and all(c.rows == 517 for c in padded)
     assert {bool(c.param("lo")) for c in padded} == {True, False}

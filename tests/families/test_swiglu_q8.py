@@ -17,6 +17,9 @@ def test_cases_cover_rows_down_types_and_layouts():
     assert combos == {(t, f, lay) for t in (1, 37, 4113) for f in ("q2_0", "iq4_nl", "q8_0")
                       for lay in ("split", "concat")}
     assert {c.rows for c in cases if c.data.startswith("edge")} == {1, 37}
+    # the fused kernel's last warp with fewer than its 4 blocks: one case, 37 rows x 33 blocks
+    assert [c.name for c in cases if c.rows * c.cols // 32 % mod.BLOCKS_PER_WARP] == \
+        ["swiglu_q8/q8_0/37x1056/n1/seed:3/layout=split"]
     for c in cases:
         assert c.cols % mod.GRANULE[c.fmt] == 0
 

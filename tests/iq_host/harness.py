@@ -7,6 +7,7 @@ compiler with _Float16 is on PATH.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import tempfile
@@ -54,15 +55,16 @@ def run_chunks(fmt: str, blocks: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.fromfile(tmp / "o.bin", dtype=CHUNK_RECORD)
 
 
-def run_dot(fmt: str, raw: np.ndarray, cols: int, act: np.ndarray, mode: str = "dot") -> np.ndarray:
+def run_dot(fmt: str, raw: np.ndarray, cols: int, act: np.ndarray, mode: str = "dot", defect: str = "") -> np.ndarray:
     """y (n, rows) float32 as mmvq.cu's warps compute it, for raw weights (rows, bytes) and q8_1 rows act;
-    mode "dot_mma": as mmvq_mma.cu schedules it (tests/iq_host/mma_emul.h); "dot_mma_dec": as mmvq_mma_dec.cu
-    does (tests/iq_host/mma_dec_emul.h)."""
+    mode "dot_mma": as mmvq_mma.cu schedules it (tests/iq_host/mma_emul.h), with `defect` one planted in a
+    tail path of that schedule (mma_emul.h's Defect); "dot_mma_dec": as mmvq_mma_dec.cu does
+    (tests/iq_host/mma_dec_emul.h)."""
     rows, n = raw.shape[0], act.shape[0]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         np.ascontiguousarray(raw, dtype=np.uint8).tofile(tmp / "w.bin")
         np.ascontiguousarray(act, dtype=np.uint8).tofile(tmp / "x.bin")
         subprocess.run([str(binary()), mode, fmt, str(rows), str(cols), str(tmp / "w.bin"), str(tmp / "x.bin"),
-                        str(n), str(tmp / "y.bin")], check=True)
+                        str(n), str(tmp / "y.bin")], check=True, env={**os.environ, "MMA_EMUL_DEFECT": defect})
         return np.fromfile(tmp / "y.bin", dtype=np.float32).reshape(n, rows)

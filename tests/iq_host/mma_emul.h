@@ -28,6 +28,22 @@ namespace mma_emul {
 
 using siq::Chunk;
 
+// A defect planted in one tail path of the schedule (tests/families/test_mmvq_mma_tails.py: the default parity
+// cases must expose each), from $MMA_EMUL_DEFECT: "tail_tile" computes whole 16-row tiles only (the kernel's
+// tiles = rows / 16), "partial_group" drops a row's last 8-chunk group when it is partial (c0 + 8 > nchunks),
+// "partial_round" drops the chunks past the last multiple of 32 (the warps' groups of an unfinished round).
+enum class Defect { none, tail_tile, partial_group, partial_round };
+
+inline Defect planted_defect() {
+    const char* name = getenv("MMA_EMUL_DEFECT");
+    if (name == nullptr || !*name) return Defect::none;
+    if (!strcmp(name, "tail_tile")) return Defect::tail_tile;
+    if (!strcmp(name, "partial_group")) return Defect::partial_group;
+    if (!strcmp(name, "partial_round")) return Defect::partial_round;
+    fprintf(stderr, "dot_mma: unknown MMA_EMUL_DEFECT %s\n", name);
+    exit(2);
+}
+
 // One m16n8k32 s8 x s8 -> s32 mma over a warp's fragments: a[lane][4], b[lane][2] (4 int8 per word), c[lane][4].
 // PTX layout, g = lane / 4, t = lane % 4: A reg i (i < 4) holds row g + 8 * (i & 1), k = 16 * (i >> 1) + 4t .. +3;
 // B reg i holds k = 16 * i + 4t .. +3 of column g; C reg i holds row g + 8 * (i >> 1), column 2t + (i & 1).
@@ -114,13 +130,17 @@ void dot_mma(const uint8_t* w, size_t row_stride, int rows, int nchunks, const b
     siq::frag_table<F>(F::table(), kv);
     const siq::Tab tab = siq::global_tab<F>();
     alignas(16) static uint8_t buf[16 * G::ROW];
+    const Defect defect = planted_defect();
+    const int last_row0 = defect == Defect::tail_tile ? rows - 16 : rows - 1;  // the last tile computed
     for (int col0 = 0; col0 < n; col0 += 8) {
-        for (int row0 = 0; row0 < rows; row0 += 16) {
+        for (int row0 = 0; row0 <= last_row0; row0 += 16) {
             std::vector<float> a(16 * 8 * 32, 0.0f);  // a[(r * 8 + col) * 32 + v]: the virtual lanes' chains
             for (int q = 0; q < 4; ++q) {              // the tile's 4 warps, any order: they share nothing
                 for (int s = 0; 32 * s < nchunks; ++s) {
                     const int c0 = 32 * s + 8 * q;
                     if (c0 >= nchunks) break;
+                    if (defect == Defect::partial_group && c0 + 8 > nchunks) break;
+                    if (defect == Defect::partial_round && 32 * (s + 1) > nchunks) break;
                     copy_group<F>(w, row_stride, rows, row0, c0, row_bytes, buf);
                     const uint8_t* group = buf + G::head(c0);
                     for (int i = 0; i < 8; ++i) {
