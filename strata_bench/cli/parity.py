@@ -7,6 +7,7 @@ import click
 
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
                                       make_filter, output_option, quiet_option, results_option, split_output_format)
+from strata_bench.cli.sanitizing import sanitize_option
 from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 
 
@@ -20,9 +21,10 @@ from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 @click.option("--profile", is_flag=True,
               help="Print the seconds spent per phase (inputs, references, launches, comparisons; the compile "
                    "before the loop and the references' pool beside it) to stderr.")
+@sanitize_option
 @quiet_option
 def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, request, list_only,
-            quiet, profile):
+            quiet, profile, sanitize):
     """Check bitwise and float64 parity of kernel variants, case by case.
 
     Every variant runs twice over two poisons (an unwritten element fails), every variant is compared
@@ -45,10 +47,16 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         strata-bench parity --gguf model.gguf --tensor 'blk\\.(0|1|2|3|20|47)\\.ffn_(gate|up|down)'
         strata-bench parity --variants examples/toml_variant/variants.toml --family mmvq
         strata-bench parity --profile -q
+        strata-bench parity -q --sanitize memcheck,racecheck,initcheck,synccheck
+        strata-bench parity --sanitize initcheck --family dequant --format iq2_xs
 
     References are cached on disk (under $STRATA_CACHE_DIR/references, else
     ~/.cache/strata-bench/references), keyed by the case, its input bytes and the reference code;
     STRATA_REF_CACHE=off computes every one afresh.
+
+    --sanitize runs parity again under compute-sanitizer, once per tool, over the same cases (CuPy's pool
+    off, so every array is its own allocation): one line per finding, `TOOL: CASE: KERNEL: ERROR`, then
+    each tool's cases and findings; the full reports are in results/<device>/sanitize-TOOL-*.log.
     """
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
@@ -65,6 +73,10 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
 
         echo_cases(cases, bool(request.variants))
         return
+    if sanitize:
+        from strata_bench.cli.sanitizing import run_sanitize
+
+        return run_sanitize(click.get_current_context(), sanitize, cases, device_spec, results_dir, quiet)
     try:
         devices = gpu.select_devices(device_spec)
     except NoGpu as exc:
