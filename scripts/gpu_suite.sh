@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU suite, end to end, on a CUDA host: env -> compile -> parity (cold, then warm cache) -> output
+# The GPU suite, end to end, on a CUDA host: env -> compile -> parity (cold, then warm cache) -> the same
+# cases under compute-sanitizer (memcheck, racecheck, initcheck, synccheck) -> output
 # digests against a base tree -> the mmvq DRAM bench and its compare -> the user's weights, shapes and TOML
 # kernels -> GPU tests -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
 # and the pfgemm cuBLAS reference -> the peer table -> --device all -> workload and its command A/B (last:
@@ -29,7 +30,7 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity digests bench-dram user gputests quality bench-families peer devices workload)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests quality bench-families peer devices workload)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
 BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T175151Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
@@ -82,6 +83,8 @@ for s in "${steps[@]}"; do
             rm -rf "$STRATA_CACHE_DIR"
             step parity-cold sb parity -q --profile
             step parity-warm sb parity -q --profile ;;
+        sanitize)  # the default cases under each compute-sanitizer tool: one line per finding, exit 1 on any
+            step sanitize sb parity -q --sanitize memcheck,racecheck,initcheck,synccheck ;;
         digests)  # every output of every case, this tree against $BASE_TREE (e.g. `git archive` of the last landing)
             if [ -d "$BASE_TREE/strata_bench" ]; then
                 step digests-base python3 scripts/output_digests.py "$BASE_TREE" /tmp/digests-base.json -q --results /tmp/base-results

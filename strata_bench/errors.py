@@ -36,6 +36,13 @@ class NoGpu(StrataError):
     exit_code = 77
 
 
+class ToolMissing(StrataError):
+    """An external program the command runs (compute-sanitizer) is not installed: the run is skipped, with
+    the places looked in (exit 77, automake's skip, as for NoGpu)."""
+
+    exit_code = 77
+
+
 class RegistryError(InputError):
     """A family or format class cannot register: its name is taken by another class, or it inherits its
     parent's name instead of declaring its own."""

@@ -7,6 +7,7 @@ import click
 
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
                                       make_filter, output_option, quiet_option, results_option, split_output_format)
+from strata_bench.cli.sanitizing import sanitize_option
 from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 
 
@@ -25,9 +26,10 @@ from strata_bench.errors import CheckFailed, KernelFault, NoGpu
                    "variant's outputs, the float64 references and their bounds; np.load(..., allow_pickle=False)) "
                    "and a .json beside it (the case, the failed checks, the command that reruns it). Nothing is "
                    "written when every case passes; the end of the run says where they went.")
+@sanitize_option
 @quiet_option
 def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, request, list_only,
-            quiet, profile, dump_dir):
+            quiet, profile, dump_dir, sanitize):
     """Check bitwise and float64 parity of kernel variants, case by case.
 
     Every variant runs twice over two poisons (an unwritten element fails), every variant is compared
@@ -53,10 +55,16 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         strata-bench parity --variants examples/toml_variant/variants.toml --family mmvq
         strata-bench parity --profile -q
         strata-bench parity --family mmvq --dump-failures failures/   # then np.load('failures/<case>.npz')
+        strata-bench parity -q --sanitize memcheck,racecheck,initcheck,synccheck
+        strata-bench parity --sanitize initcheck --family dequant --format iq2_xs
 
     References are cached on disk (under $STRATA_CACHE_DIR/references, else
     ~/.cache/strata-bench/references), keyed by the case, its input bytes and the reference code;
     STRATA_REF_CACHE=off computes every one afresh.
+
+    --sanitize runs parity again under compute-sanitizer, once per tool, over the same cases (CuPy's pool
+    off, so every array is its own allocation): one line per finding, `TOOL: CASE: KERNEL: ERROR`, then
+    each tool's cases and findings; the full reports are in results/<device>/sanitize-TOOL-*.log.
     """
     from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
@@ -75,6 +83,10 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
 
         echo_cases(cases, bool(request.variants))
         return
+    if sanitize:
+        from strata_bench.cli.sanitizing import run_sanitize
+
+        return run_sanitize(click.get_current_context(), sanitize, cases, device_spec, results_dir, quiet)
     try:
         devices = gpu.select_devices(device_spec)
     except NoGpu as exc:

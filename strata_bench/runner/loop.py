@@ -53,11 +53,17 @@ def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[...
     error that reaches here unwrapped (bench's timing launches) is treated as that device's fault too.
     Host references are prepared in this loop, not ahead on worker threads: a run that prepared them on
     8 threads took 66 s on the H200 host against 41 s before (the workers' numpy calls contend with the
-    launch loop for the GIL and the cores). `compiled` (optional) is given the seconds the compile took."""
+    launch loop for the GIL and the cores). `compiled` (optional) is given the seconds the compile took.
+    In a `parity --sanitize` child (runner/sanitize.py) CuPy's memory pool is off and a marker line on
+    stderr names each case before its launches, for the sanitizer's reports to name their case."""
     import cupy
 
     from strata_bench.kernels.build import load_kernels
+    from strata_bench.runner import sanitize
 
+    sanitized = sanitize.child_tool() is not None  # a `parity --sanitize` child: no pool, a marker per case
+    if sanitized:
+        sanitize.prepare_child(cupy)
     start = time.perf_counter()
     precompile(cases, devices)
     if compiled is not None:
@@ -66,6 +72,8 @@ def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[...
         with cupy.cuda.Device(device):
             for case in cases:
                 family = FAMILIES[case.family]
+                if sanitized:
+                    sanitize.print_marker(sanitize.case_marker(case.name, device))
                 start = time.perf_counter()
                 try:
                     kernels = load_kernels(family, device)
@@ -79,6 +87,8 @@ def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[...
                 on_result(result)
                 if progress is not None:
                     progress()
+    if sanitized:
+        sanitize.print_marker(sanitize.END_MARKER)
 
 
 def device_fault(case: Case, device: int, exc: BaseException) -> KernelFault | None:
