@@ -26,10 +26,11 @@
 //
 // MEMORY CONTRACT (new only): weight and activation bytes are read as the aligned 16-byte granules
 //   that contain them, so a granule may extend up to 15 bytes before the first or after the last byte
-//   of a buffer. Such a granule never leaves the allocation's mapped pages (cudaMalloc bases are
-//   256-byte aligned and sizes are rounded up to at least 512 bytes); the extra bytes are never used.
-//   The activation pointer must be 4-byte aligned (q8_1 codes are read as 32-bit words), the weight
-//   pointer 2-byte aligned.
+//   of a buffer: the caller's allocation must cover those granules (the harness rounds both buffers'
+//   allocations up to whole granules; relying on cudaMalloc's rounding instead is what
+//   compute-sanitizer's memcheck reports as a read past the allocation). The extra bytes are never
+//   used. The activation pointer must be 4-byte aligned (q8_1 codes are read as 32-bit words), the
+//   weight pointer 2-byte aligned.
 #include "common/strata_common.cuh"
 #include "formats/q2_0.cuh"
 

@@ -30,6 +30,7 @@ from strata_bench.kit import (Q8_1_BYTES, U64, AbiArg, Case, Expected, Family, F
 
 from strata_bench.kernels.constants import BLOCK_SHAPES, Q2WARP_STATIC_SHARED_BYTES  # noqa: E402
 BLOCK_VALUES, BLOCK_BYTES = BLOCK_SHAPES["q2_0"]
+GRANULE_BYTES = 16  # q2warp_new reads its buffers as aligned 16-byte granules (q2warp.cu, MEMORY CONTRACT)
 from strata_bench.kernels.constants import Q2WARP_OLD_THREADS as OLD_THREADS  # noqa: E402
 from strata_bench.kernels.constants import Q2WARP_NEW_WARPS as NEW_WARPS  # noqa: E402
 from strata_bench.kernels.constants import Q2WARP_ROWS_PER_WARP as ROWS_PER_WARP  # noqa: E402
@@ -97,7 +98,7 @@ class Q2Warp(Family):
     def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
         import cupy
 
-        return {"w": cupy.asarray(host["w"]), "act": cupy.asarray(host["act"])}
+        return {"w": _granule_padded(cupy, host["w"]), "act": _granule_padded(cupy, host["act"])}
 
     def alloc_outputs(self, case: Case, dev: Mapping[str, Any]) -> dict[str, Any]:
         import cupy
@@ -158,6 +159,16 @@ class Q2Warp(Family):
         return case.rows * nb * BLOCK_BYTES + case.ncols * 2 * nb * Q8_1_BYTES + case.ncols * case.rows * 4
 
 
+def _granule_padded(cupy: Any, host: np.ndarray) -> Any:
+    """`host` on the device, in an allocation rounded up to whole 16-byte granules (q2warp.cu's MEMORY
+    CONTRACT: new reads the aligned granules that hold a buffer's bytes, so up to 15 bytes past its end).
+    The array handed to the kernels is a view of exactly host's shape; the padding is zeros."""
+    flat = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+    padded = np.zeros(-(-flat.size // GRANULE_BYTES) * GRANULE_BYTES, dtype=np.uint8)
+    padded[:flat.size] = flat
+    return cupy.asarray(padded)[:flat.size].view(host.dtype).reshape(host.shape)
+
+
 # --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
 def _abi_fields(case: Case) -> dict[str, int]:
     nb = case.cols // BLOCK_VALUES
@@ -170,10 +181,11 @@ Q2WARP_ABI = LaunchAbi(
     args=(
         AbiArg("w", "const uint8_t*", f"rows x nb Q2_0 blocks of {BLOCK_BYTES} bytes (fp16 d, then 2-bit codes), "
                                       f"contiguous: row stride nb * {BLOCK_BYTES} bytes, no padding (rows only "
-                                      "2-byte aligned); no readable bytes after the last row",
+                                      "2-byte aligned); the allocation ends at the next 16-byte boundary (zeros)",
                lambda c, d, o: d["w"]),
         AbiArg("act", "const uint8_t*", "[ncols][2 * nb] q8_1 blocks (36 bytes), contiguous, quantized on the host; "
-                                        "no readable bytes after the last block", lambda c, d, o: d["act"]),
+                                        "the allocation ends at the next 16-byte boundary (zeros)",
+               lambda c, d, o: d["act"]),
         AbiArg("y", "float*", "[ncols][rows] float32, every element written", lambda c, d, o: o["y"]),
         AbiArg("rows", "int", "weight rows (outputs per column)", lambda c, d, o: np.int32(c.rows)),
         AbiArg("nb", "int", "64-value Q2_0 blocks per row (cols / 64)",
