@@ -178,8 +178,8 @@ def test_bench_case_does_not_time_variants_that_disagree(fake_gpu):
 
 @pytest.mark.gpu
 def test_bench_of_mmvq_on_the_device_has_no_unflagged_fraction_over_100_and_records_clocks(tmp_path):
-    # The default q8_0 mmvq bench cases (the 101% read / 107% copy): each record names its
-    # ceilings, its clocks and rotation; any fraction over 1 carries a flag.
+    # The default q8_0 mmvq bench cases (once 101% read / 107% copy): each record names its ceilings, its
+    # clocks and rotation; a read fraction over 1 carries a flag, the copy fraction never does.
     import subprocess
 
     out = subprocess.run([sys.executable, "-m", "strata_bench", "bench", "--family", "mmvq", "--format", "q8_0",
@@ -190,8 +190,13 @@ def test_bench_of_mmvq_on_the_device_has_no_unflagged_fraction_over_100_and_reco
     for r in records:
         assert r["ceilings"]["read_bps"] > 0 and r["rotation"]["l2_multiple"] >= 3, r["case"]
         assert r["clocks"] is not None and "sensitivity" in r
-        if max(r["frac_read"] or 0, r["frac_copy"] or 0) > 1:
-            assert any(f.startswith("above the measured") for f in r["flags"]), r
+        # Only the ceiling that bounds a mat-vec (read) is judged: q8_0 beats the copy ceiling in every run,
+        # which counts the written bytes it barely has, and that must not flag it.
+        assert r["bound"] == "read" and r["frac_bound"] == r["frac_read"], r["case"]
+        flagged = [f for f in r["flags"] if f.startswith("above the measured")]
+        assert flagged == (["above the measured read ceiling" + (" (re-measured)" if r["ceilings"]["source"] ==
+                                                                 "re-measured" else "")]
+                           if r["frac_read"] > 1 else []), r
     print("\n" + "\n".join(f"{r['case']} {r['variant']}: {100 * r['frac_read']:.1f}% read, "
                            f"{100 * r['frac_copy']:.1f}% copy, clocks {r['clocks']['sm_mhz']}, "
                            f"flags {r['flags']}, sees {r['sensitivity']}" for r in records))
