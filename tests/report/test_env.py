@@ -67,7 +67,7 @@ def test_collect_initialises_nvml_once_per_process_and_compiles_nothing(no_gpu, 
 
     fake = types.SimpleNamespace(nvmlInit=init, nvmlSystemGetDriverVersion=lambda: b"580.95.05")
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setattr(provenance, "_NVML_STATE", {})
+    monkeypatch.setattr(nvml, "NVML_STATE", {})
     monkeypatch.setattr(nvrtc, "compile_program", lambda *a, **k: pytest.fail("collect() compiled a program"))
     runs = [provenance.collect(None, archs=["sm_90"]) for _ in range(3)]
     assert inits == [1]
