@@ -84,7 +84,7 @@ def digest_job(job: tuple[str, str, tuple[str, ...], str]) -> list[str]:
 
 
 def jobs(archs: list[str]) -> list[tuple[str, str, tuple[str, ...], str]]:
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
 
     families = load_builtin_families()
     from strata_bench.kernels.build import programs

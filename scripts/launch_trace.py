@@ -174,7 +174,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.modules["cupy"] = _fake_cupy()
     sys.modules.update(_fake_cupy_backends())
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
 
     families = load_builtin_families()
     label = [""]

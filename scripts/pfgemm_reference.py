@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-torch", action="store_true", help="skip the torch.matmul row")
     args = parser.parse_args(argv)
 
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
     from strata_bench.families import pfgemm_reference as ref
     from strata_bench.errors import InputError
     from strata_bench.timing.bench import TimingConfig
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     if args.bench:
         try:
-            from strata_bench.report.load import load
+            from strata_bench.results.load import load
 
             records = load(args.bench).records
         except InputError as exc:

@@ -22,7 +22,7 @@ COLUMNS = ("alu", "imad", "idp", "fp32", "lds", "ldg", "st", "other", "total")
 
 
 def rows(family: str, pattern: str, arch: str, per: str) -> list[str]:
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
     from strata_bench.errors import InputError
     from strata_bench.kernels.build import compile_source
     from strata_bench.kernels.sass import dump_sass, loops, parse_functions, units

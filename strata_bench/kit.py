@@ -43,10 +43,12 @@ __all__ = [
 
 def builtin_family(name: str) -> type:
     """The class of the built-in family `name`, for a user family that extends it (a new variant next to
-    the built-in ones): `class MyDequant(builtin_family("dequant")): name = "my_dequant"`."""
-    from strata_bench.cases import load_builtin_families
+    the built-in ones): `class MyDequant(builtin_family("dequant")): name = "my_dequant"`. The built-ins are
+    registered before a --cases file runs (runner/loop.py); a script of its own calls
+    `strata_bench.families.load_builtin_families()` first. (The kit does not import the families: they
+    are written against it.)"""
+    from strata_bench.cases import FAMILIES as families
 
-    families = load_builtin_families()
     if name not in families:
         raise InputError(f"no built-in family {name!r}; families: {', '.join(sorted(families))}")
     return type(families[name])

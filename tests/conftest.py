@@ -81,10 +81,11 @@ def cubin_cache(tmp_path, monkeypatch):
 def family_registry():
     """The case registry, restored after the test so families a test's case file declares do not leak."""
     from strata_bench import cases
+    from strata_bench.families import load_builtin_families
 
     # Built-ins first: their modules register only when first imported, so a registry restored to a
     # state without them would stay without them for the rest of the session.
-    cases.load_builtin_families()
+    load_builtin_families()
     saved = dict(cases.FAMILIES)
     yield cases.FAMILIES
     cases.FAMILIES.clear()

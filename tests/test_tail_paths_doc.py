@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from click.testing import CliRunner
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.cli.main import cli
 from strata_bench.kernels.sources import REPO_ROOT
 

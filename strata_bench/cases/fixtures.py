@@ -9,38 +9,15 @@ from __future__ import annotations
 
 import fnmatch
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from strata_bench.cases.case import Case, CaseFilter
+from strata_bench.data.fixture import FixtureRef, ref_from_entry  # noqa: F401  (FixtureRef: part of the kit)
 from strata_bench.errors import InputError
 
 if TYPE_CHECKING:
     from strata_bench.cases.family import Family
     from strata_bench.cases.request import CaseRequest
-
-
-@dataclass(frozen=True)
-class FixtureRef:
-    """A fixture as a family sees it when making cases: its name, format and shape (and, for reports,
-    where its rows came from). The blocks themselves are loaded when a case runs."""
-
-    name: str
-    fmt: str
-    rows: int
-    cols: int
-    provenance: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-    @property
-    def data(self) -> str:
-        """The Case.data string of a case over this fixture."""
-        return f"fixture:{self.name}"
-
-
-def ref_from_entry(name: str, entry: Mapping[str, Any]) -> FixtureRef:
-    """A FixtureRef from a manifest entry."""
-    return FixtureRef(name, str(entry["fmt"]), int(entry["rows"]), int(entry["cols"]),
-                      dict(entry.get("provenance") or {}))
 
 
 def fixture_ref(name: str) -> FixtureRef | None:

@@ -41,25 +41,6 @@ def register_family(cls: type) -> None:
     FAMILIES[name] = cls()
 
 
-def load_builtin_families() -> dict[str, "Family"]:
-    """Import the built-in family modules (each registers itself) and return the registry, the built-ins
-    first in their modules' order (whichever module something imported first), then the rest as registered."""
-    import importlib
-    import pkgutil
-
-    import strata_bench.families as pkg
-
-    modules = [f"{pkg.__name__}.{info.name}" for info in pkgutil.iter_modules(pkg.__path__)
-               if not info.name.startswith("_")]
-    for module in modules:
-        importlib.import_module(module)
-    rank = {module: i for i, module in enumerate(modules)}
-    ordered = sorted(FAMILIES.items(), key=lambda item: rank.get(type(item[1]).__module__, len(rank)))
-    FAMILIES.clear()
-    FAMILIES.update(ordered)
-    return FAMILIES
-
-
 def _user_module_name(path: str) -> str:
     # One module name per case file, so two files' classes of the same qualname are different classes
     # to the registry while the same file loaded twice re-registers its own.

@@ -57,7 +57,7 @@ def request_cases(flt: CaseFilter, request: CaseRequest, families: Mapping[str, 
     """The cases a command runs: the families' defaults swept by --shape/--cols, or, with real weights,
     every selected family's cases over each fixture (cases/fixtures.py)."""
     from strata_bench.cases.registry import select_cases
-    from strata_bench.timing.bench import sweep_cases
+    from strata_bench.cases.sweep import sweep_cases
 
     request.check()
     if request.real_weights:

@@ -35,7 +35,7 @@ def _fill(case: Case, family_type: str, folder: str) -> bool:
     """In a worker: store the entry of `case` in the parent's cache folder (named here: a forkserver keeps
     the environment it started with) unless one exists; False where the family is not the one the parent
     meant (a variant or user family under a built-in name) or the entry cannot be stored."""
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
 
     os.environ["STRATA_CACHE_DIR"] = folder
     os.environ["STRATA_REF_CACHE"] = "on"

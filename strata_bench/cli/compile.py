@@ -43,15 +43,17 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
     from strata_bench.cli.console import stdout_console
 
     from strata_bench.kernels import jobs as buildplan
+    from strata_bench.runner.devices import local_archs
+    from strata_bench.runner.loop import load_families
 
     arch_list = buildplan.parse_archs(archs) if archs else None  # bad --arch fails before any import
-    chosen = buildplan.load_families(_split(tuple(families)), cases_file, kernels_dir)
+    chosen = load_families(_split(tuple(families)), cases_file, kernels_dir)
     if variant_files:
         from strata_bench.cases import FAMILIES
         from strata_bench.cases.toml_variant import load_variant_files
 
         load_variant_files(tuple(variant_files), FAMILIES)
-    arch_list = arch_list or buildplan.local_archs()
+    arch_list = arch_list or local_archs()
     jobs = buildplan.plan(chosen, arch_list)
     outcomes = _run_with_progress(jobs, not no_cache, workers or os.cpu_count() or 1)
     console = stdout_console()

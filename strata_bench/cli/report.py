@@ -28,7 +28,7 @@ def command(path, output, peer_csv):
         strata-bench report --peer docs/peer_llamacpp_h200.csv results/nvidia-h200/bench-20261201T232405Z.json -o md
     """
     if peer_csv is not None:
-        from strata_bench.report.load import load
+        from strata_bench.results.load import load
         from strata_bench.report.peer import load_peer, peer_rows, render_peer
 
         peer = load_peer(peer_csv)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -56,3 +56,26 @@ def check_name(name: str) -> str:
     if not _NAME_RE.match(name or ""):
         raise InputError(f"bad fixture name {name!r}: use letters, digits, '.', '_' and '-'")
     return name
+
+
+@dataclass(frozen=True)
+class FixtureRef:
+    """A fixture as a family sees it when making cases: its name, format and shape (and, for reports,
+    where its rows came from). The blocks themselves are loaded when a case runs."""
+
+    name: str
+    fmt: str
+    rows: int
+    cols: int
+    provenance: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def data(self) -> str:
+        """The Case.data string of a case over this fixture."""
+        return f"fixture:{self.name}"
+
+
+def ref_from_entry(name: str, entry: Mapping[str, Any]) -> FixtureRef:
+    """A FixtureRef from a manifest entry."""
+    return FixtureRef(name, str(entry["fmt"]), int(entry["rows"]), int(entry["cols"]),
+                      dict(entry.get("provenance") or {}))

@@ -11,25 +11,18 @@ fixtures or none, so bad input leaves the cache as it was.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 
-from strata_bench.cases.fixtures import FixtureRef, ref_from_entry
-from strata_bench.data.fixture import Fixture
+from strata_bench.data.fixture import Fixture, FixtureRef, ref_from_entry
 from strata_bench.data.gguf_layout import GgufLayout, TensorInfo, read_layout
+from strata_bench.data.store import gguf_cache_root as cache_root  # noqa: F401  (this module's own name for it)
 from strata_bench.errors import InputError
 
 DEFAULT_ROWS = 64  # rows read from each tensor when no --rows is given (as `fixtures from-gguf`)
 SHA_INDEX = "sha256-index.json"  # path, size, mtime -> sha256: a large model is hashed once
-
-
-def cache_root() -> Path:
-    """The folder of cached GGUF rows."""
-    base = os.environ.get("STRATA_CACHE_DIR")
-    return (Path(base) if base else Path.home() / ".cache" / "strata-bench") / "gguf-fixtures"
 
 
 def file_sha256(path: Path) -> str:

@@ -197,14 +197,19 @@ def read_manifest(root: str | Path | None = None) -> dict[str, Any]:
     return merged
 
 
+def gguf_cache_root() -> Path:
+    """The folder of rows cached by --gguf (data/gguf_cache.py): a fixture root searched last."""
+    base = os.environ.get("STRATA_CACHE_DIR")
+    return (Path(base) if base else Path.home() / ".cache" / "strata-bench") / "gguf-fixtures"
+
+
 def _locate(name: str, root: str | Path | None) -> tuple[Path, dict[str, Any]]:
     """The folder holding fixture `name` and its entry (the user's folder wins over the built-in set;
     with no folder given, rows cached by --gguf are found last)."""
     roots = search_roots(root)
     if root is None:
-        from strata_bench.data.gguf_cache import cache_root
-
-        roots_read = roots + [cache_root()] if cache_root().is_dir() else roots
+        cache = gguf_cache_root()
+        roots_read = roots + [cache] if cache.is_dir() else roots
     else:
         roots_read = roots
     for folder in roots_read:

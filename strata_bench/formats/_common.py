@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from strata_bench.formats import QuantFormat
+from strata_bench.formats.base import QuantFormat
 
 FP16_ONE = np.float16(1.0).view(np.uint16)
 FP16_MAX = np.float16(65504.0)

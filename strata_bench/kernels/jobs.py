@@ -66,31 +66,6 @@ def parse_archs(values: Iterable[str]) -> list[str]:
     return [build.check_arch_supported(a) for a in dict.fromkeys(archs)]
 
 
-def local_archs() -> list[str]:
-    """The architectures of this host's GPUs; raises NoGpu (exit 77) when there is none."""
-    from strata_bench.runner.devices import require_gpu
-
-    return list(dict.fromkeys(build.device_arch(i) for i in range(require_gpu())))
-
-
-def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str | None) -> dict[str, Any]:
-    """Built-in families plus those a --cases file declares (compiled from --kernels DIR), filtered by name."""
-    from strata_bench import cases
-
-    registry = cases.load_builtin_families()
-    if kernels_dir and not cases_file:
-        raise InputError(f"--kernels {kernels_dir} needs --cases FILE.py naming the families that use it")
-    if cases_file:
-        cases.load_user_cases(cases_file, kernels_dir)
-    unknown = [n for n in names if n not in registry]
-    if unknown:
-        raise InputError(f"unknown family {unknown[0]!r}; families: {', '.join(sorted(registry)) or '(none)'}")
-    chosen = {n: registry[n] for n in (names or sorted(registry))}
-    if not chosen:
-        raise InputError("no kernel family is registered (strata_bench/families is empty and no --cases given)")
-    return chosen
-
-
 def plan(families: dict[str, Any], archs: Sequence[str]) -> list[CompileJob]:
     """Every (family, source, arch) job, grouped by source so the summary reads row by row."""
     return [job for name, fam in families.items() for src in fam.sources for job in _source_jobs(name, fam, src, archs)]

@@ -27,7 +27,7 @@ def _pyplot():
 def plot_file(path: str | Path, out: str | Path | None = None) -> Path:
     """Write a PNG of an A/B results file; returns its path."""
     from strata_bench.ab.store import outcomes_from_records
-    from strata_bench.report.load import load
+    from strata_bench.results.load import load
 
     loaded = load(path)
     if loaded.kind != "ab":

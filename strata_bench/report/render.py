@@ -9,8 +9,9 @@ from pathlib import Path
 
 from strata_bench.errors import InputError
 from strata_bench.report.ab import render_ab
-from strata_bench.report.frame import VIEWS, frame, frame_text, print_frame
-from strata_bench.report.load import load
+from strata_bench.report.frame import frame_text, print_frame
+from strata_bench.results.views import VIEWS, frame
+from strata_bench.results.load import load
 
 
 def render_file(path: str | Path, fmt: str, console=None) -> str | None:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from strata_bench.errors import InputError
-from strata_bench.report.frame import VIEWS, View, frame
-from strata_bench.report.load import Loaded, load
+from strata_bench.results.views import VIEWS, View, frame
+from strata_bench.results.load import Loaded, load
 from strata_bench.results.guard import Difference, ProvenanceMismatch, check_conditions, refusal
 from strata_bench.stats.criteria import Criteria
 from strata_bench.stats.intervals import Interval

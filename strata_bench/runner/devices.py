@@ -69,3 +69,10 @@ def device_name(device: int) -> str:
 
     name = runtime.getDeviceProperties(device)["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def local_archs() -> list[str]:
+    """The architectures of this host's GPUs; raises NoGpu (exit 77) when there is none."""
+    from strata_bench.kernels.build import device_arch
+
+    return list(dict.fromkeys(device_arch(i) for i in range(require_gpu())))

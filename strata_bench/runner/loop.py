@@ -4,9 +4,11 @@ device at its first fault."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from strata_bench.cases import FAMILIES, Case, CaseFilter, load_builtin_families, load_user_cases, select_cases
+from strata_bench.cases import FAMILIES, Case, CaseFilter, load_user_cases, select_cases
+
+from strata_bench.families import load_builtin_families
 from strata_bench.cases.request import CaseRequest, request_cases
 from strata_bench.errors import InputError, KernelFault
 
@@ -103,3 +105,19 @@ def device_fault(case: Case, device: int, exc: BaseException) -> KernelFault | N
         fault.__cause__ = exc
         return fault
     return None
+
+
+def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str | None) -> dict[str, Any]:
+    """Built-in families plus those a --cases file declares (compiled from --kernels DIR), filtered by name."""
+    registry = load_builtin_families()
+    if kernels_dir and not cases_file:
+        raise InputError(f"--kernels {kernels_dir} needs --cases FILE.py naming the families that use it")
+    if cases_file:
+        load_user_cases(cases_file, kernels_dir)
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise InputError(f"unknown family {unknown[0]!r}; families: {', '.join(sorted(registry)) or '(none)'}")
+    chosen = {n: registry[n] for n in (names or sorted(registry))}
+    if not chosen:
+        raise InputError("no kernel family is registered (strata_bench/families is empty and no --cases given)")
+    return chosen

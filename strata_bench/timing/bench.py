@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -269,18 +269,3 @@ def sensitivity_line(timings: list[Timing]) -> str:
     if not timed:
         return ""
     return sensitivity_text(timed[-1].sensitivity, [len(t.samples_us) for t in timed])
-
-
-# ---------------------------------------------------------------------------------------------------
-# What to time
-
-def sweep(case: Case, shape: tuple[int, int] | None, cols: tuple[int, ...] | None) -> list[Case]:
-    """The bench sweep of one case: its shape replaced by --shape, its column count by each of --cols."""
-    base = replace(case, rows=shape[0], cols=shape[1]) if shape else case
-    return [replace(base, ncols=n) for n in cols] if cols else [base]
-
-
-def sweep_cases(cases: Iterable[Case], shape: tuple[int, int] | None, cols: tuple[int, ...] | None) -> list[Case]:
-    """Every case's sweep, in order, each resulting case once (cases that differ only in shape or
-    columns collapse into one when --shape or --cols replaces what told them apart)."""
-    return list(dict.fromkeys(c for case in cases for c in sweep(case, shape, cols)))

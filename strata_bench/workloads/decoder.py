@@ -17,7 +17,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from strata_bench.cases import FAMILIES, Case, load_builtin_families
+from strata_bench.cases import FAMILIES, Case
+
+from strata_bench.families import load_builtin_families
 from strata_bench.errors import InputError
 
 D_MODEL, D_ATTN, D_FF, EXPERTS, TOP_K = 2560, 12288, 1024, 128, 8

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.cases.abi import AbiArg, LaunchAbi, abi_table
 
 FAMILIES = load_builtin_families()

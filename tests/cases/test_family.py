@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strata_bench.cases import Case, Family, Variant, load_builtin_families
+from strata_bench.cases import Case, Family, Variant
+
+from strata_bench.families import load_builtin_families
 from strata_bench.errors import InputError
 
 PACKAGE = Path(__file__).resolve().parents[2] / "strata_bench"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from strata_bench.cases import CaseFilter, FixtureRef, load_builtin_families
+from strata_bench.cases import CaseFilter, FixtureRef
+
+from strata_bench.families import load_builtin_families
 from strata_bench.cases.fixtures import describe_source, fixture_request_cases, fixture_sources, matching_fixtures
 from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 
 FAMILIES = load_builtin_families()
 CASES = [pytest.param(name, case, id=case.name)

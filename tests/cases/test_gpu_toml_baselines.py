@@ -13,7 +13,7 @@ FAMILIES = ("dequant", "fp16deq", "grouped", "mmvq", "moe_combine", "pfgemm", "q
 
 @pytest.fixture
 def with_toml(request):
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
     from strata_bench.cases.toml_variant import load_variant_files, remove_toml_variants
     from strata_bench.kernels import build
 

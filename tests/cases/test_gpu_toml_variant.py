@@ -12,7 +12,7 @@ EXAMPLE = REPO_ROOT / "examples" / "toml_variant" / "variants.toml"
 
 @pytest.fixture
 def mmvq_with_row8():
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
     from strata_bench.cases.toml_variant import load_variant_files, remove_toml_variants
     from strata_bench.kernels import build
 
@@ -61,7 +61,8 @@ def test_row8_passes_parity_on_other_gguf_rows(mmvq_with_row8, tmp_path, monkeyp
 
 @pytest.mark.gpu
 def test_other_gguf_rows_pass_every_family_that_takes_them(tmp_path, monkeypatch):
-    from strata_bench.cases import CaseFilter, load_builtin_families
+    from strata_bench.cases import CaseFilter
+    from strata_bench.families import load_builtin_families
     from strata_bench.cases.fixtures import fixture_request_cases
     from strata_bench.cases.request import CaseRequest
     from strata_bench.checks.parity import Status, check_case
@@ -80,7 +81,7 @@ def test_other_gguf_rows_pass_every_family_that_takes_them(tmp_path, monkeypatch
 
 @pytest.mark.gpu
 def test_dequant_rows_toml_passes_parity():
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
     from strata_bench.cases.toml_variant import load_variant_files, remove_toml_variants
     from strata_bench.checks.parity import Status, check_case
     from strata_bench.kernels import build

@@ -5,7 +5,9 @@ import textwrap
 
 import pytest
 
-from strata_bench.cases import Family, load_builtin_families, load_user_cases
+from strata_bench.cases import Family, load_user_cases
+
+from strata_bench.families import load_builtin_families
 from strata_bench.errors import InputError, RegistryError
 
 

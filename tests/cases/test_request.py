@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from strata_bench.cases import CaseFilter, load_builtin_families, select_cases
+from strata_bench.cases import CaseFilter, select_cases
+
+from strata_bench.families import load_builtin_families
 from strata_bench.cases.request import CaseRequest, request_cases
 from strata_bench.errors import InputError
 

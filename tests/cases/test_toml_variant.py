@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file, remove_toml_variants
 from strata_bench.errors import InputError
 from strata_bench.kernels.sources import REPO_ROOT

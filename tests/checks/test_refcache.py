@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from strata_bench.cases import Case, Expected, load_builtin_families
+from strata_bench.cases import Case, Expected
+
+from strata_bench.families import load_builtin_families
 from strata_bench.checks import refcache
 from strata_bench.checks.parity import _error_equal_checks, _reference_checks
 from strata_bench.runner.launch import VariantRun

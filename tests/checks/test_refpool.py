@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.checks import blas, refcache
 from strata_bench.checks.parity import _error_equal_checks, _reference_checks
 from strata_bench.checks.refpool import ReferencePool
@@ -163,7 +163,7 @@ def test_worker_count_follows_the_cores_and_the_override(monkeypatch):
 
 _SERIAL_ONE_THREAD = """
 import hashlib, sys
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 family = load_builtin_families()["q2warp"]
 case = next(c for c in family.default_cases() if c.name == sys.argv[1])
 for e in family.reference(case, family.make_inputs(case)):

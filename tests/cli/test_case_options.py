@@ -119,7 +119,7 @@ EXAMPLE_TOML = "examples/toml_variant/variants.toml"
 
 @pytest.fixture
 def toml_cleanup(monkeypatch):
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
     from strata_bench.cases.toml_variant import remove_toml_variants
     from strata_bench.kernels.sources import REPO_ROOT
 

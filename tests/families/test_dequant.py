@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench import kit
 from strata_bench.data.synthetic import synthetic_weights
 from strata_bench.formats import get_format

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.families import grouped as mod
 from strata_bench.kit import quantize_q8_1
 

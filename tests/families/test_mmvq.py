@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strata_bench.cases import Case, load_builtin_families
+from strata_bench.cases import Case
+
+from strata_bench.families import load_builtin_families
 from strata_bench import kit
 from strata_bench.families import mmvq as mod
 from strata_bench.kit import Q8_1_BYTES

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.data.synthetic import synthetic_weights
 from strata_bench.errors import InputError
 from strata_bench.families.mmvq import NewConfig

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from iq_host import harness  # noqa: E402

@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from strata_bench.cases import Case, load_builtin_families
+from strata_bench.cases import Case
+
+from strata_bench.families import load_builtin_families
 from strata_bench.families import moe_combine as mod
 from strata_bench.kit import butterfly_sum_f32
 

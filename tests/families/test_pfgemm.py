@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from strata_bench.cases import Case, load_builtin_families
+from strata_bench.cases import Case
+
+from strata_bench.families import load_builtin_families
 from strata_bench.errors import InputError
 from strata_bench.families import pfgemm as pf
 from strata_bench.formats import get_format

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.families import q2warp as mod
 from strata_bench.kit import butterfly_sum_f32, roundf, unpack_q8_1
 

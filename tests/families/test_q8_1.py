@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.families import q8_1 as mod
 from strata_bench.kit import butterfly_sum_f32, quantize_q8_1, unpack_q8_1
 

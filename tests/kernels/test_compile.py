@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from strata_bench.kernels.build import compile_source, parse_resources
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 
 FAMILIES = load_builtin_families()
 SOURCES = [(name, src) for name, fam in sorted(FAMILIES.items()) for src in fam.sources]

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from strata_bench.cli.main import cli
 from strata_bench.errors import InputError
-from strata_bench.report.load import load
+from strata_bench.results.load import load
 from strata_bench.report.peer import load_peer, peer_rows, render_peer, target
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -50,7 +50,7 @@ def test_on_the_device_own_copies_measure_cold_and_one_shared_weight_buffer_meas
     every copy shared before (mmvq's device cache) they are not, and the check says warm."""
     import cupy
 
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
     from strata_bench.kernels.build import load_kernels
     from strata_bench.timing import coldness, graph
 

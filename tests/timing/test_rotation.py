@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.errors import FamilyError
 from strata_bench.timing.graph import capture, memory_span, own_buffers, prepare_copies
 from tests.stub_kernels import RecordingKernels, stub_launch_helpers

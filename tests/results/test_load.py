@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from strata_bench.errors import InputError
-from strata_bench.report.load import load
+from strata_bench.results.load import load
 
 
 
