@@ -122,3 +122,24 @@ def test_kernels_keep_the_first_source_and_look_up_by_source(monkeypatch):
     assert kernels.get("only_mine") == (b"mine", "_Zonly_mine")
     with pytest.raises(InputError, match=r"^kernel 'only_builtin' was not compiled from /my/k.cu$"):
         kernels.in_source("/my/k.cu", "only_builtin")
+
+
+@pytest.mark.nvrtc
+def test_an_edit_in_a_family_include_dir_is_a_new_compile(tmp_path, cubin_cache):
+    # Issue 23: a folder a family adds with -I (outside kernels_src and its kernels_root) is read by the
+    # compile, so an edit there must miss the cache; the cache still serves the unchanged compile.
+    root, include = tmp_path / "kernels", tmp_path / "include"
+    root.mkdir()
+    include.mkdir()
+    (root / "k.cu").write_text('#include "scale.cuh"\nextern "C" __global__ void k(int *p) { p[0] = SCALE; }\n')
+    header = include / "scale.cuh"
+    header.write_text("#define SCALE 3\n")
+
+    def compile_k():
+        return build.compile_source("k.cu", ["k"], "sm_90", (f"-I{include}",), root=root)
+
+    first = compile_k()
+    header.write_text("#define SCALE 5\n")
+    second, third = compile_k(), compile_k()
+    assert (first.cache_hit, second.cache_hit, third.cache_hit) == (False, False, True)
+    assert first.cubin != second.cubin and third.cubin == second.cubin
