@@ -152,17 +152,23 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STRATA_CACHE_DIR", Path.home() / ".cache" / "strata-bench" / "cubin"))
 
 
+def resolve_source(source: str, root: Path | None = None) -> tuple[Path, Path]:
+    """(the folder a source compiles from, its path): root/source (root: kernels_src by default), else
+    kernels_src/source; the path need not exist."""
+    root = kernels_dir() if root is None else Path(root).resolve()
+    if not (root / source).is_file() and (kernels_dir() / source).is_file():
+        # A user family may list built-in sources beside its own (a new variant next to the old one).
+        return kernels_dir(), kernels_dir() / source
+    return root, root / source
+
+
 def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm_90",
                    extra_options: Sequence[str] = (), use_cache: bool = True,
                    root: Path | None = None) -> CompiledSource:
     """Compile one kernel file (relative to root, kernels_src by default) for one architecture;
     raise CompileError with the NVRTC log."""
     arch = normalize_arch(arch)
-    root = kernels_dir() if root is None else Path(root).resolve()
-    path = root / source
-    if not path.is_file() and (kernels_dir() / source).is_file():
-        # A user family may list built-in sources beside its own (a new variant next to the old one).
-        root, path = kernels_dir(), kernels_dir() / source
+    root, path = resolve_source(source, root)
     if not path.is_file():
         raise InputError(f"kernel source not found: {source} (in {root})")
     missing = missing_toolkit_headers(path, root)
