@@ -143,3 +143,26 @@ def test_an_edit_in_a_family_include_dir_is_a_new_compile(tmp_path, cubin_cache)
     second, third = compile_k(), compile_k()
     assert (first.cache_hit, second.cache_hit, third.cache_hit) == (False, False, True)
     assert first.cubin != second.cubin and third.cubin == second.cubin
+
+
+def test_a_cache_entry_cut_short_is_never_served(cubin_cache, monkeypatch):
+    # The metadata (with the cubin's sha256) is written last, each file under a temporary name of its own:
+    # a crash between the two, or a torn cubin, leaves an entry the loader rebuilds, and no .tmp behind.
+    compiled = build.CompiledSource("k.cu", "sm_90", (), b"cubin", {"k": "k"}, "")
+    real_replace = build.os.replace
+
+    def crash_on_metadata(src, dst):
+        if str(dst).endswith(".json"):
+            raise OSError("disk full")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(build.os, "replace", crash_on_metadata)
+    with pytest.raises(OSError, match="disk full"):
+        build._cache_store("key", compiled)
+    assert sorted(p.name for p in cubin_cache.iterdir()) == ["key.cubin"]
+    assert build._cache_load("key", "k.cu", "sm_90", ()) is None
+    monkeypatch.setattr(build.os, "replace", real_replace)
+    build._cache_store("key", compiled)
+    assert build._cache_load("key", "k.cu", "sm_90", ()).cache_hit
+    (cubin_cache / "key.cubin").write_bytes(b"cub")  # torn
+    assert build._cache_load("key", "k.cu", "sm_90", ()) is None
