@@ -10,13 +10,13 @@ The scan uses the source's own folder.)
 This is a scan, not a preprocessor: every #include line counts, whatever #if or comment surrounds it,
 so the closure can hold a header the compile skips, never miss one it reads. A superset only costs a
 spurious rebuild; a missed header would serve a stale cubin. Where a file includes through a macro
-(`#include HEADER`), which a scan cannot resolve, every source file under every folder of the path is
-taken instead. `__has_include` is not followed.
+(`#include HEADER`), which a scan cannot resolve, every source file under every folder of the path
+(the toolkit's aside) is taken instead. `__has_include` is not followed.
 
 Toolkit headers (those found in a CUDA include folder: cuda_fp16.h, mma.h) are not followed: they are
 keyed by name, the folder they come from and the bytes of the header named, with the compiler's version,
-rather than by the bytes of everything they include. An angle include found nowhere is one NVRTC
-builds in (stdint.h) and is keyed by its name and the compiler's version alone.
+rather than by the bytes of everything they include. An angle include found nowhere (one NVRTC builds
+in, such as stdint.h) is keyed by its name and the compiler's version alone.
 """
 from __future__ import annotations
 

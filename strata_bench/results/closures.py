@@ -62,9 +62,9 @@ class ClosureRecord:
 
 def recorded_name(path: Path) -> str:
     """How a file or folder is named in a record (see the module docstring)."""
-    path = Path(path).resolve()
-    if path.is_relative_to(kernels_dir()):
-        return (Path(KERNELS) / path.relative_to(kernels_dir())).as_posix()
+    path, kernels = Path(path).resolve(), kernels_dir()
+    if path.is_relative_to(kernels):
+        return (Path(KERNELS) / path.relative_to(kernels)).as_posix()
     if path.is_relative_to(REPO_ROOT):
         return path.relative_to(REPO_ROOT).as_posix()
     return str(path)
