@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
 
     family = load_builtin_families()["pfgemm"]
     cfg = TimingConfig(budget_s=args.budget)
-    writer = ResultsWriter(device_directory(args.results, name), "pfgemm-reference", provenance.collect([0]))
+    writer = ResultsWriter(device_directory(args.results, name), "pfgemm-reference",
+                           provenance.collect([0], families={"pfgemm": family}))
     rows = []
     for case in family.bench_cases():
         t0 = time.perf_counter()

@@ -250,7 +250,8 @@ def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan:
 
     plan = replace(plan, unit="us", metric="kernel us per call")
     prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
-                                                     "seed": plan.seed}})
+                                                     "seed": plan.seed}},
+                              families={c.family: FAMILIES[c.family] for c in cases})
     writer = ResultsWriter(device_directory(results_dir, gpu.device_name(devices[0])), "ab", prov)
     outcomes = []
     try:

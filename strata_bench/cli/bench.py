@@ -66,7 +66,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
         raise NoGpu(f"{exc}; {len(cases)} cases selected, none timed") from None
     cfg = TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget)
     names = {d: gpu.device_name(d) for d in devices}
-    writer = _writer(Path(results_dir), devices, names, cfg)
+    writer = _writer(Path(results_dir), devices, names, cfg, cases)
     timings: list[tuple[int, object]] = []  # (device, Timing) in arrival order
     ceilings: dict[int, object] = {}  # each device's own, measured on it (inside its context) before its first case
 
@@ -157,12 +157,14 @@ def _raise_for_rejected(timings, devices: list[int] | None = None) -> None:
                           f"{first.status}")
 
 
-def _writer(results_dir: Path, devices: list[int], names: dict[int, str], cfg):
+def _writer(results_dir: Path, devices: list[int], names: dict[int, str], cfg, cases):
+    from strata_bench.cases import FAMILIES
     from strata_bench.results import provenance
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
-    # One file per run, in the first device's folder; provenance has every device's name, clocks and power.
-    prov = provenance.collect(devices)
+    # One file per run, in the first device's folder; provenance has every device's name, clocks and power,
+    # and the source closure of every family its cases compile.
+    prov = provenance.collect(devices, families={c.family: FAMILIES[c.family] for c in cases})
     prov["timing"] = vars(cfg)
     return ResultsWriter(device_directory(results_dir, names[devices[0]]), "bench", prov)

@@ -21,7 +21,7 @@ from strata_bench.errors import CheckFailed
               help="Changes within +/-PCT percent do not count: SAME when the CI lies inside it, FASTER or "
                    "SLOWER only beyond it (--same-band is the older name).")
 @click.option("--allow-different", is_flag=True,
-              help="Compare files from different devices, drivers, clocks policies or kernels_src hashes "
+              help="Compare files from different devices, drivers, clocks policies or kernel sources "
                    "(refused by default); the differences are printed with the result.")
 @click.option("--higher-is-better/--lower-is-better", "higher_is_better", default=None,
               help="Direction of the compared figure (default: from the file kind; ab files record it).")
@@ -29,8 +29,10 @@ from strata_bench.errors import CheckFailed
 def command(old, new, fail_pct, band_pct, higher_is_better, allow_different, output):
     """Compare two results files of one kind, case by case: NEW/OLD, its 95% CI, p, BH q and verdict.
 
-    The files must share device, driver, clocks policy (max clocks, power limit) and kernels_src
-    hash, else the comparison is refused (exit 2) unless --allow-different. Records are matched by
+    The files must share device, driver, clocks policy (max clocks, power limit) and kernel sources,
+    else the comparison is refused (exit 2) unless --allow-different. Sources are the recorded source
+    closures of the families both files measured (an edit to another family's kernel is no difference),
+    or the kernels_src hash where a file records no closures. Records are matched by
     case name (and variant for bench, arm for ab). Each case's NEW/OLD is the ratio of geometric
     means of its samples (a bench record's samples_us, an ab file's runs) with Welch's t interval
     on log values; the p-values are adjusted by Benjamini-Hochberg across cases (q, at a 5% false

@@ -28,7 +28,8 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
 
     Without --arch it builds for the local GPU (exit 77 if there is none); with --arch it needs no GPU,
     only NVRTC. Cubins are cached under $STRATA_CACHE_DIR (default ~/.cache/strata-bench/cubin), keyed
-    by every source and header byte, the options, the NVRTC version and the architecture. A compile
+    by every file the compile reads (the source and each header its includes reach, -I folders a family
+    or variant adds included), the options, the NVRTC version and the architecture. A compile
     error prints the NVRTC log (file(line): error ...) and exits 2. An architecture the installed NVRTC
     does not list is refused before anything compiles. A source that needs a CUDA toolkit header this
     host lacks (crt/mma.h for the wmma kernels) is skipped, and the summary says which and why.

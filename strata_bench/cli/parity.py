@@ -92,7 +92,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     except NoGpu as exc:
         raise NoGpu(f"{exc}; {len(cases)} cases selected, none run") from None
     names = {d: gpu.device_name(d) for d in devices}
-    writer = _results_writer(Path(results_dir), devices, names)
+    writer = _results_writer(Path(results_dir), devices, names, cases)
     run = ParityRun()
     from strata_bench.cases.fixtures import fixture_sources
 
@@ -143,13 +143,16 @@ def _selection_line(cases) -> str:
     return f"{len(cases)} cases selected, {real} of them on real weights ({fixtures} fixtures)"
 
 
-def _results_writer(results_dir: Path, devices: list[int], names: dict[int, str]):
+def _results_writer(results_dir: Path, devices: list[int], names: dict[int, str], cases):
+    from strata_bench.cases import FAMILIES
     from strata_bench.results import provenance
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
-    # One file per run, in the first device's folder; provenance lists every device the run used.
-    return ResultsWriter(device_directory(results_dir, names[devices[0]]), "parity", provenance.collect(devices))
+    # One file per run, in the first device's folder; provenance lists every device the run used and the
+    # source closure of every family its cases compile.
+    prov = provenance.collect(devices, families={c.family: FAMILIES[c.family] for c in cases})
+    return ResultsWriter(device_directory(results_dir, names[devices[0]]), "parity", prov)
 
 
 def _counts(run, devices, names, cases_per_device):

@@ -28,9 +28,13 @@ def command() -> None:
 def verify(directory: str, output: str) -> None:
     """Check that stored results are current (exit 1 if any is not).
 
-    Every results summary under DIRECTORY is checked. A summary is current when its kernels_src hash
-    equals the hash of the sources checked out now, it records no failures, and its records (.jsonl)
-    file is present. DIRECTORY defaults to results/.
+    Every results summary under DIRECTORY is checked. A summary is current when the sources its
+    families compiled are unchanged, it records no failures, and its records (.jsonl) file is present.
+    Each family's recorded source closure (every file its compiles read) is scanned again; a changed
+    one is named with its files ("mmvq: kernels_src/mmvq/mmvq.cu changed"), and an edit no recorded
+    family reads leaves the summary current. A summary that records no closures (written before they
+    were recorded, or a command A/B) is current while the kernels_src hash (every file) is unchanged.
+    DIRECTORY defaults to results/.
 
     \b
     Example:
@@ -57,7 +61,7 @@ def _print_verdicts(current: str, verdicts) -> None:
     from rich.table import Table
 
     table = Table(title=f"Results vs kernels_src {current[:12]}")
-    for name in ("file", "kind", "hash ok", "failures", "verdict"):
+    for name in ("file", "kind", "sources ok", "failures", "verdict"):
         table.add_column(name, overflow="fold")
     for v in verdicts:
         hash_ok = "-" if v.hash_ok is None else ("yes" if v.hash_ok else "[red]no[/red]")
@@ -73,8 +77,10 @@ def _print_verdicts(current: str, verdicts) -> None:
 def _verdicts_json(current: str, verdicts) -> dict:
     return {"kernels_src_hash": current,
             "summaries": [{"file": v.info.name, "kind": v.info.kind, "kernels_src_hash": v.info.src_hash,
-                           "hash_ok": v.hash_ok, "failures": v.info.failures, "ok": v.ok,
-                           "problems": list(v.problems)} for v in verdicts]}
+                           "judged_by": "kernels_src_hash" if v.info.sources is None else "sources",
+                           "hash_ok": v.hash_ok, "stale_sources": {key: list(found) for key, found in v.stale},
+                           "failures": v.info.failures, "ok": v.ok, "problems": list(v.problems)}
+                          for v in verdicts]}
 
 
 @command.command("list")
@@ -83,7 +89,8 @@ def list_results(directory: str) -> None:
     """List stored results summaries.
 
     Shows each summary under DIRECTORY (default results/) with its kind, time, device, record count,
-    failures and whether its kernels_src hash is the current one.
+    failures and whether its sources are current: the families whose closures it recorded, or its
+    kernels_src hash where it records none.
 
     \b
     Example:
@@ -98,7 +105,7 @@ def list_results(directory: str) -> None:
     infos = resultcheck.find_summaries(Path(directory))
     current = kernels_src_hash()
     table = Table(title=f"Results under {directory}")
-    for name in ("file", "kind", "created", "device", "records", "failures", "kernels_src"):
+    for name in ("file", "kind", "created", "device", "records", "failures", "sources"):
         table.add_column(name, overflow="fold")
     for info in infos:
         table.add_row(info.name, info.kind or "-", info.created or "-", info.device or "-",
@@ -113,8 +120,14 @@ def _text(value) -> str:
 
 
 def _hash_text(info, current: str) -> str:
+    from strata_bench.results.verify import stale_sources
+
     if info.unreadable:
         return f"({info.unreadable})"
+    if info.sources is not None:
+        stale = [key for key, _ in stale_sources(info)]
+        families = ", ".join(key for key, _ in info.sources) or "no family"
+        return families + (f" (changed: {', '.join(stale)})" if stale else " (current)")
     if info.src_hash is None:
         return "-"
     return info.src_hash[:12] + (" (current)" if info.src_hash == current else " (old)")

@@ -4,8 +4,11 @@ Why not cupy.RawModule: it appends `-ftz=true` after the caller's options (so FT
 cache ignores included headers, and its arch lookup needs a device. Calling NVRTC directly fixes all three
 and also compiles for named architectures on a host with no GPU.
 
-The cache key is sha256 over: every byte of every file in kernels_src/ (via `sources.kernels_src_hash`),
-the source name, the name expressions, the options, the NVRTC version and the architecture.
+The cache key (closure.cache_key) is sha256 over every byte the compile reads (the source's include
+closure: the source and every header its includes reach through the compile's own include path, -I
+folders a family or a TOML variant adds included), the options (the architecture among them), the
+name expressions and the NVRTC version. An entry is written under a temporary name and renamed, the
+metadata (with the cubin's sha256) last, so a reader never takes a half-written cubin.
 """
 from __future__ import annotations
 
@@ -13,12 +16,13 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from strata_bench.errors import CompileError, InputError
-from strata_bench.kernels import nvrtc
+from strata_bench.kernels import closure, nvrtc
 from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
 
 # Deliberate numerics: IEEE division and sqrt, denormals kept (no FTZ), FMA contraction on (as production
@@ -148,12 +152,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STRATA_CACHE_DIR", Path.home() / ".cache" / "strata-bench" / "cubin"))
 
 
-def _cache_key(source: str, exprs: Sequence[str], options: Sequence[str], version: tuple[int, int],
-               root: Path) -> str:
-    # Include paths name this machine's folders; they do not change the code, so they stay out of the key.
-    portable = [o for o in options if not o.startswith("-I")]
-    blob = json.dumps([kernels_src_hash(root), kernels_src_hash(), source, list(exprs), portable, list(version)])
-    return hashlib.sha256(blob.encode()).hexdigest()
+def resolve_source(source: str, root: Path | None = None) -> tuple[Path, Path]:
+    """(the folder a source compiles from, its path): root/source (root: kernels_src by default), else
+    kernels_src/source; the path need not exist."""
+    root = kernels_dir() if root is None else Path(root).resolve()
+    if not (root / source).is_file() and (kernels_dir() / source).is_file():
+        # A user family may list built-in sources beside its own (a new variant next to the old one).
+        return kernels_dir(), kernels_dir() / source
+    return root, root / source
 
 
 def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm_90",
@@ -162,11 +168,7 @@ def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm
     """Compile one kernel file (relative to root, kernels_src by default) for one architecture;
     raise CompileError with the NVRTC log."""
     arch = normalize_arch(arch)
-    root = kernels_dir() if root is None else Path(root).resolve()
-    path = root / source
-    if not path.is_file() and (kernels_dir() / source).is_file():
-        # A user family may list built-in sources beside its own (a new variant next to the old one).
-        root, path = kernels_dir(), kernels_dir() / source
+    root, path = resolve_source(source, root)
     if not path.is_file():
         raise InputError(f"kernel source not found: {source} (in {root})")
     missing = missing_toolkit_headers(path, root)
@@ -174,8 +176,9 @@ def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm
         raise ToolkitHeadersMissing(f"{source} needs the CUDA toolkit's {', '.join(missing)} (not found under "
                                     f"{', '.join(toolkit_roots()) or '$CUDA_PATH'} or pip's nvidia headers)")
     options = compile_options(arch, extra_options, root)
-    version = nvrtc_version()
-    key = _cache_key(source, name_expressions, options, version, root)
+    major, minor = nvrtc_version()
+    key = closure.cache_key(closure.scan(path, options, cuda_include_dirs()), options, f"nvrtc {major}.{minor}",
+                            name_expressions)
     cached = _cache_load(key, source, arch, options) if use_cache else None
     if cached is not None:
         return cached
@@ -209,12 +212,24 @@ def _cache_load(key: str, source: str, arch: str, options: tuple[str, ...]) -> C
 def _cache_store(key: str, compiled: CompiledSource) -> None:
     base = cache_dir() / key
     base.parent.mkdir(parents=True, exist_ok=True)
+    # The metadata goes last: it holds the cubin's sha256, so a cubin without it (or torn) is rebuilt.
     for suffix, data in ((".cubin", compiled.cubin),
                          (".json", json.dumps({"lowered": compiled.lowered, "log": compiled.log,
                                                "cubin_sha256": hashlib.sha256(compiled.cubin).hexdigest()}).encode())):
-        tmp = base.with_suffix(suffix + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, base.with_suffix(suffix))
+        _write_atomic(base.with_suffix(suffix), data)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    # A temporary name of this writer's own: two processes (or compile threads) storing one key never
+    # write into one file, and a crash leaves only a .tmp file no reader opens.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")

@@ -1,13 +1,14 @@
 """Compare two results files of one kind, case by case (the logic; strata_bench.report.compare renders it).
 
-The files must come from the same device, driver, clocks policy and kernels_src hash
-(strata_bench.results.guard), unless the caller allows a difference. Records are matched by their
-kind's key (case, and variant for bench, arm for ab). Each case's NEW/OLD comes with an interval and a
-p-value from its samples (a bench record's samples_us, an ab file's runs; strata_bench.stats.ratio);
-the p-values of all cases are adjusted by Benjamini-Hochberg, so that among the cases called FASTER
-or SLOWER the expected share of false calls stays at 1 - confidence. A case whose interval lies inside
-+/-threshold is SAME. Cases with one value a side get the bare ratio, labelled so, outside the BH step.
-Parity files compare status: a case that passed in OLD and does not pass in NEW is a regression.
+The files must come from the same device, driver, clocks policy and kernel sources
+(strata_bench.results.guard: the closures of the families both measured, else the kernels_src hash),
+unless the caller allows a difference. Records are matched by their kind's key (case, and variant for
+bench, arm for ab). Each case's NEW/OLD comes with an interval and a p-value from its samples (a bench
+record's samples_us, an ab file's runs; strata_bench.stats.ratio); the p-values of all cases are
+adjusted by Benjamini-Hochberg, so that among the cases called FASTER or SLOWER the expected share of
+false calls stays at 1 - confidence. A case whose interval lies inside +/-threshold is SAME. Cases with
+one value a side get the bare ratio, labelled so, outside the BH step. Parity files compare status: a
+case that passed in OLD and does not pass in NEW is a regression.
 """
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def compare_files(old_path: str | Path, new_path: str | Path, criteria: Criteria
     """Match records by case key; NEW/OLD, interval and verdict per case (or a status change for parity).
 
     ProvenanceMismatch (an InputError) when the files differ in device, driver, clocks policy or
-    kernels_src hash, unless `allow_different`; the differences are then carried in the result."""
+    kernel sources, unless `allow_different`; the differences are then carried in the result."""
     old, new = load(old_path), load(new_path)
     if old.kind != new.kind:
         raise InputError(f"cannot compare a {old.kind!r} file with a {new.kind!r} file")

@@ -1,8 +1,13 @@
 """Whether two results files were measured under the same conditions: device, driver, clocks policy
-and kernels_src hash, read from each file's provenance (strata_bench.results.provenance).
+and kernel sources, read from each file's provenance (strata_bench.results.provenance).
 
 A time measured on another card, driver or clock cap, or of other kernel sources, is not the same
 experiment: `compare` refuses such a pair unless told otherwise (ProvenanceMismatch, exit 2).
+
+Sources: where both files record source closures (results/closures.py), the closures of the families
+both contain are compared, each family that differs named with its files, so an edit to a kernel
+neither measured does not stand between them. Otherwise (a file written before closures, or a command
+A/B) the kernels_src hash, over every file, must agree.
 """
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from strata_bench.errors import InputError
+from strata_bench.results import closures
 
 
 class ProvenanceMismatch(InputError):
@@ -76,6 +82,12 @@ def check_conditions(old: Mapping[str, Any] | None, new: Mapping[str, Any] | Non
     old, new = old or {}, new or {}
     differences, unchecked = [], []
     for what, read in CONDITIONS:
+        if what == "kernels_src hash" and "sources" in old and "sources" in new:
+            # Both record closures: they judge the sources, family by family, instead of the whole folder.
+            found, skipped = _source_differences(old["sources"], new["sources"])
+            differences += found
+            unchecked += skipped
+            continue
         a, b = read(old), read(new)
         if a is None or b is None:
             where = "either file" if a is None and b is None else ("OLD" if a is None else "NEW")
@@ -83,6 +95,20 @@ def check_conditions(old: Mapping[str, Any] | None, new: Mapping[str, Any] | Non
         elif a != b:
             differences.append(Difference(what, *_short(what, a, b)))
     return tuple(differences), tuple(unchecked)
+
+
+def _source_differences(old: Any, new: Any) -> tuple[list[Difference], list[str]]:
+    """Each family both files recorded whose closure differs: "mmvq sources: kernels_src/mmvq/mmvq.cu
+    changed" with both closures' hashes."""
+    try:
+        a, b = closures.parse(old), closures.parse(new)
+    except InputError as exc:
+        raise InputError(f"compare: provenance {exc}") from None
+    common = [key for key in a if key in b]
+    if not common:
+        return [], ["sources (no family in both files)"]
+    return [Difference(f"{key} sources: {', '.join(closures.changes(a[key], b[key]))}", a[key].hash[:12],
+                       b[key].hash[:12]) for key in common if a[key].hash != b[key].hash], []
 
 
 def refusal(differences: tuple[Difference, ...]) -> str:

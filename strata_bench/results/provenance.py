@@ -5,7 +5,8 @@ None and a `reason` beside it says why, so a results file written on any host is
 what it knows. It imports cupy and pynvml lazily and takes well under half a second.
 
 Keys (schema 1): created_utc, command, host, python, packages, cuda, devices, devices_reason,
-kernels_src_hash, compile_options, git, env, extra.
+kernels_src_hash, compile_options, git, env, extra; and sources (results/closures.py: each family's
+source closure) where the caller names the families the run compiles.
 """
 from __future__ import annotations
 
@@ -36,18 +37,21 @@ def command_line(argv: list[str]) -> list[str]:
 
 
 def collect(device_ids: list[int] | None = None, extra: dict | None = None,
-            archs: list[str] | None = None) -> dict[str, Any]:
+            archs: list[str] | None = None, families: dict[str, Any] | None = None) -> dict[str, Any]:
     """Provenance of a run on `device_ids` (None: every usable device).
 
     `archs` names the architectures whose compile options are recorded (default: those of the devices);
-    `extra` is stored as is under "extra" (a command's own settings).
+    `extra` is stored as is under "extra" (a command's own settings); `families` (name -> Family), the
+    families whose kernels the run compiles, adds "sources", the closure of each, by which the result
+    is later judged current. Without it (a command A/B, which may run anything) the result is judged by
+    kernels_src_hash alone.
     """
     from strata_bench.kernels import sources
     from strata_bench.results.store import git_state
 
     devices, devices_reason = device_info(device_ids)
     archs = archs if archs is not None else sorted({d["arch"] for d in devices if d.get("arch")})
-    return {
+    prov = {
         "schema": PROVENANCE_SCHEMA,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(sys.argv),
@@ -63,6 +67,11 @@ def collect(device_ids: list[int] | None = None, extra: dict | None = None,
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX)},
         "extra": dict(extra or {}),
     }
+    if families is not None:
+        from strata_bench.results.closures import family_records
+
+        prov["sources"] = family_records(families)
+    return prov
 
 
 def host_info() -> dict[str, Any]:

@@ -1,16 +1,22 @@
 """Is a stored result current? `strata-bench results verify` and `results list` read summaries through here.
 
-A summary is current when the kernels_src hash in its provenance equals the hash of the sources checked
-out now, it records no failures, and its records file is beside it. Anything else is a problem, named
-in one short phrase, so a reader of committed results can tell which ones no longer describe the code.
+A summary is current when the sources it was measured on are unchanged, it records no failures, and its
+records file is beside it. Its sources are judged by the closures it recorded (results/closures.py): each
+family's files are scanned again from the recorded units, and a family whose files differ is named with
+them ("mmvq: kernels_src/mmvq/mmvq.cu changed"), so an edit elsewhere leaves it current. A summary written
+before closures were recorded is judged as it always was: its kernels_src hash against the hash of every
+file in kernels_src now. Anything else is a problem, named in one short phrase, so a reader of committed
+results can tell which ones no longer describe the code.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from strata_bench.errors import InputError
+from strata_bench.results import closures
 from strata_bench.results.store import read_summary, summary_files
 from strata_bench.kernels.sources import kernels_src_hash
 
@@ -27,6 +33,7 @@ class SummaryInfo:
     created: str | None = None
     device: str | None = None
     src_hash: str | None = None
+    sources: tuple[tuple[str, closures.ClosureRecord], ...] | None = None  # None: no closures recorded
     failures: int | None = None
     records_file: Path | None = None
     unreadable: str | None = None  # why the file is not a usable summary
@@ -46,8 +53,9 @@ class SummaryInfo:
 @dataclass(frozen=True)
 class Verdict:
     info: SummaryInfo
-    hash_ok: bool | None  # None: the summary records no hash
+    hash_ok: bool | None  # its sources are unchanged (closures, else kernels_src hash); None: no record
     problems: tuple[str, ...]
+    stale: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (recorded family, its changes) per changed one
 
     @property
     def ok(self) -> bool:
@@ -62,8 +70,12 @@ def read_info(path: Path, directory: Path) -> SummaryInfo:
         return SummaryInfo(path, name, unreadable=str(exc).removeprefix(f"{path} "))
     prov = body.get("provenance") or {}
     records = body.get("records_file")
+    try:
+        sources = None if prov.get("sources") is None else tuple(closures.parse(prov["sources"]).items())
+    except InputError as exc:
+        return SummaryInfo(path, name, unreadable=f"provenance {exc}")
     return SummaryInfo(path, name, kind=body.get("kind"), created=body.get("created"),
-                       device=_first_device(prov), src_hash=prov.get("kernels_src_hash"),
+                       device=_first_device(prov), src_hash=prov.get("kernels_src_hash"), sources=sources,
                        failures=_int_or_none(body.get("failures")),
                        records_file=path.with_name(records) if isinstance(records, str) and records else None)
 
@@ -88,16 +100,20 @@ def find_summaries(directory: Path) -> list[SummaryInfo]:
     return [read_info(p, directory) for p in summary_files(directory)]
 
 
-def judge(info: SummaryInfo, current_hash: str) -> Verdict:
-    """The problems that make one summary not current (none: it is current)."""
+Rescan = Callable[[tuple[closures.Unit, ...]], closures.ClosureRecord]
+
+
+def judge(info: SummaryInfo, current_hash: str, rescan: Rescan = closures.scan_units) -> Verdict:
+    """The problems that make one summary not current (none: it is current). `rescan` gives the closure
+    of recorded units as the sources stand now (verify shares one cache of them across summaries)."""
     if info.unreadable:
         return Verdict(info, None, (info.unreadable,))
-    problems = []
-    hash_ok = None if info.src_hash is None else info.src_hash == current_hash
-    if hash_ok is None:
-        problems.append("no kernels_src hash recorded")
-    elif not hash_ok:
-        problems.append(f"kernels_src {info.src_hash[:HASH_SHOWN]} != current {current_hash[:HASH_SHOWN]}")
+    if info.sources is not None:
+        stale = stale_sources(info, rescan)
+        hash_ok, problems = not stale, [f"{key}: {', '.join(found)}" for key, found in stale]
+    else:
+        stale = ()
+        hash_ok, problems = _judge_hash(info.src_hash, current_hash)
     if info.failures is None:
         problems.append("no failure count recorded")
     elif info.failures:
@@ -106,7 +122,27 @@ def judge(info: SummaryInfo, current_hash: str) -> Verdict:
         problems.append("no records file named")
     elif not info.records_present:
         problems.append(f"records file missing: {info.records_file.name}")
-    return Verdict(info, hash_ok, tuple(problems))
+    return Verdict(info, hash_ok, tuple(problems), stale)
+
+
+def _judge_hash(recorded: str | None, current_hash: str) -> tuple[bool | None, list[str]]:
+    """A summary without closures: its kernels_src hash against the current one (any edit stales it)."""
+    if recorded is None:
+        return None, ["no kernels_src hash recorded"]
+    if recorded != current_hash:
+        return False, [f"kernels_src {recorded[:HASH_SHOWN]} != current {current_hash[:HASH_SHOWN]}"]
+    return True, []
+
+
+def stale_sources(info: SummaryInfo, rescan: Rescan = closures.scan_units
+                  ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each recorded family whose closure differs now, with what differs (empty: all current)."""
+    out = []
+    for key, record in info.sources or ():
+        found = closures.changes(record, rescan(record.units))
+        if found:
+            out.append((key, found))
+    return tuple(out)
 
 
 def verify(directory: Path) -> tuple[str, list[Verdict]]:
@@ -115,4 +151,5 @@ def verify(directory: Path) -> tuple[str, list[Verdict]]:
     if not infos:
         raise InputError(f"no results summary (*.json) under {directory}")
     current = kernels_src_hash()
-    return current, [judge(info, current) for info in infos]
+    rescan = functools.lru_cache(maxsize=None)(closures.scan_units)  # summaries share their families' units
+    return current, [judge(info, current, rescan) for info in infos]

@@ -42,7 +42,9 @@ def fake_bench_case(family, case, kernels, device, cfg, ceilings, remeasure=None
 def three_devices(monkeypatch, family_registry):
     fake_three_devices(monkeypatch, family_registry, lambda d: "NVIDIA H200", CASES)
     monkeypatch.setattr("strata_bench.timing.ceilings.measure_ceilings", CEILINGS.__getitem__)
-    monkeypatch.setattr("strata_bench.results.provenance.collect", lambda ids: {"devices": [PROV[i] for i in ids]})
+    # The families a run names are those whose source closures it records (results/closures.py).
+    monkeypatch.setattr("strata_bench.results.provenance.collect",
+                        lambda ids, families: {"devices": [PROV[i] for i in ids], "families": sorted(families)})
 
     def use(fault_on=None):
         monkeypatch.setattr("strata_bench.timing.bench.bench_case",
@@ -73,7 +75,7 @@ def test_each_device_is_timed_on_its_own(three_devices, tmp_path):
     assert "device 1: ceilings: read 2.00, write -, copy 1.50 TB/s (best of a kernel sweep; given)" in result.stdout
     assert [(d["device"], d["timings"], d["not_timed"], d["fault"]) for d in summary["summary"]["per_device"]] == [
         (0, 4, 0, None), (1, 4, 0, None), (2, 4, 0, None)]
-    assert summary["provenance"]["devices"] == PROV
+    assert summary["provenance"]["devices"] == PROV and summary["provenance"]["families"] == ["toy"]
     # A row per device and call in the pivot, and a provenance line per device.
     assert "device 1: toy/q8_0/64x256" in result.stdout and "device 2: toy/q8_0/64x256" in result.stdout
     assert ("device 1: NVIDIA H200 (sm_90), SM clock 1980 MHz (max 1980 MHz), memory clock 3201 MHz, "

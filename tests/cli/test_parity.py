@@ -38,8 +38,10 @@ def fake_check_case(family, case, kernels, device, *loop_state):
 def three_devices(monkeypatch, family_registry):
     fake_three_devices(monkeypatch, family_registry, NAMES.__getitem__, CASES)
     monkeypatch.setattr("strata_bench.checks.parity.check_case", fake_check_case)
+    # The families a run names are those whose source closures it records (results/closures.py).
     monkeypatch.setattr("strata_bench.results.provenance.collect",
-                        lambda ids: {"devices": [{"index": i, "name": NAMES[i]} for i in ids]})
+                        lambda ids, families: {"devices": [{"index": i, "name": NAMES[i]} for i in ids],
+                                               "families": sorted(families)})
 
 
 def _run(tmp_path, *args):
@@ -63,6 +65,7 @@ def test_every_case_on_each_device_and_a_fault_on_device_1_leaves_0_and_2_whole(
         {"device": 2, "name": "Tesla V100-SXM2-16GB", "cases": 3, "failures": 1, "faults": 0, "not_run": 0}]
     assert summary["failures"] == 2 and summary["summary"]["devices"] == [0, 1, 2]
     assert summary["provenance"]["devices"] == [{"index": i, "name": NAMES[i]} for i in range(3)]
+    assert summary["provenance"]["families"] == ["toy"]
     # The table run: each device's counts, each failure with its device, and the exit line names the fault's.
     lines = result.stdout.splitlines()
     assert lines[-4:-1] == ["device 0 (NVIDIA H200): 3 cases, 0 failures",

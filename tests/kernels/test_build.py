@@ -122,3 +122,47 @@ def test_kernels_keep_the_first_source_and_look_up_by_source(monkeypatch):
     assert kernels.get("only_mine") == (b"mine", "_Zonly_mine")
     with pytest.raises(InputError, match=r"^kernel 'only_builtin' was not compiled from /my/k.cu$"):
         kernels.in_source("/my/k.cu", "only_builtin")
+
+
+@pytest.mark.nvrtc
+def test_an_edit_in_a_family_include_dir_is_a_new_compile(tmp_path, cubin_cache):
+    # Issue 23: a folder a family adds with -I (outside kernels_src and its kernels_root) is read by the
+    # compile, so an edit there must miss the cache; the cache still serves the unchanged compile.
+    root, include = tmp_path / "kernels", tmp_path / "include"
+    root.mkdir()
+    include.mkdir()
+    (root / "k.cu").write_text('#include "scale.cuh"\nextern "C" __global__ void k(int *p) { p[0] = SCALE; }\n')
+    header = include / "scale.cuh"
+    header.write_text("#define SCALE 3\n")
+
+    def compile_k():
+        return build.compile_source("k.cu", ["k"], "sm_90", (f"-I{include}",), root=root)
+
+    first = compile_k()
+    header.write_text("#define SCALE 5\n")
+    second, third = compile_k(), compile_k()
+    assert (first.cache_hit, second.cache_hit, third.cache_hit) == (False, False, True)
+    assert first.cubin != second.cubin and third.cubin == second.cubin
+
+
+def test_a_cache_entry_cut_short_is_never_served(cubin_cache, monkeypatch):
+    # The metadata (with the cubin's sha256) is written last, each file under a temporary name of its own:
+    # a crash between the two, or a torn cubin, leaves an entry the loader rebuilds, and no .tmp behind.
+    compiled = build.CompiledSource("k.cu", "sm_90", (), b"cubin", {"k": "k"}, "")
+    real_replace = build.os.replace
+
+    def crash_on_metadata(src, dst):
+        if str(dst).endswith(".json"):
+            raise OSError("disk full")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(build.os, "replace", crash_on_metadata)
+    with pytest.raises(OSError, match="disk full"):
+        build._cache_store("key", compiled)
+    assert sorted(p.name for p in cubin_cache.iterdir()) == ["key.cubin"]
+    assert build._cache_load("key", "k.cu", "sm_90", ()) is None
+    monkeypatch.setattr(build.os, "replace", real_replace)
+    build._cache_store("key", compiled)
+    assert build._cache_load("key", "k.cu", "sm_90", ()).cache_hit
+    (cubin_cache / "key.cubin").write_bytes(b"cub")  # torn
+    assert build._cache_load("key", "k.cu", "sm_90", ()) is None

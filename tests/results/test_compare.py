@@ -188,6 +188,27 @@ def test_files_with_different_kernels_src_hash_are_refused(tmp_path):
     assert "- 66 cases: 0 FASTER, 0 SLOWER, 65 SAME, 1 UNDECIDED\n" in res.stdout
 
 
+def test_files_with_closures_compare_the_families_both_measured(tmp_path):
+    """An edit to a kernel neither file's families compiled (another kernels_src hash) does not refuse the
+    pair; a change in a family both measured does, naming the family and file."""
+    from strata_bench.results.closures import ClosureRecord, Unit
+
+    def record(sha: str) -> dict:
+        return ClosureRecord((("kernels_src/mmvq/mmvq.cu", sha),), (Unit("kernels_src/mmvq/mmvq.cu", ()),)).to_json()
+
+    old = _copy_committed(tmp_path / "old", sources={"mmvq": record("a" * 64)})
+    new = _copy_committed(tmp_path / "new", kernels_src_hash="0" * 64, sources={"mmvq": record("a" * 64)})
+    res = CliRunner().invoke(cli, ["compare", str(old), str(new), "-o", "md"])
+    assert res.exit_code == 0 and "- 66 cases: 0 FASTER, 0 SLOWER, 65 SAME, 1 UNDECIDED\n" in res.stdout
+    edited = _copy_committed(tmp_path / "edited", sources={"mmvq": record("b" * 64)})
+    res = CliRunner().invoke(cli, ["compare", str(old), str(edited), "-o", "md"])
+    assert res.exit_code == 2
+    assert res.stderr == ("compare: OLD and NEW were measured under different conditions: mmvq sources: "
+                          f"kernels_src/mmvq/mmvq.cu changed (OLD {record('a' * 64)['hash'][:12]}, "
+                          f"NEW {record('b' * 64)['hash'][:12]}); pass --allow-different to compare them anyway\n")
+    assert CliRunner().invoke(cli, ["compare", str(old), str(edited), "--allow-different"]).exit_code == 0
+
+
 def test_threshold_option_and_its_older_name(tmp_path, records_file):
     base = [10.0, 10.1, 9.9, 10.05, 9.95]
     old = _sampled(records_file, tmp_path / "o", {"c": base})

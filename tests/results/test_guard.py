@@ -48,3 +48,40 @@ def test_conditions_a_file_does_not_record_are_listed_unchecked():
     assert check_conditions({}, None)[1] == ("device (not in either file)", "driver (not in either file)",
                                              "clocks policy (not in either file)",
                                              "kernels_src hash (not in either file)")
+
+
+def _sources(**families: dict[str, str]) -> dict:
+    """provenance["sources"] of families given as {file: sha256}."""
+    from strata_bench.results.closures import ClosureRecord, Unit
+
+    return {name: ClosureRecord(tuple(sorted(files.items())), (Unit(next(iter(files)), ("kernels_src",)),)).to_json()
+            for name, files in families.items()}
+
+
+MMVQ = {"kernels_src/mmvq/mmvq.cu": "a" * 64, "kernels_src/formats/q8_1.cuh": "b" * 64}
+
+
+def test_closures_compare_only_the_families_both_files_measured():
+    old = _edited(sources=_sources(mmvq=MMVQ, q2warp={"kernels_src/q2warp/q2warp.cu": "c" * 64}))
+    new = _edited(sources=_sources(mmvq=MMVQ, q2warp={"kernels_src/q2warp/q2warp.cu": "d" * 64}),
+                  kernels_src_hash="3a5f0000000000000000")
+    new["sources"].pop("q2warp")
+    assert check_conditions(old, new) == ((), ())  # q2warp is only in OLD; kernels_src no longer counts
+
+
+def test_a_family_whose_closure_differs_is_named_with_its_files():
+    old = _edited(sources=_sources(mmvq=MMVQ))
+    new = _edited(sources=_sources(mmvq={**MMVQ, "kernels_src/mmvq/mmvq.cu": "e" * 64}))
+    (diff,), unchecked = check_conditions(old, new)
+    assert unchecked == ()
+    assert str(diff) == (f"mmvq sources: kernels_src/mmvq/mmvq.cu changed (OLD {old['sources']['mmvq']['hash'][:12]}, "
+                         f"NEW {new['sources']['mmvq']['hash'][:12]})")
+
+
+def test_files_without_a_family_in_common_or_without_closures():
+    old = _edited(sources=_sources(mmvq=MMVQ))
+    new = _edited(sources=_sources(q2warp={"kernels_src/q2warp/q2warp.cu": "c" * 64}))
+    assert check_conditions(old, new) == ((), ("sources (no family in both files)",))
+    # One file without closures (written before them): the kernels_src hash judges, as it always did.
+    diffs, _ = check_conditions(old, _edited(kernels_src_hash="3a5f0000000000000000"))
+    assert diffs == (Difference("kernels_src hash", "2022c4b36bf5", "3a5f00000000"),)

@@ -1,22 +1,30 @@
-"""`strata-bench results verify|list`: stale hashes, recorded failures and missing records all fail."""
+"""`strata-bench results verify|list`: stale sources, recorded failures and missing records all fail; a
+summary with recorded closures is stale only where its families' files changed."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from strata_bench.cases import load_builtin_families
 from strata_bench.cli.main import cli
-from strata_bench.kernels.sources import kernels_src_hash
-from strata_bench.results import verify as resultcheck
+from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
+from strata_bench.results import closures, verify as resultcheck
 from strata_bench.results.store import ResultsWriter
 
 
 def write_result(directory: Path, kind: str = "parity", src_hash: str | None = None, failures: int = 0,
-                 stamp: str = "20260101T000000Z") -> Path:
+                 stamp: str = "20260101T000000Z", families: tuple[str, ...] | None = None) -> Path:
+    """A summary as a run writes it; `families` (built-in names) records their closures, as parity,
+    bench and kernel A/B do; without it, an old-style summary with the kernels_src hash alone."""
     prov = {"kernels_src_hash": kernels_src_hash() if src_hash is None else src_hash,
             "devices": [{"name": "NVIDIA H200"}]}
+    if families is not None:
+        registry = load_builtin_families()
+        prov["sources"] = closures.family_records({name: registry[name] for name in families})
     writer = ResultsWriter(directory, kind, prov, stamp=stamp)
     writer.append({"case": "a", "ok": True})
     writer.append({"case": "b", "ok": failures == 0})
@@ -116,3 +124,70 @@ def test_results_help_has_examples():
     for sub in ("verify", "list"):
         result = run("results", sub, "--help")
         assert result.exit_code == 0 and "Example:" in result.stdout
+
+
+@pytest.fixture
+def kernels_copy(tmp_path, monkeypatch):
+    """A copy of kernels_src that the test may edit (STRATA_KERNELS_SRC)."""
+    copy = tmp_path / "kernels_src"
+    shutil.copytree(kernels_dir(), copy)
+    monkeypatch.setenv("STRATA_KERNELS_SRC", str(copy))
+    return copy
+
+
+def append_comment(path: Path) -> None:
+    path.write_text(path.read_text() + "// an edit\n")
+
+
+def test_a_changed_family_is_named_with_its_files(tmp_path, kernels_copy):
+    results = tmp_path / "results"
+    bench = write_result(results, kind="bench", families=("mmvq",))
+    write_result(results, families=("q2warp",))
+    append_comment(kernels_copy / "mmvq" / "mmvq.cu")
+    result = run("results", "verify", str(results))
+    assert result.exit_code == 1
+    assert result.stderr == (f"results verify: 1 of 2 summaries not current (first: {bench.name}: "
+                             "mmvq: kernels_src/mmvq/mmvq.cu changed)\n")
+    body = json.loads(run("results", "verify", str(results), "--format", "json").stdout)
+    assert [(e["file"], e["judged_by"], e["stale_sources"], e["ok"]) for e in body["summaries"]] == [
+        (bench.name, "sources", {"mmvq": ["kernels_src/mmvq/mmvq.cu changed"]}, False),
+        ("parity-20260101T000000Z.json", "sources", {}, True)]
+
+
+def test_a_shared_header_stales_every_family_that_reads_it(tmp_path, kernels_copy):
+    write_result(tmp_path, families=("q8_1", "mmvq", "q2warp"))
+    append_comment(kernels_copy / "formats" / "q8_1.cuh")
+    (verdict,) = resultcheck.verify(tmp_path)[1]
+    assert verdict.problems == ("mmvq: kernels_src/formats/q8_1.cuh changed",
+                                "q2warp: kernels_src/formats/q8_1.cuh changed",
+                                "q8_1: kernels_src/formats/q8_1.cuh changed")
+    assert verdict.hash_ok is False
+
+
+def test_an_edit_no_recorded_family_reads_leaves_the_result_current(tmp_path, kernels_copy):
+    """An experiment's kernel (mmvq_mma_dec.cu: no built-in family compiles it) and another family's
+    kernel change: the closure summary stays current; an old-style summary is judged as before."""
+    closure_summary = write_result(tmp_path, families=("mmvq",))
+    old_style = write_result(tmp_path, kind="bench")
+    append_comment(kernels_copy / "mmvq" / "mmvq_mma_dec.cu")
+    append_comment(kernels_copy / "q2warp" / "q2warp.cu")
+    by_name = {v.info.name: v for v in resultcheck.verify(tmp_path)[1]}
+    assert by_name[closure_summary.name].ok and by_name[closure_summary.name].hash_ok is True
+    assert not by_name[old_style.name].ok
+    assert by_name[old_style.name].problems[0].startswith("kernels_src ")
+
+
+def test_list_shows_the_recorded_families(tmp_path, kernels_copy):
+    write_result(tmp_path, families=("mmvq", "q2warp"))
+    assert "mmvq, q2warp (current)" in run("results", "list", str(tmp_path)).stdout
+    append_comment(kernels_copy / "q2warp" / "q2warp.cu")
+    assert "mmvq, q2warp (changed: q2warp)" in run("results", "list", str(tmp_path)).stdout
+
+
+def test_a_malformed_sources_record_is_a_problem(tmp_path):
+    summary = write_result(tmp_path)
+    body = json.loads(summary.read_text())
+    body["provenance"]["sources"] = {"mmvq": {"files": {}}}
+    summary.write_text(json.dumps(body))
+    (verdict,) = resultcheck.verify(tmp_path)[1]
+    assert verdict.problems == ("provenance sources: mmvq: not a closure record (files and units)",)
