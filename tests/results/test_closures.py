@@ -99,7 +99,7 @@ def test_a_malformed_record_is_an_input_error(value, message):
 
 
 def test_provenance_records_the_closures_of_the_families_named():
-    from strata_bench.cases import load_builtin_families
+    from strata_bench.families import load_builtin_families
     from strata_bench.results import provenance
 
     q8_1 = load_builtin_families()["q8_1"]

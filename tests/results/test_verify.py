@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.cases import load_builtin_families
+from strata_bench.families import load_builtin_families
 from strata_bench.cli.main import cli
 from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
 from strata_bench.results import closures, verify as resultcheck
