@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "strata_bench"
 # Bottom to top: a module may import its own package and the packages listed before it.
 LAYERS = ("errors", "formats", "numerics", "kernels", "data", "cases", "kit", "families", "runner", "checks",
-          "timing", "stats", "results", "ab", "report", "workloads", "cli", "__main__")
+          "timing", "stats", "results", "runs", "ab", "report", "workloads", "cli", "__main__")
 STILL_UP = {
     # ab's progress display and number formatting: to come in as callbacks from the command.
     ("strata_bench.ab.matrix", "strata_bench.report.progress"),

@@ -66,13 +66,12 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     off, so every array is its own allocation): one line per finding, `TOOL: CASE: KERNEL: ERROR`, then
     each tool's cases and findings; the full reports are in results/<device>/sanitize-TOOL-*.log.
     """
-    from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
-    from strata_bench.checks.outcome import ParityRun, fault_result
-    from strata_bench.checks.parity import CaseChecker
-    from strata_bench.checks.phases import PhaseTimes
+    from strata_bench.runner import loop as engine
+    from strata_bench.runs.parity import ParityPlan, run_parity
 
     formats, output = split_output_format(formats, output)
+    output = output or "table"
     rerun = _rerun_command(request, cases_file, kernels_dir)
     dump = _failure_dump(dump_dir, rerun)  # a bad folder is refused before any case is made or run
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, request=request)
@@ -81,90 +80,57 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     if list_only:
         from strata_bench.cli.listing import echo_cases
 
-        echo_cases(cases, bool(request.variants))
-        return
+        return echo_cases(cases, bool(request.variants))
     if sanitize:
         from strata_bench.cli.sanitizing import run_sanitize
 
         return run_sanitize(click.get_current_context(), sanitize, cases, device_spec, results_dir, quiet)
-    try:
-        devices = gpu.select_devices(device_spec)
-    except NoGpu as exc:
-        raise NoGpu(f"{exc}; {len(cases)} cases selected, none run") from None
-    names = {d: gpu.device_name(d) for d in devices}
-    writer = _results_writer(Path(results_dir), devices, names, cases)
-    run = ParityRun()
-    from strata_bench.cases.fixtures import fixture_sources
-
-    sources = fixture_sources(cases)  # the real weights' file, sha256, tensor and rows, for every report
-
-    def keep(result) -> None:
-        run.results.append(result)
-        writer.append(_record(result, rerun))
-
-    from strata_bench.report.progress import progress_bar
-    import time
-
-    from strata_bench.cases import FAMILIES
-    from strata_bench.checks.refpool import ReferencePool
-
-    times = PhaseTimes() if profile else None
-    started = time.perf_counter()
-    with progress_bar("parity", total=len(cases) * len(devices), enabled=not quiet) as advance, \
-            ReferencePool(cases, FAMILIES, warn=lambda text: click.echo(text, err=True)) as pool:
-        try:
-            checker = CaseChecker(times, pool=pool, on_failure=dump)
-            engine.run_on_devices(cases, devices, checker, keep, fault_result, advance,
-                                  compiled=None if times is None else lambda sec: times.before.update(compile=sec))
-        finally:
-            if times is not None and pool.seconds is not None:
-                times.beside["references (pool)"] = pool.seconds
-            counts = _counts(run, devices, names, len(cases))
-            summary_path = writer.finish(_summary(run, devices, counts, sources), run.failures)
-    wall = time.perf_counter() - started
-    _render(run, devices, counts, output or "table", summary_path, sources, rerun)
+    devices = _devices(gpu, device_spec, len(cases))
+    plan = ParityPlan(cases, devices, {d: gpu.device_name(d) for d in devices}, Path(results_dir), rerun, dump,
+                      profile)
+    report = run_parity(plan, None if quiet else _progress, warn=lambda text: click.echo(text, err=True))
+    _render(report, devices, output, rerun)
     if dump is not None:
-        click.echo(_dump_line(dump, run), err=(output or "table") != "table")
-    if times is not None:
-        click.echo(f"parity profile ({len(run.results)} cases):", err=True)
-        for line in times.lines(wall):
-            click.echo("  " + line, err=True)
-    faults = [r for r in run.results if r.status.value == "FAULT"]
-    if faults:
-        raise KernelFault(f"parity: kernel fault in {faults[0].case.name} on device {faults[0].device}; "
-                          f"{run.failures} of {len(run.results)} cases failed (details in {summary_path})")
+        click.echo(_dump_line(dump, report.run), err=output != "table")
+    if report.times is not None:
+        _echo_profile(report)
+    _raise_for_failures(report)
+
+
+def _devices(gpu, device_spec: str, selected: int) -> list[int]:
+    try:
+        return gpu.select_devices(device_spec)
+    except NoGpu as exc:
+        raise NoGpu(f"{exc}; {selected} cases selected, none run") from None
+
+
+def _progress(label: str, total: int):
+    from strata_bench.report.progress import progress_bar
+
+    return progress_bar(label, total=total, enabled=True)
+
+
+def _echo_profile(report) -> None:
+    click.echo(f"parity profile ({len(report.run.results)} cases):", err=True)
+    for line in report.times.lines(report.wall):
+        click.echo("  " + line, err=True)
+
+
+def _raise_for_failures(report) -> None:
+    run = report.run
+    if report.faults:
+        first = report.faults[0]
+        raise KernelFault(f"parity: kernel fault in {first.case.name} on device {first.device}; "
+                          f"{run.failures} of {len(run.results)} cases failed (details in {report.summary_path})")
     if run.failures:
-        raise CheckFailed(f"parity: {run.failures} of {len(run.results)} cases failed (details in {summary_path})")
+        raise CheckFailed(f"parity: {run.failures} of {len(run.results)} cases failed "
+                          f"(details in {report.summary_path})")
 
 
 def _selection_line(cases) -> str:
     real = sum(case.data.startswith("fixture:") for case in cases)
     fixtures = len({case.data for case in cases if case.data.startswith("fixture:")})
     return f"{len(cases)} cases selected, {real} of them on real weights ({fixtures} fixtures)"
-
-
-def _results_writer(results_dir: Path, devices: list[int], names: dict[int, str], cases):
-    from strata_bench.cases import FAMILIES
-    from strata_bench.results import provenance
-    from strata_bench.results.paths import device_directory
-    from strata_bench.results.store import ResultsWriter
-
-    # One file per run, in the first device's folder; provenance lists every device the run used and the
-    # source closure of every family its cases compile.
-    prov = provenance.collect(devices, families={c.family: FAMILIES[c.family] for c in cases})
-    return ResultsWriter(device_directory(results_dir, names[devices[0]]), "parity", prov)
-
-
-def _counts(run, devices, names, cases_per_device):
-    from strata_bench.report.live import device_counts
-
-    return device_counts(run.results, devices, names, cases_per_device)
-
-
-def _summary(run, devices, counts, sources) -> dict:
-    """The run's summary record, with the counts per device (cases, failures, faults, not run) and the real
-    weights' sources."""
-    return {**run.summary(devices), "per_device": [c.to_record() for c in counts], "fixtures": list(sources)}
 
 
 def _rerun_command(request, cases_file, kernels_dir):
@@ -183,14 +149,6 @@ def _failure_dump(dump_dir, rerun):
     return FailureDump(check_dump_folder(dump_dir), rerun, warn=lambda text: click.echo(text, err=True))
 
 
-def _record(result, rerun) -> dict:
-    """A case's JSON record; a case that did not pass also holds the command that reruns it."""
-    record = result.to_record()
-    if rerun is not None and result.status.value != "PASS":
-        record["rerun"] = rerun(result)
-    return record
-
-
 def _dump_line(dump, run) -> str:
     """Where --dump-failures put the failing cases (or that nothing failed), and which had nothing to dump."""
     if not dump.written and not run.failures:
@@ -203,15 +161,17 @@ def _dump_line(dump, run) -> str:
     return line
 
 
-def _render(run, devices, counts, output, summary_path, sources=(), rerun=None) -> None:
+def _render(report, devices, output, rerun=None) -> None:
     from strata_bench.report import live as render
     from strata_bench.report.sources import sources_markdown
+    from strata_bench.runs.parity import record, summary
 
+    run, counts, sources = report.run, report.counts, report.sources
     if output == "json":
         import json
 
-        click.echo(json.dumps({"summary": _summary(run, devices, counts, sources),
-                               "cases": [_record(r, rerun) for r in run.results]}, indent=2, default=str))
+        click.echo(json.dumps({"summary": summary(report, devices),
+                               "cases": [record(r, rerun) for r in run.results]}, indent=2, default=str))
         return
     if output == "md":
         click.echo(render.parity_markdown(run.results, counts, rerun))
@@ -224,5 +184,5 @@ def _render(run, devices, counts, output, summary_path, sources=(), rerun=None) 
         if sources:
             click.echo(sources_markdown(sources))
     line = (f"{len(run.results)} cases, {run.failures} failures on {len(devices)} device"
-            f"{'s' if len(devices) != 1 else ''}; results: {summary_path}")
+            f"{'s' if len(devices) != 1 else ''}; results: {report.summary_path}")
     click.echo(line, err=output == "md")

@@ -2,11 +2,12 @@
 the parity counts per device (a run with `--device all` shows each device's cases, failures and faults)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from rich.console import Console
 from rich.table import Table
+
+from strata_bench.checks.outcome import DeviceCounts, device_counts  # noqa: F401  (rendered here)
 
 
 PIPED_WIDTH = 200  # wide enough that case names and hashes stay on one line in a log or a pipe
@@ -35,46 +36,6 @@ def _first_failure(result) -> str:
     if result.error:
         return result.error
     return next((c.detail for c in result.checks if not c.ok), "")
-
-
-@dataclass(frozen=True)
-class DeviceCounts:
-    """One device's share of a parity run."""
-
-    device: int
-    name: str
-    cases: int  # cases with a result on this device
-    failures: int  # FAIL and FAULT
-    faults: int
-    not_run: int  # selected cases left after this device's fault (its context is gone)
-
-    def to_record(self) -> dict[str, Any]:
-        return {"device": self.device, "name": self.name, "cases": self.cases, "failures": self.failures,
-                "faults": self.faults, "not_run": self.not_run}
-
-    def text(self) -> str:
-        """'device 1 (NVIDIA H200): 3 cases, 1 failure (1 fault), 2 not run'."""
-        line = f"device {self.device} ({self.name}): {_count(self.cases, 'case')}, {_count(self.failures, 'failure')}"
-        if self.faults:
-            line += f" ({_count(self.faults, 'fault')})"
-        return line + (f", {self.not_run} not run" if self.not_run else "")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def device_counts(results: Sequence[Any], devices: Sequence[int], names: Mapping[int, str] | None = None,
-                  selected: int | None = None) -> list[DeviceCounts]:
-    """Counts per device, in `devices` order; `selected` (cases per device) gives the cases not run."""
-    out = []
-    for device in devices:
-        mine = [r for r in results if r.device == device]
-        failures = sum(r.status.value != "PASS" for r in mine)
-        faults = sum(r.status.value == "FAULT" for r in mine)
-        not_run = max(0, selected - len(mine)) if selected is not None else 0
-        out.append(DeviceCounts(device, (names or {}).get(device, "?"), len(mine), failures, faults, not_run))
-    return out
 
 
 def _several_devices(results) -> bool:
