@@ -47,10 +47,10 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
         strata-bench bench --variants examples/toml_variant/variants.toml --family mmvq --shape 131072x8192 --cols 1,8
         strata-bench bench --gguf model.gguf --tensor 'blk\\.0\\.ffn_down' --rows 0:4096 --family mmvq --cols 1,8
     """
-    from strata_bench.runner import loop as engine
     from strata_bench.runner import devices as gpu
-    from strata_bench.timing.bench import TimingConfig, bench_case
-    from strata_bench.timing.ceilings import measure_ceilings, remeasure_ceilings
+    from strata_bench.runner import loop as engine
+    from strata_bench.runs.bench import BenchPlan, run_bench
+    from strata_bench.timing.bench import TimingConfig
 
     formats, output = split_output_format(formats, output)
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench",
@@ -58,83 +58,43 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
     if list_only:
         from strata_bench.cli.listing import echo_cases
 
-        echo_cases(cases, bool(request.variants))
-        return
+        return echo_cases(cases, bool(request.variants))
+    devices = _devices(gpu, device_spec, len(cases))
+    plan = BenchPlan(cases, devices, {d: gpu.device_name(d) for d in devices}, Path(results_dir),
+                     TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget))
+    report = run_bench(plan, None if quiet else _progress)
+    _render(report, output or "table")
+    click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {report.summary_path}", err=True)
+    _raise_for_fault(report.timings, report.summary_path)
+    _raise_for_rejected([t for _, t in report.timings], [d for d, _ in report.timings])
+
+
+def _devices(gpu, device_spec: str, selected: int) -> list[int]:
     try:
-        devices = gpu.select_devices(device_spec)
+        return gpu.select_devices(device_spec)
     except NoGpu as exc:
-        raise NoGpu(f"{exc}; {len(cases)} cases selected, none timed") from None
-    cfg = TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget)
-    names = {d: gpu.device_name(d) for d in devices}
-    writer = _writer(Path(results_dir), devices, names, cfg, cases)
-    timings: list[tuple[int, object]] = []  # (device, Timing) in arrival order
-    ceilings: dict[int, object] = {}  # each device's own, measured on it (inside its context) before its first case
+        raise NoGpu(f"{exc}; {selected} cases selected, none timed") from None
 
-    def per_case(family, case, kernels, device):
-        ceilings[device] = measure_ceilings(device)
-        return device, bench_case(family, case, kernels, device, cfg, ceilings[device],
-                                  remeasure=lambda: remeasure_ceilings(device))
 
-    def keep(result):
-        device, case_timings = result
-        for timing in case_timings:
-            timings.append((device, timing))
-            writer.append({**timing.to_record(), "device": device})
-
-    def on_fault(case, device, exc, seconds):
-        # The device's context is gone: its remaining cases are skipped, the other devices still run.
-        return device, fault_timings(case, exc)
-
+def _progress(label: str, total: int):
     from strata_bench.report.progress import progress_bar
-    with progress_bar("bench", total=len(cases) * len(devices), enabled=not quiet) as advance:
-        try:
-            engine.run_on_devices(cases, devices, per_case, keep, on_fault, advance)
-        finally:
-            # Each device reached has its ceilings in this process (re-measured ones included), so
-            # measure_ceilings only reads them back here; a device never reached has none.
-            measured = {d: measure_ceilings(d) for d in ceilings}
-            per_device = _per_device(devices, names, timings, measured)
-            path = writer.finish({"timings": len(timings), "hot": hot, "per_device": per_device,
-                                  "ceilings": {str(d): c.to_dict() for d, c in measured.items()}},
-                                 sum(t.status != "timed" for _, t in timings))
+
+    return progress_bar(label, total=total, enabled=True)
+
+
+def _render(report, output: str) -> None:
     from strata_bench.report import bench as benchtable
-    click.echo(benchtable.render([{**t.to_record(), "device": d} for d, t in timings], output or "table",
-                                 [f"device {d}: {c.text()}" for d, c in measured.items()]))
-    for line in benchtable.device_lines(writer.provenance.get("devices") or [], per_device):
+
+    click.echo(benchtable.render(report.records(), output,
+                                 [f"device {d}: {c.text()}" for d, c in report.ceilings.items()]))
+    for line in benchtable.device_lines(report.provenance.get("devices") or [], report.per_device):
         click.echo(line, err=True)
-    click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {path}", err=True)
-    _raise_for_fault(timings, path)
-    _raise_for_rejected([t for _, t in timings], [d for d, _ in timings])
-
-
-def fault_timings(case, exc) -> list:
-    """A row per variant of a case whose kernel faulted: no samples, the fault as its status."""
-    import math
-
-    from strata_bench.timing.bench import Timing
-    from strata_bench.timing.ceilings import Ceilings
-
-    return [Timing(case, v, (), 0, 0, 0, 0, Ceilings(math.nan, math.nan), status=f"{KERNEL_FAULT}: {exc}")
-            for v in case.variants]
-
-
-KERNEL_FAULT = "kernel fault"
-
-
-def _per_device(devices, names, timings, ceilings) -> list[dict]:
-    """Each device's share of the run: its name, timings, rows not timed, fault, and its own ceilings."""
-    out = []
-    for d in devices:
-        mine = [t for dev, t in timings if dev == d]
-        fault = next((t.status for t in mine if t.status.startswith(KERNEL_FAULT)), None)
-        out.append({"device": d, "name": names[d], "timings": len(mine),
-                    "not_timed": sum(t.status != "timed" for t in mine), "fault": fault,
-                    "ceilings": ceilings[d].to_dict() if d in ceilings else None})
-    return out
 
 
 def _raise_for_fault(timings, path) -> None:
     from strata_bench.errors import KernelFault
+
+    from strata_bench.runs.bench import KERNEL_FAULT
 
     faults = [(d, t) for d, t in timings if t.status.startswith(KERNEL_FAULT)]
     if faults:
@@ -155,16 +115,3 @@ def _raise_for_rejected(timings, devices: list[int] | None = None) -> None:
         where = f" on device {devices[rejected[0]]}" if devices is not None else ""
         raise CheckFailed(f"{len(rejected)} timed variant(s) rejected; first: {first.case.name}{where}: "
                           f"{first.status}")
-
-
-def _writer(results_dir: Path, devices: list[int], names: dict[int, str], cfg, cases):
-    from strata_bench.cases import FAMILIES
-    from strata_bench.results import provenance
-    from strata_bench.results.paths import device_directory
-    from strata_bench.results.store import ResultsWriter
-
-    # One file per run, in the first device's folder; provenance has every device's name, clocks and power,
-    # and the source closure of every family its cases compile.
-    prov = provenance.collect(devices, families={c.family: FAMILIES[c.family] for c in cases})
-    prov["timing"] = vars(cfg)
-    return ResultsWriter(device_directory(results_dir, names[devices[0]]), "bench", prov)

@@ -1,0 +1,111 @@
+"""run_bench: every selected case timed on every device (timing/bench.py's named steps through the
+runner's device loop), against that device's own ceilings, measured in its context before its first case
+and re-measured when a variant beats them; each timing appended to the results file as it arrives, the
+summary written even when a device faults or the run is interrupted."""
+from __future__ import annotations
+
+import math
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from strata_bench.cases import FAMILIES, Case
+from strata_bench.runner import loop
+from strata_bench.timing import bench as steps, ceilings as card  # called through the modules: tests stand in
+from strata_bench.timing.bench import Timing, TimingConfig
+from strata_bench.timing.ceilings import Ceilings
+
+Progress = Callable[[str, int], AbstractContextManager]  # (label, total) -> context giving advance()
+KERNEL_FAULT = "kernel fault"
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What a bench run times, how, and where it keeps the records."""
+
+    cases: Sequence[Case]
+    devices: Sequence[int]
+    names: dict[int, str]  # device -> product name (results/<device>/ is named after the first)
+    results_dir: Path
+    config: TimingConfig = TimingConfig()
+
+
+@dataclass
+class BenchReport:
+    """What a finished (or interrupted) run hands back to be rendered."""
+
+    timings: list[tuple[int, Timing]] = field(default_factory=list)  # (device, timing) in arrival order
+    ceilings: dict[int, Ceilings] = field(default_factory=dict)  # each device reached, as last measured
+    per_device: list[dict] = field(default_factory=list)
+    summary_path: Path | None = None
+    provenance: dict = field(default_factory=dict)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [{**t.to_record(), "device": d} for d, t in self.timings]
+
+
+def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
+    """Time every case of `plan` on each of its devices."""
+    writer = results_writer(plan)
+    report = BenchReport(provenance=writer.provenance)
+
+    def per_case(family, case, kernels, device):
+        report.ceilings[device] = card.measure_ceilings(device)
+        return device, steps.bench_case(family, case, kernels, device, plan.config, report.ceilings[device],
+                                        remeasure=lambda: card.remeasure_ceilings(device))
+
+    def keep(result) -> None:
+        device, case_timings = result
+        for timing in case_timings:
+            report.timings.append((device, timing))
+            writer.append({**timing.to_record(), "device": device})
+
+    def on_fault(case, device, exc, seconds):
+        # The device's context is gone: its remaining cases are skipped, the other devices still run.
+        return device, fault_timings(case, exc)
+
+    bar = progress("bench", len(plan.cases) * len(plan.devices)) if progress else nullcontext(lambda *a: None)
+    with bar as advance:
+        try:
+            loop.run_on_devices(list(plan.cases), list(plan.devices), per_case, keep, on_fault, advance)
+        finally:
+            # Each device reached has its ceilings in this process (re-measured ones included), so
+            # measure_ceilings only reads them back here; a device never reached has none.
+            report.ceilings = {d: card.measure_ceilings(d) for d in report.ceilings}
+            report.per_device = per_device(plan, report)
+            report.summary_path = writer.finish(
+                {"timings": len(report.timings), "hot": plan.config.hot, "per_device": report.per_device,
+                 "ceilings": {str(d): c.to_dict() for d, c in report.ceilings.items()}},
+                sum(t.status != "timed" for _, t in report.timings))
+    return report
+
+
+def fault_timings(case: Case, exc: BaseException) -> list[Timing]:
+    """A row per variant of a case whose kernel faulted: no samples, the fault as its status."""
+    return [Timing(case, v, (), 0, 0, 0, 0, Ceilings(math.nan, math.nan), status=f"{KERNEL_FAULT}: {exc}")
+            for v in case.variants]
+
+
+def per_device(plan: BenchPlan, report: BenchReport) -> list[dict]:
+    """Each device's share of the run: its name, timings, rows not timed, fault, and its own ceilings."""
+    out = []
+    for d in plan.devices:
+        mine = [t for dev, t in report.timings if dev == d]
+        fault = next((t.status for t in mine if t.status.startswith(KERNEL_FAULT)), None)
+        out.append({"device": d, "name": plan.names[d], "timings": len(mine),
+                    "not_timed": sum(t.status != "timed" for t in mine), "fault": fault,
+                    "ceilings": report.ceilings[d].to_dict() if d in report.ceilings else None})
+    return out
+
+
+def results_writer(plan: BenchPlan):
+    """One file per run, in the first device's folder; provenance has every device's name, clocks and
+    power, the timing configuration, and the source closure of every family its cases compile."""
+    from strata_bench.results import provenance
+    from strata_bench.results.paths import device_directory
+    from strata_bench.results.store import ResultsWriter
+
+    prov = provenance.collect(list(plan.devices), families={c.family: FAMILIES[c.family] for c in plan.cases})
+    prov["timing"] = vars(plan.config)
+    return ResultsWriter(device_directory(plan.results_dir, plan.names[plan.devices[0]]), "bench", prov)
