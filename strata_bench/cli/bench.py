@@ -5,9 +5,9 @@ from pathlib import Path
 
 import click
 
+from strata_bench.cli.devices import chosen_devices, device_names, progress
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
                                       make_filter, output_option, quiet_option, results_option, split_output_format)
-from strata_bench.errors import NoGpu
 
 
 @click.command("bench")
@@ -47,8 +47,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
         strata-bench bench --variants examples/toml_variant/variants.toml --family mmvq --shape 131072x8192 --cols 1,8
         strata-bench bench --gguf model.gguf --tensor 'blk\\.0\\.ffn_down' --rows 0:4096 --family mmvq --cols 1,8
     """
-    from strata_bench.runner import devices as gpu
     from strata_bench.runner import loop as engine
+    from strata_bench.runs import Selection
     from strata_bench.runs.bench import BenchPlan, run_bench
     from strata_bench.timing.bench import TimingConfig
 
@@ -59,27 +59,14 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
         from strata_bench.cli.listing import echo_cases
 
         return echo_cases(cases, bool(request.variants))
-    devices = _devices(gpu, device_spec, len(cases))
-    plan = BenchPlan(cases, devices, {d: gpu.device_name(d) for d in devices}, Path(results_dir),
+    devices = chosen_devices(device_spec, len(cases), "timed")
+    plan = BenchPlan(Selection(cases, devices, device_names(devices), Path(results_dir)),
                      TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget))
-    report = run_bench(plan, None if quiet else _progress)
+    report = run_bench(plan, None if quiet else progress)
     _render(report, output or "table")
     click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {report.summary_path}", err=True)
     _raise_for_fault(report.timings, report.summary_path)
     _raise_for_rejected([t for _, t in report.timings], [d for d, _ in report.timings])
-
-
-def _devices(gpu, device_spec: str, selected: int) -> list[int]:
-    try:
-        return gpu.select_devices(device_spec)
-    except NoGpu as exc:
-        raise NoGpu(f"{exc}; {selected} cases selected, none timed") from None
-
-
-def _progress(label: str, total: int):
-    from strata_bench.report.progress import progress_bar
-
-    return progress_bar(label, total=total, enabled=True)
 
 
 def _render(report, output: str) -> None:

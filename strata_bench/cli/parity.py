@@ -5,10 +5,11 @@ from pathlib import Path
 
 import click
 
+from strata_bench.cli.devices import chosen_devices, device_names, progress
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
                                       make_filter, output_option, quiet_option, results_option, split_output_format)
 from strata_bench.cli.sanitizing import sanitize_option
-from strata_bench.errors import CheckFailed, KernelFault, NoGpu
+from strata_bench.errors import CheckFailed, KernelFault
 
 
 @click.command("parity")
@@ -66,8 +67,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     off, so every array is its own allocation): one line per finding, `TOOL: CASE: KERNEL: ERROR`, then
     each tool's cases and findings; the full reports are in results/<device>/sanitize-TOOL-*.log.
     """
-    from strata_bench.runner import devices as gpu
     from strata_bench.runner import loop as engine
+    from strata_bench.runs import Selection
     from strata_bench.runs.parity import ParityPlan, run_parity
 
     formats, output = split_output_format(formats, output)
@@ -85,29 +86,15 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         from strata_bench.cli.sanitizing import run_sanitize
 
         return run_sanitize(click.get_current_context(), sanitize, cases, device_spec, results_dir, quiet)
-    devices = _devices(gpu, device_spec, len(cases))
-    plan = ParityPlan(cases, devices, {d: gpu.device_name(d) for d in devices}, Path(results_dir), rerun, dump,
-                      profile)
-    report = run_parity(plan, None if quiet else _progress, warn=lambda text: click.echo(text, err=True))
+    devices = chosen_devices(device_spec, len(cases), "run")
+    plan = ParityPlan(Selection(cases, devices, device_names(devices), Path(results_dir)), rerun, dump, profile)
+    report = run_parity(plan, None if quiet else progress, warn=lambda text: click.echo(text, err=True))
     _render(report, devices, output, rerun)
     if dump is not None:
         click.echo(_dump_line(dump, report.run), err=output != "table")
     if report.times is not None:
         _echo_profile(report)
     _raise_for_failures(report)
-
-
-def _devices(gpu, device_spec: str, selected: int) -> list[int]:
-    try:
-        return gpu.select_devices(device_spec)
-    except NoGpu as exc:
-        raise NoGpu(f"{exc}; {selected} cases selected, none run") from None
-
-
-def _progress(label: str, total: int):
-    from strata_bench.report.progress import progress_bar
-
-    return progress_bar(label, total=total, enabled=True)
 
 
 def _echo_profile(report) -> None:

@@ -5,18 +5,17 @@ summary written even when a device faults or the run is interrupted."""
 from __future__ import annotations
 
 import math
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from strata_bench.cases import FAMILIES, Case
+from strata_bench.cases import Case
 from strata_bench.runner import loop
+from strata_bench.runs import Progress, Selection
 from strata_bench.timing import bench as steps, ceilings as card  # called through the modules: tests stand in
 from strata_bench.timing.bench import Timing, TimingConfig
 from strata_bench.timing.ceilings import Ceilings
 
-Progress = Callable[[str, int], AbstractContextManager]  # (label, total) -> context giving advance()
 KERNEL_FAULT = "kernel fault"
 
 
@@ -24,10 +23,7 @@ KERNEL_FAULT = "kernel fault"
 class BenchPlan:
     """What a bench run times, how, and where it keeps the records."""
 
-    cases: Sequence[Case]
-    devices: Sequence[int]
-    names: dict[int, str]  # device -> product name (results/<device>/ is named after the first)
-    results_dir: Path
+    selection: Selection
     config: TimingConfig = TimingConfig()
 
 
@@ -47,7 +43,8 @@ class BenchReport:
 
 def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
     """Time every case of `plan` on each of its devices."""
-    writer = results_writer(plan)
+    sel = plan.selection
+    writer = sel.results_writer("bench", timing=vars(plan.config))
     report = BenchReport(provenance=writer.provenance)
 
     def per_case(family, case, kernels, device):
@@ -65,10 +62,9 @@ def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
         # The device's context is gone: its remaining cases are skipped, the other devices still run.
         return device, fault_timings(case, exc)
 
-    bar = progress("bench", len(plan.cases) * len(plan.devices)) if progress else nullcontext(lambda *a: None)
-    with bar as advance:
+    with sel.progress_bar(progress, "bench") as advance:
         try:
-            loop.run_on_devices(list(plan.cases), list(plan.devices), per_case, keep, on_fault, advance)
+            loop.run_on_devices(list(sel.cases), list(sel.devices), per_case, keep, on_fault, advance)
         finally:
             # Each device reached has its ceilings in this process (re-measured ones included), so
             # measure_ceilings only reads them back here; a device never reached has none.
@@ -90,22 +86,10 @@ def fault_timings(case: Case, exc: BaseException) -> list[Timing]:
 def per_device(plan: BenchPlan, report: BenchReport) -> list[dict]:
     """Each device's share of the run: its name, timings, rows not timed, fault, and its own ceilings."""
     out = []
-    for d in plan.devices:
+    for d in plan.selection.devices:
         mine = [t for dev, t in report.timings if dev == d]
         fault = next((t.status for t in mine if t.status.startswith(KERNEL_FAULT)), None)
-        out.append({"device": d, "name": plan.names[d], "timings": len(mine),
+        out.append({"device": d, "name": plan.selection.names[d], "timings": len(mine),
                     "not_timed": sum(t.status != "timed" for t in mine), "fault": fault,
                     "ceilings": report.ceilings[d].to_dict() if d in report.ceilings else None})
     return out
-
-
-def results_writer(plan: BenchPlan):
-    """One file per run, in the first device's folder; provenance has every device's name, clocks and
-    power, the timing configuration, and the source closure of every family its cases compile."""
-    from strata_bench.results import provenance
-    from strata_bench.results.paths import device_directory
-    from strata_bench.results.store import ResultsWriter
-
-    prov = provenance.collect(list(plan.devices), families={c.family: FAMILIES[c.family] for c in plan.cases})
-    prov["timing"] = vars(plan.config)
-    return ResultsWriter(device_directory(plan.results_dir, plan.names[plan.devices[0]]), "bench", prov)

@@ -4,29 +4,25 @@ when a run is cut short, the phases timed when asked."""
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from strata_bench.cases import FAMILIES, Case
+from strata_bench.cases import FAMILIES
 from strata_bench.checks.outcome import ParityRun, fault_result
 from strata_bench.checks.parity import CaseChecker
 from strata_bench.checks.phases import PhaseTimes
 from strata_bench.checks.refpool import ReferencePool
 from strata_bench.runner import loop
+from strata_bench.runs import Progress, Selection
 
-Progress = Callable[[str, int], AbstractContextManager]  # (label, total) -> context giving advance()
 
 
 @dataclass(frozen=True)
 class ParityPlan:
     """What a parity run checks and where it keeps the records."""
 
-    cases: Sequence[Case]
-    devices: Sequence[int]
-    names: dict[int, str]  # device -> product name (results/<device>/ is named after the first)
-    results_dir: Path
+    selection: Selection
     rerun: Callable[[Any], str] | None = None  # result -> the command that reruns its case alone
     dump: Any = None  # checks/dump.FailureDump of --dump-failures, or None
     profile: bool = False
@@ -54,8 +50,9 @@ def run_parity(plan: ParityPlan, progress: Progress | None = None,
     device faults or the run is interrupted (then the exception goes on after it)."""
     from strata_bench.cases.fixtures import fixture_sources
 
-    writer = results_writer(plan)
-    report = ParityReport(ParityRun(), sources=tuple(fixture_sources(plan.cases)),
+    sel = plan.selection
+    writer = sel.results_writer("parity")
+    report = ParityReport(ParityRun(), sources=tuple(fixture_sources(sel.cases)),
                           times=PhaseTimes() if plan.profile else None)
 
     def keep(result) -> None:
@@ -63,17 +60,16 @@ def run_parity(plan: ParityPlan, progress: Progress | None = None,
         writer.append(record(result, plan.rerun))
 
     started = time.perf_counter()
-    bar = progress("parity", len(plan.cases) * len(plan.devices)) if progress else nullcontext(lambda *a: None)
-    with bar as advance, ReferencePool(plan.cases, FAMILIES, warn=warn) as pool:
+    with sel.progress_bar(progress, "parity") as advance, ReferencePool(sel.cases, FAMILIES, warn=warn) as pool:
         try:
             checker = CaseChecker(report.times, pool=pool, on_failure=plan.dump)
-            loop.run_on_devices(list(plan.cases), list(plan.devices), checker, keep, fault_result, advance,
+            loop.run_on_devices(list(sel.cases), list(sel.devices), checker, keep, fault_result, advance,
                                 compiled=_compile_timer(report.times))
         finally:
             if report.times is not None and pool.seconds is not None:
                 report.times.beside["references (pool)"] = pool.seconds
             report.counts = device_counts(report, plan)
-            report.summary_path = writer.finish(summary(report, plan.devices), report.run.failures)
+            report.summary_path = writer.finish(summary(report, sel.devices), report.run.failures)
     report.wall = time.perf_counter() - started
     return report
 
@@ -82,21 +78,11 @@ def _compile_timer(times: PhaseTimes | None):
     return None if times is None else lambda seconds: times.before.update(compile=seconds)
 
 
-def results_writer(plan: ParityPlan):
-    """One results file per run, in the first device's folder; its provenance lists every device the run
-    used and the source closure of every family its cases compile."""
-    from strata_bench.results import provenance
-    from strata_bench.results.paths import device_directory
-    from strata_bench.results.store import ResultsWriter
-
-    prov = provenance.collect(list(plan.devices), families={c.family: FAMILIES[c.family] for c in plan.cases})
-    return ResultsWriter(device_directory(plan.results_dir, plan.names[plan.devices[0]]), "parity", prov)
-
-
 def device_counts(report: ParityReport, plan: ParityPlan) -> list:
     from strata_bench.checks.outcome import device_counts as counts
 
-    return counts(report.run.results, list(plan.devices), plan.names, len(plan.cases))
+    sel = plan.selection
+    return counts(report.run.results, list(sel.devices), sel.names, len(sel.cases))
 
 
 def summary(report: ParityReport, devices: Sequence[int]) -> dict:
