@@ -41,6 +41,8 @@ class TomlLaunch:
         fn = lookup(self.kernel.format(**abi.placeholders(case)))
         grid = evaluate(self.grid, fields, f"{where}grid")
         block = evaluate(self.block, fields, f"{where}block")
+        check_grid(grid, f"{where}grid")
+        check_block(block, f"{where}block")
         shared = evaluate((self.shared,), fields, f"{where}shared", shared=True)[0]
         if shared:
             allow_dynamic_shared(fn, shared)
@@ -56,10 +58,41 @@ def parse_launch(table: Mapping[str, Any], abi: LaunchAbi, where: Callable[[str]
     kernel = kernel.strip()
     check_placeholders(kernel, abi, where("kernel"))
     fields = abi.field_names
-    return TomlLaunch(kernel=kernel, grid=dims(table["grid"], fields, where("grid")),
-                      block=dims(table["block"], fields, where("block")),
+    block = dims(table["block"], fields, where("block"))
+    if all(not _names(e) for e in block):  # constant: checked now, not at the first launch
+        check_block(tuple(e({}) for e in block), where("block"))
+    return TomlLaunch(kernel=kernel, grid=dims(table["grid"], fields, where("grid")), block=block,
                       shared=parse_expr(table.get("shared", 0), fields, where("shared")),
                       args=arg_names(table["args"], abi, where("args")))
+
+
+# CUDA's limits on every current architecture: threads per block, and each dimension of block and grid.
+MAX_THREADS = 1024
+BLOCK_LIMITS = (1024, 1024, 64)
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+def check_block(block: tuple[int, ...], where: str) -> None:
+    threads = 1
+    for n in block:
+        threads *= n
+    over = [i for i, n in enumerate(block) if n > BLOCK_LIMITS[i]]
+    if threads > MAX_THREADS or over:
+        raise InputError(f"{where}: {list(block)} is {threads} threads (a block holds at most {MAX_THREADS}; "
+                         f"x and y at most 1024, z at most 64)")
+
+
+def check_grid(grid: tuple[int, ...], where: str) -> None:
+    over = [i for i, n in enumerate(grid) if n > GRID_LIMITS[i]]
+    if over:
+        raise InputError(f"{where}: {list(grid)}: grid dimension {'xyz'[over[0]]} is over its limit "
+                         f"{GRID_LIMITS[over[0]]}")
+
+
+def _names(expr: Expr) -> set[str]:
+    import ast
+
+    return {n.id for n in ast.walk(expr.tree) if isinstance(n, ast.Name)}
 
 
 def check_placeholders(kernel: str, abi: LaunchAbi, where: str) -> None:
@@ -86,6 +119,9 @@ def arg_names(value: Any, abi: LaunchAbi, where: str) -> tuple[str, ...]:
     for i, name in enumerate(value):
         if abi.arg(name) is None:
             raise InputError(f"{where}[{i}]: unknown argument {name!r} ({abi.family} ABI: {', '.join(abi.arg_names)})")
+        if name in value[:i]:
+            # A value a kernel takes twice is said as such ({ type = "int", value = "rows" }), not by a repeat.
+            raise InputError(f"{where}[{i}]: {name!r} is listed twice (args[{value.index(name)}] too)")
     return tuple(value)
 
 

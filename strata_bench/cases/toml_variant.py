@@ -30,9 +30,12 @@ from typing import Any, Mapping
 from strata_bench.cases.abi import LaunchAbi
 from strata_bench.cases.toml_launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
 from strata_bench.errors import InputError
+from strata_bench.kernels.source_scan import declared_kernels, mentions
+from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
+from strata_bench.kernels.variant_build import COMPILERS, SourceBuild
 
 REQUIRED = ("family", "name", "sources", "kernel", "grid", "block", "args")
-OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch")
+OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch", "compiler", "flags", "binary")
 _HASHED_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
 
 
@@ -48,6 +51,8 @@ class TomlVariant:
     defines: tuple[tuple[str, str], ...]
     launches: tuple[TomlLaunch, ...]
     description: str = ""
+    compiler: str = "nvrtc"  # "nvrtc" (the default), "nvcc", or "binary" (`source` is a prebuilt cubin/fatbin)
+    flags: tuple[str, ...] = ()  # the compiler's own options, as given (NVRTC's or nvcc's)
 
     # The first launch's keys (a one-launch variant's, as its table spells them).
     kernel = property(lambda self: self.launches[0].kernel)
@@ -57,12 +62,28 @@ class TomlVariant:
     args = property(lambda self: self.launches[0].args)
 
     def options(self) -> tuple[str, ...]:
-        """NVRTC options of the variant's source: its folder and include dirs, its defines, and a hash of
-        every header it can see, so an edit to any of them is a new compile (the cubin cache keys on
-        the options)."""
+        """The compiler options of the variant's source. NVRTC: its folder and include dirs, its defines,
+        a hash of every header it can see (so an edit to any of them is a new compile: the cubin cache
+        keys on the options), then its flags. nvcc: its flags first, as an engine's build gives them,
+        then its folder, include dirs and kernels_src (-I) and its defines (nvcc's cache key hashes the
+        headers itself)."""
         dirs = (self.source.parent, *self.include_dirs)
         defines = tuple(f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in self.defines)
-        return (*(f"-I{d}" for d in dirs), *defines, f"-DSTRATA_VARIANT_HASH=0x{self.source_hash()[:15]}")
+        if self.compiler == "nvcc":
+            return (*self.flags, *(f"-I{d}" for d in (*dirs, kernels_dir())), *defines)
+        if self.compiler == "binary":
+            return ()
+        return (*(f"-I{d}" for d in dirs), *defines, f"-DSTRATA_VARIANT_HASH=0x{self.source_hash()[:15]}",
+                *self.flags)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}: variant {self.name!r}"
+
+    def build(self) -> SourceBuild:
+        """How the family compiles this variant's source (kernels/variant_build.py)."""
+        inputs = "" if self.compiler != "nvcc" else self.source_hash() + kernels_src_hash()
+        return SourceBuild(self.compiler, self.source, self.where, self.options(), inputs)
 
     def source_hash(self) -> str:
         digest = hashlib.sha256(self.source.read_bytes())
@@ -115,10 +136,11 @@ def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Map
     def where(key: str) -> str:
         return _where(path, index, table, key)
 
-    for key in REQUIRED[:3] if "launch" in table else REQUIRED:
+    required = [k for k in (REQUIRED[:3] if "launch" in table else REQUIRED) if k != "sources" or "binary" not in table]
+    for key in required:
         if key not in table:
             raise InputError(f"{where(key)}: missing (a variant needs {', '.join(REQUIRED)}; or family, name, "
-                             "sources and [[variant.launch]] tables)")
+                             "sources and [[variant.launch]] tables; binary in place of sources)")
     unknown = sorted(set(table) - set(REQUIRED) - set(OPTIONAL))
     if unknown:
         raise InputError(f"{where(unknown[0])}: unknown key (keys: {', '.join(REQUIRED + OPTIONAL)})")
@@ -132,15 +154,68 @@ def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Map
                          f"(families with one: {', '.join(with_abi)})")
     name = _string(table, "name", where)
     base = path.parent.resolve()
+    compiler, source = _compiler_and_source(table, base, where)
+    include_dirs = _paths(table, "include_dirs", base, where, must_be="dir") if "include_dirs" in table else ()
+    launches = _launches(table, abi, where)
+    if compiler != "binary":
+        _check_declared(launches, source, (*include_dirs, kernels_dir()), where, "launch" in table)
+    return TomlVariant(
+        file=path, family=family, name=name, source=source, include_dirs=include_dirs,
+        defines=_defines(table.get("defines", {}), where("defines")), launches=launches,
+        description=str(table.get("description", "")), compiler=compiler, flags=_flags(table, where))
+
+
+def _check_declared(launches: tuple[TomlLaunch, ...], source: Path, search: tuple[Path, ...], where,
+                    multi: bool) -> None:
+    """Each launch's kernel is declared in the source (or a header it includes) and, where its text shows
+    one parameter list, takes as many parameters as `args` lists (source_scan.py: a text scan; the
+    cubin's parameter table is checked exactly at compile time)."""
+    declared = declared_kernels(source, search)
+    for i, launch in enumerate(launches):
+        key = (lambda k, i=i: where(f"launch[{i}].{k}")) if multi else where
+        base = launch.kernel.split("<", 1)[0].strip()
+        if "{" in base:
+            continue  # the name itself comes from a placeholder: only the cubin can say
+        ident = base.rsplit("::", 1)[-1]
+        found = [d for d in declared if d.name == ident]
+        if not found and not mentions(source, search, ident):
+            names = ", ".join(sorted({d.name for d in declared})) or "none found"
+            raise InputError(f"{key('kernel')}: {base!r} is not declared in {source.name} or the headers it "
+                             f"includes (__global__ functions there: {names})")
+        counts = {d.params for d in found}
+        if len(counts) == 1 and (count := counts.pop()) != len(launch.args):
+            at = f"{found[0].file.name}:{found[0].line}"
+            raise InputError(f"{key('args')}: {len(launch.args)} arguments for the {count} parameters of "
+                             f"{ident} ({at})")
+
+
+def _compiler_and_source(table: Mapping[str, Any], base: Path, where) -> tuple[str, Path]:
+    """("nvrtc" or "nvcc", the one .cu of `sources`), or ("binary", the prebuilt cubin/fatbin)."""
+    compiler = table.get("compiler", "nvrtc")
+    if compiler not in COMPILERS:
+        raise InputError(f"{where('compiler')}: {compiler!r} is not a compiler (compilers: {', '.join(COMPILERS)})")
+    if "binary" in table:
+        clash = next((k for k in ("sources", "compiler", "flags", "include_dirs", "defines") if k in table), None)
+        if clash:
+            raise InputError(f"{where(clash)}: a variant with a prebuilt binary has no {clash} (it is not compiled)")
+        binary = _paths(table, "binary", base, where, must_be="file")
+        if len(binary) != 1:
+            raise InputError(f"{where('binary')}: one cubin or fatbin file")
+        return "binary", binary[0]
     sources = _paths(table, "sources", base, where, must_be="file")
     if len(sources) != 1:
         raise InputError(f"{where('sources')}: one .cu file (the kernel's translation unit); headers go beside it "
                          "or in include_dirs")
-    include_dirs = _paths(table, "include_dirs", base, where, must_be="dir") if "include_dirs" in table else ()
-    return TomlVariant(
-        file=path, family=family, name=name, source=sources[0], include_dirs=include_dirs,
-        defines=_defines(table.get("defines", {}), where("defines")), launches=_launches(table, abi, where),
-        description=str(table.get("description", "")))
+    return compiler, sources[0]
+
+
+def _flags(table: Mapping[str, Any], where) -> tuple[str, ...]:
+    value = table.get("flags", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("-") and v.strip() == v
+                                              and "\n" not in v for v in value):
+        raise InputError(f"{where('flags')}: expected a list of compiler options (each starting with -), "
+                         f"got {value!r}")
+    return tuple(value)
 
 
 def _launches(table: Mapping[str, Any], abi: LaunchAbi, where) -> tuple[TomlLaunch, ...]:
@@ -209,13 +284,14 @@ def _defines(value: Any, where: str) -> tuple[tuple[str, str], ...]:
 
 
 # --- joining the family's table -------------------------------------------------------------------
-def make_variant(tv: TomlVariant, abi: LaunchAbi):
+def make_variant(tv: TomlVariant, abi: LaunchAbi, unit: str | None = None):
     """The Variant of a TOML declaration: its kernels are each launch's name expression over every
-    placeholder value, from its own source; its launch runs the ABI's prelude, the declared launches in
-    order (each kernel looked up in the variant's own module), then the ABI's epilogue."""
+    placeholder value, from its own source (`unit`: the key the family knows it by); its launch runs the
+    ABI's prelude, the declared launches in order (each kernel looked up in the variant's own module),
+    then the ABI's epilogue."""
     from strata_bench.cases.family import Variant
 
-    source = str(tv.source)
+    source = str(tv.source) if unit is None else unit
     multi = len(tv.launches) > 1
 
     def kernels(family, src: str) -> list[str]:
@@ -254,13 +330,25 @@ def load_variant_files(paths: tuple[str, ...], families: Mapping[str, Any]) -> l
     for tv in parsed:
         family = families[tv.family]
         family.variants = tuple(v for v in family.variants if v.name != tv.name)
-        family.add_variant(make_variant(tv, family.launch_abi()), str(tv.source), tv.options())
+        unit = _unit(family, tv)
+        family.add_variant(make_variant(tv, family.launch_abi(), unit), unit, tv.options(), tv.build())
         family.__dict__.setdefault("_toml_files", {})[tv.name] = str(tv.file)
+        family.__dict__.setdefault("_toml_units", {})[tv.name] = unit
     return [(tv.family, tv.name) for tv in parsed]
+
+
+def _unit(family: Any, tv: TomlVariant) -> str:
+    """The key a variant's source is compiled and looked up under: its path, or, where another variant of
+    the family already builds that file (with other defines or flags), the path and the variant's name,
+    so each gets its own compile and its own kernels."""
+    path = str(tv.source)
+    owners = family.__dict__.get("_toml_units", {})
+    taken = {unit for name, unit in owners.items() if name != tv.name}
+    return path if path not in taken and path not in type(family).sources else f"{path}@{tv.name}"
 
 
 def remove_toml_variants(families: Mapping[str, Any]) -> None:
     """Drop every TOML variant (and its source) from the families' tables (tests; a fresh process has none)."""
     for family in families.values():
-        for key in ("variants", "sources", "_source_options", "_toml_files"):
+        for key in ("variants", "sources", "_source_options", "_source_builds", "_toml_files", "_toml_units"):
             family.__dict__.pop(key, None)

@@ -7,6 +7,7 @@ import click
 
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
                                       make_filter, output_option, quiet_option, results_option, split_output_format)
+from strata_bench.cli.gpu_run import compilers_for_gpu_run
 from strata_bench.errors import NoGpu
 
 
@@ -88,7 +89,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
     from strata_bench.report.progress import progress_bar
     with progress_bar("bench", total=len(cases) * len(devices), enabled=not quiet) as advance:
         try:
-            engine.run_on_devices(cases, devices, per_case, keep, on_fault, advance)
+            with compilers_for_gpu_run():
+                engine.run_on_devices(cases, devices, per_case, keep, on_fault, advance)
         finally:
             # Each device reached has its ceilings in this process (re-measured ones included), so
             # measure_ceilings only reads them back here; a device never reached has none.

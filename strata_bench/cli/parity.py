@@ -8,6 +8,7 @@ import click
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
                                       make_filter, output_option, quiet_option, results_option, split_output_format)
 from strata_bench.cli.sanitizing import sanitize_option
+from strata_bench.cli.gpu_run import compilers_for_gpu_run
 from strata_bench.errors import CheckFailed, KernelFault, NoGpu
 
 
@@ -114,8 +115,9 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
             ReferencePool(cases, FAMILIES, warn=lambda text: click.echo(text, err=True)) as pool:
         try:
             checker = CaseChecker(times, pool=pool, on_failure=dump)
-            engine.run_on_devices(cases, devices, checker, keep, fault_result, advance,
-                                  compiled=None if times is None else lambda sec: times.before.update(compile=sec))
+            with compilers_for_gpu_run():
+                engine.run_on_devices(cases, devices, checker, keep, fault_result, advance,
+                                      compiled=None if times is None else lambda sec: times.before.update(compile=sec))
         finally:
             if times is not None and pool.seconds is not None:
                 times.beside["references (pool)"] = pool.seconds

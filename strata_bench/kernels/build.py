@@ -299,8 +299,20 @@ def load_kernels(family: Any, device_id: int) -> Kernels:
 def compile_family(family: Any, arch: str, use_cache: bool = True) -> list[CompiledSource]:
     """Every program of every source of a family; a user family may set `kernels_root` (its --kernels DIR)."""
     root = family.kernels_root
-    return [compile_source(src, exprs, arch, family_source_options(family, src), use_cache, root)
+    return [compile_unit(family, src, exprs, arch, use_cache, root)
             for src in family.sources for exprs in programs(family, src)]
+
+
+def compile_unit(family: Any, source: str, exprs: Sequence[str], arch: str, use_cache: bool = True,
+                 root: Path | None = None) -> CompiledSource:
+    """One program of a family's source: a TOML variant's source through its own build (NVRTC, nvcc or a
+    prebuilt binary, kernels/variant_build.py), any other through NVRTC here."""
+    from strata_bench.kernels.variant_build import compile_build, source_build
+
+    spec = source_build(family, source)
+    if spec is not None:
+        return compile_build(spec, source, exprs, arch, use_cache)
+    return compile_source(source, exprs, arch, family_source_options(family, source), use_cache, root)
 
 
 PROGRAM_KERNELS = 8  # kernels per NVRTC program at most
@@ -311,6 +323,9 @@ def programs(family: Any, source: str) -> list[tuple[str, ...]]:
     in table order. NVRTC compiles one program on one core, so a source with many template instances
     (mmvq.cu has 55) compiles on several cores at once on a cold cache instead of being the long pole."""
     exprs = tuple(family.name_expressions(source))
+    spec = getattr(family, "source_build", lambda _s: None)(source)
+    if spec is not None and spec.one_program:
+        return [exprs]  # nvcc builds the whole file once, whatever it holds
     return [exprs[i:i + PROGRAM_KERNELS] for i in range(0, len(exprs), PROGRAM_KERNELS)] or [()]
 
 

@@ -25,6 +25,15 @@ args = ["w", "stride", "rows", "nchunks", "xq", "ncols", "y"]
 '''
 
 
+# The kernels GOOD and MULTI name, as their source declares them (the name and argument count are checked
+# against the text when the file is read).
+KERNELS = """template <class F> __global__ void __launch_bounds__(256)
+mmvq_row8(const uint8_t* w, long long stride, int rows, int nchunks, const block_q8_1* xq, int ncols, float* y) {}
+__global__ void swiglu_h_f32(const float* g, const float* u, long long ld, int rows, int cols, float* h) {}
+__global__ void quantize_rows_q8_1(const float* h, int rows, int cols, block_q8_1* q) {}
+"""
+
+
 @pytest.fixture
 def families():
     fams = load_builtin_families()
@@ -34,7 +43,7 @@ def families():
 
 @pytest.fixture
 def folder(tmp_path):
-    (tmp_path / "k.cu").write_text("// kernel\n")
+    (tmp_path / "k.cu").write_text(KERNELS)
     (tmp_path / "inc").mkdir()
     return tmp_path
 
