@@ -29,6 +29,27 @@ BASE_OPTIONS: tuple[str, ...] = (
 )
 
 
+# The float options a variant may decide (flags = ["-use_fast_math"] or ["-ftz=true"]): NVRTC lets an explicit
+# -ftz=false beat -use_fast_math whatever their order, so an appended -use_fast_math alone changed nothing
+# while BASE_OPTIONS named them. A variant's own option replaces the base one; -use_fast_math (which implies
+# -ftz=true -prec-div=false -prec-sqrt=false -fmad=true) replaces every one the variant does not name.
+FLOAT_OPTIONS = ("ftz", "prec-div", "prec-sqrt", "fmad")
+FAST_MATH = ("-use_fast_math", "--use_fast_math")
+
+
+def _float_option(option: str) -> str | None:
+    name = option.lstrip("-").split("=", 1)[0]
+    return name if option.startswith("-") and name in FLOAT_OPTIONS else None
+
+
+def base_options(extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """BASE_OPTIONS less the float options `extra` decides itself (see FLOAT_OPTIONS)."""
+    named = {_float_option(o) for o in extra} - {None}
+    fast = any(o in FAST_MATH for o in extra)
+    return tuple(o for o in BASE_OPTIONS
+                 if (key := _float_option(o)) is None or (key not in named and not fast))
+
+
 class ToolkitHeadersMissing(InputError):
     """A kernel needs a CUDA toolkit header (crt/mma.h for wmma) that no include folder has."""
 
@@ -119,7 +140,7 @@ def compile_options(arch: str, extra: Sequence[str] = (), root: Path | None = No
     includes = [f"-I{root}"] + ([f"-I{kernels_dir()}"] if root != kernels_dir() else [])
     includes += [f"-I{d}" for d in cuda_include_dirs()]
     # The hash define makes every cache (ours, CuPy's, NVRTC's) see a header edit as a new source.
-    return (f"--gpu-architecture={arch}", *BASE_OPTIONS, f"-DSTRATA_SRC_HASH=0x{kernels_src_hash(root)[:15]}",
+    return (f"--gpu-architecture={arch}", *base_options(extra), f"-DSTRATA_SRC_HASH=0x{kernels_src_hash(root)[:15]}",
             "-Xptxas=-v", *includes, *extra)
 
 

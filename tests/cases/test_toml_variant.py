@@ -251,3 +251,17 @@ def test_a_launch_whose_grid_is_empty_for_a_case_names_the_launch(families, fold
     with pytest.raises(InputError) as err:
         swiglu.launch(case, "two", Kernels(), {}, {})
     assert str(err.value) == f"{path}: variant 'two': launch[0].grid is (0,) for these fields"
+
+
+def test_nvrtc_flags_decide_the_float_options_and_are_recorded(families, folder):
+    from strata_bench.results import provenance
+
+    path = _write(folder, GOOD.replace('shared = 0', 'shared = 0\nflags = ["-use_fast_math", "-ftz=false"]'))
+    (tv,) = parse_variant_file(path, families)
+    assert tv.compiler == "nvrtc" and tv.options()[-2:] == ("-use_fast_math", "-ftz=false")
+    load_variant_files((str(path),), families)
+    (record,) = provenance.variant_builds("sm_90")
+    options = record["options"]
+    assert record["compiler"] == "nvrtc" and options[-2:] == ["-use_fast_math", "-ftz=false"]
+    # the variant's -ftz=false kept, the base -prec-div/-prec-sqrt/-fmad dropped for fast math's
+    assert [o for o in options if o.split("=")[0] in ("-ftz", "-prec-div", "-prec-sqrt", "-fmad")] == ["-ftz=false"]
