@@ -265,3 +265,47 @@ def test_nvrtc_flags_decide_the_float_options_and_are_recorded(families, folder)
     assert record["compiler"] == "nvrtc" and options[-2:] == ["-use_fast_math", "-ftz=false"]
     # the variant's -ftz=false kept, the base -prec-div/-prec-sqrt/-fmad dropped for fast math's
     assert [o for o in options if o.split("=")[0] in ("-ftz", "-prec-div", "-prec-sqrt", "-fmad")] == ["-ftz=false"]
+
+
+def test_identical_kernel_names_in_two_sources_stay_apart(families, tmp_path, monkeypatch):
+    # Two variants whose files declare the same kernel: each launch finds its own file's kernel (and a
+    # third variant of the first file with other defines gets a compile of its own).
+    import sys
+    import types
+
+    from strata_bench.kernels import build
+
+    calls = []
+
+    class Module:
+        def load(self, cubin):
+            self.cubin = cubin
+
+        def get_function(self, symbol):
+            return lambda grid, block, args, **kw: calls.append(self.cubin)
+
+    cuda = types.SimpleNamespace(function=types.SimpleNamespace(Module=Module))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+    files = []
+    for name, folder in (("a", "one"), ("b", "two")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "k.cu").write_text(KERNELS)
+        text = GOOD.replace('name = "row8"', f'name = "{name}"')
+        if name == "a":
+            text += "\n" + text.replace('name = "a"', 'name = "a2"').replace("ROW8_WARPS = 8", "ROW8_WARPS = 4")
+        files.append(str(_write(tmp_path / folder, text)))
+    load_variant_files(tuple(files), families)
+    mmvq = families["mmvq"]
+    units = mmvq.sources[-3:]
+    assert units == (str(tmp_path / "one" / "k.cu"), str(tmp_path / "one" / "k.cu") + "@a2",
+                     str(tmp_path / "two" / "k.cu"))
+    kernels = build.Kernels([build.CompiledSource(u, "sm_90", (), u.encode(), {e: "_Z" + e for e in
+                                                                              mmvq.name_expressions(u)}, "")
+                             for u in units])
+    case = next(c for c in mmvq.default_cases() if c.fmt == "q8_0")
+    monkeypatch.setattr(type(mmvq), "_quantize_activations", lambda *a, **k: None)
+    dev = {"w": 1, "xq": 2, "x": 3}
+    for variant in ("a", "a2", "b"):
+        mmvq.launch(case, variant, kernels, dev, {"y": 4})
+    assert calls == [u.encode() for u in units]
