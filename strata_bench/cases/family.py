@@ -45,6 +45,9 @@ class Variant:
     kernels: KernelsOf
     launch: LaunchFn
     description: str = ""
+    # case -> whether the variant runs it (a TOML variant whose kernel exists for some formats or column
+    # counts only); None: every case of the family.
+    applies: Callable[[Case], bool] | None = None
 
 
 class Family(ABC):
@@ -165,7 +168,11 @@ class Family(ABC):
         if self.variants:
             for name in chosen:
                 self.variant(name)  # an unknown name is an InputError now, not at launch
-        return Case(self.name, fmt, rows, cols, ncols, data, chosen, tuple(params.items()))
+        case = Case(self.name, fmt, rows, cols, ncols, data, chosen, tuple(params.items()))
+        if variants is None and any(v.applies is not None for v in self.variants):
+            runs = tuple(n for n in chosen if (test := self.variant(n).applies) is None or test(case))
+            case = Case(self.name, fmt, rows, cols, ncols, data, runs, case.params)
+        return case
 
     # --- optional hooks -----------------------------------------------------------------------------
     def bench_cases(self) -> Iterable[Case]:

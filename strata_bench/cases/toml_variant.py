@@ -28,6 +28,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from strata_bench.cases.abi import LaunchAbi
+from strata_bench.cases.abi_check import check_params
+from strata_bench.cases.c_types import CType
+from strata_bench.cases.toml_args import parse_structs
+from strata_bench.cases.toml_placeholders import PlaceholderRule, name_sets, names_for, parse_rules
 from strata_bench.cases.toml_launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
 from strata_bench.errors import InputError
 from strata_bench.kernels.source_scan import declared_kernels, mentions
@@ -35,7 +39,8 @@ from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
 from strata_bench.kernels.variant_build import COMPILERS, SourceBuild
 
 REQUIRED = ("family", "name", "sources", "kernel", "grid", "block", "args")
-OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch", "compiler", "flags", "binary")
+OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch", "compiler", "flags", "binary",
+            "placeholders")
 _HASHED_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
 
 
@@ -53,6 +58,7 @@ class TomlVariant:
     description: str = ""
     compiler: str = "nvrtc"  # "nvrtc" (the default), "nvcc", or "binary" (`source` is a prebuilt cubin/fatbin)
     flags: tuple[str, ...] = ()  # the compiler's own options, as given (NVRTC's or nvcc's)
+    rules: tuple[PlaceholderRule, ...] = ()  # its own placeholders ([variant.placeholders])
 
     # The first launch's keys (a one-launch variant's, as its table spells them).
     kernel = property(lambda self: self.launches[0].kernel)
@@ -80,10 +86,31 @@ class TomlVariant:
     def where(self) -> str:
         return f"{self.file}: variant {self.name!r}"
 
-    def build(self) -> SourceBuild:
-        """How the family compiles this variant's source (kernels/variant_build.py)."""
+    def build(self, abi: LaunchAbi | None = None) -> SourceBuild:
+        """How the family compiles this variant's source (kernels/variant_build.py); with the family's
+        `abi`, every kernel compiled is checked against the declared arguments (cases/abi_check.py)."""
         inputs = "" if self.compiler != "nvcc" else self.source_hash() + kernels_src_hash()
-        return SourceBuild(self.compiler, self.source, self.where, self.options(), inputs)
+        check = None if abi is None else self._checker(abi)
+        return SourceBuild(self.compiler, self.source, self.where, self.options(), inputs, check)
+
+    def _checker(self, abi: LaunchAbi):
+        """expr, cubin kernel -> None: the launches naming `expr` checked against its parameter table."""
+        multi = len(self.launches) > 1
+        expressions = [{launch.kernel.format(**names) for names in name_sets(self.rules, abi)}
+                       for launch in self.launches]
+
+        def check(expr: str, kernel) -> None:
+            for i, launch in enumerate(self.launches):
+                if expr in expressions[i] and launch.params:
+                    where = f"{self.where}: " + (f"launch[{i}]." if multi else "")
+                    check_params(kernel, [p.ctype for p in launch.params], launch.args, where, expr)
+
+        return check
+
+    def names_for(self, abi: LaunchAbi, case: Any) -> Mapping[str, str] | None:
+        """The case's placeholder values, None where the variant does not run the case (a rule without a
+        value for it)."""
+        return names_for(self.rules, abi, case)
 
     def source_hash(self) -> str:
         digest = hashlib.sha256(self.source.read_bytes())
@@ -112,13 +139,15 @@ def parse_variant_file(path: str | Path, families: Mapping[str, Any]) -> list[To
     """Every [[variant]] of a TOML file, checked against its family's ABI."""
     path = Path(path)
     doc = _load_toml(path)
-    extra = sorted(set(doc) - {"variant"})
+    extra = sorted(set(doc) - {"variant", "struct"})
     if extra:
-        raise InputError(f"{path}: unknown key {extra[0]!r} (a variants file holds [[variant]] tables)")
+        raise InputError(f"{path}: unknown key {extra[0]!r} (a variants file holds [[variant]] and [struct.NAME] "
+                         "tables)")
     tables = doc.get("variant")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise InputError(f"{path}: no [[variant]] table")
-    parsed = [_parse_table(path, i, table, families) for i, table in enumerate(tables)]
+    structs = parse_structs(doc, str(path))
+    parsed = [_parse_table(path, i, table, families, structs) for i, table in enumerate(tables)]
     names = [(v.family, v.name) for v in parsed]
     for key in names:
         if names.count(key) > 1:
@@ -132,7 +161,8 @@ def _where(path: Path, index: int, table: Mapping[str, Any], key: str) -> str:
     return f"{path}: {label}: {key}"
 
 
-def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Mapping[str, Any]) -> TomlVariant:
+def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Mapping[str, Any],
+                 structs: Mapping[str, CType] | None = None) -> TomlVariant:
     def where(key: str) -> str:
         return _where(path, index, table, key)
 
@@ -156,13 +186,14 @@ def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Map
     base = path.parent.resolve()
     compiler, source = _compiler_and_source(table, base, where)
     include_dirs = _paths(table, "include_dirs", base, where, must_be="dir") if "include_dirs" in table else ()
-    launches = _launches(table, abi, where)
+    rules = parse_rules(table["placeholders"], abi, where("placeholders")) if "placeholders" in table else ()
+    launches = _launches(table, abi, where, structs or {}, tuple(r.name for r in rules))
     if compiler != "binary":
         _check_declared(launches, source, (*include_dirs, kernels_dir()), where, "launch" in table)
     return TomlVariant(
         file=path, family=family, name=name, source=source, include_dirs=include_dirs,
         defines=_defines(table.get("defines", {}), where("defines")), launches=launches,
-        description=str(table.get("description", "")), compiler=compiler, flags=_flags(table, where))
+        description=str(table.get("description", "")), compiler=compiler, flags=_flags(table, where), rules=rules)
 
 
 def _check_declared(launches: tuple[TomlLaunch, ...], source: Path, search: tuple[Path, ...], where,
@@ -218,10 +249,11 @@ def _flags(table: Mapping[str, Any], where) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _launches(table: Mapping[str, Any], abi: LaunchAbi, where) -> tuple[TomlLaunch, ...]:
+def _launches(table: Mapping[str, Any], abi: LaunchAbi, where, structs: Mapping[str, CType],
+              own: tuple[str, ...]) -> tuple[TomlLaunch, ...]:
     """The one launch of the table's own keys, or its [[variant.launch]] tables in order."""
     if "launch" not in table:
-        return (parse_launch(table, abi, where),)
+        return (parse_launch(table, abi, where, structs, own),)
     mixed = [k for k in LAUNCH_KEYS if k in table]
     if mixed:
         raise InputError(f"{where(mixed[0])}: a variant with [[variant.launch]] tables declares {mixed[0]} in each "
@@ -240,7 +272,7 @@ def _launches(table: Mapping[str, Any], abi: LaunchAbi, where) -> tuple[TomlLaun
         unknown = sorted(set(launch) - set(LAUNCH_KEYS))
         if unknown:
             raise InputError(f"{at(unknown[0])}: unknown key (launch keys: {', '.join(LAUNCH_KEYS)})")
-        out.append(parse_launch(launch, abi, at))
+        out.append(parse_launch(launch, abi, at, structs, own))
     return tuple(out)
 
 
@@ -298,7 +330,7 @@ def make_variant(tv: TomlVariant, abi: LaunchAbi, unit: str | None = None):
         if src != source:
             return []
         return list(dict.fromkeys(launch.kernel.format(**values) for launch in tv.launches
-                                  for values in abi.placeholder_sets))
+                                  for values in name_sets(tv.rules, abi)))
 
     def launch(family, case, kernels_, dev, outs, stream=None) -> None:
         in_source = getattr(kernels_, "in_source", None)  # a stand-in kernels object may have one module
@@ -308,13 +340,17 @@ def make_variant(tv: TomlVariant, abi: LaunchAbi, unit: str | None = None):
 
         if abi.prelude is not None:
             abi.prelude(family, case, kernels_, dev, stream)
+        names = tv.names_for(abi, case)
+        if names is None:
+            raise InputError(f"{tv.where}: placeholders: no value for case {case.name} (the variant does not run it)")
         for i, step in enumerate(tv.launches):
             where = f"{tv.file}: variant {tv.name!r}: " + (f"launch[{i}]." if multi else "")
-            step.run(abi, case, lookup, dev, outs, stream, where)
+            step.run(abi, case, lookup, dev, outs, stream, where, names)
         if abi.epilogue is not None:
             abi.epilogue(family, case, kernels_, dev, outs, stream)
 
-    return Variant(tv.name, kernels, launch, tv.description or f"declared in {tv.file.name}")
+    applies = (lambda case: tv.names_for(abi, case) is not None) if tv.rules else None
+    return Variant(tv.name, kernels, launch, tv.description or f"declared in {tv.file.name}", applies)
 
 
 def load_variant_files(paths: tuple[str, ...], families: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -331,7 +367,8 @@ def load_variant_files(paths: tuple[str, ...], families: Mapping[str, Any]) -> l
         family = families[tv.family]
         family.variants = tuple(v for v in family.variants if v.name != tv.name)
         unit = _unit(family, tv)
-        family.add_variant(make_variant(tv, family.launch_abi(), unit), unit, tv.options(), tv.build())
+        abi = family.launch_abi()
+        family.add_variant(make_variant(tv, abi, unit), unit, tv.options(), tv.build(abi))
         family.__dict__.setdefault("_toml_files", {})[tv.name] = str(tv.file)
         family.__dict__.setdefault("_toml_units", {})[tv.name] = unit
     return [(tv.family, tv.name) for tv in parsed]

@@ -95,7 +95,7 @@ def test_source_hash_follows_headers(families, folder):
                                            "rows, nchunks, cols, xq, x, ncols, y, y_stride)"),
     (('"ceil_div(rows, 8)"', '"ceil_div(rowz, 8)"'), "variant 'row8': grid[0]: 'ceil_div(rowz, 8)' uses unknown "
                                                      "field 'rowz' (fields: rows, cols, ncols, nchunks, stride, "
-                                                     "row_bytes)"),
+                                                     "row_bytes, block_bytes, block_values)"),
     (('shared = 0', 'shared = "ncols * 36.0"'), "variant 'row8': shared: 'ncols * 36.0': only integer constants "
                                                 "(36.0 is not one)"),
     (('["k.cu"]', '["missing.cu"]'), "variant 'row8': sources: 'missing.cu' is not a file ("),
@@ -125,7 +125,7 @@ def test_file_level_errors(families, folder):
         parse_variant_file(folder / "nope.toml", families)
     path = _write(folder, 'title = "x"\n')
     with pytest.raises(InputError, match=r"v.toml: unknown key 'title' \(a variants file holds \[\[variant\]\] "
-                                         r"tables\)$"):
+                                         r"and \[struct.NAME\] tables\)$"):
         parse_variant_file(path, families)
     path = _write(folder, GOOD + GOOD)
     with pytest.raises(InputError, match=r"v.toml: variant 'row8' of mmvq is declared twice$"):
