@@ -48,6 +48,9 @@ class Variant:
     # case -> whether the variant runs it (a TOML variant whose kernel exists for some formats or column
     # counts only); None: every case of the family.
     applies: Callable[[Case], bool] | None = None
+    # How its float64 error is judged where it is not bitwise equal to the baseline (cases/error_model.py);
+    # None: bitwise equal to the baseline, within the family's bounds.
+    error_model: Any = None
 
 
 class Family(ABC):

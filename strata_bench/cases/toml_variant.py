@@ -30,6 +30,7 @@ from typing import Any, Mapping
 from strata_bench.cases.abi import LaunchAbi
 from strata_bench.cases.abi_check import check_params
 from strata_bench.cases.c_types import CType
+from strata_bench.cases.error_model import ErrorModel, parse_error_model
 from strata_bench.cases.toml_args import parse_structs
 from strata_bench.cases.toml_placeholders import PlaceholderRule, name_sets, names_for, parse_rules
 from strata_bench.cases.toml_launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
@@ -40,7 +41,7 @@ from strata_bench.kernels.variant_build import COMPILERS, SourceBuild
 
 REQUIRED = ("family", "name", "sources", "kernel", "grid", "block", "args")
 OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch", "compiler", "flags", "binary",
-            "placeholders")
+            "placeholders", "error")
 _HASHED_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
 
 
@@ -59,6 +60,7 @@ class TomlVariant:
     compiler: str = "nvrtc"  # "nvrtc" (the default), "nvcc", or "binary" (`source` is a prebuilt cubin/fatbin)
     flags: tuple[str, ...] = ()  # the compiler's own options, as given (NVRTC's or nvcc's)
     rules: tuple[PlaceholderRule, ...] = ()  # its own placeholders ([variant.placeholders])
+    error_model: ErrorModel | None = None  # [variant.error]: judged by its own bound, not bitwise
 
     # The first launch's keys (a one-launch variant's, as its table spells them).
     kernel = property(lambda self: self.launches[0].kernel)
@@ -193,7 +195,12 @@ def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Map
     return TomlVariant(
         file=path, family=family, name=name, source=source, include_dirs=include_dirs,
         defines=_defines(table.get("defines", {}), where("defines")), launches=launches,
-        description=str(table.get("description", "")), compiler=compiler, flags=_flags(table, where), rules=rules)
+        description=str(table.get("description", "")), compiler=compiler, flags=_flags(table, where), rules=rules,
+        error_model=parse_error_model(table["error"], _formats(abi), where("error")) if "error" in table else None)
+
+
+def _formats(abi: LaunchAbi) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(s["fmt"] for s in abi.placeholder_sets if "fmt" in s))
 
 
 def _check_declared(launches: tuple[TomlLaunch, ...], source: Path, search: tuple[Path, ...], where,
@@ -350,7 +357,8 @@ def make_variant(tv: TomlVariant, abi: LaunchAbi, unit: str | None = None):
             abi.epilogue(family, case, kernels_, dev, outs, stream)
 
     applies = (lambda case: tv.names_for(abi, case) is not None) if tv.rules else None
-    return Variant(tv.name, kernels, launch, tv.description or f"declared in {tv.file.name}", applies)
+    return Variant(tv.name, kernels, launch, tv.description or f"declared in {tv.file.name}", applies,
+                   tv.error_model)
 
 
 def load_variant_files(paths: tuple[str, ...], families: Mapping[str, Any]) -> list[tuple[str, str]]:
