@@ -123,7 +123,9 @@ def address(value: Any) -> int:
 
 def as_argument(ctype: CType, value: Any) -> Any:
     """The object CuPy passes for a parameter: a device array as it is (a pointer), a numpy scalar of
-    the type, or a numpy record (np.void) laid out as the vector or struct, passed by value."""
+    the type, or a 0-d numpy array of a structured dtype laid out as the vector or struct. CuPy passes a
+    numpy array of size one by value, as its bytes (function.pyx's CNumpyArray); a numpy scalar of a
+    structured dtype (np.void) is not one of the scalars it knows."""
     import numpy as np
 
     if ctype.kind == "pointer":
@@ -132,7 +134,7 @@ def as_argument(ctype: CType, value: Any) -> Any:
         return np.dtype(ctype.code).type(value)
     record = np.zeros((), dtype=ctype.dtype())
     _fill(record, ctype, value)
-    return record[()]
+    return record
 
 
 def _fill(record: Any, ctype: CType, value: Any) -> None:

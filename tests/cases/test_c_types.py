@@ -38,7 +38,7 @@ def test_values_are_encoded_as_the_kernel_reads_them():
     ptr, i32, f32 = parse_ctype("const float*"), parse_ctype("int"), parse_ctype("float")
     fusion = struct_type("f", [("a", ptr), ("b", ptr), ("op", i32), ("s", f32)])
     record = as_argument(fusion, {"b": 0x1000, "op": 3, "s": 0.5})
-    assert isinstance(record, np.void) and record.tobytes() == (
+    assert isinstance(record, np.ndarray) and record.shape == () and record.tobytes() == (
         bytes(8) + (0x1000).to_bytes(8, "little") + (3).to_bytes(4, "little") + np.float32(0.5).tobytes())
     assert as_argument(parse_ctype("uint3"), [1, 2, 3]).tobytes() == np.array([1, 2, 3], np.uint32).tobytes()
     assert as_argument(i32, 7) == np.int32(7) and type(as_argument(i32, 7)) is np.int32
