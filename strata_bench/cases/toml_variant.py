@@ -17,6 +17,11 @@ a built-in variant gets.
 A variant of several kernels declares them in order as [[variant.launch]] tables, each with kernel,
 grid, block, shared (optional) and args, instead of those keys in the [[variant]] table itself.
 
+Optional keys (docs/ABI.md): compiler = "nvcc" with flags (or flags for NVRTC, which may set the float
+options), binary = "x.cubin" in place of sources, argument tables and [struct.NAME] types
+(cases/toml_args.py), [variant.placeholders] rules (cases/toml_placeholders.py) and [variant.error]
+(cases/error_model.py).
+
 Every error (a TOML syntax error, an unknown family, key or argument, an expression over an unknown
 field, a missing source) is one InputError naming the file and the key.
 """
