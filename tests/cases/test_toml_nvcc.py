@@ -259,3 +259,12 @@ def test_provenance_records_the_exact_command_and_nvccs_version(families, folder
                       "command": [tool, "-cubin", "-arch=sm_90", "-std=c++17", "-O3", f"-I{folder}",
                                   f"-I{kernels_dir()}", "-DENGINE_SCALE=1.0f", "-Xptxas=-v", "-o", "<cubin>",
                                   str(folder / "engine.cu")]}
+
+
+def test_a_mistyped_kernel_is_one_line_at_list(folder):
+    path = _write(folder, TOML.replace("engine::dequant_rows<{traits}>", "engine::dequant_rowz<{traits}>"))
+    result = CliRunner().invoke(_cli(), ["parity", "--variants", str(path), "--family", "dequant", "--list"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"{path}: variant 'engine': kernel: 'engine::dequant_rowz' is not declared in engine.cu or the headers it "
+        "includes (__global__ functions there: dequant_rows)"]
