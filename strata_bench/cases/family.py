@@ -45,6 +45,12 @@ class Variant:
     kernels: KernelsOf
     launch: LaunchFn
     description: str = ""
+    # case -> whether the variant runs it (a TOML variant whose kernel exists for some formats or column
+    # counts only); None: every case of the family.
+    applies: Callable[[Case], bool] | None = None
+    # How its float64 error is judged where it is not bitwise equal to the baseline (cases/error_model.py);
+    # None: bitwise equal to the baseline, within the family's bounds.
+    error_model: Any = None
 
 
 class Family(ABC):
@@ -131,9 +137,15 @@ class Family(ABC):
         """Extra NVRTC options for one source (a TOML variant's include dirs and defines). Default: none."""
         return self.__dict__.get("_source_options", {}).get(source, ())
 
-    def add_variant(self, variant: Variant, source: str | None = None, options: tuple[str, ...] = ()) -> None:
-        """Append a variant to this instance's table (a TOML variant), with the source it compiles from
-        and that source's options; InputError when the table already has its name."""
+    def source_build(self, source: str) -> Any:
+        """How a TOML variant's source is built (kernels/variant_build.py SourceBuild: NVRTC, nvcc or a
+        prebuilt binary); None for the family's own sources, which NVRTC compiles with source_options."""
+        return self.__dict__.get("_source_builds", {}).get(source)
+
+    def add_variant(self, variant: Variant, source: str | None = None, options: tuple[str, ...] = (),
+                    build: Any = None) -> None:
+        """Append a variant to this instance's table (a TOML variant), with the source it compiles from,
+        that source's options and its build (SourceBuild); InputError when the table already has its name."""
         if any(v.name == variant.name for v in self.variants):
             raise InputError(f"{self.name} already has a variant named {variant.name!r} "
                              f"({', '.join(v.name for v in self.variants)})")
@@ -142,6 +154,8 @@ class Family(ABC):
             if source not in self.sources:
                 self.sources = (*self.sources, source)
             self.__dict__.setdefault("_source_options", {})[source] = tuple(options)
+            if build is not None:
+                self.__dict__.setdefault("_source_builds", {})[source] = build
 
     def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
                outs: Mapping[str, Any], stream: Any = None) -> None:
@@ -157,7 +171,11 @@ class Family(ABC):
         if self.variants:
             for name in chosen:
                 self.variant(name)  # an unknown name is an InputError now, not at launch
-        return Case(self.name, fmt, rows, cols, ncols, data, chosen, tuple(params.items()))
+        case = Case(self.name, fmt, rows, cols, ncols, data, chosen, tuple(params.items()))
+        if variants is None and any(v.applies is not None for v in self.variants):
+            runs = tuple(n for n in chosen if (test := self.variant(n).applies) is None or test(case))
+            case = Case(self.name, fmt, rows, cols, ncols, data, runs, case.params)
+        return case
 
     # --- optional hooks -----------------------------------------------------------------------------
     def bench_cases(self) -> Iterable[Case]:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from strata_bench.cases.abi import LaunchAbi
+from strata_bench.cases.c_types import CType
 from strata_bench.cases.expr import Expr, parse_expr
+from strata_bench.cases.toml_args import Arg, Context, parse_arg
 from strata_bench.errors import InputError
 
 LAUNCH_REQUIRED = ("kernel", "grid", "block", "args")
@@ -30,46 +32,95 @@ class TomlLaunch:
     grid: tuple[Expr, ...]
     block: tuple[Expr, ...]
     shared: Expr
-    args: tuple[str, ...]
+    args: tuple[str, ...]  # each argument's label: an ABI name as given, a table's type and value
+    params: tuple[Arg, ...] = ()  # the arguments, parsed (cases/toml_args.py); empty: `args` are ABI names
+
+    @property
+    def arguments(self) -> tuple[Arg, ...]:
+        return self.params
 
     def run(self, abi: LaunchAbi, case: Any, lookup: Callable[[str], Any], dev: Mapping[str, Any],
-            outs: Mapping[str, Any], stream: Any, where: str) -> None:
-        """Launch on the case: `lookup(name)` gives the compiled kernel of a name expression."""
+            outs: Mapping[str, Any], stream: Any, where: str, names: Mapping[str, str] | None = None) -> None:
+        """Launch on the case: `lookup(name)` gives the compiled kernel of a name expression; `names` are
+        the case's placeholder values (the ABI's, by default)."""
         from strata_bench.kernels.launch import allow_dynamic_shared
 
         fields = dict(abi.fields(case))
-        fn = lookup(self.kernel.format(**abi.placeholders(case)))
+        fn = lookup(self.kernel.format(**(abi.placeholders(case) if names is None else names)))
         grid = evaluate(self.grid, fields, f"{where}grid")
         block = evaluate(self.block, fields, f"{where}block")
+        check_grid(grid, f"{where}grid")
+        check_block(block, f"{where}block")
         shared = evaluate((self.shared,), fields, f"{where}shared", shared=True)[0]
         if shared:
             allow_dynamic_shared(fn, shared)
-        args = tuple(abi.arg(name).value(case, dev, outs) for name in self.args)
+        if self.params:
+            ctx = Context(abi, case, fields, dev, outs)
+            try:
+                args = tuple(arg.value(ctx) for arg in self.params)
+            except (ZeroDivisionError, ValueError, TypeError) as exc:
+                raise InputError(f"{where}args: {exc}") from None
+        else:
+            args = tuple(abi.arg(name).value(case, dev, outs) for name in self.args)
         fn(grid, block, args, shared_mem=shared, stream=stream)
 
 
-def parse_launch(table: Mapping[str, Any], abi: LaunchAbi, where: Callable[[str], str]) -> TomlLaunch:
-    """The launch keys of one table (a [[variant]] or one of its [[variant.launch]] tables)."""
+def parse_launch(table: Mapping[str, Any], abi: LaunchAbi, where: Callable[[str], str],
+                 structs: Mapping[str, CType] | None = None, placeholders: tuple[str, ...] = ()) -> TomlLaunch:
+    """The launch keys of one table (a [[variant]] or one of its [[variant.launch]] tables); `structs`
+    are the file's [struct.NAME] types, `placeholders` the variant's own ([variant.placeholders])."""
     kernel = table["kernel"]
     if not isinstance(kernel, str) or not kernel.strip():
         raise InputError(f"{where('kernel')}: expected a non-empty string, got {kernel!r}")
     kernel = kernel.strip()
-    check_placeholders(kernel, abi, where("kernel"))
+    check_placeholders(kernel, abi, where("kernel"), placeholders)
     fields = abi.field_names
-    return TomlLaunch(kernel=kernel, grid=dims(table["grid"], fields, where("grid")),
-                      block=dims(table["block"], fields, where("block")),
+    block = dims(table["block"], fields, where("block"))
+    if all(not _names(e) for e in block):  # constant: checked now, not at the first launch
+        check_block(tuple(e({}) for e in block), where("block"))
+    params = parse_args(table["args"], abi, where("args"), structs or {})
+    return TomlLaunch(kernel=kernel, grid=dims(table["grid"], fields, where("grid")), block=block,
                       shared=parse_expr(table.get("shared", 0), fields, where("shared")),
-                      args=arg_names(table["args"], abi, where("args")))
+                      args=tuple(p.label for p in params), params=params)
 
 
-def check_placeholders(kernel: str, abi: LaunchAbi, where: str) -> None:
+# CUDA's limits on every current architecture: threads per block, and each dimension of block and grid.
+MAX_THREADS = 1024
+BLOCK_LIMITS = (1024, 1024, 64)
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+def check_block(block: tuple[int, ...], where: str) -> None:
+    threads = 1
+    for n in block:
+        threads *= n
+    over = [i for i, n in enumerate(block) if n > BLOCK_LIMITS[i]]
+    if threads > MAX_THREADS or over:
+        raise InputError(f"{where}: {list(block)} is {threads} threads (a block holds at most {MAX_THREADS}; "
+                         f"x and y at most 1024, z at most 64)")
+
+
+def check_grid(grid: tuple[int, ...], where: str) -> None:
+    over = [i for i, n in enumerate(grid) if n > GRID_LIMITS[i]]
+    if over:
+        raise InputError(f"{where}: {list(grid)}: grid dimension {'xyz'[over[0]]} is over its limit "
+                         f"{GRID_LIMITS[over[0]]}")
+
+
+def _names(expr: Expr) -> set[str]:
+    import ast
+
+    return {n.id for n in ast.walk(expr.tree) if isinstance(n, ast.Name)}
+
+
+def check_placeholders(kernel: str, abi: LaunchAbi, where: str, own: tuple[str, ...] = ()) -> None:
     try:
         names = [field for _, field, spec, conv in string.Formatter().parse(kernel) if field is not None]
     except ValueError as exc:
         raise InputError(f"{where}: {kernel!r}: {exc}") from None
     for name in names:
-        if name not in abi.placeholder_names:
-            known = ", ".join("{" + p + "}" for p in abi.placeholder_names) or "none"
+        if name not in abi.placeholder_names and name not in own:
+            known = ", ".join("{" + p + "}" for p in (*abi.placeholder_names, *own)) or "none"
             raise InputError(f"{where}: {kernel!r} uses unknown placeholder {{{name}}} (placeholders: {known})")
 
 
@@ -80,13 +131,17 @@ def dims(value: Any, fields: tuple[str, ...], where: str) -> tuple[Expr, ...]:
     return tuple(parse_expr(v, fields, f"{where}[{i}]") for i, v in enumerate(items))
 
 
-def arg_names(value: Any, abi: LaunchAbi, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        raise InputError(f"{where}: expected a list of argument names, got {value!r}")
-    for i, name in enumerate(value):
-        if abi.arg(name) is None:
-            raise InputError(f"{where}[{i}]: unknown argument {name!r} ({abi.family} ABI: {', '.join(abi.arg_names)})")
-    return tuple(value)
+def parse_args(value: Any, abi: LaunchAbi, where: str, structs: Mapping[str, CType]) -> tuple[Arg, ...]:
+    """The `args` list: ABI names and argument tables (cases/toml_args.py), in kernel parameter order."""
+    if not isinstance(value, list) or not value:
+        raise InputError(f"{where}: expected a list of argument names or tables, got {value!r}")
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, str) and item in value[:i]:
+            # A value a kernel takes twice is said as such ({ type = "int", value = "rows" }), not by a repeat.
+            raise InputError(f"{where}[{i}]: {item!r} is listed twice (args[{value.index(item)}] too)")
+        out.append(parse_arg(item, abi, structs, f"{where}[{i}]"))
+    return tuple(out)
 
 
 def evaluate(exprs: tuple[Expr, ...], fields: Mapping[str, int], where: str, shared: bool = False) -> tuple[int, ...]:

@@ -17,6 +17,11 @@ a built-in variant gets.
 A variant of several kernels declares them in order as [[variant.launch]] tables, each with kernel,
 grid, block, shared (optional) and args, instead of those keys in the [[variant]] table itself.
 
+Optional keys (docs/ABI.md): compiler = "nvcc" with flags (or flags for NVRTC, which may set the float
+options), binary = "x.cubin" in place of sources, argument tables and [struct.NAME] types
+(cases/toml_args.py), [variant.placeholders] rules (cases/toml_placeholders.py) and [variant.error]
+(cases/error_model.py).
+
 Every error (a TOML syntax error, an unknown family, key or argument, an expression over an unknown
 field, a missing source) is one InputError naming the file and the key.
 """
@@ -28,11 +33,20 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from strata_bench.cases.abi import LaunchAbi
+from strata_bench.cases.abi_check import check_params
+from strata_bench.cases.c_types import CType
+from strata_bench.cases.error_model import ErrorModel, parse_error_model
+from strata_bench.cases.toml_args import parse_structs
+from strata_bench.cases.toml_placeholders import PlaceholderRule, name_sets, names_for, parse_rules
 from strata_bench.cases.toml_launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
 from strata_bench.errors import InputError
+from strata_bench.kernels.source_scan import declared_kernels, mentions
+from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
+from strata_bench.kernels.variant_build import COMPILERS, SourceBuild
 
 REQUIRED = ("family", "name", "sources", "kernel", "grid", "block", "args")
-OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch")
+OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch", "compiler", "flags", "binary",
+            "placeholders", "error")
 _HASHED_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
 
 
@@ -48,6 +62,10 @@ class TomlVariant:
     defines: tuple[tuple[str, str], ...]
     launches: tuple[TomlLaunch, ...]
     description: str = ""
+    compiler: str = "nvrtc"  # "nvrtc" (the default), "nvcc", or "binary" (`source` is a prebuilt cubin/fatbin)
+    flags: tuple[str, ...] = ()  # the compiler's own options, as given (NVRTC's or nvcc's)
+    rules: tuple[PlaceholderRule, ...] = ()  # its own placeholders ([variant.placeholders])
+    error_model: ErrorModel | None = None  # [variant.error]: judged by its own bound, not bitwise
 
     # The first launch's keys (a one-launch variant's, as its table spells them).
     kernel = property(lambda self: self.launches[0].kernel)
@@ -57,12 +75,49 @@ class TomlVariant:
     args = property(lambda self: self.launches[0].args)
 
     def options(self) -> tuple[str, ...]:
-        """NVRTC options of the variant's source: its folder and include dirs, its defines, and a hash of
-        every header it can see, so an edit to any of them is a new compile (the cubin cache keys on
-        the options)."""
+        """The compiler options of the variant's source. NVRTC: its folder and include dirs, its defines,
+        a hash of every header it can see (so an edit to any of them is a new compile: the cubin cache
+        keys on the options), then its flags. nvcc: its flags first, as an engine's build gives them,
+        then its folder, include dirs and kernels_src (-I) and its defines (nvcc's cache key hashes the
+        headers itself)."""
         dirs = (self.source.parent, *self.include_dirs)
         defines = tuple(f"-D{k}={v}" if v != "" else f"-D{k}" for k, v in self.defines)
-        return (*(f"-I{d}" for d in dirs), *defines, f"-DSTRATA_VARIANT_HASH=0x{self.source_hash()[:15]}")
+        if self.compiler == "nvcc":
+            return (*self.flags, *(f"-I{d}" for d in (*dirs, kernels_dir())), *defines)
+        if self.compiler == "binary":
+            return ()
+        return (*(f"-I{d}" for d in dirs), *defines, f"-DSTRATA_VARIANT_HASH=0x{self.source_hash()[:15]}",
+                *self.flags)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}: variant {self.name!r}"
+
+    def build(self, abi: LaunchAbi | None = None) -> SourceBuild:
+        """How the family compiles this variant's source (kernels/variant_build.py); with the family's
+        `abi`, every kernel compiled is checked against the declared arguments (cases/abi_check.py)."""
+        inputs = "" if self.compiler != "nvcc" else self.source_hash() + kernels_src_hash()
+        check = None if abi is None else self._checker(abi)
+        return SourceBuild(self.compiler, self.source, self.where, self.options(), inputs, check)
+
+    def _checker(self, abi: LaunchAbi):
+        """expr, cubin kernel -> None: the launches naming `expr` checked against its parameter table."""
+        multi = len(self.launches) > 1
+        expressions = [{launch.kernel.format(**names) for names in name_sets(self.rules, abi)}
+                       for launch in self.launches]
+
+        def check(expr: str, kernel) -> None:
+            for i, launch in enumerate(self.launches):
+                if expr in expressions[i] and launch.params:
+                    where = f"{self.where}: " + (f"launch[{i}]." if multi else "")
+                    check_params(kernel, [p.ctype for p in launch.params], launch.args, where, expr)
+
+        return check
+
+    def names_for(self, abi: LaunchAbi, case: Any) -> Mapping[str, str] | None:
+        """The case's placeholder values, None where the variant does not run the case (a rule without a
+        value for it)."""
+        return names_for(self.rules, abi, case)
 
     def source_hash(self) -> str:
         digest = hashlib.sha256(self.source.read_bytes())
@@ -91,13 +146,15 @@ def parse_variant_file(path: str | Path, families: Mapping[str, Any]) -> list[To
     """Every [[variant]] of a TOML file, checked against its family's ABI."""
     path = Path(path)
     doc = _load_toml(path)
-    extra = sorted(set(doc) - {"variant"})
+    extra = sorted(set(doc) - {"variant", "struct"})
     if extra:
-        raise InputError(f"{path}: unknown key {extra[0]!r} (a variants file holds [[variant]] tables)")
+        raise InputError(f"{path}: unknown key {extra[0]!r} (a variants file holds [[variant]] and [struct.NAME] "
+                         "tables)")
     tables = doc.get("variant")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise InputError(f"{path}: no [[variant]] table")
-    parsed = [_parse_table(path, i, table, families) for i, table in enumerate(tables)]
+    structs = parse_structs(doc, str(path))
+    parsed = [_parse_table(path, i, table, families, structs) for i, table in enumerate(tables)]
     names = [(v.family, v.name) for v in parsed]
     for key in names:
         if names.count(key) > 1:
@@ -111,14 +168,16 @@ def _where(path: Path, index: int, table: Mapping[str, Any], key: str) -> str:
     return f"{path}: {label}: {key}"
 
 
-def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Mapping[str, Any]) -> TomlVariant:
+def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Mapping[str, Any],
+                 structs: Mapping[str, CType] | None = None) -> TomlVariant:
     def where(key: str) -> str:
         return _where(path, index, table, key)
 
-    for key in REQUIRED[:3] if "launch" in table else REQUIRED:
+    required = [k for k in (REQUIRED[:3] if "launch" in table else REQUIRED) if k != "sources" or "binary" not in table]
+    for key in required:
         if key not in table:
             raise InputError(f"{where(key)}: missing (a variant needs {', '.join(REQUIRED)}; or family, name, "
-                             "sources and [[variant.launch]] tables)")
+                             "sources and [[variant.launch]] tables; binary in place of sources)")
     unknown = sorted(set(table) - set(REQUIRED) - set(OPTIONAL))
     if unknown:
         raise InputError(f"{where(unknown[0])}: unknown key (keys: {', '.join(REQUIRED + OPTIONAL)})")
@@ -132,21 +191,81 @@ def _parse_table(path: Path, index: int, table: Mapping[str, Any], families: Map
                          f"(families with one: {', '.join(with_abi)})")
     name = _string(table, "name", where)
     base = path.parent.resolve()
+    compiler, source = _compiler_and_source(table, base, where)
+    include_dirs = _paths(table, "include_dirs", base, where, must_be="dir") if "include_dirs" in table else ()
+    rules = parse_rules(table["placeholders"], abi, where("placeholders")) if "placeholders" in table else ()
+    launches = _launches(table, abi, where, structs or {}, tuple(r.name for r in rules))
+    if compiler != "binary":
+        _check_declared(launches, source, (*include_dirs, kernels_dir()), where, "launch" in table)
+    return TomlVariant(
+        file=path, family=family, name=name, source=source, include_dirs=include_dirs,
+        defines=_defines(table.get("defines", {}), where("defines")), launches=launches,
+        description=str(table.get("description", "")), compiler=compiler, flags=_flags(table, where), rules=rules,
+        error_model=parse_error_model(table["error"], _formats(abi), where("error")) if "error" in table else None)
+
+
+def _formats(abi: LaunchAbi) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(s["fmt"] for s in abi.placeholder_sets if "fmt" in s))
+
+
+def _check_declared(launches: tuple[TomlLaunch, ...], source: Path, search: tuple[Path, ...], where,
+                    multi: bool) -> None:
+    """Each launch's kernel is declared in the source (or a header it includes) and, where its text shows
+    one parameter list, takes as many parameters as `args` lists (source_scan.py: a text scan; the
+    cubin's parameter table is checked exactly at compile time)."""
+    declared = declared_kernels(source, search)
+    for i, launch in enumerate(launches):
+        key = (lambda k, i=i: where(f"launch[{i}].{k}")) if multi else where
+        base = launch.kernel.split("<", 1)[0].strip()
+        if "{" in base:
+            continue  # the name itself comes from a placeholder: only the cubin can say
+        ident = base.rsplit("::", 1)[-1]
+        found = [d for d in declared if d.name == ident]
+        if not found and not mentions(source, search, ident):
+            names = ", ".join(sorted({d.name for d in declared})) or "none found"
+            raise InputError(f"{key('kernel')}: {base!r} is not declared in {source.name} or the headers it "
+                             f"includes (__global__ functions there: {names})")
+        counts = {d.params for d in found}
+        if len(counts) == 1 and (count := counts.pop()) != len(launch.args):
+            at = f"{found[0].file.name}:{found[0].line}"
+            raise InputError(f"{key('args')}: {len(launch.args)} arguments for the {count} parameters of "
+                             f"{ident} ({at})")
+
+
+def _compiler_and_source(table: Mapping[str, Any], base: Path, where) -> tuple[str, Path]:
+    """("nvrtc" or "nvcc", the one .cu of `sources`), or ("binary", the prebuilt cubin/fatbin)."""
+    compiler = table.get("compiler", "nvrtc")
+    if compiler not in COMPILERS:
+        raise InputError(f"{where('compiler')}: {compiler!r} is not a compiler (compilers: {', '.join(COMPILERS)})")
+    if "binary" in table:
+        clash = next((k for k in ("sources", "compiler", "flags", "include_dirs", "defines") if k in table), None)
+        if clash:
+            raise InputError(f"{where(clash)}: a variant with a prebuilt binary has no {clash} (it is not compiled)")
+        binary = _paths(table, "binary", base, where, must_be="file")
+        if len(binary) != 1:
+            raise InputError(f"{where('binary')}: one cubin or fatbin file")
+        return "binary", binary[0]
     sources = _paths(table, "sources", base, where, must_be="file")
     if len(sources) != 1:
         raise InputError(f"{where('sources')}: one .cu file (the kernel's translation unit); headers go beside it "
                          "or in include_dirs")
-    include_dirs = _paths(table, "include_dirs", base, where, must_be="dir") if "include_dirs" in table else ()
-    return TomlVariant(
-        file=path, family=family, name=name, source=sources[0], include_dirs=include_dirs,
-        defines=_defines(table.get("defines", {}), where("defines")), launches=_launches(table, abi, where),
-        description=str(table.get("description", "")))
+    return compiler, sources[0]
 
 
-def _launches(table: Mapping[str, Any], abi: LaunchAbi, where) -> tuple[TomlLaunch, ...]:
+def _flags(table: Mapping[str, Any], where) -> tuple[str, ...]:
+    value = table.get("flags", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("-") and v.strip() == v
+                                              and "\n" not in v for v in value):
+        raise InputError(f"{where('flags')}: expected a list of compiler options (each starting with -), "
+                         f"got {value!r}")
+    return tuple(value)
+
+
+def _launches(table: Mapping[str, Any], abi: LaunchAbi, where, structs: Mapping[str, CType],
+              own: tuple[str, ...]) -> tuple[TomlLaunch, ...]:
     """The one launch of the table's own keys, or its [[variant.launch]] tables in order."""
     if "launch" not in table:
-        return (parse_launch(table, abi, where),)
+        return (parse_launch(table, abi, where, structs, own),)
     mixed = [k for k in LAUNCH_KEYS if k in table]
     if mixed:
         raise InputError(f"{where(mixed[0])}: a variant with [[variant.launch]] tables declares {mixed[0]} in each "
@@ -165,7 +284,7 @@ def _launches(table: Mapping[str, Any], abi: LaunchAbi, where) -> tuple[TomlLaun
         unknown = sorted(set(launch) - set(LAUNCH_KEYS))
         if unknown:
             raise InputError(f"{at(unknown[0])}: unknown key (launch keys: {', '.join(LAUNCH_KEYS)})")
-        out.append(parse_launch(launch, abi, at))
+        out.append(parse_launch(launch, abi, at, structs, own))
     return tuple(out)
 
 
@@ -209,20 +328,21 @@ def _defines(value: Any, where: str) -> tuple[tuple[str, str], ...]:
 
 
 # --- joining the family's table -------------------------------------------------------------------
-def make_variant(tv: TomlVariant, abi: LaunchAbi):
+def make_variant(tv: TomlVariant, abi: LaunchAbi, unit: str | None = None):
     """The Variant of a TOML declaration: its kernels are each launch's name expression over every
-    placeholder value, from its own source; its launch runs the ABI's prelude, the declared launches in
-    order (each kernel looked up in the variant's own module), then the ABI's epilogue."""
+    placeholder value, from its own source (`unit`: the key the family knows it by); its launch runs the
+    ABI's prelude, the declared launches in order (each kernel looked up in the variant's own module),
+    then the ABI's epilogue."""
     from strata_bench.cases.family import Variant
 
-    source = str(tv.source)
+    source = str(tv.source) if unit is None else unit
     multi = len(tv.launches) > 1
 
     def kernels(family, src: str) -> list[str]:
         if src != source:
             return []
         return list(dict.fromkeys(launch.kernel.format(**values) for launch in tv.launches
-                                  for values in abi.placeholder_sets))
+                                  for values in name_sets(tv.rules, abi)))
 
     def launch(family, case, kernels_, dev, outs, stream=None) -> None:
         in_source = getattr(kernels_, "in_source", None)  # a stand-in kernels object may have one module
@@ -232,13 +352,18 @@ def make_variant(tv: TomlVariant, abi: LaunchAbi):
 
         if abi.prelude is not None:
             abi.prelude(family, case, kernels_, dev, stream)
+        names = tv.names_for(abi, case)
+        if names is None:
+            raise InputError(f"{tv.where}: placeholders: no value for case {case.name} (the variant does not run it)")
         for i, step in enumerate(tv.launches):
             where = f"{tv.file}: variant {tv.name!r}: " + (f"launch[{i}]." if multi else "")
-            step.run(abi, case, lookup, dev, outs, stream, where)
+            step.run(abi, case, lookup, dev, outs, stream, where, names)
         if abi.epilogue is not None:
             abi.epilogue(family, case, kernels_, dev, outs, stream)
 
-    return Variant(tv.name, kernels, launch, tv.description or f"declared in {tv.file.name}")
+    applies = (lambda case: tv.names_for(abi, case) is not None) if tv.rules else None
+    return Variant(tv.name, kernels, launch, tv.description or f"declared in {tv.file.name}", applies,
+                   tv.error_model)
 
 
 def load_variant_files(paths: tuple[str, ...], families: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -254,13 +379,26 @@ def load_variant_files(paths: tuple[str, ...], families: Mapping[str, Any]) -> l
     for tv in parsed:
         family = families[tv.family]
         family.variants = tuple(v for v in family.variants if v.name != tv.name)
-        family.add_variant(make_variant(tv, family.launch_abi()), str(tv.source), tv.options())
+        unit = _unit(family, tv)
+        abi = family.launch_abi()
+        family.add_variant(make_variant(tv, abi, unit), unit, tv.options(), tv.build(abi))
         family.__dict__.setdefault("_toml_files", {})[tv.name] = str(tv.file)
+        family.__dict__.setdefault("_toml_units", {})[tv.name] = unit
     return [(tv.family, tv.name) for tv in parsed]
+
+
+def _unit(family: Any, tv: TomlVariant) -> str:
+    """The key a variant's source is compiled and looked up under: its path, or, where another variant of
+    the family already builds that file (with other defines or flags), the path and the variant's name,
+    so each gets its own compile and its own kernels."""
+    path = str(tv.source)
+    owners = family.__dict__.get("_toml_units", {})
+    taken = {unit for name, unit in owners.items() if name != tv.name}
+    return path if path not in taken and path not in type(family).sources else f"{path}@{tv.name}"
 
 
 def remove_toml_variants(families: Mapping[str, Any]) -> None:
     """Drop every TOML variant (and its source) from the families' tables (tests; a fresh process has none)."""
     for family in families.values():
-        for key in ("variants", "sources", "_source_options", "_toml_files"):
+        for key in ("variants", "sources", "_source_options", "_source_builds", "_toml_files", "_toml_units"):
             family.__dict__.pop(key, None)

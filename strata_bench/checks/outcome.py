@@ -28,7 +28,7 @@ class CheckResult:
     output), `bound_index` that element's index in the output and `bound_at` the family's name for it.
     """
 
-    check: str  # "written", "finite", "bitwise", "columns", "f64", "err-equal"
+    check: str  # "written", "finite", "bitwise", "columns", "f64", "err-equal", "err-model"
     variant: str
     ok: bool
     detail: str = ""
@@ -40,6 +40,7 @@ class CheckResult:
     bound_ratio: float | None = None
     bound_index: tuple[int, ...] | None = None
     bound_at: str = ""
+    baseline_ratio: float | None = None  # err-model: max|err| / the baseline's max|err| (inf where that is 0)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class CaseResult:
     def worst_ratio(self) -> float | None:
         """Largest max|err|/max|ref| over the float64 checks (a scale-free accuracy figure)."""
         ratios = [c.max_err / c.max_ref for c in self.checks
-                  if c.check == "f64" and c.max_err is not None and c.max_ref]
+                  if c.check in ("f64", "err-model") and c.max_err is not None and c.max_ref]
         return max(ratios) if ratios else None
 
     def to_record(self) -> dict[str, Any]:

@@ -184,9 +184,13 @@ def _kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir
         if exc.name != "strata_bench.ab.kernel":
             raise
         raise InputError("kernel A/B is unavailable: strata_bench.ab.kernel is missing from this build") from None
-    return kernel_ab.run_kernel_ab(case_filter=case_filter, variant_a=variant_a, variant_b=variant_b, plan=plan,
-                                   results_dir=Path(results_dir), kernels_dir=kernels_dir, cases_file=cases_file,
-                                   quiet=quiet, **({} if request in (None, CaseRequest()) else {"request": request}))
+    from strata_bench.cli.gpu_run import compilers_for_gpu_run
+
+    extra = {} if request in (None, CaseRequest()) else {"request": request}
+    with compilers_for_gpu_run():
+        return kernel_ab.run_kernel_ab(case_filter=case_filter, variant_a=variant_a, variant_b=variant_b, plan=plan,
+                                       results_dir=Path(results_dir), kernels_dir=kernels_dir, cases_file=cases_file,
+                                       quiet=quiet, **extra)
 
 
 def _provenance() -> dict:

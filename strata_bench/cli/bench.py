@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from strata_bench.cli.devices import chosen_devices, device_names, progress
+from strata_bench.cli.gpu_run import compilers_for_gpu_run
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
                                       make_filter, output_option, quiet_option, results_option, split_output_format)
 
@@ -62,7 +63,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
     devices = chosen_devices(device_spec, len(cases), "timed")
     plan = BenchPlan(Selection(cases, devices, device_names(devices), Path(results_dir)),
                      TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget))
-    report = run_bench(plan, None if quiet else progress)
+    with compilers_for_gpu_run():  # a variant's missing nvcc skips the run (77), as a missing GPU does
+        report = run_bench(plan, None if quiet else progress)
     _render(report, output or "table")
     click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {report.summary_path}", err=True)
     _raise_for_fault(report.timings, report.summary_path)

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from strata_bench.cli.devices import chosen_devices, device_names, progress
+from strata_bench.cli.gpu_run import compilers_for_gpu_run
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
                                       make_filter, output_option, quiet_option, results_option, split_output_format)
 from strata_bench.cli.sanitizing import sanitize_option
@@ -88,7 +89,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
         return run_sanitize(click.get_current_context(), sanitize, cases, device_spec, results_dir, quiet)
     devices = chosen_devices(device_spec, len(cases), "run")
     plan = ParityPlan(Selection(cases, devices, device_names(devices), Path(results_dir)), rerun, dump, profile)
-    report = run_parity(plan, None if quiet else progress, warn=lambda text: click.echo(text, err=True))
+    with compilers_for_gpu_run():  # a variant's missing nvcc skips the run (77), as a missing GPU does
+        report = run_parity(plan, None if quiet else progress, warn=lambda text: click.echo(text, err=True))
     _render(report, devices, output, rerun)
     if dump is not None:
         click.echo(_dump_line(dump, report.run), err=output != "table")

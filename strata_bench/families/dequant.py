@@ -122,7 +122,12 @@ class Dequant(Family):
 
 
 def _abi_fields(case: Case) -> dict[str, int]:
-    return {"rows": case.rows, "cols": case.cols, "nchunks": case.cols // 32, "stride": row_stride(case.fmt, case.cols)}
+    from strata_bench.formats import get_format
+
+    fmt = get_format(case.fmt)
+    # block_bytes and block_values: an engine's strides count blocks (exact_div(stride, block_bytes)).
+    return {"rows": case.rows, "cols": case.cols, "nchunks": case.cols // 32, "stride": row_stride(case.fmt, case.cols),
+            "block_bytes": fmt.type_size, "block_values": fmt.block_size}
 
 
 DEQUANT_ABI = LaunchAbi(
@@ -132,7 +137,7 @@ DEQUANT_ABI = LaunchAbi(
                          rows="rows", cols="values per row"),
         AbiArg("y", "float*", "[rows][cols] float32, every element written", lambda c, d, o: o["y"]),
     ),
-    field_names=("rows", "cols", "nchunks", "stride"),
+    field_names=("rows", "cols", "nchunks", "stride", "block_bytes", "block_values"),
     fields=_abi_fields,
     placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in FORMATS),
     placeholders=lambda case: {"traits": traits(case.fmt), "fmt": case.fmt},

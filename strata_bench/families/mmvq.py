@@ -342,8 +342,11 @@ class Mmvq(Family):
 def _abi_fields(case: Case) -> dict[str, int]:
     from strata_bench.formats import get_format
 
+    fmt = get_format(case.fmt)
+    # block_bytes and block_values: an engine's strides count blocks (exact_div(stride, block_bytes)).
     return {"rows": case.rows, "cols": case.cols, "ncols": case.ncols, "nchunks": case.cols // 32,
-            "stride": row_stride(case.fmt, case.cols), "row_bytes": get_format(case.fmt).bytes_per_row(case.cols)}
+            "stride": row_stride(case.fmt, case.cols), "row_bytes": fmt.bytes_per_row(case.cols),
+            "block_bytes": fmt.type_size, "block_values": fmt.block_size}
 
 
 MMVQ_ABI = LaunchAbi(
@@ -359,7 +362,7 @@ MMVQ_ABI = LaunchAbi(
         AbiArg("y_stride", "int", "floats from one output column to the next (= rows)",
                lambda c, d, o: np.int32(c.rows)),
     ),
-    field_names=("rows", "cols", "ncols", "nchunks", "stride", "row_bytes"),
+    field_names=("rows", "cols", "ncols", "nchunks", "stride", "row_bytes", "block_bytes", "block_values"),
     fields=_abi_fields,
     placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in FORMATS),
     placeholders=lambda case: {"traits": traits(case.fmt), "fmt": case.fmt},

@@ -33,6 +33,27 @@ BASE_OPTIONS: tuple[str, ...] = (
 )
 
 
+# The float options a variant may decide (flags = ["-use_fast_math"] or ["-ftz=true"]): NVRTC lets an explicit
+# -ftz=false beat -use_fast_math whatever their order, so an appended -use_fast_math alone changed nothing
+# while BASE_OPTIONS named them. A variant's own option replaces the base one; -use_fast_math (which implies
+# -ftz=true -prec-div=false -prec-sqrt=false -fmad=true) replaces every one the variant does not name.
+FLOAT_OPTIONS = ("ftz", "prec-div", "prec-sqrt", "fmad")
+FAST_MATH = ("-use_fast_math", "--use_fast_math")
+
+
+def _float_option(option: str) -> str | None:
+    name = option.lstrip("-").split("=", 1)[0]
+    return name if option.startswith("-") and name in FLOAT_OPTIONS else None
+
+
+def base_options(extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """BASE_OPTIONS less the float options `extra` decides itself (see FLOAT_OPTIONS)."""
+    named = {_float_option(o) for o in extra} - {None}
+    fast = any(o in FAST_MATH for o in extra)
+    return tuple(o for o in BASE_OPTIONS
+                 if (key := _float_option(o)) is None or (key not in named and not fast))
+
+
 class ToolkitHeadersMissing(InputError):
     """A kernel needs a CUDA toolkit header (crt/mma.h for wmma) that no include folder has."""
 
@@ -123,7 +144,7 @@ def compile_options(arch: str, extra: Sequence[str] = (), root: Path | None = No
     includes = [f"-I{root}"] + ([f"-I{kernels_dir()}"] if root != kernels_dir() else [])
     includes += [f"-I{d}" for d in cuda_include_dirs()]
     # The hash define makes every cache (ours, CuPy's, NVRTC's) see a header edit as a new source.
-    return (f"--gpu-architecture={arch}", *BASE_OPTIONS, f"-DSTRATA_SRC_HASH=0x{kernels_src_hash(root)[:15]}",
+    return (f"--gpu-architecture={arch}", *base_options(extra), f"-DSTRATA_SRC_HASH=0x{kernels_src_hash(root)[:15]}",
             "-Xptxas=-v", *includes, *extra)
 
 
@@ -314,8 +335,18 @@ def load_kernels(family: Any, device_id: int) -> Kernels:
 def compile_family(family: Any, arch: str, use_cache: bool = True) -> list[CompiledSource]:
     """Every program of every source of a family; a user family may set `kernels_root` (its --kernels DIR)."""
     root = family.kernels_root
-    return [compile_source(src, exprs, arch, family_source_options(family, src), use_cache, root)
+    return [compile_unit(family, src, exprs, arch, use_cache, root)
             for src in family.sources for exprs in programs(family, src)]
+
+
+def compile_unit(family: Any, source: str, exprs: Sequence[str], arch: str, use_cache: bool = True,
+                 root: Path | None = None) -> CompiledSource:
+    """One program of a family's source: a TOML variant's source through its own build (NVRTC, nvcc or a
+    prebuilt binary, kernels/variant_build.py), any other through NVRTC here."""
+    spec = getattr(family, "source_build", lambda _source: None)(source)  # a SourceBuild, or None
+    if spec is not None:
+        return spec.compile(source, exprs, arch, use_cache)
+    return compile_source(source, exprs, arch, family_source_options(family, source), use_cache, root)
 
 
 PROGRAM_KERNELS = 8  # kernels per NVRTC program at most
@@ -326,6 +357,9 @@ def programs(family: Any, source: str) -> list[tuple[str, ...]]:
     in table order. NVRTC compiles one program on one core, so a source with many template instances
     (mmvq.cu has 55) compiles on several cores at once on a cold cache instead of being the long pole."""
     exprs = tuple(family.name_expressions(source))
+    spec = getattr(family, "source_build", lambda _s: None)(source)
+    if spec is not None and spec.one_program:
+        return [exprs]  # nvcc builds the whole file once, whatever it holds
     return [exprs[i:i + PROGRAM_KERNELS] for i in range(0, len(exprs), PROGRAM_KERNELS)] or [()]
 
 

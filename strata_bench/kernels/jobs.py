@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from strata_bench.kernels import build
+from strata_bench.kernels import build, variant_build
 from strata_bench.errors import CompileError, InputError
 
 
@@ -26,6 +26,7 @@ class CompileJob:
     root: Path | None = None  # kernel directory of a user family (--kernels); None: kernels_src
     options: tuple[str, ...] = ()  # extra NVRTC options of the source (a TOML variant's -I and -D)
     part: str = ""  # "2/7": the source's second program of seven (empty when it is one program)
+    build: Any = None  # a TOML variant's SourceBuild (kernels/variant_build.py); None: NVRTC as built-ins
 
     @property
     def label(self) -> str:
@@ -76,15 +77,19 @@ def _source_jobs(name: str, fam: Any, src: str, archs: Sequence[str]) -> list[Co
     progs = build.programs(fam, src)
     options = build.family_source_options(fam, src)
     parts = [f"{i + 1}/{len(progs)}" if len(progs) > 1 else "" for i in range(len(progs))]
-    return [CompileJob(name, src, arch, exprs, fam.kernels_root, options, part)
+    spec = variant_build.source_build(fam, src)
+    return [CompileJob(name, src, arch, exprs, fam.kernels_root, options, part, spec)
             for exprs, part in zip(progs, parts) for arch in archs]
 
 
 def run_job(job: CompileJob, use_cache: bool = True) -> CompileOutcome:
     start = time.perf_counter()
     try:
-        compiled = build.compile_source(job.source, job.name_expressions, job.arch, job.options,
-                                        use_cache=use_cache, root=job.root)
+        if job.build is not None:
+            compiled = variant_build.compile_build(job.build, job.source, job.name_expressions, job.arch, use_cache)
+        else:
+            compiled = build.compile_source(job.source, job.name_expressions, job.arch, job.options,
+                                            use_cache=use_cache, root=job.root)
     except build.ToolkitHeadersMissing as exc:
         return CompileOutcome(job, time.perf_counter() - start, skipped=str(exc))
     except CompileError as exc:

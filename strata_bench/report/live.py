@@ -32,6 +32,26 @@ def _ratio_text(result) -> str:
     return "-" if ratio is None else f"{ratio:.2e}"
 
 
+def _has_models(results) -> bool:
+    return any(c.check == "err-model" for r in results for c in r.checks)
+
+
+def _model_text(result) -> str:
+    """Each variant judged by its error model: its max|err| and the ratio to the baseline's, worst over the
+    references ('eng 2.30e-04 = 4.2 x old'; 'x old (0)' where the baseline's error is 0)."""
+    worst: dict[str, Any] = {}
+    for c in result.checks:
+        if c.check == "err-model" and (c.variant not in worst or (c.baseline_ratio or 0) > (worst[c.variant]
+                                                                                             .baseline_ratio or 0)):
+            worst[c.variant] = c
+    parts = []
+    for variant, c in worst.items():
+        ratio = c.baseline_ratio
+        times = "-" if ratio is None else ("inf" if ratio == float("inf") else f"{ratio:.3g}")
+        parts.append(f"{variant} {c.max_err:.2e} = {times} x {result.case.variants[0]}")
+    return ", ".join(parts) or "-"
+
+
 def _first_failure(result) -> str:
     if result.error:
         return result.error
@@ -53,12 +73,15 @@ def print_parity_table(results, console: Console | None = None, rerun: Callable[
     console = console or stdout_console()
     several = _several_devices(results)
     table = Table(title="strata-bench parity", show_lines=False)
-    for col in ("case",) + (("device",) if several else ()) + ("variants", "checks", "max|err|/max|ref|", "verdict"):
+    models = _has_models(results)
+    for col in (("case",) + (("device",) if several else ()) + ("variants", "checks", "max|err|/max|ref|")
+                + (("max|err| vs baseline",) if models else ()) + ("verdict",)):
         table.add_column(col, overflow="fold")
     for r in results:
         style = "green" if r.status.value == "PASS" else "bold red"
         table.add_row(r.case.name, *((str(r.device),) if several else ()), " vs ".join(r.case.variants),
-                      _checks_text(r), _ratio_text(r), f"[{style}]{r.status.value}[/{style}]")
+                      _checks_text(r), _ratio_text(r), *((_model_text(r),) if models else ()),
+                      f"[{style}]{r.status.value}[/{style}]")
     console.print(table)
     for r in results:
         if r.status.value != "PASS":
@@ -73,12 +96,15 @@ def parity_markdown(results, counts: Sequence[DeviceCounts] = (), rerun: Callabl
     `rerun`, the command that reruns it)."""
     several = _several_devices(results)
     device_head, device_rule = ("device | ", "---|") if several else ("", "")
-    lines = [f"| case | {device_head}variants | checks | max\\|err\\|/max\\|ref\\| | verdict |",
-             f"|---|{device_rule}---|---|---|---|"]
+    models = _has_models(results)
+    model_head, model_rule = ("max\\|err\\| vs baseline | ", "---|") if models else ("", "")
+    lines = [f"| case | {device_head}variants | checks | max\\|err\\|/max\\|ref\\| | {model_head}verdict |",
+             f"|---|{device_rule}---|---|---|{model_rule}---|"]
     for r in results:
         device_cell = f"{r.device} | " if several else ""
+        model_cell = f"{_model_text(r)} | " if models else ""
         lines.append(f"| `{r.case.name}` | {device_cell}{' vs '.join(r.case.variants)} | {_checks_text(r)} | "
-                     f"{_ratio_text(r)} | {r.status.value} |")
+                     f"{_ratio_text(r)} | {model_cell}{r.status.value} |")
     if counts:
         lines += ["", "| device | name | cases | failures | faults | not run |", "|---|---|---|---|---|---|"]
         lines += [f"| {c.device} | {c.name} | {c.cases} | {c.failures} | {c.faults} | {c.not_run} |" for c in counts]

@@ -5,8 +5,8 @@ None and a `reason` beside it says why, so a results file written on any host is
 what it knows. It imports cupy and pynvml lazily and takes well under half a second.
 
 Keys (schema 1): created_utc, command, host, python, packages, cuda, devices, devices_reason,
-kernels_src_hash, compile_options, git, env, extra; and sources (results/closures.py: each family's
-source closure) where the caller names the families the run compiles.
+kernels_src_hash, compile_options, variant_builds, git, env, extra; and sources (results/closures.py: each
+family's source closure) where the caller names the families the run compiles.
 """
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ def collect(device_ids: list[int] | None = None, extra: dict | None = None,
         "devices_reason": devices_reason,
         "kernels_src_hash": sources.kernels_src_hash(),
         "compile_options": {arch: _guarded(lambda a=arch: _recorded_options(a)) for arch in archs},
+        "variant_builds": {arch: _guarded(lambda a=arch: variant_builds(a)) for arch in archs},
         "git": git_state(sources.REPO_ROOT),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX)},
         "extra": dict(extra or {}),
@@ -143,6 +144,16 @@ def _recorded_options(arch: str) -> list[str]:
     from strata_bench.kernels.build import recorded_options
 
     return recorded_options(arch)
+
+
+def variant_builds(arch: str) -> list[dict[str, Any]]:
+    """How every TOML variant loaded in this process is built for `arch`: its family and source, the
+    compiler and its options (NVRTC), its exact command and version (nvcc) or its binary's sha256
+    (kernels/variant_build.py SourceBuild.record). Empty where none is loaded."""
+    from strata_bench.cases.registry import FAMILIES
+    from strata_bench.kernels.variant_build import builds_of
+
+    return [{"family": family, "source": source, **spec.record(arch)} for family, source, spec in builds_of(FAMILIES)]
 
 
 # ---------------------------------------------------------------- devices

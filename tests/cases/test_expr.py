@@ -21,9 +21,11 @@ def test_values(text, value):
     ("rows / 2", "f: k: 'rows / 2': only + - * // % (integer arithmetic)"),
     ("rows ** 2", "f: k: 'rows ** 2': only + - * // % (integer arithmetic)"),
     ("rowz + 1", "f: k: 'rowz + 1' uses unknown field 'rowz' (fields: rows, ncols)"),
-    ("__import__('os').system('x')", "f: k: \"__import__('os').system('x')\": only ceil_div(a, b), min(...) and "
-                                     "max(...) may be called"),
-    ("rows.bit_length()", "f: k: 'rows.bit_length()': only ceil_div(a, b), min(...) and max(...) may be called"),
+    ("__import__('os').system('x')", "f: k: \"__import__('os').system('x')\": only ceil_div(a, b), exact_div(a, b), "
+                                     "min(...) and max(...) may be called"),
+    ("rows.bit_length()", "f: k: 'rows.bit_length()': only ceil_div(a, b), exact_div(a, b), min(...) and max(...) "
+                          "may be called"),
+    ("exact_div(rows)", "f: k: 'exact_div(rows)': exact_div needs two arguments"),
     ("rows.real", "f: k: 'rows.real': Attribute is not allowed in launch arithmetic"),
     ("1.5 * rows", "f: k: '1.5 * rows': only integer constants (1.5 is not one)"),
     ("'a'", "f: k: \"'a'\": only integer constants ('a' is not one)"),
@@ -36,3 +38,10 @@ def test_refused(text, line):
     with pytest.raises(InputError) as err:
         parse_expr(text, FIELDS, "f: k")
     assert str(err.value) == line
+
+
+def test_exact_div_refuses_a_remainder():
+    expr = parse_expr("exact_div(rows, 66)", FIELDS, "f: k")
+    assert expr({"rows": 660}) == 10
+    with pytest.raises(ValueError, match=r"^exact_div\(672, 66\): 672 is not a whole multiple of 66$"):
+        expr({"rows": 672})

@@ -25,6 +25,15 @@ args = ["w", "stride", "rows", "nchunks", "xq", "ncols", "y"]
 '''
 
 
+# The kernels GOOD and MULTI name, as their source declares them (the name and argument count are checked
+# against the text when the file is read).
+KERNELS = """template <class F> __global__ void __launch_bounds__(256)
+mmvq_row8(const uint8_t* w, long long stride, int rows, int nchunks, const block_q8_1* xq, int ncols, float* y) {}
+__global__ void swiglu_h_f32(const float* g, const float* u, long long ld, int rows, int cols, float* h) {}
+__global__ void quantize_rows_q8_1(const float* h, int rows, int cols, block_q8_1* q) {}
+"""
+
+
 @pytest.fixture
 def families():
     fams = load_builtin_families()
@@ -34,7 +43,7 @@ def families():
 
 @pytest.fixture
 def folder(tmp_path):
-    (tmp_path / "k.cu").write_text("// kernel\n")
+    (tmp_path / "k.cu").write_text(KERNELS)
     (tmp_path / "inc").mkdir()
     return tmp_path
 
@@ -86,7 +95,7 @@ def test_source_hash_follows_headers(families, folder):
                                            "rows, nchunks, cols, xq, x, ncols, y, y_stride)"),
     (('"ceil_div(rows, 8)"', '"ceil_div(rowz, 8)"'), "variant 'row8': grid[0]: 'ceil_div(rowz, 8)' uses unknown "
                                                      "field 'rowz' (fields: rows, cols, ncols, nchunks, stride, "
-                                                     "row_bytes)"),
+                                                     "row_bytes, block_bytes, block_values)"),
     (('shared = 0', 'shared = "ncols * 36.0"'), "variant 'row8': shared: 'ncols * 36.0': only integer constants "
                                                 "(36.0 is not one)"),
     (('["k.cu"]', '["missing.cu"]'), "variant 'row8': sources: 'missing.cu' is not a file ("),
@@ -116,7 +125,7 @@ def test_file_level_errors(families, folder):
         parse_variant_file(folder / "nope.toml", families)
     path = _write(folder, 'title = "x"\n')
     with pytest.raises(InputError, match=r"v.toml: unknown key 'title' \(a variants file holds \[\[variant\]\] "
-                                         r"tables\)$"):
+                                         r"and \[struct.NAME\] tables\)$"):
         parse_variant_file(path, families)
     path = _write(folder, GOOD + GOOD)
     with pytest.raises(InputError, match=r"v.toml: variant 'row8' of mmvq is declared twice$"):
@@ -242,3 +251,61 @@ def test_a_launch_whose_grid_is_empty_for_a_case_names_the_launch(families, fold
     with pytest.raises(InputError) as err:
         swiglu.launch(case, "two", Kernels(), {}, {})
     assert str(err.value) == f"{path}: variant 'two': launch[0].grid is (0,) for these fields"
+
+
+def test_nvrtc_flags_decide_the_float_options_and_are_recorded(families, folder):
+    from strata_bench.results import provenance
+
+    path = _write(folder, GOOD.replace('shared = 0', 'shared = 0\nflags = ["-use_fast_math", "-ftz=false"]'))
+    (tv,) = parse_variant_file(path, families)
+    assert tv.compiler == "nvrtc" and tv.options()[-2:] == ("-use_fast_math", "-ftz=false")
+    load_variant_files((str(path),), families)
+    (record,) = provenance.variant_builds("sm_90")
+    options = record["options"]
+    assert record["compiler"] == "nvrtc" and options[-2:] == ["-use_fast_math", "-ftz=false"]
+    # the variant's -ftz=false kept, the base -prec-div/-prec-sqrt/-fmad dropped for fast math's
+    assert [o for o in options if o.split("=")[0] in ("-ftz", "-prec-div", "-prec-sqrt", "-fmad")] == ["-ftz=false"]
+
+
+def test_identical_kernel_names_in_two_sources_stay_apart(families, tmp_path, monkeypatch):
+    # Two variants whose files declare the same kernel: each launch finds its own file's kernel (and a
+    # third variant of the first file with other defines gets a compile of its own).
+    import sys
+    import types
+
+    from strata_bench.kernels import build
+
+    calls = []
+
+    class Module:
+        def load(self, cubin):
+            self.cubin = cubin
+
+        def get_function(self, symbol):
+            return lambda grid, block, args, **kw: calls.append(self.cubin)
+
+    cuda = types.SimpleNamespace(function=types.SimpleNamespace(Module=Module))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+    files = []
+    for name, folder in (("a", "one"), ("b", "two")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "k.cu").write_text(KERNELS)
+        text = GOOD.replace('name = "row8"', f'name = "{name}"')
+        if name == "a":
+            text += "\n" + text.replace('name = "a"', 'name = "a2"').replace("ROW8_WARPS = 8", "ROW8_WARPS = 4")
+        files.append(str(_write(tmp_path / folder, text)))
+    load_variant_files(tuple(files), families)
+    mmvq = families["mmvq"]
+    units = mmvq.sources[-3:]
+    assert units == (str(tmp_path / "one" / "k.cu"), str(tmp_path / "one" / "k.cu") + "@a2",
+                     str(tmp_path / "two" / "k.cu"))
+    kernels = build.Kernels([build.CompiledSource(u, "sm_90", (), u.encode(), {e: "_Z" + e for e in
+                                                                              mmvq.name_expressions(u)}, "")
+                             for u in units])
+    case = next(c for c in mmvq.default_cases() if c.fmt == "q8_0")
+    monkeypatch.setattr(type(mmvq), "_quantize_activations", lambda *a, **k: None)
+    dev = {"w": 1, "xq": 2, "x": 3}
+    for variant in ("a", "a2", "b"):
+        mmvq.launch(case, variant, kernels, dev, {"y": 4})
+    assert calls == [u.encode() for u in units]

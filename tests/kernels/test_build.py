@@ -166,3 +166,30 @@ def test_a_cache_entry_cut_short_is_never_served(cubin_cache, monkeypatch):
     assert build._cache_load("key", "k.cu", "sm_90", ()).cache_hit
     (cubin_cache / "key.cubin").write_bytes(b"cub")  # torn
     assert build._cache_load("key", "k.cu", "sm_90", ()) is None
+
+
+@pytest.mark.parametrize("extra,dropped", [
+    ((), ()),
+    (("-use_fast_math",), ("-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true")),
+    (("--use_fast_math", "-prec-div=true"), ("-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true")),
+    (("-ftz=true",), ("-ftz=false",)),
+    (("--prec-sqrt=false", "-fmad=false"), ("-prec-sqrt=true", "-fmad=true")),
+])
+def test_a_variants_float_options_replace_the_base_ones(extra, dropped):
+    assert build.base_options(extra) == tuple(o for o in build.BASE_OPTIONS if o not in dropped)
+    opts = build.compile_options("sm_90", extra)
+    assert opts[-len(extra):] == extra if extra else True
+    assert not set(dropped) & set(opts[:len(opts) - len(extra)])
+
+
+@pytest.mark.nvrtc
+def test_fast_math_changes_the_code_nvrtc_builds(tmp_path, cubin_cache):
+    # Before: an appended -use_fast_math was beaten by the base -prec-div=true -ftz=false (same cubin).
+    (tmp_path / "div.cu").write_text("__global__ void div(float* y, const float* a, const float* b) "
+                                     "{ y[threadIdx.x] = a[threadIdx.x] / b[threadIdx.x]; }\n")
+    src = str(tmp_path / "div.cu")
+    ieee = build.compile_source(src, ["div"], "sm_90", ())
+    fast = build.compile_source(src, ["div"], "sm_90", ("-use_fast_math",))
+    ftz_only = build.compile_source(src, ["div"], "sm_90", ("-ftz=true",))
+    assert len({ieee.cubin, fast.cubin, ftz_only.cubin}) == 3
+    assert "-use_fast_math" in fast.options and "-prec-div=true" not in fast.options

@@ -140,3 +140,26 @@ def test_each_failure_gives_the_command_that_reruns_it():
     assert out.getvalue().splitlines()[-2:] == [
         "FAIL mmvq/q8_0/64x256/n8/seed:1 on device 0: 3 of 512 outputs differ; first at row 7",
         "  rerun: strata-bench parity -k '^mmvq/q8_0/64x256/n8/seed:1[x]$'"]
+
+
+# A variant judged by its error model: its max|err| and ratio to the baseline's in a column of their own.
+MODELLED = CaseResult(Case("mmvq/iq2_xxs/64x512/n1/seed:1", ("old", "new", "ggml")), 0, Status.PASS,
+                      (CheckResult("bitwise", "ggml", True, "y: not bitwise equal to old (judged by its error model)"),
+                       CheckResult("f64", "old", True, max_err=2e-6, max_ref=4.0, label="a"),
+                       CheckResult("err-model", "ggml", True, max_err=8.4e-6, max_ref=4.0, tol=8e-5, label="a",
+                                   baseline_ratio=4.2),
+                       CheckResult("f64", "old", True, max_err=0.0, max_ref=4.0, label="b"),
+                       CheckResult("err-model", "ggml", True, max_err=1e-6, max_ref=4.0, tol=0.1, label="b",
+                                   baseline_ratio=float("inf"))), 0.1)
+
+
+def test_error_model_column_in_markdown_and_table():
+    assert parity_markdown([PASSED, MODELLED]) == (
+        '| case | variants | checks | max\\|err\\|/max\\|ref\\| | max\\|err\\| vs baseline | verdict |\n'
+        '|---|---|---|---|---|---|\n'
+        '| `mmvq/iq2_xxs/64x512/n1/seed:1` | old vs new | written bitwise f64 | 7.50e-07 | - | PASS |\n'
+        '| `mmvq/iq2_xxs/64x512/n1/seed:1` | old vs new vs ggml | bitwise f64 err-model | 2.10e-06 | '
+        'ggml 1.00e-06 = inf x old | PASS |')
+    out = io.StringIO()
+    print_parity_table([MODELLED], Console(file=out, width=200))
+    assert "max|err| vs baseline" in out.getvalue() and "ggml 1.00e-06 = inf x old" in out.getvalue()
