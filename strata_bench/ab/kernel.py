@@ -105,14 +105,14 @@ class KernelArms:
             problem = timed_output_problem(self.family, self.case, spec, prep, self.checked[arm.variant],
                                            min(arm.total, len(prep.devs)))
             if problem:
-                return problem
+                return str(problem)
         for label, (spec, arm, prep) in zip("AB", self.graphs):
             values = [r.value for r in outcome.runs if r.arm == label and r.ok and not r.warmup]
             if values and prep.cold:
                 problem = roofline_problem(spec, median(values) * 1e-6, self.family.bytes_moved(self.case),
                                            self.ceilings)
                 if problem:
-                    return problem
+                    return str(problem)
         return ""
 
 

@@ -83,9 +83,9 @@ def _render(report, output: str) -> None:
 def _raise_for_fault(timings, path) -> None:
     from strata_bench.errors import KernelFault
 
-    from strata_bench.runs.bench import KERNEL_FAULT
+    from strata_bench.timing.status import BenchStatus
 
-    faults = [(d, t) for d, t in timings if t.status.startswith(KERNEL_FAULT)]
+    faults = [(d, t) for d, t in timings if t.status.kind is BenchStatus.KERNEL_FAULT]
     if faults:
         device, first = faults[0]
         raise KernelFault(f"bench: kernel fault in {first.case.name} on device {device}; the other devices' "
@@ -96,9 +96,7 @@ def _raise_for_rejected(timings, devices: list[int] | None = None) -> None:
     """CheckFailed (exit 1) when a timed variant's outputs differ from the checked result or its time
     beats the roofline: its figures are not results. `devices` (one per timing) names the first's device."""
     from strata_bench.errors import CheckFailed
-    from strata_bench.timing.verify import IMPOSSIBLE, TIMED_OUTPUT_DIFFERS
-
-    rejected = [i for i, t in enumerate(timings) if t.status.startswith((TIMED_OUTPUT_DIFFERS, IMPOSSIBLE))]
+    rejected = [i for i, t in enumerate(timings) if t.status.rejected]
     if rejected:
         first = timings[rejected[0]]
         where = f" on device {devices[rejected[0]]}" if devices is not None else ""

@@ -15,8 +15,8 @@ from strata_bench.runs import Progress, Selection
 from strata_bench.timing import bench as steps, ceilings as card  # called through the modules: tests stand in
 from strata_bench.timing.bench import Timing, TimingConfig
 from strata_bench.timing.ceilings import Ceilings
+from strata_bench.timing.status import BenchStatus, Status
 
-KERNEL_FAULT = "kernel fault"
 
 
 @dataclass(frozen=True)
@@ -73,14 +73,14 @@ def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
             report.summary_path = writer.finish(
                 {"timings": len(report.timings), "hot": plan.config.hot, "per_device": report.per_device,
                  "ceilings": {str(d): c.to_dict() for d, c in report.ceilings.items()}},
-                sum(t.status != "timed" for _, t in report.timings))
+                sum(not t.status.timed for _, t in report.timings))
     return report
 
 
 def fault_timings(case: Case, exc: BaseException) -> list[Timing]:
     """A row per variant of a case whose kernel faulted: no samples, the fault as its status."""
-    return [Timing(case, v, (), 0, 0, 0, 0, Ceilings(math.nan, math.nan), status=f"{KERNEL_FAULT}: {exc}")
-            for v in case.variants]
+    status = Status(BenchStatus.KERNEL_FAULT, str(exc))
+    return [Timing(case, v, (), 0, 0, 0, 0, Ceilings(math.nan, math.nan), status=status) for v in case.variants]
 
 
 def per_device(plan: BenchPlan, report: BenchReport) -> list[dict]:
@@ -88,8 +88,8 @@ def per_device(plan: BenchPlan, report: BenchReport) -> list[dict]:
     out = []
     for d in plan.selection.devices:
         mine = [t for dev, t in report.timings if dev == d]
-        fault = next((t.status for t in mine if t.status.startswith(KERNEL_FAULT)), None)
+        fault = next((str(t.status) for t in mine if t.status.kind is BenchStatus.KERNEL_FAULT), None)
         out.append({"device": d, "name": plan.selection.names[d], "timings": len(mine),
-                    "not_timed": sum(t.status != "timed" for t in mine), "fault": fault,
+                    "not_timed": sum(not t.status.timed for t in mine), "fault": fault,
                     "ceilings": report.ceilings[d].to_dict() if d in report.ceilings else None})
     return out

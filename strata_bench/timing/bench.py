@@ -29,6 +29,7 @@ from strata_bench.cases import Case, Family
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.clocks import ClockReader, ClockSummary
 from strata_bench.timing.coldness import measure as measure_coldness
+from strata_bench.timing.status import TIMED, BenchStatus, Status
 from strata_bench.timing.coldness import WARM, ColdCheck
 from strata_bench.timing.graph import GRAPH_TARGET_S, InputCopies, capture, launch_count, prepare_copies, replay_seconds
 from strata_bench.timing.l2 import reset_persisting_l2
@@ -37,6 +38,7 @@ from strata_bench.timing.verify import (above_ceiling, poison_outputs, roofline_
                                         timed_output_problem)
 
 WARMUP_REPLAYS = 3
+PARITY_FAILED = BenchStatus.PARITY_FAILED.value
 CLOCK_EVERY = 10  # read the clocks after every 10th timed replay (and after the first and the last)
 
 
@@ -64,8 +66,7 @@ class Timing:
     bytes_moved: int
     flops: int
     ceilings: Ceilings
-    status: str = "timed"  # "timed", or why not ("parity failed: ...", "timed output differs: ...",
-    # "impossible: ...": the last two have samples but are not results)
+    status: Status = TIMED  # or why not (timing/status.py): a rejected one has samples that are not results
     ci_rel: float = math.nan
     clocks: ClockSummary | None = None  # NVML readings during the trials
     rotation: Mapping[str, Any] | None = None  # copies x bytes per copy against the L2 (InputCopies.rotation)
@@ -84,7 +85,7 @@ class Timing:
             flags.append(self.cold_check.flag())
         if self.clocks is not None and self.clocks.throttled:
             flags.append(self.clocks.throttle_text())
-        if self.samples_us and self.status == "timed":
+        if self.samples_us and self.status.timed:
             beaten = above_ceiling(self.bytes_moved, self.median_us * 1e-6, self.ceilings, self.bound)
             if beaten:
                 flags.append(beaten)
@@ -111,7 +112,8 @@ class Timing:
         return {"case": self.case.name, "family": self.case.family, "format": self.case.fmt,
                 "rows": self.case.rows, "cols": self.case.cols, "ncols": self.case.ncols,
                 "data": self.case.data, "params": dict(self.case.params), "variant": self.variant,
-                "status": self.status, "median_us": med, "min_us": float(s.min()), "max_us": float(s.max()),
+                "status": str(self.status), "reason": self.status.reason, "median_us": med,
+                "min_us": float(s.min()), "max_us": float(s.max()),
                 "ci_rel": self.ci_rel, "trials": len(self.samples_us), "launches_per_sample": self.launches_per_sample,
                 "copies": self.copies, "bytes": self.bytes_moved, "gbps": self.gbps,
                 "frac_read": self.fraction("read"), "frac_copy": self.fraction("copy"),
@@ -160,7 +162,7 @@ def check_variants(family: Family, case: Case, kernels: Any,
         for name in (base if names is None else names):
             a, b = base[name].view(cupy.uint8), results[variant][name].view(cupy.uint8)
             if not bool(cupy.array_equal(a, b)):
-                return f"parity failed: {variant} differs from {case.baseline} in {name}", results
+                return f"{PARITY_FAILED}: {variant} differs from {case.baseline} in {name}", results
     return "", results
 
 
@@ -197,7 +199,7 @@ def time_variant(family: Family, case: Case, variant: str, kernels: Any, prep: I
         samples, ci_rel = run_trials(replay, launches, cfg)
     if clocks is not None:
         readings.append(clocks.read())
-    status = timed_output_problem(family, case, variant, prep, checked, min(launches, len(prep.devs))) or "timed"
+    status = timed_output_problem(family, case, variant, prep, checked, min(launches, len(prep.devs))) or TIMED
     return Timing(case, variant, tuple(samples), launches, len(prep.devs), family.bytes_moved(case),
                   family.flops(case), ceilings, status=status, ci_rel=ci_rel,
                   clocks=None if clocks is None else clocks.summary(readings), bound=family.ceiling,
@@ -214,7 +216,7 @@ def fastest(timings: list[Timing]) -> str:
 
 def judge_roofline(timing: Timing, cold: bool) -> Timing:
     """A timed, cold variant whose median beats the roofline gets the "impossible: ..." status."""
-    if timing.status != "timed" or not cold or not timing.samples_us:
+    if not timing.status.timed or not cold or not timing.samples_us:
         return timing
     problem = roofline_problem(timing.variant, timing.median_us * 1e-6, timing.bytes_moved, timing.ceilings)
     return replace(timing, status=problem) if problem else timing
@@ -246,14 +248,15 @@ def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: Timin
     problem, checked = check_variants(family, case, kernels, prep)
     if problem:
         return [Timing(case, v, (), 0, len(prep.devs), family.bytes_moved(case), family.flops(case), ceilings,
-                       status=problem, rotation=prep.rotation(cfg.hot), bound=family.ceiling) for v in case.variants]
+                       status=Status(BenchStatus.PARITY_FAILED, problem.removeprefix(f"{PARITY_FAILED}: ")),
+                       rotation=prep.rotation(cfg.hot), bound=family.ceiling) for v in case.variants]
     clocks = clocks if clocks is not None else ClockReader(device)
     timings = [time_variant(family, case, v, kernels, prep, ceilings, cfg, checked[v], clocks)
                for v in case.variants]
     if not cfg.hot:
         check = measure_coldness(family, case, fastest(timings), kernels, prep, cupy.cuda.Stream(non_blocking=True))
         timings = [replace(t, cold_check=check) for t in timings]
-    beaten = any(t.status == "timed" and t.samples_us and above_ceiling(t.bytes_moved, t.median_us * 1e-6, ceilings,
+    beaten = any(t.status.timed and t.samples_us and above_ceiling(t.bytes_moved, t.median_us * 1e-6, ceilings,
                                                                             t.bound)
                  for t in timings)
     if beaten and remeasure is not None:

@@ -26,10 +26,11 @@ from strata_bench.cases import Case, Family
 from strata_bench.checks.diagnosis import diagnose
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.graph import InputCopies
+from strata_bench.timing.status import BenchStatus, Status
 
 POISON = 0xFF
-TIMED_OUTPUT_DIFFERS = "timed output differs"
-IMPOSSIBLE = "impossible"
+TIMED_OUTPUT_DIFFERS = BenchStatus.OUTPUT_DIFFERS.value  # the record's text begins with these
+IMPOSSIBLE = BenchStatus.IMPOSSIBLE.value
 # The read ceiling is the best of a tuned sweep (timing/ceilings.py), re-measured once when beaten. The
 # slack covers the noise of the two figures compared: a bench median's 95% CI (1% by default, --rel-ci)
 # and the ceiling's own pass-to-pass spread (about 1% expected; the GPU test tests/timing/test_ceilings_gpu
@@ -52,8 +53,8 @@ def _host(a: Any) -> np.ndarray:
 
 
 def timed_output_problem(family: Family, case: Case, variant: str, prep: InputCopies,
-                         checked: Mapping[str, Any], copies: int | None = None) -> str:
-    """"" when every copy's outputs equal `checked` bitwise, else "timed output differs: ..."
+                         checked: Mapping[str, Any], copies: int | None = None) -> Status | None:
+    """None when every copy's outputs equal `checked` bitwise, else the "timed output differs" status
     naming the copy and, from checks/diagnosis.py, the first (and worst) differing element. `copies`
     limits the check to the first copies (those the timed graph launched)."""
     import cupy
@@ -66,8 +67,8 @@ def timed_output_problem(family: Family, case: Case, variant: str, prep: InputCo
             if bool(cupy.array_equal(want.view(cupy.uint8), got.view(cupy.uint8))):
                 continue
             detail = diagnose(family, case, name, _host(want), _host(got), "checked", "timed")
-            return f"{TIMED_OUTPUT_DIFFERS}: {variant} copy {k} of {len(prep.outs)}: {detail}"
-    return ""
+            return Status(BenchStatus.OUTPUT_DIFFERS, f"{variant} copy {k} of {len(prep.outs)}: {detail}")
+    return None
 
 
 def roofline_seconds(bytes_moved: int, ceilings: Ceilings) -> float:
@@ -75,20 +76,20 @@ def roofline_seconds(bytes_moved: int, ceilings: Ceilings) -> float:
     return bytes_moved / ceilings.read_bps
 
 
-def roofline_problem(variant: str, seconds: float, bytes_moved: int, ceilings: Ceilings) -> str:
-    """"" when `seconds` per call is possible, else "impossible: ..." with the fraction of the ceiling:
+def roofline_problem(variant: str, seconds: float, bytes_moved: int, ceilings: Ceilings) -> Status | None:
+    """None when `seconds` per call is possible, else the "impossible" status with the fraction of the ceiling:
     faster than the read ceiling by more than ROOFLINE_SLACK, or faster than the theoretical peak."""
     floor = roofline_seconds(bytes_moved, ceilings)
     if not (bytes_moved > 0 and seconds > 0 and ceilings.read_bps > 0):
-        return ""
+        return None
     peak = ceilings.peak_bps
     beats_peak = math.isfinite(peak) and peak >= ceilings.read_bps and bytes_moved / seconds > peak
     if seconds * (1 + ROOFLINE_SLACK) >= floor and not beats_peak:
-        return ""
+        return None
     also = f", above the theoretical peak {peak / 1e12:.2f} TB/s" if beats_peak else ""
-    return (f"{IMPOSSIBLE}: {variant} at {seconds * 1e6:.3f} us moves {bytes_moved} bytes at "
-            f"{floor / seconds:.0%} of the measured read ceiling ({ceilings.read_bps / 1e12:.2f} TB/s, "
-            f"least {floor * 1e6:.3f} us{also})")
+    return Status(BenchStatus.IMPOSSIBLE,
+                  f"{variant} at {seconds * 1e6:.3f} us moves {bytes_moved} bytes at {floor / seconds:.0%} of the "
+                  f"measured read ceiling ({ceilings.read_bps / 1e12:.2f} TB/s, least {floor * 1e6:.3f} us{also})")
 
 
 def above_ceiling(bytes_moved: int, seconds: float, ceilings: Ceilings, bound: str | None = "read") -> str:

@@ -15,6 +15,7 @@ from strata_bench.cli.main import cli
 from strata_bench.runner.devices import probe
 from strata_bench.timing import bench, graph
 from strata_bench.timing.bench import Timing, TimingConfig, bench_case
+from strata_bench.timing.status import BenchStatus, Status
 from strata_bench.timing.ceilings import Ceilings
 
 # The mmvq bench cases' formats, in the order the family declares them.
@@ -36,7 +37,7 @@ def test_timing_record_of_a_timed_variant():
                     ceilings=CEILINGS, ci_rel=0.005)
     assert timing.to_record() == {
         "case": "mmvq/q8_0/1024x4096/n8/seed:1", "family": "mmvq", "format": "q8_0", "rows": 1024, "cols": 4096,
-        "ncols": 8, "data": "seed:1", "params": {}, "variant": "new", "status": "timed", "median_us": 3.0,
+        "ncols": 8, "data": "seed:1", "params": {}, "variant": "new", "status": "timed", "reason": "", "median_us": 3.0,
         "min_us": 2.0, "max_us": 4.0, "ci_rel": 0.005, "trials": 3, "launches_per_sample": 200, "copies": 12,
         "bytes": 8_000_000, "gbps": 8_000_000 / 3e-6 / 1e9, "frac_read": 8_000_000 / 3e-6 / 4e12,
         "frac_copy": 8_000_000 / 3e-6 / 5e12, "bound": "read", "frac_bound": 8_000_000 / 3e-6 / 4e12,
@@ -48,7 +49,7 @@ def test_timing_record_of_a_timed_variant():
 
 
 def test_timing_record_of_a_variant_that_was_not_timed():
-    record = Timing(CASE, "old", (), 0, 12, 8_000_000, 0, CEILINGS, status="parity failed: x").to_record()
+    record = Timing(CASE, "old", (), 0, 12, 8_000_000, 0, CEILINGS, status=Status(BenchStatus.PARITY_FAILED, "x")).to_record()
     assert record["status"] == "parity failed: x" and record["trials"] == 0 and record["samples_us"] == []
     assert all(math.isnan(record[k]) for k in ("median_us", "min_us", "max_us", "ci_rel", "gbps"))
     assert record["frac_read"] is record["frac_copy"] is record["tflops"] is None
@@ -130,7 +131,7 @@ def test_bench_case_checks_then_sizes_captures_warms_up_and_trials_each_variant(
     # Then the cold check: each of the 3 copies replayed alone twice in a row, 8 rounds (24 pairs).
     assert fake_gpu == per_variant * 2 + [("replay", 1)] * 48
     assert timings[0].cold_check is timings[1].cold_check and timings[0].cold_check.pairs == 24
-    assert [(t.variant, t.status, t.launches_per_sample, t.copies, t.samples_us) for t in timings] == [
+    assert [(t.variant, str(t.status), t.launches_per_sample, t.copies, t.samples_us) for t in timings] == [
         (v, "timed", 60, 3, (1.0,) * 10) for v in ("old", "new")]
     assert timings[0].ci_rel == 0.0 and timings[0].bytes_moved == 1000
 
@@ -138,7 +139,7 @@ def test_bench_case_checks_then_sizes_captures_warms_up_and_trials_each_variant(
 def test_bench_case_does_not_time_variants_that_disagree(fake_gpu):
     timings = bench_case(_Pair(new_value=2.0), CASE, None, 0, TimingConfig(), CEILINGS)
     assert fake_gpu == []
-    assert [(t.variant, t.status, t.samples_us, t.copies) for t in timings] == [
+    assert [(t.variant, str(t.status), t.samples_us, t.copies) for t in timings] == [
         (v, "parity failed: new differs from old in y", (), 3) for v in ("old", "new")]
 
 
@@ -175,6 +176,6 @@ def test_the_cold_check_replays_the_fastest_timed_variant():
 
     old = Timing(CASE, "old", (751.0, 750.0), 1, 1, 1, 0, CEILINGS)
     new = Timing(CASE, "new", (43.0, 44.0), 1, 1, 1, 0, CEILINGS)
-    rejected = Timing(CASE, "lazy", (), 1, 1, 1, 0, CEILINGS, status="parity failed: x")
+    rejected = Timing(CASE, "lazy", (), 1, 1, 1, 0, CEILINGS, status=Status(BenchStatus.PARITY_FAILED, "x"))
     assert fastest([old, new, rejected]) == "new"
     assert fastest([rejected]) == "lazy"  # nothing timed: the check does not run, any name will do

@@ -130,7 +130,7 @@ def test_a_variant_above_the_ceiling_re_measures_once_then_is_flagged(graph_stan
     timings = bench_case(family, CASE, None, 0, CFG, Ceilings(4e9, 5e9), remeasure=remeasure,
                          clocks=ClockReader(0))
     assert calls == [1]
-    assert [(t.status, t.flags) for t in timings] == [
+    assert [(str(t.status), t.flags) for t in timings] == [
         ("timed", ("above the measured read ceiling (re-measured)",))] * 2
     assert timings[0].to_record()["frac_read"] > 1 and timings[0].ceilings.source == "re-measured"
     # A re-measured ceiling the kernel no longer beats: no flag.
