@@ -163,10 +163,6 @@ for s in "${steps[@]}"; do
             step mma-resources sb compile --arch 90 --cases scripts/mmvq_mma.py --family mmvq_mma --resources
             step mma-parity sb parity -q --cases scripts/mmvq_mma.py --family mmvq_mma
             step mma-bench sb bench -q --cases scripts/mmvq_mma.py --family mmvq_mma --budget 0.5 --results results/tune -o md ;;
-        mma-dec)  # the tensor-core mmvq for every format (scripts/mmvq_mma_dec.py): resources, parity against old, bench
-            step mma-dec-resources sb compile --arch 90 --cases scripts/mmvq_mma_dec.py --family mmvq_mma_dec --resources
-            step mma-dec-parity sb parity -q --cases scripts/mmvq_mma_dec.py --family mmvq_mma_dec
-            step mma-dec-bench sb bench -q --cases scripts/mmvq_mma_dec.py --family mmvq_mma_dec --budget 0.5 --results results/tune -o md ;;
         ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
             for f in iq3_xxs iq3_s; do
                 step "ncu-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full \

@@ -58,8 +58,7 @@ def run_chunks(fmt: str, blocks: np.ndarray, q: np.ndarray) -> np.ndarray:
 def run_dot(fmt: str, raw: np.ndarray, cols: int, act: np.ndarray, mode: str = "dot", defect: str = "") -> np.ndarray:
     """y (n, rows) float32 as mmvq.cu's warps compute it, for raw weights (rows, bytes) and q8_1 rows act;
     mode "dot_mma": as mmvq_mma.cu schedules it (tests/iq_host/mma_emul.h), with `defect` one planted in a
-    tail path of that schedule (mma_emul.h's Defect); "dot_mma_dec": as mmvq_mma_dec.cu does
-    (tests/iq_host/mma_dec_emul.h)."""
+    tail path of that schedule (mma_emul.h's Defect)."""
     rows, n = raw.shape[0], act.shape[0]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
