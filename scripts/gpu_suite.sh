@@ -144,12 +144,12 @@ for s in "${steps[@]}"; do
             step parity-device-all sb parity -q --device all --family dequant,q8_1 --format md --results /tmp/device-all
             step bench-device-all sb bench -q --family mmvq --format q8_0 --shape 131072x8192 --cols 1 --device all \
                 --budget 0.5 --results /tmp/device-all ;;
-        tune)  # launch candidates of mmvq_new (scripts/mmvq_tune.py), every one checked bitwise against old
+        tune)  # launch candidates of mmvq_new (experiments/mmvq_tune), every one checked bitwise against old
             widths=${STRATA_TUNE_WIDTHS:-1 8}
             fams=$(printf 'mmvq_tune%s,' $widths)
-            step tune-resources sb compile --resources --cases scripts/mmvq_tune.py --family "${fams%,}"
+            step tune-resources sb compile --resources --cases experiments/mmvq_tune/cases.py --family "${fams%,}"
             for w in $widths; do
-                step "tune-$w" sb bench -q --cases scripts/mmvq_tune.py --family "mmvq_tune$w" --budget 0.3 \
+                step "tune-$w" sb bench -q --cases experiments/mmvq_tune/cases.py --family "mmvq_tune$w" --budget 0.3 \
                     --results results/tune -o md
             done ;;
         tune-more)  # the other families' tuning candidates (scripts/<family>_tune.py): parity over the family's cases, then bench

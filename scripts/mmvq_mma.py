@@ -93,13 +93,13 @@ def _mma_kernels(p: MmaPass):
 def _launch_mma(p: MmaPass):
     def launch(family, case, kernels, dev, outs, stream=None) -> None:
         """Quantize, then per column pass mmvq_mma where the pass applies, else new's kernel for it."""
-        family._quantize_activations(case, kernels, dev, stream)
+        family.quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in column_passes(case.ncols):
             if p.applies(case.fmt, nc, case.cols // 32, shared_optin()):
                 launch_mma_pass(p.config(case.fmt), case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
             else:
-                family._launch_new_pass(case, kernels, dev, outs, col0, nc, new_config(case.fmt, nc), stream)
+                family.launch_new_pass(case, kernels, dev, outs, col0, nc, new_config(case.fmt, nc), stream)
             col0 += nc
     return launch
 
