@@ -83,7 +83,7 @@ def test_parity_covers_the_mma_tails():
     cases = {c.name for c in Mmvq().default_cases()}
     for fmt, (rows, cols) in mmvq_mod.MMA_TAIL_SHAPES.items():
         assert f"mmvq/{fmt}/{rows}x{cols}/n8/seed:1" in cases
-        assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9) is not None and rows % 16 == 5
+        assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9, H200) is not None and rows % 16 == 5
     assert [cols // 32 % 8 for rows, cols in mmvq_mod.MMA_TAIL_SHAPES.values()] == [1, 0, 1]  # iq4_nl, iq4_xs, q8_0
 
 
@@ -125,7 +125,7 @@ def test_new_keeps_mmvq_new_on_short_shapes(kernels):
 
 
 def test_launch_candidates_never_take_the_mma_path(kernels):
-    """scripts/mmvq_tune.py times its own configs through launch_new_passes, without tensor_cores."""
+    """experiments/mmvq_tune times its own configs through launch_new_passes, without tensor_cores."""
     fam = Mmvq()
     case = fam.case("iq4_nl", 32768, 1024, 8, "seed:1")
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((8, 1024), np.float32), "xq": np.zeros((8, 32 * 36), np.uint8)}
