@@ -159,10 +159,11 @@ for s in "${steps[@]}"; do
                 step "tune-$f" sb bench -q --cases "scripts/${f}_tune.py" --family "${f}_tune" --budget 0.5 \
                     --results results/tune -o md
             done ;;
-        mma)  # the tensor-core mmvq prototype (scripts/mmvq_mma.py): resources, bitwise parity against old, bench
-            step mma-resources sb compile --arch 90 --cases scripts/mmvq_mma.py --family mmvq_mma --resources
-            step mma-parity sb parity -q --cases scripts/mmvq_mma.py --family mmvq_mma
-            step mma-bench sb bench -q --cases scripts/mmvq_mma.py --family mmvq_mma --budget 0.5 --results results/tune -o md ;;
+        mma)  # the tensor-core mmvq experiment (experiments/mmvq_mma): resources, bitwise parity against old, bench
+            step mma-resources sb compile --arch 90 --cases experiments/mmvq_mma/cases.py --family mmvq_mma --resources
+            step mma-parity sb parity -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma
+            step mma-bench sb bench -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma --budget 0.5 \
+                --results results/tune -o md ;;
         ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
             for f in iq3_xxs iq3_s; do
                 step "ncu-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full \
