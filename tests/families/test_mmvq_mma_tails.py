@@ -17,6 +17,7 @@ import pytest
 
 from strata_bench.cases import load_builtin_families
 from strata_bench.families.mmvq_mma import MMA_WIDTH, mma_config
+from tests.stub_kernels import H200_SHARED_OPTIN
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from iq_host import harness  # noqa: E402
@@ -36,7 +37,8 @@ def mma_weight_sets() -> list:
     seen, out = set(), []
     for case in FAMILY.default_cases():
         key = (case.fmt, case.rows, case.cols, case.data)
-        runs_mma = case.ncols >= MMA_WIDTH and mma_config(case.fmt, MMA_WIDTH, case.rows, case.cols // 32, lambda: 9)
+        runs_mma = case.ncols >= MMA_WIDTH and mma_config(case.fmt, MMA_WIDTH, case.rows, case.cols // 32, lambda: 9,
+                                                          lambda: H200_SHARED_OPTIN)
         if runs_mma and key not in seen:
             seen.add(key)
             out.append(case)
