@@ -6,9 +6,10 @@
 # and the pfgemm cuBLAS reference -> the peer table -> --device all -> workload and its command A/B (last:
 # at about 2.5 minutes the longest step, so a run under a time limit loses it first; STRATA_SUITE_DEADLINE and
 # STRATA_SUITE_LIMIT below).
-# Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"; "_decoders1" for the
-# one-column decoder candidates), `tune-more` (the other families' candidates: scripts/fp16deq_tune.py),
-# `ncu`, `ncu-source` and `ncu-mma`. Every step's log and exit code land in $OUT
+# Not in the default list, the experiments (experiments/<name>/): `tune` (mmvq launch candidates,
+# experiments/mmvq_tune; STRATA_TUNE_WIDTHS="1 8", "_decoders1" for the one-column decoder candidates),
+# `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma);
+# and the profiles `ncu`, `ncu-source` and `ncu-mma`. Every step's log and exit code land in $OUT
 # (default gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
@@ -152,11 +153,12 @@ for s in "${steps[@]}"; do
                 step "tune-$w" sb bench -q --cases experiments/mmvq_tune/cases.py --family "mmvq_tune$w" --budget 0.3 \
                     --results results/tune -o md
             done ;;
-        tune-more)  # the other families' tuning candidates (scripts/<family>_tune.py): parity over the family's cases, then bench
+        tune-more)  # the other families' tuning candidates (experiments/<family>_tune): parity over the family's cases, then bench
             for f in fp16deq; do
-                [ -f "scripts/${f}_tune.py" ] || continue
-                step "tune-$f-parity" sb parity -q --cases "scripts/${f}_tune.py" --family "${f}_tune"
-                step "tune-$f" sb bench -q --cases "scripts/${f}_tune.py" --family "${f}_tune" --budget 0.5 \
+                cases="experiments/${f}_tune/cases.py"
+                [ -f "$cases" ] || continue
+                step "tune-$f-parity" sb parity -q --cases "$cases" --family "${f}_tune"
+                step "tune-$f" sb bench -q --cases "$cases" --family "${f}_tune" --budget 0.5 \
                     --results results/tune -o md
             done ;;
         mma)  # the tensor-core mmvq experiment (experiments/mmvq_mma): resources, bitwise parity against old, bench
