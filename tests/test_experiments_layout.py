@@ -84,3 +84,11 @@ def test_an_experiments_kernels_live_in_its_kernels_folder_and_its_families_comp
             assert own and all((exp / "kernels" / s).is_file() for s in own), (name, own)
         else:
             assert not (exp / "kernels").exists() and own == [], (name, own)
+
+
+def test_scripts_holds_tools_each_listed_in_its_readme():
+    readme = (ROOT / "scripts" / "README.md").read_text()
+    tools = sorted(p.name for p in (ROOT / "scripts").iterdir() if p.is_file() and p.name != "README.md")
+    assert tools and [t for t in tools if f"| `{t}` |" not in readme] == []
+    # no --cases family left there: a family is a class that subclasses one (an experiment's)
+    assert [t for t in tools if t.endswith(".py") and "builtin_family(" in (ROOT / "scripts" / t).read_text()] == []
