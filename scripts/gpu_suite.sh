@@ -96,7 +96,7 @@ for s in "${steps[@]}"; do
             else
                 printf '%-24s skipped: no base tree at %s\n' digests "$BASE_TREE" | tee -a "$logdir/status.txt"
             fi ;;
-        gputests) step gputests python3 -m pytest -q -m gpu -ra tests ;;
+        gputests) step gputests python3 -m pytest -q -m gpu -ra tests experiments ;;  # the experiments' GPU tests too
         bench-dram)
             step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
             new=$(ls -t results/nvidia-h200/bench-*.json | head -1)
