@@ -6,9 +6,10 @@
 # and the pfgemm cuBLAS reference -> the peer table -> --device all -> workload and its command A/B (last:
 # at about 2.5 minutes the longest step, so a run under a time limit loses it first; STRATA_SUITE_DEADLINE and
 # STRATA_SUITE_LIMIT below).
-# Not in the default list: `tune` (mmvq launch candidates, STRATA_TUNE_WIDTHS="1 8"; "_decoders1" for the
-# one-column decoder candidates), `tune-more` (the other families' candidates: scripts/fp16deq_tune.py),
-# `ncu`, `ncu-source` and `ncu-mma`. Every step's log and exit code land in $OUT
+# Not in the default list, the experiments (experiments/<name>/): `tune` (mmvq launch candidates,
+# experiments/mmvq_tune; STRATA_TUNE_WIDTHS="1 8", "_decoders1" for the one-column decoder candidates),
+# `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma);
+# and the profiles `ncu`, `ncu-source` and `ncu-mma`. Every step's log and exit code land in $OUT
 # (default gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
@@ -95,7 +96,7 @@ for s in "${steps[@]}"; do
             else
                 printf '%-24s skipped: no base tree at %s\n' digests "$BASE_TREE" | tee -a "$logdir/status.txt"
             fi ;;
-        gputests) step gputests python3 -m pytest -q -m gpu -ra tests ;;
+        gputests) step gputests python3 -m pytest -q -m gpu -ra tests experiments ;;  # the experiments' GPU tests too
         bench-dram)
             step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
             new=$(ls -t results/nvidia-h200/bench-*.json | head -1)
@@ -144,29 +145,27 @@ for s in "${steps[@]}"; do
             step parity-device-all sb parity -q --device all --family dequant,q8_1 --format md --results /tmp/device-all
             step bench-device-all sb bench -q --family mmvq --format q8_0 --shape 131072x8192 --cols 1 --device all \
                 --budget 0.5 --results /tmp/device-all ;;
-        tune)  # launch candidates of mmvq_new (scripts/mmvq_tune.py), every one checked bitwise against old
+        tune)  # launch candidates of mmvq_new (experiments/mmvq_tune), every one checked bitwise against old
             widths=${STRATA_TUNE_WIDTHS:-1 8}
             fams=$(printf 'mmvq_tune%s,' $widths)
-            step tune-resources sb compile --resources --cases scripts/mmvq_tune.py --family "${fams%,}"
+            step tune-resources sb compile --resources --cases experiments/mmvq_tune/cases.py --family "${fams%,}"
             for w in $widths; do
-                step "tune-$w" sb bench -q --cases scripts/mmvq_tune.py --family "mmvq_tune$w" --budget 0.3 \
+                step "tune-$w" sb bench -q --cases experiments/mmvq_tune/cases.py --family "mmvq_tune$w" --budget 0.3 \
                     --results results/tune -o md
             done ;;
-        tune-more)  # the other families' tuning candidates (scripts/<family>_tune.py): parity over the family's cases, then bench
+        tune-more)  # the other families' tuning candidates (experiments/<family>_tune): parity over the family's cases, then bench
             for f in fp16deq; do
-                [ -f "scripts/${f}_tune.py" ] || continue
-                step "tune-$f-parity" sb parity -q --cases "scripts/${f}_tune.py" --family "${f}_tune"
-                step "tune-$f" sb bench -q --cases "scripts/${f}_tune.py" --family "${f}_tune" --budget 0.5 \
+                cases="experiments/${f}_tune/cases.py"
+                [ -f "$cases" ] || continue
+                step "tune-$f-parity" sb parity -q --cases "$cases" --family "${f}_tune"
+                step "tune-$f" sb bench -q --cases "$cases" --family "${f}_tune" --budget 0.5 \
                     --results results/tune -o md
             done ;;
-        mma)  # the tensor-core mmvq prototype (scripts/mmvq_mma.py): resources, bitwise parity against old, bench
-            step mma-resources sb compile --arch 90 --cases scripts/mmvq_mma.py --family mmvq_mma --resources
-            step mma-parity sb parity -q --cases scripts/mmvq_mma.py --family mmvq_mma
-            step mma-bench sb bench -q --cases scripts/mmvq_mma.py --family mmvq_mma --budget 0.5 --results results/tune -o md ;;
-        mma-dec)  # the tensor-core mmvq for every format (scripts/mmvq_mma_dec.py): resources, parity against old, bench
-            step mma-dec-resources sb compile --arch 90 --cases scripts/mmvq_mma_dec.py --family mmvq_mma_dec --resources
-            step mma-dec-parity sb parity -q --cases scripts/mmvq_mma_dec.py --family mmvq_mma_dec
-            step mma-dec-bench sb bench -q --cases scripts/mmvq_mma_dec.py --family mmvq_mma_dec --budget 0.5 --results results/tune -o md ;;
+        mma)  # the tensor-core mmvq experiment (experiments/mmvq_mma): resources, bitwise parity against old, bench
+            step mma-resources sb compile --arch 90 --cases experiments/mmvq_mma/cases.py --family mmvq_mma --resources
+            step mma-parity sb parity -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma
+            step mma-bench sb bench -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma --budget 0.5 \
+                --results results/tune -o md ;;
         ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
             for f in iq3_xxs iq3_s; do
                 step "ncu-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full \

@@ -4,6 +4,21 @@
 
 The names live in their modules (cases/, data/, numerics/, kernels/launch.py); docs/EXTENDING.md
 lists each one with a line on what it is for.
+
+A built-in family's class, `builtin_family(name)`, is public too: a family that extends it (a new variant
+beside the built-in ones, examples/dequant_rows; an experiment, experiments/<name>/) subclasses it and may
+use what FAMILY_SURFACE lists for it, and nothing whose name starts with "_":
+- mmvq: `quantize_activations(case, kernels, dev, stream)` (q8_1 of every column, each variant's first
+  launch), `launch_new_pass(case, kernels, dev, outs, col0, nc, config, stream)` (one column pass of
+  mmvq_new as a NewConfig says), `launch_new_passes(case, kernels, dev, outs, config_of, stream)` (all of
+  them, config_of(fmt, nc) -> NewConfig), `launch_mma_pass(config, case, kernels, dev, outs, col0, stream)`
+  (one 8-column pass on the tensor cores as an MmaConfig says), `edge_and_fixture_cases(fmt, edge_ncols,
+  fixture_ncols)`, and `NewConfig`, `new_config(fmt, nc)`, `column_passes(ncols)`, `Decoder`, `DECODERS`,
+  `MmaConfig`, `SHAPES`;
+- fp16deq: `path_case(fmt, rows, cols, data, path, **params)`, `new_kernels(source)`,
+  `launch_wide(case, variant, config, kernels, dev, outs, stream)` ("new"'s dispatch with a WideConfig's
+  kernel in place of vec16), and `WideConfig`, `VEC16`, `GENERIC`.
+Every built-in family also has the Family contract's public methods (cases/family.py).
 """
 from strata_bench.cases import Case, CaseFilter, Expected, Family, FixtureRef, Output, Variant, fixture_ref
 from strata_bench.cases.abi import AbiArg, LaunchAbi, padded_row_args
@@ -26,8 +41,9 @@ __all__ = [
     "Case", "CaseFilter", "Expected", "Family", "Output", "Variant", "CheckFailed", "InputError",
     # real weights: a fixture as a family's fixture_cases hook sees it
     "FixtureRef", "fixture_ref",
-    # the launch ABI a TOML variant follows (docs/ABI.md); a built-in family's class, to extend it
-    "AbiArg", "LaunchAbi", "builtin_family", "padded_row_args",
+    # the launch ABI a TOML variant follows (docs/ABI.md); a built-in family's class, to extend it, and what
+    # an extending family may use of it beyond the Family contract
+    "AbiArg", "LaunchAbi", "builtin_family", "padded_row_args", "FAMILY_SURFACE",
     # data: where weights and activations come from, and their device layout
     "DataSource", "parse_data", "ACT_SEED_OFFSET", "FORMATS", "OUTLIER", "Q2_0_FIXTURE_SOURCE", "ROW_ALIGN",
     "TAIL_SLACK", "activations", "check_shape", "chunks_per_row", "padded", "row_stride", "traits", "weights",
@@ -39,6 +55,17 @@ __all__ = [
     "FP16_MIN_NORMAL", "U32", "U64", "fp16_half_ulp", "gamma", "q8_1_deviation", "q8_1_value_error",
     "MatvecRef", "chain_depth", "exact_weights", "matvec_reference",
 ]
+
+
+# What a family extending a built-in one may use of it beyond the Family contract (the module docstring
+# says what each is; docs/EXTENDING.md, "Extending a built-in family"). tests/test_kit.py checks that each
+# exists and that no experiment reaches for a private name.
+FAMILY_SURFACE: dict[str, tuple[str, ...]] = {
+    "mmvq": ("quantize_activations", "launch_new_pass", "launch_new_passes", "launch_mma_pass",
+             "edge_and_fixture_cases", "NewConfig", "new_config", "column_passes", "Decoder", "DECODERS",
+             "MmaConfig", "SHAPES"),
+    "fp16deq": ("path_case", "new_kernels", "launch_wide", "WideConfig", "VEC16", "GENERIC"),
+}
 
 
 def builtin_family(name: str) -> type:

@@ -11,7 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def load_cases_file(relpath: str) -> ModuleType:
     from strata_bench.cases.registry import FAMILIES
+    from strata_bench.families import load_builtin_families
 
+    # The built-ins first: a file that extends one (kit.builtin_family) reads them from the registry, as a
+    # --cases file run by the runner does.
+    load_builtin_families()
     before = set(FAMILIES)
     spec = importlib.util.spec_from_file_location(f"cases_file_{Path(relpath).stem}", ROOT / relpath)
     module = importlib.util.module_from_spec(spec)

@@ -92,11 +92,11 @@ def _argv(example: str) -> list[str]:
 
 @pytest.fixture
 def here(tmp_path, monkeypatch, family_registry):
-    """A working folder with the repository's examples/ and docs/ (the paths examples name), where what a
+    """A working folder with the repository's examples/, experiments/ and docs/ (the paths examples name), where what a
     command writes (results/, fixtures/) stays; no usable GPU; provenance without the slow parts."""
     import strata_bench.cli.ab as ab_cmd
 
-    for name in ("examples", "docs"):
+    for name in ("examples", "experiments", "docs"):
         (tmp_path / name).symlink_to(REPO_ROOT / name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("STRATA_FIXTURES", raising=False)

@@ -1,7 +1,8 @@
 // fp16deq.cu: dense dequantization of Q8_0 and IQ4_XS rows to FP16: the generic kernel (one thread per
 // 32-value group, element stores) and the 16-byte-store kernels (Q8_0: one thread per 8 outputs; IQ4_XS:
-// the wide kernel with 16 outputs per thread; the other wide candidates, 8-32 outputs per thread, are for
-// scripts/fp16deq_tune.py).
+// the wide kernel with 16 outputs per thread). The wide kernel's other forms that experiments/fp16deq_tune
+// times (8-32 outputs per thread, the strided mapping) instantiate the same template; its prmt lookup and a
+// wide Q8_0 kernel live in that experiment's kernels/fp16deq_wide.cu.
 //
 // ARITHMETIC CONTRACT
 //   Every output element is the exact value of its weight rounded once to the nearest FP16 (ties to
@@ -19,7 +20,8 @@
 //   the same IEEE round-to-nearest-even conversion as __float2half_rn (cvt.rn.f16.f32), so both kernels
 //   write the same bits: they form the same exact fp32 value and round it once.
 //   The wide candidates form the same two fp32 products (or one for Q8_0) in the same order; the prmt
-//   lookup's k is the same float as kvalues_iq4nl[code] (an exact integer difference, see below).
+//   lookup's k (experiments/fp16deq_tune) is the same float as kvalues_iq4nl[code] (an exact integer
+//   difference, see below).
 //
 // LAYOUT: src points at row 0 of the rows to convert (a row slice is src + row0 * bytes_per_row);
 //   rows are contiguous, ncols values each (a multiple of 32 for Q8_0, of 256 for IQ4_XS).
@@ -139,7 +141,7 @@ fp16deq_vec16_q8_0(const uint8_t* __restrict__ src, int nrows, int ncols, __half
 // 91-94% of the H200's copy ceiling where 8 a thread reached 75-77%; families/fp16deq.py VEC16_WIDE).
 
 // ------------------------------------------------------------------------------------------------
-// Wide 16-byte-store kernels (scripts/fp16deq_tune.py times them all; "new" launches the one VEC16_WIDE
+// Wide 16-byte-store kernels (experiments/fp16deq_tune times them all; "new" launches the one VEC16_WIDE
 // names for IQ4_XS): the same per-value arithmetic as fp16deq_vec16_q8_0, OUT outputs per thread.
 //   MAP kXsOwn:     thread t owns OUT/16 halves of a sub-block's 16 qs bytes (8-byte loads: a block is
 //                   only 8-byte aligned, 136 = 8 * 17, so a 16-byte qs load would be misaligned in every
@@ -153,50 +155,21 @@ fp16deq_vec16_q8_0(const uint8_t* __restrict__ src, int nrows, int ncols, __half
 //   LUT kLutPrmt:   kvalues + 128 as bytes in four registers, looked up eight codes at a time with prmt
 //                   (no shared memory, no barrier); byte u becomes the float k = (2^23 + u) - (2^23 + 128),
 //                   exact (both operands and the difference are integers below 2^24), so the products
-//                   scale * k are the vec16 kernel's products, bit for bit.
+//                   scale * k are the vec16 kernel's products, bit for bit. Its XsLut and XsLutInit are
+//                   experiments/fp16deq_tune's (kernels/fp16deq_wide.cu): "new" never runs it.
 // Grid: (ceil(nrows * ncols / OUT / 256)). Block: (256). Same DISPATCH rules as the vec16 kernels.
 
 namespace fp16deq {
 
 constexpr int kXsOwn = 0, kXsStrided = 1;
 constexpr int kLutShared = 0, kLutPrmt = 1;
-// kvalues_iq4nl[i] + 128 (1..241), byte i % 4 of word i / 4 (tests/families/test_fp16deq.py checks them).
+// kLutPrmt's table (experiments/fp16deq_tune/kernels/fp16deq_wide.cu uses it): kvalues_iq4nl[i] + 128
+// (1..241), byte i % 4 of word i / 4 (experiments/fp16deq_tune/tests checks them). Kept here although no
+// built-in kernel reads them: NVRTC emits namespace-scope constants into the module's global data, so
+// dropping them would move the built-in kernels' globals (their cubins would differ).
 constexpr unsigned kKvBiased[4] = {0x3f2d1801u, 0x766a5d4fu, 0xa6998d81u, 0xf1d9c5b5u};
 constexpr unsigned kMagic = 0x4b000000u;     // 2^23 as float bits: 2^23 + u for a byte u in the low byte
 constexpr float kMagicBias = 8388736.0f;     // 2^23 + 128
-
-// Four qs bytes -> the biased kvalue bytes of their four low nibbles (lows) and four high nibbles (highs).
-// prmt reads the low 3 bits of each selector nibble; bit 3 of the code picks the upper table.
-__device__ __forceinline__ void kv_bytes(unsigned w, unsigned& lows, unsigned& highs) {
-    const unsigned pick = 0x32103210u | ((w & 0x88888888u) >> 1);
-    unsigned mixed[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const unsigned sel = w >> (16 * i);
-        const unsigned lo = __byte_perm(kKvBiased[0], kKvBiased[1], sel);
-        const unsigned hi = __byte_perm(kKvBiased[2], kKvBiased[3], sel);
-        mixed[i] = __byte_perm(lo, hi, pick >> (16 * i));  // byte j: code of nibble j of w's half i
-    }
-    lows = __byte_perm(mixed[0], mixed[1], 0x6420);
-    highs = __byte_perm(mixed[0], mixed[1], 0x7531);
-}
-
-__device__ __forceinline__ float kv_of_byte(unsigned bytes, int j) {
-    return __uint_as_float(__byte_perm(bytes, kMagic, 0x7540u + (unsigned)j)) - kMagicBias;  // exact
-}
-
-// Eight biased kvalue bytes (codes 0-3 in b0, 4-7 in b1) -> eight fp16 outputs scale * k, in order.
-__device__ __forceinline__ uint4 pack8_bytes(float scale, unsigned b0, unsigned b1) {
-    uint4 out;
-    unsigned* words = &out.x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const unsigned b = i < 2 ? b0 : b1;
-        const int j = 2 * (i & 1);
-        words[i] = pack_halves(__fmul_rn(scale, kv_of_byte(b, j)), __fmul_rn(scale, kv_of_byte(b, j + 1)));
-    }
-    return out;
-}
 
 template <int LUT> struct XsLut;
 
@@ -208,22 +181,6 @@ template <> struct XsLut<kLutShared> {
     __device__ __forceinline__ void both(float scale, uint2 q, uint4& lo, uint4& hi) const {
         lo = pack8_shared(scale, q, 0, kv);
         hi = pack8_shared(scale, q, 4, kv);
-    }
-};
-
-template <> struct XsLut<kLutPrmt> {
-    __device__ __forceinline__ uint4 octet(float scale, uint2 q, int shift) const {
-        unsigned lo0, hi0, lo1, hi1;
-        kv_bytes(q.x, lo0, hi0);
-        kv_bytes(q.y, lo1, hi1);
-        return shift ? pack8_bytes(scale, hi0, hi1) : pack8_bytes(scale, lo0, lo1);
-    }
-    __device__ __forceinline__ void both(float scale, uint2 q, uint4& lo, uint4& hi) const {
-        unsigned lo0, hi0, lo1, hi1;
-        kv_bytes(q.x, lo0, hi0);
-        kv_bytes(q.y, lo1, hi1);
-        lo = pack8_bytes(scale, lo0, lo1);
-        hi = pack8_bytes(scale, hi0, hi1);
     }
 };
 
@@ -279,10 +236,6 @@ template <> struct XsLutInit<kLutShared> {
         return XsLut<kLutShared>{kv};
     }
 };
-template <> struct XsLutInit<kLutPrmt> {
-    __device__ __forceinline__ static XsLut<kLutPrmt> make(float*) { return XsLut<kLutPrmt>{}; }
-};
-
 }  // namespace fp16deq
 
 template <int OUT, int MAP, int LUT>
@@ -311,39 +264,5 @@ fp16deq_wide_iq4_xs(const uint8_t* __restrict__ src, int nrows, int ncols, __hal
         const long long blk = tid / PER_BLOCK;
         const int part = (int)(tid % PER_BLOCK);
         if (blk < blocks) xs_own<HALVES>(src, blk, part / (2 / HALVES), (part % (2 / HALVES)) * HALVES, bpr, dst, ld, lut);
-    }
-}
-
-// Q8_0: thread t converts OUT / 8 consecutive octets of one 32-value block (d read once), 16-bit code loads
-// (34-byte blocks are only 2-byte aligned) and OUT / 8 16-byte stores.
-template <int OUT>
-__global__ void __launch_bounds__(fp16deq::kThreads)
-fp16deq_wide_q8_0(const uint8_t* __restrict__ src, int nrows, int ncols, __half* __restrict__ dst, long long ld) {
-    using namespace fp16deq;
-    static_assert(OUT == 8 || OUT == 16 || OUT == 32, "OUT: 8, 16 or 32 outputs per thread");
-    constexpr int K = OUT / 8, PER_BLOCK = 32 / OUT;
-    const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    const int groups = ncols / 32;
-    const long long blk = tid / PER_BLOCK;
-    if (blk >= (long long)nrows * groups) return;
-    const long long row = blk / groups;
-    const int first = (int)(tid % PER_BLOCK) * K;  // first octet within the block
-    const uint8_t* b = src + (size_t)blk * kQ8Bytes;
-    const uint16_t* q16 = reinterpret_cast<const uint16_t*>(b + 2 + 8 * first);
-    unsigned pairs[4 * K];
-#pragma unroll
-    for (int i = 0; i < 4 * K; ++i) pairs[i] = q16[i];
-    const float d = __half2float(*reinterpret_cast<const __half*>(b));
-    __half* out = dst + row * ld + 32LL * (blk - row * groups) + 8 * first;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-        uint4 o;
-        unsigned* words = &o.x;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const unsigned pair = pairs[4 * k + i];
-            words[i] = pack_halves(q8_0_exact(d, (int)(int8_t)(pair & 0xffu)), q8_0_exact(d, (int)(int8_t)(pair >> 8)));
-        }
-        *reinterpret_cast<uint4*>(out + 8 * k) = o;
     }
 }

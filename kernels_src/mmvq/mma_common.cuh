@@ -1,8 +1,7 @@
-// mma_common.cuh: the pieces of mmvq_mma.cu's schedule that every tensor-core mmvq kernel shares
-// (mmvq_mma.cu, mmvq_mma_dec.cu): the activations staged in the mma's B order, the m16n8k32 s8 mma, the
-// chunk integer's float without I2F, a tile group's barrier and the butterfly's tree over its 4 warps.
-// Their arithmetic contracts are in mmvq_mma.cu's header. Host-compilable (tests/iq_host), like
-// iq_decode.cuh: the asm is device-only.
+// mma_common.cuh: the pieces of mmvq_mma.cu's schedule a tensor-core mmvq kernel shares: the activations
+// staged in the mma's B order, the m16n8k32 s8 mma, the chunk integer's float without I2F, a tile group's
+// barrier and the butterfly's tree over its 4 warps. Their arithmetic contracts are in mmvq_mma.cu's header.
+// Host-compilable (tests/iq_host), like iq_decode.cuh: the asm is device-only.
 #pragma once
 #include "common/iq_decode.cuh"
 

@@ -22,7 +22,7 @@ struct Frag {
 };
 
 template <class F>
-struct MmaFrag;  // defined only for the formats mmvq_mma runs
+struct MmaFrag;  // defined only for the formats mmvq_mma runs (experiments/mmvq_mma adds iq2_xxs and iq1_s)
 
 // 8 bytes at an 8-byte aligned address of any memory (ld_u64_a8 is the global-only form).
 __device__ __forceinline__ uint2 ld_u64_any(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
@@ -72,54 +72,6 @@ struct MmaFrag<fmt_iq4_xs> {
     }
 };
 
-// The super-block grid formats give words 2G + h (h = 0, 1) of an 8-value group G: lane t's word t is
-// half t & 1 of group t / 2, its word 4 + t the same half of group 2 + t / 2. grid_half is iq2_group's /
-// iq1_group's prmt for that half alone (sel >> 16 h), the same bytes.
-__device__ __forceinline__ int grid_half(const Tab& tab, uint32_t sel, int h) {
-    return (int)prmt(tab.k0, tab.k1, sel >> (16 * h));
-}
-
-// iq2_xxs, chunk j: 8 bytes at QS + 8j, four grid index bytes then four 7-bit sign indexes with the
-// scale in bits 28-31 (decode()'s words, read with ld_u32_a2: the block is only 2-aligned).
-template <>
-struct MmaFrag<fmt_iq2_xxs> {
-    using L = fmt_iq2_xxs::L;
-    static __device__ __forceinline__ int word(const Tab& tab, uint32_t idx, uint32_t aux, int grp, int h) {
-        const uint32_t nib = tab.words[(idx >> (8 * grp)) & 0xFFu];
-        return grid_half(tab, nib | ksign_nibbles((aux >> (7 * grp)) & 0x7Fu), h);
-    }
-    static __device__ __forceinline__ Frag load(const uint8_t* b, int j, int t, const uint32_t (&)[4], const Tab& tab) {
-        Frag f;
-        const uint32_t idx = ld_u32_a2(b + L::QS + 8 * j), aux = ld_u32_a2(b + L::QS + 8 * j + 4);
-        f.dw = ld_half(b) * 0.125f;
-        f.ls = 2 * (int)(aux >> 28) + 1;
-        f.lo = word(tab, idx, aux, t / 2, t & 1);
-        f.hi = word(tab, idx, aux, 2 + t / 2, t & 1);
-        return f;
-    }
-};
-
-// iq1_s, chunk j: the four low index bytes at QS + 4j, the u16 at QH + 2j (3 high index bits per group,
-// the scale in bits 12-14, the delta's sign in bit 15: iq1_group's 0x44444444 selects the 8g - 1 word).
-template <>
-struct MmaFrag<fmt_iq1_s> {
-    using L = fmt_iq1_s::L;
-    static __device__ __forceinline__ int word(const Tab& tab, uint32_t qs, uint32_t qh, int grp, int h) {
-        const uint32_t index = ((qs >> (8 * grp)) & 0xFFu) | (((qh >> (3 * grp)) & 7u) << 8);
-        const uint32_t nib = tab.words[index];
-        return grid_half(tab, (qh & 0x8000u) ? (nib | 0x44444444u) : nib, h);
-    }
-    static __device__ __forceinline__ Frag load(const uint8_t* b, int j, int t, const uint32_t (&)[4], const Tab& tab) {
-        Frag f;
-        const uint32_t qs = ld_u32_a2(b + L::QS + 4 * j), qh = ld_u16(b + L::QH + 2 * j);
-        f.dw = ld_half(b) * 0.125f;
-        f.ls = 2 * (int)((qh >> 12) & 7u) + 1;
-        f.lo = word(tab, qs, qh, t / 2, t & 1);
-        f.hi = word(tab, qs, qh, 2 + t / 2, t & 1);
-        return f;
-    }
-};
-
 // A warp's group: chunks c0 .. c0 + 7 (c0 a multiple of 8) of 16 rows, GB bytes of each row (8 blocks of
 // a one-chunk format; one super-block of an 8-chunk one). Each row's share is copied as the 16-byte
 // granules that cover it: the group starts HEAD(c0) bytes into its first granule (rows are 16-aligned and
@@ -155,6 +107,9 @@ struct MmaGroup {
     static __host__ __device__ __forceinline__ int granule(int c0, int u) { return start(c0) - head(c0) + 16 * u; }
 };
 static_assert(MmaGroup<fmt_iq4_nl>::U4 == 9 && MmaGroup<fmt_q8_0>::U4 == 17, "aligned groups: whole rows of granules");
+// iq2_xxs and iq1_s have no MmaFrag here (experiments/mmvq_mma), but their groups' sizes stay checked here:
+// the check instantiates MmaGroup<F>, whose constants NVRTC emits into every module that includes this
+// header, so dropping it would move the built-in kernels' global data (their cubins would differ).
 static_assert(MmaGroup<fmt_iq4_xs>::U4 == 9 && MmaGroup<fmt_iq2_xxs>::U4 == 5 && MmaGroup<fmt_iq1_s>::U4 == 4,
               "super-block groups: head up to 8 (iq4_xs) or 14 bytes");
 

@@ -1,6 +1,7 @@
 // mmvq_mma.cu: mmvq over 8 activation columns with the chunk integers from tensor-core mma: the 8-column pass
 // of mmvq's `new` on tall iq4_nl, q8_0 and iq4_xs shapes (families/mmvq_mma.py says where); formats with one
-// scale per 32 values and an MmaFrag: iq4_nl, q8_0, iq4_xs, iq2_xxs, iq1_s. Inputs, outputs and layout as mmvq.cu's
+// scale per 32 values and an MmaFrag (mma_frag.cuh: iq4_nl, q8_0, iq4_xs; experiments/mmvq_mma adds iq2_xxs
+// and iq1_s). Inputs, outputs and layout as mmvq.cu's
 // mmvq_new<F, 8, ...>: W rows 16-byte aligned with 16 readable bytes after the last row, X is [8][K/32]
 // q8_1 blocks (already quantized), Y is [8][y_stride] float32.
 //
@@ -46,11 +47,12 @@
 //   the group is whole granules) into its own shared buffers, then reads each lane's bytes from there at
 //   buffer + head (row stride MmaGroup::ROW, an odd number of granules: rows g = 0..7 start in distinct
 //   banks 4 apart, and lanes t = 0..3 of a row read consecutive words or the same one: conflict-free).
-//   Rows past the end are clamped for reading and not stored. How the groups reach the buffers is WeightPipe<F, S>: S = 1, one buffer and the next group in registers
-//   (stored once the current group's reads are done); S >= 2, S buffers filled by cp.async, S - 1 groups
-//   in flight while one is computed, the first of them issued before the activations are staged. Either
-//   way the groups come in the loops' order, the next tile's first ones while the tree runs, and the
-//   bytes each mma_chunk reads are the same: the pipe changes when bytes arrive, never which or the math.
+//   Rows past the end are clamped for reading and not stored. How the groups reach the buffers is
+//   WeightPipe<F, S>: S = 1, one buffer and the next group in registers (stored once the current group's
+//   reads are done); S >= 2 (experiments/mmvq_mma), S buffers filled by cp.async, S - 1 groups in flight
+//   while one is computed, the first of them issued before the activations are staged. Either way the
+//   groups come in the loops' order, the next tile's first ones while the tree runs, and the bytes each
+//   mma_chunk reads are the same: the pipe changes when bytes arrive, never which or the math.
 #include "mmvq/mma_common.cuh"  // MmaActs, stage_acts_mma, mma_s8, group_sync, tile_tree
 #include "mmvq/mma_frag.cuh"  // MmaFrag, MmaGroup
 
@@ -108,79 +110,14 @@ struct WeightSrc {
     int rows, row_bytes;
 };
 
-// 16 bytes global -> shared without passing through registers (sm_80+; .cg: L2 only, as the weights are
-// read once). Asynchronous: a commit_group / wait_group pair orders it.
-__device__ __forceinline__ void cp_async16(uint4* dst, const uint8_t* src) {
-#ifdef STRATA_MMA_DEVICE
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#ifdef STRATA_MMA_DEVICE
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#endif
-}
-template <int N>  // wait until at most N of this thread's committed groups are still in flight
-__device__ __forceinline__ void cp_async_wait() {
-#ifdef STRATA_MMA_DEVICE
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#endif
-}
-
-// load_group's words (the same words, the same clamped rows; words past the row's end are not copied, so
-// the buffer keeps stale bytes there, which no chunk below nchunks reads) straight into the warp's buffer.
-template <class F>
-__device__ __forceinline__ void issue_group(const WeightSrc& src, int row0, int c0, uint4* buf) {
-    using G = MmaGroup<F>;
-    const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int j = 0; j < G::PER_LANE; ++j) {
-        const int k = lane + 32 * j, r = k / G::U4, off = G::granule(c0, k % G::U4);
-        if (k < 16 * G::U4 && off < src.row_bytes)
-            cp_async16(buf + G::slot(k), src.W + (long long)min(row0 + r, src.rows - 1) * src.row_stride + off);
-    }
-}
-
 // How a warp's groups reach its shared buffers: S stage buffers of one group each (16 rows x 8 blocks).
-// S >= 2: cp.async, S - 1 groups in flight while one is computed, no registers held for them.
-// acquire() returns the buffer of the cursor's current group, ready to read, and issues the group S - 1
-// ahead into the buffer computed last (the __syncwarp first: every lane's reads of it are done).
+// kernels_src has S = 1 only (below), the schedule `new` runs; the cp.async stages S >= 2, measured slower
+// (docs/PERF_NOTES.md, v7), are experiments/mmvq_mma's (kernels/mma_stages.cuh defines this template).
 template <class F, int S>
-struct WeightPipe {
-    static_assert(S >= 2 && S <= 8, "stages");
-    static constexpr int WORDS = MmaGroup<F>::WORDS;  // uint4 per stage
-    uint4* base;
-    int k = 0;  // the stage of the next group to compute
-    __device__ __forceinline__ void issue(const WeightSrc& src, GroupCursor& cur, int stage) {
-        if (cur.valid()) issue_group<F>(src, 16 * cur.tile, cur.c0, base + stage * WORDS);
-        cp_async_commit();  // also when empty: wait_group counts groups
-        cur.advance();
-    }
-    __device__ __forceinline__ void early(const WeightSrc& src, GroupCursor& cur) {
-#pragma unroll
-        for (int s = 0; s < S - 1; ++s) issue(src, cur, s);
-    }
-    __device__ __forceinline__ void late(const WeightSrc&, GroupCursor&) {}
-    __device__ __forceinline__ const uint8_t* acquire(const WeightSrc& src, GroupCursor& cur) {
-        __syncwarp();  // the previous group's reads are done
-        issue(src, cur, k == 0 ? S - 1 : k - 1);
-        cp_async_wait<S - 1>();  // this lane's copies of the current group have landed
-        __syncwarp();            // and every lane's
-        const uint8_t* group = reinterpret_cast<const uint8_t*>(base + k * WORDS);
-        k = k == S - 1 ? 0 : k + 1;
-        return group;
-    }
-};
+struct WeightPipe;
 
-// S = 1: today's schedule, one shared buffer, the next group in flight in registers (load_group), stored
-// after the current group's reads are done.
+// S = 1: one shared buffer, the next group in flight in registers (load_group), stored after the current
+// group's reads are done.
 template <class F>
 struct WeightPipe<F, 1> {
     uint4* base;
@@ -227,7 +164,8 @@ __device__ __forceinline__ void mma_chunk(const uint8_t* group, int i, int c, co
 // activations: more warps per SM for the same shared memory (at K = 8192 the activations take 72 KiB, so
 // TG = 4 gives 16 warps on an SM where 2 blocks of TG = 1 give 8). MINB: blocks per SM the register budget
 // must allow.
-// S: weight stages per warp (WeightPipe; 1 = the register-staged schedule). Neither touches the arithmetic.
+// S: weight stages per warp (WeightPipe; 1 = the register-staged schedule, the one defined here). None of them
+// touches the arithmetic.
 template <class F, int TG = 4, int MINB = 1, int S = 1>
 __global__ void __launch_bounds__(128 * TG, MINB)
 mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchunks,
@@ -236,8 +174,8 @@ mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
     using G = MmaGroup<F>;
     __shared__ uint32_t staged[SharedTab<F>::WORDS];
     // Dynamic (static shared memory stops at 48 KiB): the activations (72 words per chunk), then each
-    // warp's 16 rows x 8 blocks, then each tile group's tile_tree operands (scripts/mmvq_mma.py, MmaPass.shared_bytes, adds
-    // them up for the launch).
+    // warp's 16 rows x 8 blocks, then each tile group's tile_tree operands (families/mmvq_mma.py,
+    // MmaConfig.shared_bytes, adds them up for the launch).
     extern __shared__ __align__(16) uint32_t smem[];
     uint4* const groups = reinterpret_cast<uint4*>(smem + 72 * nchunks);
     float* const parts = reinterpret_cast<float*>(groups + 4 * TG * S * G::WORDS);
@@ -250,7 +188,7 @@ mmvq_mma(const uint8_t* __restrict__ W, long long row_stride, int rows, int nchu
     // next tile's first groups are loaded while this tile's tree runs.
     GroupCursor ahead{tile, 8 * q, 8 * q, nchunks, tiles, tile_step};
     WeightPipe<F, S> pipe{groups + (threadIdx.x / 32) * S * G::WORDS};
-    pipe.early(src, ahead);  // cp.async: the first groups fly while the activations are staged
+    pipe.early(src, ahead);  // S >= 2, cp.async: the first groups fly while the activations are staged
     stage_table<F>(staged);
     const MmaActs xs = stage_acts_mma(X, nchunks, smem);
     __syncthreads();

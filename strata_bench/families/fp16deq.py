@@ -37,7 +37,7 @@ class WideConfig:
     for IQ4_XS the thread mapping (own: whole 8-byte halves of one sub-block; strided: the vec16 octets,
     32 lanes apart) and the kvalue lookup (shared: floats in shared memory; prmt: bytes in registers).
     Same dispatch rules as vec16 (`choose_kernel`). "new" launches the one VEC16_WIDE names for its format;
-    scripts/fp16deq_tune.py times them all."""
+    experiments/fp16deq_tune times them all."""
 
     fmt: str
     out: int
@@ -62,7 +62,7 @@ class WideConfig:
 
 # The kernel of the 16-byte-store path where it is not fp16deq_vec16_<fmt>: IQ4_XS as 16 outputs per thread
 # (two 16-byte stores, the block head read once), 91-94% of the H200's copy ceiling against vec16's 75-77%
-# (results/tune, fp16deq_tune; docs/PERF_NOTES.md). Bitwise the same (fp16deq.cu's contract).
+# (results/tune, experiments/fp16deq_tune; docs/PERF_NOTES.md). Bitwise the same (fp16deq.cu's contract).
 VEC16_WIDE: dict[str, WideConfig] = {"iq4_xs": WideConfig("iq4_xs", 16, "own", "shared")}
 
 
@@ -78,6 +78,12 @@ class Fp16Deq(Family):
     ceiling = 'copy'
     sources = ("fp16deq/fp16deq.cu",)
     description = "Q8_0 / IQ4_XS -> FP16: one thread per 32 values vs 16-byte stores, correctly rounded"
+
+    # --- what a family extending fp16deq builds on (kit.builtin_family("fp16deq"); docs/EXTENDING.md,
+    # "Extending a built-in family"), beside the public methods path_case, new_kernels and launch_wide ---
+    WideConfig = WideConfig  # a wide 16-byte-store kernel (outputs per thread, mapping, lookup)
+    VEC16 = VEC16  # the 16-byte-store path's name (a case's `path` param; GENERIC the other one)
+    GENERIC = GENERIC
 
     def __init__(self) -> None:
         self.dispatch_log: dict[tuple[str, str], str] = {}
@@ -176,9 +182,15 @@ class Fp16Deq(Family):
 
     # --- launch -----------------------------------------------------------------------------------
     def _old_kernels(self, source: str) -> list[str]:
+        if source != Fp16Deq.sources[0]:  # a TOML variant's or an extending family's own source
+            return []
         return [f"fp16deq_{GENERIC}_{fmt}" for fmt in FORMATS]
 
-    def _new_kernels(self, source: str) -> list[str]:
+    def new_kernels(self, source: str) -> list[str]:
+        """What "new" compiles from `source`: from fp16deq.cu the generic kernel and the 16-byte-store path's
+        kernel of each format; nothing from another source."""
+        if source != Fp16Deq.sources[0]:
+            return []
         return [f"fp16deq_{GENERIC}_{fmt}" for fmt in FORMATS] + [self._vec16_kernel(fmt)[0] for fmt in FORMATS]
 
     @staticmethod
@@ -240,7 +252,7 @@ class Fp16Deq(Family):
 
     variants = (
         Variant("old", _old_kernels, _launch_old, "the generic kernel: one thread per 32 values"),
-        Variant("new", _new_kernels, _launch_new, "the production entry point: 16-byte stores where aligned"),
+        Variant("new", new_kernels, _launch_new, "the production entry point: 16-byte stores where aligned"),
     )
 
     def launch_abi(self) -> LaunchAbi:

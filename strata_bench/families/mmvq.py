@@ -39,8 +39,9 @@ from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN_BLOCKS_WIDE  # noqa: E402
-from strata_bench.families.mmvq_decoders import decoder_table_bytes, decoder_traits  # noqa: E402
-from strata_bench.families.mmvq_mma import MMA_SOURCE, launch_mma_pass, mma_config, mma_kernels  # noqa: E402
+from strata_bench.families.mmvq_decoders import DECODERS, Decoder, decoder_table_bytes, decoder_traits  # noqa: E402
+from strata_bench.families.mmvq_mma import (MMA_SOURCE, MmaConfig, launch_mma_pass, mma_config,  # noqa: E402
+                                            mma_kernels)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,9 @@ class NewConfig:
     unroll: int = 0
     fcvt: bool = False  # the chunk's integer reaches the fmaf as chunk_isum_f (iq_decode.cuh): no I2F, no IMAD
     old: bool = False  # the pass runs mmvq_old instead (bitwise equal; faster where it is, measured)
-    decoder: str = ""  # a decoder of mmvq_decoders.DECODERS in place of the format's own (the same integers)
+    # a decoder in place of the format's own (the same integers): a name in mmvq_decoders.DECODERS, or an
+    # experiment's own Decoder
+    decoder: str | Decoder = ""
 
     def kernel(self, fmt: str, nc: int) -> str:
         """The name expression; the defaults are left out, so the untuned kernels keep their names."""
@@ -76,12 +79,14 @@ class NewConfig:
         if self.old:
             return "old"
         shape = f"r{self.rows}m{self.min_blocks or 0}u{self.unroll}" + ("f" if self.fcvt else "")
-        return f"{shape}-{self.decoder}" if self.decoder else shape
+        if not self.decoder:
+            return shape
+        return f"{shape}-{self.decoder.name if isinstance(self.decoder, Decoder) else self.decoder}"
 
 
 NEW_DEFAULT = NewConfig()
 # Per format and pass width, the fastest config of the sweeps on the H200 at 131072 x 8192 that spills no
-# register under the device's NVRTC or CI's (scripts/mmvq_tune.py; docs/PERF_NOTES.md, "v3" and "v4", has
+# register under the device's NVRTC or CI's (experiments/mmvq_tune; docs/PERF_NOTES.md, "v3" and "v4", has
 # every figure). NewConfig(R, MINB, U, FCVT); old=True runs mmvq_old's kernel for the pass, where it is
 # the faster one (bitwise equal); decoder= names the decoder it runs in place of the format's own
 # (mmvq_decoders.py; v5: the one-column passes of iq2_xxs, iq2_xs, iq3_xxs and iq3_s; v7: the iq3 ones with
@@ -134,6 +139,14 @@ TAIL_NCOLS = (4, 11)
 MMA_TAIL_SHAPES = {"iq4_nl": (32773, 288), "iq4_xs": (32773, 256), "q8_0": (131077, 288)}
 
 
+def column_passes(ncols: int) -> list[int]:
+    """Columns per pass of the new kernels: 8 at a time, then the binary digits of the rest (1, 2, 4)."""
+    passes = [8] * (ncols // 8)
+    rest = ncols % 8
+    passes += [p for p in (4, 2, 1) if rest & p]
+    return passes
+
+
 def fixture_name(fmt: str) -> str:
     """The shipped real-weight fixture of a format (q2_0 requantizes the q8_0 one)."""
     return f"smollm2-ffn_down.{Q2_0_FIXTURE_SOURCE if fmt == 'q2_0' else fmt}"
@@ -143,6 +156,17 @@ class Mmvq(Family):
     name = "mmvq"
     sources = ("q8_1/q8_1.cu", "mmvq/mmvq.cu", MMA_SOURCE)
     description = "i-quant/q8_0/q2_0 mat-vec over q8_1, 1-11 columns: dot per column (old) vs decode once (new)"
+
+    # --- what a family extending mmvq builds on (kit.builtin_family("mmvq"); docs/EXTENDING.md, "Extending a
+    # built-in family"), beside the public methods edge_and_fixture_cases, quantize_activations,
+    # launch_new_pass, launch_new_passes and launch_mma_pass ---------------------------------------------
+    NewConfig = NewConfig  # a launch of mmvq_new for one column pass (R, MINB, U, FCVT, old, decoder)
+    new_config = staticmethod(new_config)  # (fmt, nc) -> the NewConfig `new` launches
+    column_passes = staticmethod(column_passes)  # ncols -> the pass widths (8, 8, ..., 4, 2, 1)
+    Decoder = Decoder  # a decoder mmvq_new may run in place of a format's own
+    DECODERS = DECODERS  # the ones NEW_CONFIGS names, by name
+    MmaConfig = MmaConfig  # a launch of mmvq_mma for an 8-column pass (tile groups, stages, ...)
+    SHAPES = SHAPES  # the parity shapes of the seeded cases
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
@@ -244,12 +268,19 @@ class Mmvq(Family):
             return []
         return [new_config(fmt, nc).kernel(fmt, nc) for fmt in FORMATS for nc in (1, 2, 4, 8)]
 
-    def _quantize_activations(self, case: Case, kernels: Any, dev: Mapping[str, Any], stream: Any) -> None:
+    def quantize_activations(self, case: Case, kernels: Any, dev: Mapping[str, Any], stream: Any = None) -> None:
+        """quantize_q8_1 of all the case's columns (dev["x"] -> dev["xq"]): every variant's first launch."""
         launch_quantize_q8_1(kernels, dev["x"], dev["xq"], case.ncols * (case.cols // 32), stream)
+
+    def launch_mma_pass(self, config: MmaConfig, case: Case, kernels: Any, dev: Mapping[str, Any],
+                        outs: Mapping[str, Any], col0: int, stream: Any = None) -> None:
+        """One 8-column pass over columns col0 .. col0 + 8 on the tensor cores (mmvq_mma), launched as
+        `config` says (mmvq_mma.launch_mma_pass)."""
+        launch_mma_pass(config, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
 
     def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
-        self._quantize_activations(case, kernels, dev, stream)
+        self.quantize_activations(case, kernels, dev, stream)
         self._launch_old_pass(case, kernels, dev, outs, 0, case.ncols, stream)
 
     def _launch_old_pass(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
@@ -271,8 +302,8 @@ class Mmvq(Family):
                           config_of, stream: Any = None, tensor_cores: bool = False) -> None:
         """Quantize the activations, then one launch per column pass: mmvq_new as config_of(fmt, nc) says,
         or with `tensor_cores` mmvq_mma where mmvq_mma.mma_config says (the launch candidates of
-        scripts/mmvq_tune.py leave it off, so that they time their own configs)."""
-        self._quantize_activations(case, kernels, dev, stream)
+        experiments/mmvq_tune leave it off, so that they time their own configs)."""
+        self.quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in column_passes(case.ncols):
             mma = (mma_config(case.fmt, nc, case.rows, case.cols // 32, compute_major, shared_optin)
@@ -280,11 +311,13 @@ class Mmvq(Family):
             if mma is not None:
                 launch_mma_pass(mma, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
             else:
-                self._launch_new_pass(case, kernels, dev, outs, col0, nc, config_of(case.fmt, nc), stream)
+                self.launch_new_pass(case, kernels, dev, outs, col0, nc, config_of(case.fmt, nc), stream)
             col0 += nc
 
-    def _launch_new_pass(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
-                         col0: int, nc: int, config: NewConfig, stream: Any) -> None:
+    def launch_new_pass(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                        col0: int, nc: int, config: NewConfig, stream: Any = None) -> None:
+        """One column pass of `new`'s kind over columns col0 .. col0 + nc as `config` says: mmvq_new (or
+        mmvq_old where config.old), reading the q8_1 activations quantize_activations wrote."""
         nchunks = case.cols // 32
         if config.old:
             self._launch_old_pass(case, kernels, dev, outs, col0, nc, stream)
@@ -366,20 +399,13 @@ MMVQ_ABI = LaunchAbi(
     fields=_abi_fields,
     placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in FORMATS),
     placeholders=lambda case: {"traits": traits(case.fmt), "fmt": case.fmt},
-    prelude=lambda family, case, kernels, dev, stream: family._quantize_activations(case, kernels, dev, stream),
+    prelude=lambda family, case, kernels, dev, stream: family.quantize_activations(case, kernels, dev, stream),
     baseline="old",
     writes="y: all ncols x rows floats; bitwise equal to old (mmvq.cu's ARITHMETIC CONTRACT)",
 )
 
 
 # --- helpers -----------------------------------------------------------------------------------------
-def column_passes(ncols: int) -> list[int]:
-    """Columns per pass of the new kernels: 8 at a time, then the binary digits of the rest (1, 2, 4)."""
-    passes = [8] * (ncols // 8)
-    rest = ncols % 8
-    passes += [p for p in (4, 2, 1) if rest & p]
-    return passes
-
 
 
 @lru_cache(maxsize=1)

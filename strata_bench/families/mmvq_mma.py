@@ -41,8 +41,8 @@ def group_row_bytes(fmt: str) -> int:
 class MmaConfig:
     """How one format's 8-column passes run mmvq_mma<F, TG, MINB, S>: `tile_groups` TG per block (4 warps
     each; as many as fit 65536 registers without spills), weight `stages` S (1: the next group in registers,
-    measured fastest), MINB, and the smallest row count it runs at (`min_rows`). None of them touches the
-    arithmetic."""
+    measured fastest and the only one kernels_src has; experiments/mmvq_mma adds the cp.async stages S >= 2),
+    MINB, and the smallest row count it runs at (`min_rows`). None of them touches the arithmetic."""
 
     tile_groups: int
     min_rows: int
@@ -77,7 +77,7 @@ class MmaConfig:
 # Measured on the H200 (cold, 8 columns, us; PERF_NOTES v7): iq4_nl 131072x8192 229.6 against mmvq_new's
 # 324.2, 32768x8192 65.8 against 88.8, 4096x14336 36.8 against 25.7; q8_0 131072x8192 287.9 against 296.8,
 # 32768x8192 88.3 against 82.3; iq4_xs 131072x8192 268.7 against 297.9, 32768x8192 75.0 against 82.6.
-# iq2_xxs and iq1_s have fragment decoders too (scripts/mmvq_mma.py) but were slower than mmvq_new.
+# iq2_xxs and iq1_s have fragment decoders too (experiments/mmvq_mma) but were slower than mmvq_new.
 MMA_CONFIGS: dict[str, MmaConfig] = {
     "iq4_nl": MmaConfig(tile_groups=4, min_rows=32768),
     "iq4_xs": MmaConfig(tile_groups=4, min_rows=32768),

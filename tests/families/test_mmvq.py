@@ -152,7 +152,7 @@ def test_fixture_case_tiles_and_notes_its_source():
     assert "tiled" in host["note"] and "requantized" in host["note"]
 
 
-# --- launch configs (NewConfig) and the tuning candidates -----------------------------------------------------------
+# --- launch configs (NewConfig; the tuning candidates are experiments/mmvq_tune's) ----------------------------------
 def test_new_config_kernel_names_spell_only_what_differs_from_the_defaults():
     from strata_bench.families.mmvq import NewConfig
 
@@ -162,48 +162,3 @@ def test_new_config_kernel_names_spell_only_what_differs_from_the_defaults():
     assert NewConfig(old=True).kernel("q8_0", 1) == "mmvq_old<siq::fmt_q8_0>"
     assert NewConfig(4, 3, 4).label == "r4m3u4" and NewConfig(2, 2, 4, True).label == "r2m2u4f"
     assert NewConfig().min_blocks_for(1) == 3 and NewConfig().min_blocks_for(8) == 2
-
-
-def test_tune_candidates_are_every_shape_for_their_pass_width():
-    tune = _tune_module()
-    family = tune.TUNE_FAMILIES[0]
-    assert [v.name for v in family.variants][:4] == ["old", "new", "r4m3u4", "r4m3u4f"]
-    assert len(family.variants) == 2 + len(tune.ONE_COLUMN)
-    kernels = family.variants[2].kernels(family(), "mmvq/mmvq.cu")
-    assert kernels == [f"mmvq_new<siq::fmt_{f}, 1, 4, 3, 4>" for f in kit.FORMATS]
-
-
-def test_decoder_candidates_launch_each_decoder_only_for_its_formats():
-    tune = _tune_module()
-    family = next(f for f in tune.TUNE_FAMILIES if f.name == "mmvq_tune_decoders1")
-    variants = {v.name: v for v in family.variants}
-    assert variants["r2m4u8-lean"].kernels(family(), "mmvq/mmvq.cu") == [
-        "mmvq_new<siq::fmt_iq2_xxs_lean, 1, 2, 4, 8>", "mmvq_new<siq::fmt_iq2_xs_lean, 1, 2, 4, 8>"]
-    assert variants["r4m3u4-masked-split"].kernels(family(), "mmvq/mmvq.cu") == [
-        "mmvq_new<siq::sign_masked<siq::fmt_iq3_xxs, true>, 1, 4, 3, 4>",
-        "mmvq_new<siq::sign_masked<siq::fmt_iq3_s, true>, 1, 4, 3, 4>"]
-    assert [c.fmt for c in family().bench_cases()] == ["iq3_xxs", "iq3_s", "iq2_xxs", "iq2_xs"]
-
-
-def _tune_module():
-    from tests.cases_file import load_cases_file
-
-    return load_cases_file("scripts/mmvq_tune.py")
-
-
-def test_rep_candidates_pair_each_shape_with_every_copy_count_and_skip_the_spilling_kernels():
-    tune = _tune_module()
-    one = next(f for f in tune.TUNE_FAMILIES if f.name == "mmvq_tune_rep1")
-    variants = {v.name: v for v in one.variants}
-    assert variants["r4m3u4-masked-split-rep32"].kernels(one(), "mmvq/mmvq.cu") == [
-        "mmvq_new<siq::sign_masked_rep<siq::fmt_iq3_xxs, true, 32>, 1, 4, 3, 4>"]
-    assert variants["r4m3u2-masked-rep16"].kernels(one(), "mmvq/mmvq.cu") == [
-        "mmvq_new<siq::sign_masked_rep<siq::fmt_iq3_xxs, false, 16>, 1, 4, 3, 2>",
-        "mmvq_new<siq::sign_masked_rep<siq::fmt_iq3_s, false, 16>, 1, 4, 3, 2>"]
-    assert "r4m3u4-masked-split-rep16" in variants and "r4m3u4-masked" in variants
-    assert variants["r4m3u4-masked-split-rep16"].kernels(one(), "mmvq/mmvq.cu") == [
-        "mmvq_new<siq::sign_masked_rep<siq::fmt_iq3_xxs, true, 16>, 1, 4, 3, 4>"]  # iq3_s's spills
-    assert [c.fmt for c in one().bench_cases()] == ["iq3_xxs", "iq3_s"]
-    eight = next(f for f in tune.TUNE_FAMILIES if f.name == "mmvq_tune_rep8")
-    assert {c.ncols for c in eight().bench_cases()} == {8}
-    assert "r2m2u0-masked-rep32" in {v.name for v in eight.variants}

@@ -1,145 +1,80 @@
-"""strata_bench/families/mmvq_decoders.py and the decoders it names (kernels_src/common/iq_decode.cuh), run
+"""strata_bench/families/mmvq_decoders.py and the decoders it names (kernels_src/common/decoders.cuh), run
 on the CPU (tests/iq_host): each must give its format's own Chunk (words, scales, dw) and the same isum
-and isum_f on every code word, and the warps' outputs bit for bit; the registry must name them right."""
+and isum_f on every code word, and the warps' outputs bit for bit; the registry must name them right.
+The candidates `new` does not run are experiments/mmvq_tune's, tested there the same way."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from strata_bench.families import load_builtin_families
-from strata_bench.data.synthetic import synthetic_weights
 from strata_bench.errors import InputError
-from strata_bench.families.mmvq import NewConfig
-from strata_bench.families.mmvq_decoders import DECODERS, decoder_traits
-from strata_bench.formats import get_format
+from strata_bench.families.mmvq import NEW_CONFIGS, NewConfig
+from strata_bench.families.mmvq_decoders import DECODERS, Decoder, decoder_table_bytes, decoder_traits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from iq_host import harness  # noqa: E402
+from iq_host import decoder_checks  # noqa: E402
 
 MMVQ = load_builtin_families()["mmvq"]
 PAIRS = [(fmt, name) for name, d in DECODERS.items() for fmt in d.formats]
-CODES = ["random", "max", "min"]
 
 
 # --- the registry and the launch configs that name a decoder ---------------------------------------------------
 def test_decoders_name_their_traits_and_refuse_other_formats():
     assert decoder_traits("", "iq2_xxs") == "siq::fmt_iq2_xxs"
-    assert decoder_traits("masked", "iq3_xxs") == "siq::sign_masked<siq::fmt_iq3_xxs>"
-    assert decoder_traits("masked-split", "iq3_s") == "siq::sign_masked<siq::fmt_iq3_s, true>"
+    assert decoder_traits("masked-rep16", "iq3_xxs") == "siq::sign_masked_rep<siq::fmt_iq3_xxs, false, 16>"
     assert decoder_traits("lean", "iq2_xs") == "siq::fmt_iq2_xs_lean"
-    with pytest.raises(InputError, match="decoder 'masked' has no iq2_xxs form; it has: iq3_xxs, iq3_s"):
-        decoder_traits("masked", "iq2_xxs")
-    with pytest.raises(InputError, match="unknown decoder 'fast'; decoders: masked, masked-split, lean"):
+    with pytest.raises(InputError, match="decoder 'masked-rep16' has no iq2_xxs form; it has: iq3_xxs, iq3_s"):
+        decoder_traits("masked-rep16", "iq2_xxs")
+    with pytest.raises(InputError, match="unknown decoder 'fast'; decoders: lean, masked-rep16, masked-split-rep16"):
         decoder_traits("fast", "iq3_s")
 
 
+def test_the_table_holds_exactly_the_decoders_new_runs():
+    assert {c.decoder for c in NEW_CONFIGS.values() if c.decoder} == set(DECODERS)
+
+
 def test_new_config_with_a_decoder_names_it_in_the_kernel_and_the_label():
-    config = NewConfig(4, 3, 4, decoder="masked-split")
-    assert config.kernel("iq3_xxs", 1) == "mmvq_new<siq::sign_masked<siq::fmt_iq3_xxs, true>, 1, 4, 3, 4>"
-    assert config.label == "r4m3u4-masked-split" and NewConfig(2, 4, 8, True, decoder="lean").label == "r2m4u8f-lean"
+    config = NewConfig(4, 3, 4, decoder="masked-split-rep16")
+    assert config.kernel("iq3_xxs", 1) == "mmvq_new<siq::sign_masked_rep<siq::fmt_iq3_xxs, true, 16>, 1, 4, 3, 4>"
+    assert config.label == "r4m3u4-masked-split-rep16" and NewConfig(2, 4, 8, True, decoder="lean").label == "r2m4u8f-lean"
     assert NewConfig(2, 4, 8, decoder="lean").kernel("iq2_xxs", 1) == "mmvq_new<siq::fmt_iq2_xxs_lean, 1, 2, 4, 8>"
 
 
-# --- the decoders on the CPU: the same chunks as the format's own decode ------------------------------------------
-def _edge_and_random(fmt: str, seeds=(7, 8, 9)) -> np.ndarray:
-    f = get_format(fmt)
-    return np.concatenate([synthetic_weights(fmt, 6, f.block_size * 16, s, edge=True).reshape(-1, f.type_size)
-                           for s in seeds])
+def test_a_launch_config_takes_a_decoder_of_its_own():
+    """An experiment passes a Decoder that the table lacks: it names the kernel, the label and the table's copies."""
+    own = Decoder("masked", "siq::sign_masked<{traits}>", ("iq3_xxs", "iq3_s"))
+    config = NewConfig(4, 3, 4, decoder=own)
+    assert config.kernel("iq3_s", 1) == "mmvq_new<siq::sign_masked<siq::fmt_iq3_s>, 1, 4, 3, 4>"
+    assert config.label == "r4m3u4-masked"
+    assert decoder_table_bytes(own, "iq3_xxs") == 4 * (256 + 2)
+    assert decoder_table_bytes(Decoder("x", "{traits}", ("iq3_xxs",), 32), "iq3_xxs") == 4 * (256 * 32 + 2)
 
 
-def _iq2_xxs_code_blocks(rng: np.random.Generator) -> np.ndarray:
-    """Every 7-bit sign index in every group (four draws each of the other groups' fields and the scale),
-    and every grid byte in every position."""
-    aux = []
-    for g in range(4):
-        for k in range(128):
-            for _ in range(4):
-                word = k << (7 * g)
-                for h in range(g):
-                    word |= int(rng.integers(0, 128)) << (7 * h)
-                if g < 3:
-                    word |= int(rng.integers(0, 1 << (21 - 7 * g))) << (7 * g + 7)
-                aux.append(word | (int(rng.integers(0, 16)) << 28))
-    n = -(-len(aux) // 8) * 8
-    aux = np.array(aux + [int(x) for x in rng.integers(0, 2 ** 32, n - len(aux), dtype=np.uint64)], np.uint32)
-    idx = (np.arange(4 * n, dtype=np.uint32) + rng.integers(0, 256)) % 256
-    idx = (idx.reshape(n, 4) << (np.arange(4, dtype=np.uint32) * 8)).sum(axis=1, dtype=np.uint32)
-    qs = np.stack([idx, aux], axis=1).astype("<u4").view(np.uint8).reshape(n // 8, 64)
-    d = rng.normal(0, 0.01, size=(n // 8, 1)).astype(np.float16).view(np.uint8)
-    return np.concatenate([d, qs], axis=1)
-
-
-def _iq2_xs_code_blocks(rng: np.random.Generator) -> np.ndarray:
-    """Every u16 entry (9-bit grid index, 7-bit sign index) at each of a chunk's four positions."""
-    codes = np.arange(1 << 16, dtype=np.uint32)
-    entries = np.stack([np.roll(codes, 4099 * p) for p in range(4)], axis=1).reshape(-1).astype("<u2")
-    qs = entries.view(np.uint8).reshape(-1, 64)
-    d = rng.normal(0, 0.01, size=(qs.shape[0], 1)).astype(np.float16).view(np.uint8)
-    scales = rng.integers(0, 256, size=(qs.shape[0], 8), dtype=np.uint8)
-    return np.concatenate([d, qs, scales], axis=1)
-
-
-def _sign_fields(fmt: str, blocks: np.ndarray) -> set[int]:
-    """The distinct sign fields of IQ3 blocks: 7-bit indexes (iq3_xxs) or sign bytes (iq3_s)."""
-    if fmt == "iq3_s":
-        return set(blocks[:, 2 + 64 + 8:2 + 64 + 8 + 32].ravel().tolist())  # d, qs[64], qh[8], signs[32]
-    aux = blocks[:, 2 + 64:2 + 96].copy().view("<u4")  # d, qs[64], then 8 words of signs and scale
-    return {int(a >> (7 * g)) & 0x7F for a in aux.ravel() for g in range(4)}
-
-
-def _blocks(fmt: str) -> np.ndarray:
-    """Edge and random blocks, and for the IQ2 formats blocks holding every code word."""
-    rng = np.random.default_rng(11)
-    coded = {"iq2_xxs": _iq2_xxs_code_blocks, "iq2_xs": _iq2_xs_code_blocks}.get(fmt)
-    blocks = _edge_and_random(fmt)
-    return np.concatenate([blocks, coded(rng)]) if coded else blocks
-
-
+# --- the decoders on the CPU: the same chunks and outputs as the format's own decode (iq_host/decoder_checks.py) ---
 def test_the_iq3_blocks_carry_every_sign_field():
     # So every mask the sign-mask formulas can make is met by the chunk tests below.
-    assert len(_sign_fields("iq3_xxs", _blocks("iq3_xxs"))) == 128
-    assert len(_sign_fields("iq3_s", _blocks("iq3_s"))) == 256
+    assert len(decoder_checks._sign_fields("iq3_xxs", decoder_checks._blocks("iq3_xxs"))) == 128
+    assert len(decoder_checks._sign_fields("iq3_s", decoder_checks._blocks("iq3_s"))) == 256
 
 
 @pytest.mark.parametrize("fmt,decoder", PAIRS)
-@pytest.mark.parametrize("codes", CODES)
+@pytest.mark.parametrize("codes", decoder_checks.CODES)
 def test_decoder_gives_the_formats_chunks(fmt, decoder, codes):
-    """w (signed again for a sign-mask decoder), ls0, ls1, dw, the dequantized values, isum and isum_f are
-    byte-identical to the format's own decode, with random and +-127 activation codes."""
-    blocks = _blocks(fmt)
-    nchunks = blocks.shape[0] * get_format(fmt).block_size // 32
-    q = {"random": np.random.default_rng(2).integers(-127, 128, size=(nchunks, 32)),
-         "max": np.full((nchunks, 32), 127), "min": np.full((nchunks, 32), -127)}[codes].astype(np.int8)
-    base = harness.run_chunks(fmt, blocks, q)
-    got = harness.run_chunks(f"{fmt}:{decoder}", blocks, q)
-    assert got.shape == base.shape == (nchunks,)
-    for field in ("w", "ls0", "ls1", "dw", "isum", "isum_f", "v"):
-        differ = np.flatnonzero((got[field].view(np.uint32) != base[field].view(np.uint32)).reshape(nchunks, -1).any(1))
-        assert differ.size == 0, f"{field}: {differ.size} chunks differ, first {differ[0]}"
+    decoder_checks.assert_same_chunks(fmt, decoder, codes)
 
 
 @pytest.mark.parametrize("fmt,decoder", PAIRS)
 @pytest.mark.parametrize("data", ["seed:7", "edge:2"])
 def test_decoder_gives_the_formats_outputs_bit_for_bit(fmt, decoder, data):
-    # The warps' whole arithmetic on the CPU (1536 inputs: lanes 0-15 chain two chunks, 16-31 one).
-    case = MMVQ.case(fmt, 24, 1536, 3, data)
-    host = MMVQ.make_inputs(case)
-    plain = harness.run_dot(fmt, host["raw"], case.cols, host["act"])
-    got = harness.run_dot(f"{fmt}:{decoder}", host["raw"], case.cols, host["act"])
-    assert np.array_equal(got.view(np.uint32), plain.view(np.uint32))
-    assert np.abs(plain).max() > 0
+    decoder_checks.assert_same_outputs(MMVQ, fmt, decoder, data)
 
 
 def test_replicated_decoders_name_their_copies_and_size_their_static_table():
-    from strata_bench.families.mmvq_decoders import decoder_table_bytes
-
-    assert decoder_traits("masked-split-rep32", "iq3_xxs") == "siq::sign_masked_rep<siq::fmt_iq3_xxs, true, 32>"
     assert decoder_traits("masked-rep16", "iq3_s") == "siq::sign_masked_rep<siq::fmt_iq3_s, false, 16>"
-    with pytest.raises(InputError, match="decoder 'masked-rep32' has no iq3_s form"):
-        decoder_traits("masked-rep32", "iq3_s")  # 512 words x 32 exceed 48 KiB of static shared memory
+    assert decoder_traits("masked-split-rep16", "iq3_xxs") == "siq::sign_masked_rep<siq::fmt_iq3_xxs, true, 16>"
     assert decoder_table_bytes("", "iq3_s") == 4 * (512 + 2)
-    assert decoder_table_bytes("masked-split-rep32", "iq3_xxs") == 4 * (256 * 32 + 2)
+    assert decoder_table_bytes("masked-rep16", "iq3_s") == 4 * (512 * 16 + 2)
     assert all(decoder_table_bytes(n, f) <= 48 * 1024 for n, d in DECODERS.items() for f in d.formats)

@@ -1,7 +1,8 @@
 """mmvq_mma's schedule (kernels_src/mmvq/mmvq_mma.cu) on the CPU: tiles of 16 rows x 8 columns, chunk
 integers from an emulated m16n8k32 mma fed by the kernel's fragment mapping, the 32 virtual lanes split
 over 4 warps and combined by warp_sum_f32's tree across them (tests/iq_host/mma_emul.h). Its y must equal,
-bit for bit, the dot mode's (one warp per row: mmvq_old's arithmetic)."""
+bit for bit, the dot mode's (one warp per row: mmvq_old's arithmetic). The formats and stages `new` does not
+run (iq2_xxs, iq1_s, cp.async stages) are experiments/mmvq_mma's, tested there the same way."""
 from __future__ import annotations
 
 import functools
@@ -22,19 +23,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from iq_host import harness  # noqa: E402
 
 FAMILY = load_builtin_families()["mmvq"]
-FORMATS = ("iq4_nl", "q8_0", "iq4_xs", "iq2_xxs", "iq1_s")
+FORMATS = ("iq4_nl", "q8_0", "iq4_xs")  # the formats mmvq_mma has an MmaFrag for in kernels_src
 SUPER = ("iq4_xs", "iq2_xxs", "iq1_s")  # 256-value blocks: a group is one block, at a head of 0-14 bytes
-MMA_KERNELS = [  # scripts/mmvq_mma.py's variants' (MMA_PASSES): the register-staged kernels and the cp.async reference
+MMA_KERNELS = [  # the built-in family's (mmvq_mma.MMA_CONFIGS)
     "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>", "mmvq_mma<siq::fmt_iq4_xs, 4, 1, 1>",
-    "mmvq_mma<siq::fmt_iq2_xxs, 4, 1, 1>", "mmvq_mma<siq::fmt_iq1_s, 4, 1, 1>",
-    "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 2>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 2>",
 ]
 
 
-def _both(fmt: str, rows: int, cols: int, ncols: int, data: str) -> tuple[np.ndarray, np.ndarray]:
+def _both(fmt: str, rows: int, cols: int, ncols: int, data: str, build=None) -> tuple[np.ndarray, np.ndarray]:
+    """y of the dot mode and of the dot_mma mode; `build`: a host binary with an experiment's headers."""
     host = FAMILY.make_inputs(FAMILY.case(fmt, rows, cols, ncols, data))
-    old = harness.run_dot(fmt, host["raw"], cols, host["act"])
-    mma = harness.run_dot(fmt, host["raw"], cols, host["act"], mode="dot_mma")
+    old = harness.run_dot(fmt, host["raw"], cols, host["act"], build=build)
+    mma = harness.run_dot(fmt, host["raw"], cols, host["act"], mode="dot_mma", build=build)
     return old, mma
 
 
@@ -65,10 +65,11 @@ def test_mma_schedule_equals_one_warp_per_row_bitwise(fmt, rows, cols, ncols, da
         f"{int((old.view(np.uint32) != mma.view(np.uint32)).sum())} of {old.size} outputs differ"
 
 
-def test_dot_mma_refuses_formats_it_has_no_schedule_for(tmp_path):
-    proc = subprocess.run([str(harness.binary()), "dot_mma", "iq2_xs", "1", "256", "/dev/null", "/dev/null", "1",
+@pytest.mark.parametrize("fmt", ["iq2_xs", "iq2_xxs"])  # iq2_xxs: its MmaFrag is experiments/mmvq_mma's
+def test_dot_mma_refuses_formats_it_has_no_schedule_for(tmp_path, fmt):
+    proc = subprocess.run([str(harness.binary()), "dot_mma", fmt, "1", "256", "/dev/null", "/dev/null", "1",
                            str(tmp_path / "y.bin")], capture_output=True, text=True)
-    assert proc.returncode == 2 and "no mma schedule" in proc.stderr
+    assert proc.returncode == 2 and "no mma schedule" in proc.stderr and "(iq4_nl, q8_0, iq4_xs)" in proc.stderr
 
 
 @functools.lru_cache(maxsize=None)
@@ -100,5 +101,5 @@ def test_mma_kernels_use_the_tensor_cores(arch):
         f.flush()
         sass = subprocess.run([CUOBJDUMP, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
     assert sass.count("IMMA.16832.S8.S8") >= 8 * len(MMA_KERNELS)  # 8 per kernel at least (a whole group unrolled)
-    assert sass.count("LDGSTS") > 0  # the cp.async stages (S >= 2) copy without registers
+    assert sass.count("LDGSTS") == 0  # S = 1: the groups pass through registers (cp.async is the experiment's)
 

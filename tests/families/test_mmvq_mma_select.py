@@ -125,7 +125,7 @@ def test_new_keeps_mmvq_new_on_short_shapes(kernels):
 
 
 def test_launch_candidates_never_take_the_mma_path(kernels):
-    """scripts/mmvq_tune.py times its own configs through launch_new_passes, without tensor_cores."""
+    """experiments/mmvq_tune times its own configs through launch_new_passes, without tensor_cores."""
     fam = Mmvq()
     case = fam.case("iq4_nl", 32768, 1024, 8, "seed:1")
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((8, 1024), np.float32), "xq": np.zeros((8, 32 * 36), np.uint8)}

@@ -17,10 +17,10 @@ import pytest
 
 from strata_bench.families import load_builtin_families
 from strata_bench.families.mmvq_mma import MMA_WIDTH, mma_config
+from tests.stub_kernels import H200_SHARED_OPTIN
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from iq_host import harness  # noqa: E402
-from tests.stub_kernels import H200_SHARED_OPTIN  # noqa: E402
 
 FAMILY = load_builtin_families()["mmvq"]
 TAILS = ["mmvq/iq4_nl/32773x288/n8/seed:1", "mmvq/iq4_xs/32773x256/n8/seed:1", "mmvq/q8_0/131077x288/n8/seed:1"]
@@ -38,7 +38,7 @@ def mma_weight_sets() -> list:
     for case in FAMILY.default_cases():
         key = (case.fmt, case.rows, case.cols, case.data)
         runs_mma = case.ncols >= MMA_WIDTH and mma_config(case.fmt, MMA_WIDTH, case.rows, case.cols // 32, lambda: 9,
-                                                                     lambda: H200_SHARED_OPTIN)
+                                                          lambda: H200_SHARED_OPTIN)
         if runs_mma and key not in seen:
             seen.add(key)
             out.append(case)

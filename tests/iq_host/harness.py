@@ -22,14 +22,15 @@ CHUNK_RECORD = np.dtype([("w", "<i4", 8), ("ls0", "<i4"), ("ls1", "<i4"), ("dw",
                          ("isum", "<i4"), ("isum_f", "<f4")])
 
 
-@functools.lru_cache(maxsize=1)
-def _binary() -> tuple[Path | None, str]:
+@functools.lru_cache(maxsize=None)
+def _binary(headers: tuple[str, ...] = (), defines: tuple[str, ...] = ()) -> tuple[Path | None, str]:
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         return None, "no C++ compiler (g++ or clang++) on PATH"
     out = Path(tempfile.mkdtemp(prefix="iq_host-")) / "iq_host"
+    extra = [arg for h in headers for arg in ("-include", h)] + [f"-D{d}" for d in defines]
     cmd = [cxx, "-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", f"-I{REPO / 'kernels_src'}",
-           f"-I{HERE / 'include'}", "-o", str(out), str(HERE / "iq_host.cpp")]
+           f"-I{HERE / 'include'}", *extra, "-o", str(out), str(HERE / "iq_host.cpp")]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         if "_Float16" in proc.stderr:
@@ -38,8 +39,10 @@ def _binary() -> tuple[Path | None, str]:
     return out, ""
 
 
-def binary() -> Path:
-    path, reason = _binary()
+def binary(headers: tuple[str, ...] = (), defines: tuple[str, ...] = ()) -> Path:
+    """The host build; an experiment adds its own kernel headers (included first) and defines, e.g. the
+    MmaFrag of more formats and MMA_EMUL_EXTRA_FORMATS (mma_emul.h) to run dot_mma for them."""
+    path, reason = _binary(tuple(headers), tuple(defines))
     if path is None:
         pytest.skip(reason)
     return path
@@ -55,16 +58,17 @@ def run_chunks(fmt: str, blocks: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.fromfile(tmp / "o.bin", dtype=CHUNK_RECORD)
 
 
-def run_dot(fmt: str, raw: np.ndarray, cols: int, act: np.ndarray, mode: str = "dot", defect: str = "") -> np.ndarray:
+def run_dot(fmt: str, raw: np.ndarray, cols: int, act: np.ndarray, mode: str = "dot", defect: str = "",
+            build: Path | None = None) -> np.ndarray:
     """y (n, rows) float32 as mmvq.cu's warps compute it, for raw weights (rows, bytes) and q8_1 rows act;
     mode "dot_mma": as mmvq_mma.cu schedules it (tests/iq_host/mma_emul.h), with `defect` one planted in a
-    tail path of that schedule (mma_emul.h's Defect); "dot_mma_dec": as mmvq_mma_dec.cu does
-    (tests/iq_host/mma_dec_emul.h)."""
+    tail path of that schedule (mma_emul.h's Defect). `build`: a binary(...) of an experiment's headers
+    (default: the built-in one)."""
     rows, n = raw.shape[0], act.shape[0]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         np.ascontiguousarray(raw, dtype=np.uint8).tofile(tmp / "w.bin")
         np.ascontiguousarray(act, dtype=np.uint8).tofile(tmp / "x.bin")
-        subprocess.run([str(binary()), mode, fmt, str(rows), str(cols), str(tmp / "w.bin"), str(tmp / "x.bin"),
+        subprocess.run([str(build or binary()), mode, fmt, str(rows), str(cols), str(tmp / "w.bin"), str(tmp / "x.bin"),
                         str(n), str(tmp / "y.bin")], check=True, env={**os.environ, "MMA_EMUL_DEFECT": defect})
         return np.fromfile(tmp / "y.bin", dtype=np.float32).reshape(n, rows)

@@ -13,10 +13,6 @@
 //   The same y, computed the way mmvq_mma.cu schedules it (mma_emul.h): tiles of 16 rows x 8 columns,
 //   the chunk integers from an emulated m16n8k32 mma fed by the kernel's fragment mapping, the 32
 //   virtual lanes split over 4 warps and combined by the butterfly's tree across warps.
-// usage: iq_host dot_mma_dec FORMAT ROWS COLS W.bin X.bin N OUT.bin
-//   The same y, the way mmvq_mma_dec.cu schedules it (mma_dec_emul.h), for every format: each format's
-//   decode left in the emulated warp tile, A fragments read back as ldmatrix.x4 gives them, one
-//   m16n8k32 (one scale) or two m16n8k16 (two scales) per chunk.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +21,6 @@
 
 #include "common/decoders.cuh"
 #include "dequant/dequant.cuh"
-#include "mma_dec_emul.h"
 #include "mma_emul.h"
 
 using namespace siq;
@@ -158,7 +153,7 @@ static void dot(const std::vector<uint8_t>& w, int rows, int cols, const std::ve
 }
 
 static int dot_main(int argc, char** argv) {
-    if (argc != 9) { fprintf(stderr, "usage: iq_host dot|dot_mma|dot_mma_dec FORMAT ROWS COLS W.bin X.bin N OUT.bin\n"); return 2; }
+    if (argc != 9) { fprintf(stderr, "usage: iq_host dot|dot_mma FORMAT ROWS COLS W.bin X.bin N OUT.bin\n"); return 2; }
     const char* f = argv[2];
     const int rows = atoi(argv[3]), cols = atoi(argv[4]), n = atoi(argv[7]);
     const std::vector<uint8_t> w = read_file(argv[5]);
@@ -167,11 +162,6 @@ static int dot_main(int argc, char** argv) {
     if (!out) { perror(argv[8]); return 2; }
     if (!strcmp(argv[1], "dot_mma")) {
         const int ok = dot_mma_main(f, w, rows, cols, x, n, out);
-        fclose(out);
-        return ok ? 0 : 2;
-    }
-    if (!strcmp(argv[1], "dot_mma_dec")) {
-        const int ok = dot_mma_dec_main(f, w, rows, cols, x, n, out);
         fclose(out);
         return ok ? 0 : 2;
     }
@@ -184,7 +174,7 @@ static int dot_main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-    if (argc > 1 && (!strcmp(argv[1], "dot") || !strcmp(argv[1], "dot_mma") || !strcmp(argv[1], "dot_mma_dec"))) return dot_main(argc, argv);
+    if (argc > 1 && (!strcmp(argv[1], "dot") || !strcmp(argv[1], "dot_mma"))) return dot_main(argc, argv);
     if (argc != 5) { fprintf(stderr, "usage: iq_host FORMAT BLOCKS.bin Q.bin OUT.bin\n"); return 2; }
     const std::vector<uint8_t> blocks = read_file(argv[2]);
     const std::vector<uint8_t> q = read_file(argv[3]);

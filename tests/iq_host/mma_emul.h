@@ -222,7 +222,16 @@ void dot_mma_format(const std::vector<uint8_t>& w, int rows, int cols, const blo
     mma_emul::dot_mma<F>(ws.data(), stride, rows, cols / 32, xb, n, y);
 }
 
-// The dot_mma mode for the formats mmvq_mma exists for; false for any other.
+// An experiment's formats with an MmaFrag of their own (its header included first, harness.binary), e.g.
+// -D'MMA_EMUL_EXTRA_FORMATS(X)=X(iq2_xxs) X(iq1_s)' -D'MMA_EMUL_EXTRA_NAMES=", iq2_xxs, iq1_s"'.
+#ifndef MMA_EMUL_EXTRA_FORMATS
+#define MMA_EMUL_EXTRA_FORMATS(X)
+#endif
+#ifndef MMA_EMUL_EXTRA_NAMES
+#define MMA_EMUL_EXTRA_NAMES ""
+#endif
+
+// The dot_mma mode for the formats mmvq_mma exists for (kernels_src's, and an experiment's); false for any other.
 inline bool dot_mma_main(const char* f, const std::vector<uint8_t>& w, int rows, int cols,
                          const std::vector<uint8_t>& x, int n, FILE* out) {
     const block_q8_1* xb = reinterpret_cast<const block_q8_1*>(x.data());
@@ -233,12 +242,12 @@ inline bool dot_mma_main(const char* f, const std::vector<uint8_t>& w, int rows,
         dot_mma_format<siq::fmt_q8_0>(w, rows, cols, xb, n, y.data());
     } else if (!strcmp(f, "iq4_xs")) {
         dot_mma_format<siq::fmt_iq4_xs>(w, rows, cols, xb, n, y.data());
-    } else if (!strcmp(f, "iq2_xxs")) {
-        dot_mma_format<siq::fmt_iq2_xxs>(w, rows, cols, xb, n, y.data());
-    } else if (!strcmp(f, "iq1_s")) {
-        dot_mma_format<siq::fmt_iq1_s>(w, rows, cols, xb, n, y.data());
+#define MMA_EMUL_FORMAT(name) \
+    } else if (!strcmp(f, #name)) { \
+        dot_mma_format<siq::fmt_##name>(w, rows, cols, xb, n, y.data());
+    MMA_EMUL_EXTRA_FORMATS(MMA_EMUL_FORMAT)
     } else {
-        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0, iq4_xs, iq2_xxs, iq1_s)\n", f);
+        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0, iq4_xs%s)\n", f, MMA_EMUL_EXTRA_NAMES);
         return false;
     }
     fwrite(y.data(), 4, y.size(), out);

@@ -1,5 +1,5 @@
-"""scripts/mmvq_mma.py, the --cases file of mmvq_mma: its variant table, which passes the mma variant runs,
-and its cases (tests/families/test_mmvq_mma.py compiles the kernels it names)."""
+"""experiments/mmvq_mma/cases.py, the --cases file of mmvq_mma: its variant table, which passes the mma variant
+runs, and its cases (test_mmvq_mma_kernels.py beside this file compiles the kernels it names)."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +10,7 @@ from tests.stub_kernels import A100_SHARED_OPTIN, H200_SHARED_OPTIN
 
 @pytest.fixture(scope="module")
 def script():
-    return load_cases_file("scripts/mmvq_mma.py")
+    return load_cases_file("experiments/mmvq_mma/cases.py")
 
 
 MMA_NAMES = ["mma", "mma_s2"]
@@ -19,12 +19,15 @@ MMA_NAMES = ["mma", "mma_s2"]
 def test_family_has_old_new_and_the_mma_variants_and_compiles_mma_from_its_own_source(script):
     fam = script.MmvqMma()
     assert [v.name for v in fam.variants] == ["old", "new", *MMA_NAMES]
-    assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma.cu")
-    names = fam.name_expressions("mmvq/mmvq_mma.cu")  # new's (the built-in passes) first, then mma's
-    assert names[:3] == [f"mmvq_mma<siq::fmt_{f}, 4, 1, 1>" for f in ("iq4_nl", "iq4_xs")] + \
+    assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma.cu", "mmvq_mma_exp.cu")
+    assert fam.kernels_root == script.KERNELS and (script.KERNELS / "mmvq_mma_exp.cu").is_file()
+    # new's (the built-in tall passes) from the built-in source, as the built-in family compiles them
+    assert fam.name_expressions("mmvq/mmvq_mma.cu") == [f"mmvq_mma<siq::fmt_{f}, 4, 1, 1>" for f in ("iq4_nl", "iq4_xs")] + \
         ["mmvq_mma<siq::fmt_q8_0, 3, 1, 1>"]
-    assert names[3:5] == [f"mmvq_mma<siq::fmt_{f}, 4, 1, 1>" for f in ("iq2_xxs", "iq1_s")]
-    assert "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 2>" in names and len(names) == len(set(names)) == 7
+    # mma's, then mma_s2's, less the built-in ones (a launch gets those from the built-in source)
+    assert fam.name_expressions("mmvq_mma_exp.cu") == [
+        "mmvq_mma<siq::fmt_iq2_xxs, 4, 1, 1>", "mmvq_mma<siq::fmt_iq1_s, 4, 1, 1>",
+        "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 2>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 2>"]
     assert not any("mma" in e for e in fam.name_expressions("mmvq/mmvq.cu"))
 
 

@@ -1,26 +1,31 @@
-"""mmvq_mma (kernels_src/mmvq/mmvq_mma.cu, a prototype: tensor-core mma for the chunk integers), as a
---cases file: a family `mmvq_mma` with the variants old, new and the mma variants of MMA_PASSES (mma, the
-register-staged baseline, and mma_s2 ... with S cp.async weight stages per warp and their tile groups), so
-that parity checks each bitwise against old and bench times them side by side in one run; nothing
-built-in changes.
+"""mmvq_mma (tensor-core mma for the chunk integers: kernels_src/mmvq/mmvq_mma.cu, which `new` runs for the
+tall 8-column passes of iq4_nl, iq4_xs and q8_0), as a --cases file: a family `mmvq_mma` with the variants
+old, new and the mma variants of MMA_PASSES (mma, the register-staged schedule, for every format with a
+fragment decoder and at every shape it fits, and mma_s2 with 2 cp.async weight stages per warp), so that
+parity checks each bitwise against old and bench times them side by side in one run; nothing built-in
+changes.
 
-    strata-bench parity --cases scripts/mmvq_mma.py --family mmvq_mma
-    strata-bench bench --cases scripts/mmvq_mma.py --family mmvq_mma
+    strata-bench parity --cases experiments/mmvq_mma/cases.py --family mmvq_mma
+    strata-bench bench --cases experiments/mmvq_mma/cases.py --family mmvq_mma
 
 The formats: iq4_nl and q8_0 (8 blocks a group), iq4_xs, iq2_xxs, iq1_s (one 256-value super-block a
 group, copied as the 16-byte granules that cover it: group_row_bytes). An mma variant runs mmvq_mma for
-the 8-column passes of its formats whose activations and stages fit in
-shared memory (MmaPass.applies); every other pass (other formats, the 4-, 2- and 1-column passes of 11
-columns, a K too long) runs the family's new kernel as `new` does, so each variant runs every case.
+the 8-column passes of its formats whose activations and stages fit in shared memory (MmaPass.applies);
+every other pass (other formats, the 4-, 2- and 1-column passes of 11 columns, a K too long) runs the
+family's new kernel as `new` does, so each variant runs every case. The mma variants compile from this
+folder's kernels/mmvq_mma_exp.cu: the built-in kernel with the iq2_xxs and iq1_s fragment decoders and the
+cp.async stages, which `new` never runs (README.md). Only the public kit is used.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
-from strata_bench.cases.family import Variant
-from strata_bench.families.mmvq import SHAPES, Mmvq, column_passes, new_config
-from strata_bench.families.mmvq_mma import (MMA_SOURCE, MmaConfig, launch_mma_pass)
-from strata_bench.kit import shared_optin
+from strata_bench.kit import Variant, builtin_family, shared_optin
+
+Mmvq = builtin_family("mmvq")
+KERNELS = Path(__file__).resolve().parent / "kernels"
+OWN_SOURCE = "mmvq_mma_exp.cu"  # in KERNELS
 SUPER_FORMATS = ("iq4_xs", "iq2_xxs", "iq1_s")  # 256-value blocks: a warp's 8-chunk group is one block
 
 
@@ -44,10 +49,11 @@ class MmaPass(NamedTuple):  # not a dataclass: a --cases file's module is not in
     def weight_stages(self, fmt: str) -> int:
         return dict(self.stages)[fmt]
 
-    def config(self, fmt: str) -> MmaConfig:
-        """The built-in launch description of this variant's pass for fmt (families/mmvq_mma.py: kernel
-        name, threads, shared memory, launch); min_rows 0: the variant runs every shape it fits."""
-        return MmaConfig(self.tile_groups(fmt), 0, self.min_blocks, self.weight_stages(fmt))
+    def config(self, fmt: str):
+        """The built-in launch description of this variant's pass for fmt (Mmvq.MmaConfig: kernel name,
+        threads, shared memory; Mmvq.launch_mma_pass launches it); min_rows 0: the variant runs every shape
+        it fits."""
+        return Mmvq.MmaConfig(self.tile_groups(fmt), 0, self.min_blocks, self.weight_stages(fmt))
 
     def kernel(self, fmt: str) -> str:
         return self.config(fmt).kernel(fmt)
@@ -85,21 +91,26 @@ MMA_PASS = MMA_PASSES[0]
 
 
 def _mma_kernels(p: MmaPass):
+    """The variant's kernels from this folder's source, less those the built-in `new` already compiles from
+    mmvq/mmvq_mma.cu (its tall passes' launches): a launch gets those from there, the built-in kernel itself."""
     def kernels(family, source: str) -> list[str]:
-        return [p.kernel(fmt) for fmt in p.formats] if source == MMA_SOURCE else []
+        if source != OWN_SOURCE:
+            return []
+        built_in = {k for src in Mmvq.sources for k in family.variant("new").kernels(family, src)}
+        return [k for k in (p.kernel(fmt) for fmt in p.formats) if k not in built_in]
     return kernels
 
 
 def _launch_mma(p: MmaPass):
     def launch(family, case, kernels, dev, outs, stream=None) -> None:
         """Quantize, then per column pass mmvq_mma where the pass applies, else new's kernel for it."""
-        family._quantize_activations(case, kernels, dev, stream)
+        family.quantize_activations(case, kernels, dev, stream)
         col0 = 0
-        for nc in column_passes(case.ncols):
+        for nc in Mmvq.column_passes(case.ncols):
             if p.applies(case.fmt, nc, case.cols // 32, shared_optin()):
-                launch_mma_pass(p.config(case.fmt), case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
+                family.launch_mma_pass(p.config(case.fmt), case, kernels, dev, outs, col0, stream)
             else:
-                family._launch_new_pass(case, kernels, dev, outs, col0, nc, new_config(case.fmt, nc), stream)
+                family.launch_new_pass(case, kernels, dev, outs, col0, nc, Mmvq.new_config(case.fmt, nc), stream)
             col0 += nc
     return launch
 
@@ -119,15 +130,17 @@ BENCH_ALL = ((131072, 8192), (4096, 14336), (32768, 8192))  # one 8-column pass;
 
 class MmvqMma(Mmvq):
     name = "mmvq_mma"
-    sources = Mmvq.sources  # mmvq_mma.cu is one of them (the built-in new runs it on tall shapes)
-    description = "mmvq with mmvq_mma (tensor-core chunk integers) for 8-column passes (scripts/mmvq_mma.py)"
+    # the built-in sources (new runs mmvq/mmvq_mma.cu on tall shapes), then this folder's, for the mma variants
+    sources = (*Mmvq.sources, OWN_SOURCE)
+    kernels_root = KERNELS
+    description = "mmvq with mmvq_mma (tensor-core chunk integers) for 8-column passes (experiments/mmvq_mma)"
     variants = (*Mmvq.variants, *MMA_VARIANTS)
 
     def default_cases(self):
         cases = []
         for fmt in MMA_PASS.formats:
             short = (24, 4352) if fmt in SUPER_FORMATS else (24, 544)  # 17 blocks of 256 / 17 chunks
-            for rows, cols in (*SHAPES, (1000, 1536), short):  # + a part tile, 48 chunks and a short K
+            for rows, cols in (*Mmvq.SHAPES, (1000, 1536), short):  # + a part tile, 48 chunks and a short K
                 cases += [self.case(fmt, rows, cols, n, "seed:1") for n in PARITY_NCOLS]
             cases += self.edge_and_fixture_cases(fmt, PARITY_NCOLS, PARITY_NCOLS)
         return cases
