@@ -304,7 +304,7 @@ def test_identical_kernel_names_in_two_sources_stay_apart(families, tmp_path, mo
                                                                               mmvq.name_expressions(u)}, "")
                              for u in units])
     case = next(c for c in mmvq.default_cases() if c.fmt == "q8_0")
-    monkeypatch.setattr(type(mmvq), "_quantize_activations", lambda *a, **k: None)
+    monkeypatch.setattr(type(mmvq), "quantize_activations", lambda *a, **k: None)
     dev = {"w": 1, "xq": 2, "x": 3}
     for variant in ("a", "a2", "b"):
         mmvq.launch(case, variant, kernels, dev, {"y": 4})

@@ -165,11 +165,14 @@ def test_a_shared_header_stales_every_family_that_reads_it(tmp_path, kernels_cop
 
 
 def test_an_edit_no_recorded_family_reads_leaves_the_result_current(tmp_path, kernels_copy):
-    """An experiment's kernel (mmvq_mma_dec.cu: no built-in family compiles it) and another family's
-    kernel change: the closure summary stays current; an old-style summary is judged as before."""
+    """A kernel file no built-in family compiles (as mmvq_mma_dec.cu was before it was deleted) and
+    another family's kernel change: the closure summary stays current; an old-style summary is judged as
+    before."""
+    unread = kernels_copy / "mmvq" / "an_experiment.cu"
+    unread.write_text("// read by no built-in family\n")
     closure_summary = write_result(tmp_path, families=("mmvq",))
     old_style = write_result(tmp_path, kind="bench")
-    append_comment(kernels_copy / "mmvq" / "mmvq_mma_dec.cu")
+    append_comment(unread)
     append_comment(kernels_copy / "q2warp" / "q2warp.cu")
     by_name = {v.info.name: v for v in resultcheck.verify(tmp_path)[1]}
     assert by_name[closure_summary.name].ok and by_name[closure_summary.name].hash_ok is True
