@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
 from strata_bench.ab.metrics import OutputMissing, OutputSpec, read_metrics, read_same
+from strata_bench.ab.ports import holder
 from strata_bench.ab.process import Server, ServerFailed, ServerSpec, run_hook, tree
 from strata_bench.errors import InputError
 
@@ -172,6 +173,10 @@ def _hook(option: str, command: str, env: Mapping[str, str], timeout: float | No
 
 
 def _start_server(spec: ServerSpec, env: Mapping[str, str]) -> Server:
+    if spec.ready_port is not None:
+        busy = holder(spec.ready_port)
+        if busy:  # something outside this run took the port since the start: this run's server cannot
+            raise RunFailed(f"port {spec.ready_port} is in use by {busy} before the server started")
     try:
         server = Server(spec, env)
     except OSError as exc:

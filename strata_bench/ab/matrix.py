@@ -18,7 +18,7 @@ from strata_bench.ab.process import AbInterrupted, Terminated, sigterm_interrupt
 from strata_bench.ab.records import AbReport
 from strata_bench.ab.runner import CaseRun, run_interleaved
 from strata_bench.ab.store import finish, finish_partial
-from strata_bench.errors import InputError
+from strata_bench.errors import InputError, PortInUse
 from strata_bench.report.progress import progress_bar
 from strata_bench.results.paths import provenance_directory
 from strata_bench.results.store import ResultsWriter
@@ -141,6 +141,19 @@ def _ready_regex(lines: CommandLines):
         raise InputError(f"--ready is not a valid regex ({exc}): {lines.ready!r}") from None
 
 
+def refuse_busy_ports(combos: Sequence[Combination]) -> None:
+    """PortInUse when a --ready-port is held before the first run: a leftover server there would answer
+    every request, and the A/B would compare that one server with itself."""
+    from strata_bench.ab.ports import holder
+
+    servers = [s.server for c in combos for s in (c.spec_a, c.spec_b) if s.server is not None]
+    for port in sorted({s.ready_port for s in servers if s.ready_port is not None}):
+        busy = holder(port)
+        if busy:
+            raise PortInUse(f"--ready-port {port} is already in use by {busy}: stop it, or give the server "
+                            f"another port")
+
+
 def run_matrix(combos: Sequence[Combination], plan: Plan, results_root: Path | None,
                provenance: Mapping[str, Any] | None = None, quiet: bool = False,
                setup: str | None = None, cleanup: str | None = None) -> AbReport:
@@ -148,6 +161,7 @@ def run_matrix(combos: Sequence[Combination], plan: Plan, results_root: Path | N
     from strata_bench.ab.command import command_arm, setup_hook
 
     arms = [(command_arm("A", c.spec_a), command_arm("B", c.spec_b)) for c in combos]
+    refuse_busy_ports(combos)
     prov = dict(provenance or {})
     first = combos[0]
     prov["ab"] = {"A": first.spec_a.describe(), "B": first.spec_b.describe(), "order": plan.order, "seed": plan.seed}

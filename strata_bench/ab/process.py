@@ -3,7 +3,8 @@ interruption, and a server started fresh for one run and stopped with everything
 
 Every process the A/B starts gets its own session (start_new_session), so its process group can be
 signalled at once; psutil also finds descendants that left the group (a daemon that called setsid),
-which a group kill alone would leave behind.
+which a group kill alone would leave behind. A server counts as ready by port only when the listener
+is in its own process tree.
 """
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 import psutil
+
+from strata_bench.ab.ports import holder, listens_in
 
 TERM_GRACE_S = 3.0  # after SIGTERM, how long a process tree gets before SIGKILL
 SERVER_TAIL_LINES = 20
@@ -177,14 +179,15 @@ class Server:
     def _is_ready(self) -> bool:
         if self.spec.ready is not None:
             return self._ready_line.is_set()
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.spec.ready_port), 0.2):
-            return True
-        return False
+        # Any listener would do for a connection; only the server's own proves that this run's server is up.
+        return listens_in(tree(self.proc.pid), self.spec.ready_port)
 
     def _waiting_for(self) -> str:
         if self.spec.ready is not None:
             return f"no line matched {self.spec.ready.pattern!r}"
-        return f"port {self.spec.ready_port} refused connections"
+        other = holder(self.spec.ready_port)
+        held = f"; it is held by {other}, not by the server" if other else ""
+        return f"no process of the server listens on port {self.spec.ready_port}{held}"
 
     def stop(self) -> str:
         """End the server's whole process tree; returns everything it printed."""

@@ -81,3 +81,61 @@ def test_sigterm_ends_the_run_keeps_records_and_writes_the_summary(tmp_path):
     kinds = [json.loads(line)["record"] for line in records.read_text().splitlines()]
     assert kinds == ["plan", "run", "interrupted"]
     assert all(_gone(pid) for pid in hung)
+
+
+def _listener():
+    """A socket listening on a free port of 127.0.0.1, held by this test process (a stale server)."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock, sock.getsockname()[1]
+
+
+def test_a_listener_outside_the_server_tree_is_not_ready():
+    from strata_bench.ab.ports import describe
+    from strata_bench.ab.process import Server, ServerFailed, ServerSpec
+
+    sock, port = _listener()
+    with sock:
+        server = Server(ServerSpec("sleep 30", ready_port=port, ready_timeout=1.0), os.environ)
+        try:
+            with pytest.raises(ServerFailed) as info:
+                server.wait_ready()
+        finally:
+            server.stop()
+    assert info.value.reason == (f"server not ready after 1 s (no process of the server listens on port {port}; "
+                                 f"it is held by {describe(os.getpid())}, not by the server)")
+
+
+def test_a_run_whose_port_was_taken_fails_without_starting_its_server(tmp_path):
+    from strata_bench.ab.ports import describe
+    from strata_bench.ab.process import ServerSpec
+
+    sock, port = _listener()
+    started = tmp_path / "started"
+    spec = CommandSpec(("true",), server=ServerSpec(f"touch {started}; sleep 30", ready_port=port))
+    with sock, pytest.raises(RunFailed) as info:
+        run_command(spec)
+    assert info.value.reason == f"port {port} is in use by {describe(os.getpid())} before the server started"
+    assert not started.exists()
+
+
+def test_the_server_own_listener_is_ready():
+    from strata_bench.ab.process import Server, ServerSpec
+
+    port = _free_port()
+    server = Server(ServerSpec(f"{PY} {ENGINE} serve --port {port}", ready_port=port, ready_timeout=20), os.environ)
+    try:
+        assert server.wait_ready() < 20
+    finally:
+        server.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

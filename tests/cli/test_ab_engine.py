@@ -149,6 +149,28 @@ def test_server_ready_by_port(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+def test_a_stale_server_on_the_ready_port_is_refused_before_anything_runs(tmp_path):
+    import subprocess
+
+    from strata_bench.ab.ports import describe
+
+    port = _free_port()
+    stale = subprocess.Popen([PY, ENGINE, "serve", "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert stale.stdout.readline().startswith("listening")
+        holder = describe(stale.pid)
+        res = _ab(tmp_path / "res", "--pairs", "2", "--metric", DECODE, "--server",
+                  f"{PY} {ENGINE} serve --port {port}", "--ready-port", str(port),
+                  "--", PY, ENGINE, "client", "--port", str(port))
+    finally:
+        stale.kill()
+        stale.wait()
+    assert res.exit_code == 2
+    assert res.output == f"--ready-port {port} is already in use by {holder}: stop it, or give the server another port\n"
+    assert holder == f"pid {stale.pid} ({PY} {ENGINE} serve --port {port})"
+    assert not (tmp_path / "res").exists()  # nothing written
+
+
 def test_server_that_dies_or_is_never_ready_is_a_failed_run_with_its_last_lines(tmp_path, monkeypatch):
     port = _free_port()
     pids = tmp_path / "pids"
