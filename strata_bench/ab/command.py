@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
 from strata_bench.ab.metrics import OutputMissing, OutputSpec, read_metrics, read_same
+from strata_bench.ab.guard import spawn
 from strata_bench.ab.ports import holder
 from strata_bench.ab.process import Server, ServerFailed, ServerSpec, run_hook, tree
 from strata_bench.errors import InputError
@@ -147,9 +148,7 @@ def _run_client(spec: CommandSpec, env: Mapping[str, str]) -> tuple[subprocess.P
     """The arm's command itself, timed; a timeout or an interruption ends its whole process tree."""
     started = time.perf_counter()
     try:
-        proc = subprocess.Popen(spec.argv, shell=spec.shell, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = spawn(spec.argv, env, shell=spec.shell)
     except OSError as exc:
         raise RunFailed(f"cannot start: {exc}") from None
     try:

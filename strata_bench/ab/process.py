@@ -1,10 +1,10 @@
 """Processes of a command A/B: a run's whole process tree ended (psutil), shell hooks, SIGTERM as an
 interruption, and a server started fresh for one run and stopped with everything it started.
 
-Every process the A/B starts gets its own session (start_new_session), so its process group can be
-signalled at once; psutil also finds descendants that left the group (a daemon that called setsid),
-which a group kill alone would leave behind. A server counts as ready by port only when the listener
-is in its own process tree.
+Every process the A/B starts comes from strata_bench.ab.guard.spawn: its own session (so its process
+group can be signalled at once), and nothing left behind when `ab` itself dies. psutil also finds
+descendants that left the group (a daemon that called setsid), which a group kill alone would leave
+behind. A server counts as ready by port only when the listener is in its own process tree.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import Iterator, Mapping
 
 import psutil
 
+from strata_bench.ab.guard import spawn
 from strata_bench.ab.ports import holder, listens_in
 
 TERM_GRACE_S = 3.0  # after SIGTERM, how long a process tree gets before SIGKILL
@@ -108,8 +109,7 @@ def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proce
 def run_hook(command: str, env: Mapping[str, str], timeout: float | None) -> tuple[int | None, str]:
     """Run a --prepare/--conclude/--setup/--cleanup command through /bin/sh; (exit code or None on
     timeout, its output)."""
-    proc = subprocess.Popen(command, shell=True, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = spawn(command, env, shell=True)
     try:
         raw, _ = proc.communicate(timeout=timeout)
         return proc.returncode, (raw or b"").decode("utf-8", errors="replace")
@@ -146,8 +146,7 @@ class Server:
         self.spec = spec
         self.lines: list[str] = []
         self._ready_line = threading.Event()
-        self.proc = subprocess.Popen(spec.command, shell=True, env=dict(env), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = spawn(spec.command, env, shell=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

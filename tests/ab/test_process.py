@@ -139,3 +139,37 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(p) for line in path.read_text().splitlines() for p in line.split()]
+
+
+def test_sigkill_of_ab_leaves_no_server_wrapper_client_or_worker(tmp_path):
+    """`ab` killed by SIGKILL runs no handler: the death signal and the watchdog end what it started."""
+    port = _free_port()
+    pids = tmp_path / "pids"
+    env = {**os.environ, "FAKE_PIDS_FILE": str(pids), "FAKE_HANG": "1",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    # `; true` keeps the shell as the server's wrapper (a shell may exec a lone command instead).
+    ab = subprocess.Popen([PY, "-m", "strata_bench", "ab", "--results", str(tmp_path / "res"), "-q", "--pairs", "2",
+                           "--warmup", "0", "--server", f"{PY} {ENGINE} serve --port {port}; true",
+                           "--ready-port", str(port), "--", PY, ENGINE, "client", "--port", str(port)],
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (pids.exists() and len(pids.read_text().splitlines()) >= 2):
+        time.sleep(0.05)  # the server wrote "server worker", the hanging client "client"
+    server, worker, client = _pids(pids)
+    started = psutil.Process(ab.pid).children(recursive=True)
+    wrapper = psutil.Process(server).ppid()
+    assert {server, worker, client, wrapper} <= {p.pid for p in started} and wrapper != ab.pid
+    ab.kill()
+    ab.wait(timeout=10)
+    deadline = time.time() + 15
+    while time.time() < deadline and not all(_gone(p.pid) for p in started):
+        time.sleep(0.1)
+    left = [(p.pid, p.cmdline()) for p in started if not _gone(p.pid)]
+    assert left == []  # the watchdog too has finished and gone
+    from strata_bench.ab.ports import holder
+
+    assert holder(port) is None
