@@ -49,6 +49,7 @@ class Plan:
     directions: tuple[tuple[str, bool], ...] = ()  # (metric name, higher is better) where given per metric
     params: tuple[tuple[str, str], ...] = ()  # this case's --param values
     until_decided: int = 0  # add pairs while the verdict is UNDECIDED, up to this many (0: never)
+    allow_missing: bool = False  # an --same entry some arm, key or run never printed does not fail the check
 
     @property
     def total_runs(self) -> int:
@@ -64,7 +65,8 @@ class Plan:
 
 def make_plan(order: str = "abba", pairs: int = 10, warmup: int = 1, seed: int | None = None,
               max_failures: str | int | None = None, criteria: Criteria = Criteria(),
-              unit: str = "s", metric: str = "wall time", directions=(), until_decided: int = 0) -> Plan:
+              unit: str = "s", metric: str = "wall time", directions=(), until_decided: int = 0,
+              allow_missing: bool = False) -> Plan:
     """Validate the settings; `max_failures` is a count ("3", 3) or a share of all runs ("25%")."""
     if order not in ORDERS:
         raise InputError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
@@ -77,7 +79,7 @@ def make_plan(order: str = "abba", pairs: int = 10, warmup: int = 1, seed: int |
     seed = secrets.randbits(32) if seed is None else int(seed)
     total = 2 * (max(pairs, until_decided) + warmup)
     return Plan(order, pairs, warmup, seed, failure_budget(max_failures, total), criteria, unit, metric,
-                tuple((str(n), bool(h)) for n, h in directions), (), int(until_decided))
+                tuple((str(n), bool(h)) for n, h in directions), (), int(until_decided), bool(allow_missing))
 
 
 def failure_budget(spec: str | int | None, total_runs: int) -> int:
@@ -116,7 +118,7 @@ def schedule(order: str, pairs: int, warmup: int = 0, seed: int = 0) -> list[Slo
 def plan_from_json(body: Mapping[str, Any]) -> Plan:
     """The Plan a `plan` record describes (unknown keys ignored, so older records still load)."""
     fields = {k: body[k] for k in ("order", "pairs", "warmup", "seed", "max_failures", "unit", "metric",
-                                   "until_decided") if k in body}
+                                   "until_decided", "allow_missing") if k in body}
     fields.update({k: tuple((str(n), v) for n, v in body[k]) for k in ("directions", "params") if body.get(k)})
     criteria = Criteria(**{k: v for k, v in dict(body.get("criteria", {})).items()
                            if k in Criteria.__dataclass_fields__})

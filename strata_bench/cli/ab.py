@@ -38,7 +38,10 @@ from strata_bench.errors import InputError
                    "NAME:higher= marks that metric higher-is-better. Default: wall time of the process.")
 @click.option("--same", "same", multiple=True, metavar="[NAME=]REGEX",
               help="Output that must be identical in every run of both arms (repeatable; group value, the only "
-                   "group, or the whole match; a key group checks per key). A difference exits 1.")
+                   "group, or the whole match; a key group checks per key). A difference exits 1, and so does an "
+                   "entry an arm, key or run never printed (shown as missing).")
+@click.option("--allow-missing", is_flag=True,
+              help="An --same entry that an arm, key or run never printed is shown as missing but does not fail.")
 @click.option("--unit", default=None,
               help="Unit of --metric, for display (default: s for wall time, none for a metric).")
 @click.option("--higher-is-better", is_flag=True, help="The metrics are rates (tokens/s): higher is better.")
@@ -78,7 +81,7 @@ from strata_bench.errors import InputError
 def command(families, formats, pattern, kernels_dir, cases_file, request, list_only, order, pairs, warmup, seed,
             env_a, env_b, a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct,
             until_decided, prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params,
-            max_failures,
+            max_failures, allow_missing,
             results_dir, output, quiet, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
@@ -93,7 +96,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
     the paired statistics. Every run is appended to the records file as it finishes.
     The verdict is SAME, FASTER (B better), SLOWER (B worse) or UNDECIDED, with its reason.
 
-    Exit codes: 0 done, 1 regression (--fail-on-regression) or too many failed runs, 2 bad usage.
+    Exit codes: 0 done; 1 regression (--fail-on-regression), too many failed runs, an arm with no
+    successful run, or --same output that differs or is missing; 2 bad usage.
 
     \b
     Examples:
@@ -126,7 +130,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
     directions = [(m.name, m.higher_is_better) for m in metric_specs if m.higher_is_better is not None]
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
                      metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
-                     directions, until_decided)
+                     directions, until_decided, allow_missing)
     if not families and (list_only or request != CaseRequest()):
         raise InputError("--list, --shape, --cols, --fixtures, --gguf and --variants apply to kernel variants: "
                          "add --family NAME")

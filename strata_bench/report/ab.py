@@ -98,14 +98,27 @@ def _dominance_short(c) -> str:
 
 
 def identity_rows(outcome) -> list[list[str]]:
-    """One row per --same entry: A's text, B's text, and whether every run printed the same."""
-    return [[row.name, _short(row.a_value), _short(row.b_value), "yes" if row.same else "NO: " + row.mismatch]
-            for row in outcome.identity]
+    """One row per --same entry: A's text, B's text (missing where the arm never printed it), and whether
+    every run of both arms printed the same."""
+    return [[row.name, _short(row.a_value), _short(row.b_value), _identical(row)] for row in outcome.identity]
+
+
+def _identical(row) -> str:
+    if row.same:
+        return "yes"
+    return "; ".join(filter(None, ("NO: " + row.mismatch if row.mismatch else "",
+                                   "MISSING: " + row.missing if row.missing else "")))
+
+
+def _identity_md_rows(outcome) -> list[list[str]]:
+    """identity_rows with the printed texts as code (a missing one stays plain words)."""
+    return [[name, *(text if value is None else f"`{text}`" for text, value in ((a, row.a_value), (b, row.b_value))),
+             identical] for row, (name, a, b, identical) in zip(outcome.identity, identity_rows(outcome))]
 
 
 def _short(text: str | None, width: int = 24) -> str:
     if text is None:
-        return "nothing"
+        return "missing"
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
@@ -264,8 +277,7 @@ def ab_markdown(outcomes) -> str:
         if _several(outcome):
             parts += ["", markdown_table(METRIC_HEADERS, metric_rows(outcome))]
         if outcome.identity:
-            parts += ["", markdown_table(IDENTITY_HEADERS, [[f"`{c}`" if i in (1, 2) else c for i, c in enumerate(r)]
-                                                            for r in identity_rows(outcome)])]
+            parts += ["", markdown_table(IDENTITY_HEADERS, _identity_md_rows(outcome))]
         extra = [f"- failed: {line}" for line in failure_lines(outcome)] + [f"- note: {n}" for n in outcome.notes()]
         parts += ([""] + extra) if extra else []
         parts.append("")

@@ -86,6 +86,28 @@ def test_identity_mismatch_exits_1_naming_runs_and_values(tmp_path):
     assert "output 'logits[128]' differs: run 0 (A, pair 0)" in res.output
 
 
+def test_a_key_b_never_printed_is_missing_and_exits_1_unless_allowed(tmp_path):
+    a, b = f"{PY} {ENGINE} run --prompts 128,512", f"{PY} {ENGINE} run --prompts 128"
+    args = ["--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--a", a, "--b", b, "--format", "md"]
+    res = _ab(tmp_path, *args)
+    assert res.exit_code == 1, res.output
+    assert "| logits[512] | `94f8607915dff25f` | missing | MISSING: no run of B printed it |" in res.stdout
+    assert res.output.strip().splitlines()[-1] == ("command: output 'logits[512]' is missing: no run of B printed it "
+                                                   "(--allow-missing accepts that)")
+    res = _ab(tmp_path, *args, "--allow-missing")
+    assert res.exit_code == 0, res.output
+    assert "- note: output 'logits[512]' is missing: no run of B printed it (allowed by --allow-missing)" in res.stdout
+
+
+def test_a_whole_failed_arm_is_missing_and_exit_1_whatever_max_failures(tmp_path):
+    res = _ab(tmp_path, "--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--max-failures", "100%",
+              "--a", f"{PY} {ENGINE} run", "--b", f"{PY} -c 'raise SystemExit(3)'", "--format", "md")
+    assert res.exit_code == 1, res.output
+    assert "| logits[128] | `2747b7c718564ba5` | missing | MISSING: B has no successful run |" in res.stdout
+    assert "- note: nothing to compare: B: all 2 measured runs failed" in res.stdout
+    assert res.output.strip().splitlines()[-1] == "an arm has no successful run: command: B: all 2 measured runs failed"
+
+
 def _free_port() -> int:
     import socket
 
@@ -123,7 +145,7 @@ def test_hooks_run_once_and_per_run_in_the_arm_environment(tmp_path):
 def test_failing_prepare_is_a_failed_run(tmp_path):
     res = _ab(tmp_path, "--pairs", "2", "--metric", DECODE, "--max-failures", "100%",
               "--prepare", "echo cannot prepare; exit 4", *_engine())
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # every run failed: no arm has anything to compare (issue 27)
     assert res.stdout.count("--prepare failed (exit code 4): echo cannot prepare; exit 4 | cannot prepare") == 4
 
 
@@ -179,7 +201,8 @@ def test_server_that_dies_or_is_never_ready_is_a_failed_run_with_its_last_lines(
               f"{PY} {ENGINE} serve --port {port}", "--ready", "listening on", "--ready-timeout", "1"]
     client = ["--", PY, ENGINE, "client", "--port", str(port)]
     res = _ab(tmp_path, *common, "--env-b", "FAKE_SERVER_DIE=1", *client)
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # B never ran: exit 1 whatever --max-failures allows (issue 27)
+    assert "an arm has no successful run: command: B: all 2 measured runs failed" in res.output
     assert res.stdout.count("server exited with code 3 before it was ready | loading model... out of memory") == 2
     res = _ab(tmp_path, *common, "--env-b", "FAKE_READY_DELAY=30", *client)
     assert res.stdout.count("server not ready after 1 s (no line matched 'listening on')") == 2
