@@ -11,17 +11,18 @@ import itertools
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+from typing import TYPE_CHECKING
 
 from strata_bench.ab.plan import Plan
 from strata_bench.ab.process import AbInterrupted, Terminated, sigterm_interrupts
-from strata_bench.ab.records import AbReport
-from strata_bench.ab.runner import CaseRun, run_interleaved
-from strata_bench.ab.store import finish, finish_partial
 from strata_bench.errors import InputError, PortInUse
-from strata_bench.report.progress import progress_bar
 from strata_bench.results.paths import provenance_directory
 from strata_bench.results.store import ResultsWriter
+
+if TYPE_CHECKING:  # the runner brings scipy: imported once the runs start, so a usage error stays fast
+    from strata_bench.ab.records import AbReport
 
 _PARAM = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<values>.+)$")
 
@@ -155,14 +156,20 @@ def refuse_busy_ports(combos: Sequence[Combination]) -> None:
 
 
 def run_matrix(combos: Sequence[Combination], plan: Plan, results_root: Path | None,
-               provenance: Mapping[str, Any] | None = None, quiet: bool = False,
+               provenance: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None, quiet: bool = False,
                setup: str | None = None, cleanup: str | None = None) -> AbReport:
     """Run every combination interleaved pair by pair; setup once first, cleanup once last."""
     from strata_bench.ab.command import command_arm, setup_hook
 
     arms = [(command_arm("A", c.spec_a), command_arm("B", c.spec_b)) for c in combos]
     refuse_busy_ports(combos)
-    prov = dict(provenance or {})
+    # Checked: now the statistics (scipy) are loaded.
+    from strata_bench.ab.records import AbReport
+    from strata_bench.ab.runner import CaseRun, run_interleaved
+    from strata_bench.ab.store import finish, finish_partial
+    from strata_bench.report.progress import progress_bar
+    # A callable is called here, after the checks: collecting provenance probes the GPU and packages.
+    prov = dict((provenance() if callable(provenance) else provenance) or {})
     first = combos[0]
     prov["ab"] = {"A": first.spec_a.describe(), "B": first.spec_b.describe(), "order": plan.order, "seed": plan.seed}
     if len(combos) > 1 or first.params:

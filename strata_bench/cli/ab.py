@@ -114,11 +114,11 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
         strata-bench ab --family mmvq --variants examples/toml_variant/variants.toml --a old --b row8 \\
             --shape 131072x8192 --cols 1,8 --format iq3_s
     """
+    # Nothing imported here brings scipy: a usage error returns before the statistics are loaded.
     from strata_bench.ab.matrix import CommandLines, make_combinations, parse_params, run_matrix
     from strata_bench.ab.metrics import parse_output_specs
     from strata_bench.ab.process import AbInterrupted
     from strata_bench.ab.plan import make_plan
-    from strata_bench.report.ab import render_ab
     from strata_bench.stats.criteria import Criteria
 
     formats, output = split_output_format(formats, output)  # --format md|json means the output format
@@ -147,7 +147,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
                              ready, ready_port, ready_timeout)
         combos = make_combinations(lines, parse_params(params), timeout, metric_specs, same_specs)
         try:
-            report = run_matrix(combos, plan, Path(results_dir), _provenance(), quiet, setup, cleanup)
+            report = run_matrix(combos, plan, Path(results_dir), _provenance, quiet, setup, cleanup)
         except AbInterrupted as stop:
             why = "terminated (SIGTERM)" if stop.terminated else "interrupted"
             click.echo(f"{why}: records kept in {stop.records}; summary (interrupted: true) in {stop.summary}",
@@ -155,6 +155,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
             if stop.terminated:
                 raise SystemExit(143) from None
             raise
+    from strata_bench.report.ab import render_ab
+
     text = render_ab(report.outcomes, output or "table")
     if text is not None:
         click.echo(text, nl=not text.endswith("\n"))

@@ -211,3 +211,24 @@ def test_kernel_ab_help_example_names_a_real_variant():
     assert m, help_text
     declared = [v.name for v in parse_variant_file(m.group(1), FAMILIES)]
     assert m.group(3) in declared and m.group(2) == "old"
+
+
+# Usage errors of every stage: click's own, the command's option checks, the arms' checks before a run.
+USAGE_ERRORS = [["--pairs", "0", "--", "true"], [], ["--metric", "v=(\\d+)(\\d+)", "--", "true"],
+                ["--param", "x", "--", "true"], ["--max-failures", "many", "--", "true"],
+                ["--", "strata-no-such-program-xyz"], ["--server", "x", "--", "true"]]
+
+
+def test_a_usage_error_never_imports_scipy_stats(tmp_path):
+    """scipy.stats costs 1-25 s to import on a loaded host: only a run that computes statistics loads it."""
+    import subprocess
+    from pathlib import Path
+
+    script = ("import json, sys\nfrom click.testing import CliRunner\nfrom strata_bench.cli.main import cli\n"
+              "codes = [CliRunner().invoke(cli, ['ab', '--results', sys.argv[1], *a]).exit_code "
+              "for a in json.loads(sys.argv[2])]\n"
+              "print(json.dumps([codes, sorted(m for m in ('scipy', 'scipy.stats') if m in sys.modules)]))\n")
+    out = subprocess.run([PY, "-c", script, str(tmp_path / "res"), json.dumps(USAGE_ERRORS)], capture_output=True,
+                         text=True, cwd=Path(__file__).resolve().parents[2], check=True).stdout
+    assert json.loads(out) == [[2] * len(USAGE_ERRORS), []]
+    assert not (tmp_path / "res").exists()
