@@ -1,5 +1,5 @@
-"""Processes of a command A/B: a run's whole process tree ended (psutil), shell hooks, SIGTERM as an
-interruption, and a server started fresh for one run and stopped with everything it started.
+"""Processes of a command A/B: a run's whole process tree ended (psutil), shell hooks, SIGINT, SIGTERM
+and SIGHUP as an interruption, and a server started fresh for one run and stopped with everything it started.
 
 Every process the A/B starts comes from strata_bench.ab.guard.spawn: its own session (so its process
 group can be signalled at once), and nothing left behind when `ab` itself dies. psutil also finds
@@ -29,32 +29,55 @@ SERVER_TAIL_LINES = 20
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived: handled like Ctrl-C (the current run's tree ended, records kept, summary written)."""
+    """SIGTERM or SIGHUP arrived: handled like Ctrl-C (the current run's tree ended, records kept, summary
+    written); `signum` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
 
 
 class AbInterrupted(KeyboardInterrupt):
-    """An A/B stopped by Ctrl-C or SIGTERM after its records and partial summary were written."""
+    """An A/B stopped by Ctrl-C, SIGTERM or SIGHUP after its records and partial summary were written;
+    `signum` is None for Ctrl-C."""
 
-    def __init__(self, records: str | None, summary: str | None, terminated: bool) -> None:
+    def __init__(self, records: str | None, summary: str | None, signum: int | None) -> None:
         super().__init__("interrupted")
-        self.records, self.summary, self.terminated = records, summary, terminated
+        self.records, self.summary, self.signum = records, summary, signum
+
+    @property
+    def terminated(self) -> bool:
+        return self.signum is not None
+
+
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, a closed terminal
 
 
 @contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """While inside, SIGTERM raises Terminated in the main thread (outside: the old handler)."""
-    def on_term(signum, frame):
-        raise Terminated(f"signal {signum}")
+def ending_signals() -> Iterator[None]:
+    """While inside, SIGINT raises KeyboardInterrupt and SIGTERM or SIGHUP raise Terminated in the main
+    thread, once: a later signal is ignored, so it cannot cut short the ending of the trees and the
+    writing of the summary that the first one started. Outside: the old handlers."""
+    raised = []
+
+    def on_signal(signum, frame):
+        if raised:
+            return
+        raised.append(signum)
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
     try:
-        old = signal.signal(signal.SIGTERM, on_term)
+        # A signal ignored by whoever started `ab` (nohup ignores SIGHUP) stays ignored.
+        old = {sig: signal.signal(sig, on_signal) for sig in ENDING_SIGNALS
+               if signal.getsignal(sig) is not signal.SIG_IGN}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def tree(pid: int) -> list[psutil.Process]:

@@ -2,6 +2,7 @@
 two kernel variants, in ABBA (or AB, random) order, with paired statistics and a verdict."""
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import click
@@ -58,7 +59,9 @@ from strata_bench.errors import InputError
 @click.option("--prepare", metavar="CMD", help="Shell command run before each run (the arm's environment).")
 @click.option("--conclude", metavar="CMD", help="Shell command run after each run, failed or not.")
 @click.option("--setup", metavar="CMD", help="Shell command run once before the first run.")
-@click.option("--cleanup", metavar="CMD", help="Shell command run once after the last run (also after Ctrl-C).")
+@click.option("--cleanup", metavar="CMD",
+              help="Shell command run once after the last run (also after Ctrl-C, SIGTERM, SIGHUP or a failed "
+                   "--setup).")
 @click.option("--server", metavar="CMD",
               help="Start CMD (a shell command, the arm's environment) fresh for every run, wait until ready, "
                    "run the arm's command as its client, then stop the server's whole process tree. "
@@ -149,11 +152,11 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
         try:
             report = run_matrix(combos, plan, Path(results_dir), _provenance, quiet, setup, cleanup)
         except AbInterrupted as stop:
-            why = "terminated (SIGTERM)" if stop.terminated else "interrupted"
+            why = f"terminated ({signal.Signals(stop.signum).name})" if stop.terminated else "interrupted"
             click.echo(f"{why}: records kept in {stop.records}; summary (interrupted: true) in {stop.summary}",
                        err=True)
             if stop.terminated:
-                raise SystemExit(143) from None
+                raise SystemExit(128 + stop.signum) from None  # as a shell reports a death by that signal
             raise
     from strata_bench.report.ab import render_ab
 

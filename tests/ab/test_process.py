@@ -173,3 +173,40 @@ def test_sigkill_of_ab_leaves_no_server_wrapper_client_or_worker(tmp_path):
     from strata_bench.ab.ports import holder
 
     assert holder(port) is None
+
+
+def _start_ab(tmp_path, *args, env=None):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **(env or {})}
+    return subprocess.Popen([PY, "-m", "strata_bench", "ab", "--results", str(tmp_path / "res"), "-q", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
+def test_a_signal_during_setup_ends_its_tree_runs_cleanup_and_writes_the_summary(tmp_path, sig, code):
+    pids, cleaned = tmp_path / "pids", tmp_path / "cleaned"
+    ab = _start_ab(tmp_path, "--pairs", "2", "--setup", f"sleep 600 & echo $$ $! > {pids}; wait",
+                   "--cleanup", f"touch {cleaned}", "--", "true")
+    hung = [int(p) for p in _wait_for(pids, timeout=60).split()]  # the setup's shell and its child
+    ab.send_signal(sig)
+    out, err = ab.communicate(timeout=30)
+    assert ab.returncode == code, err
+    records = next((tmp_path / "res").rglob("ab-*.jsonl"))
+    summary = records.with_suffix(".json")
+    why = "interrupted" if sig == signal.SIGINT else f"terminated ({sig.name})"
+    assert f"{why}: records kept in {records}; summary (interrupted: true) in {summary}" in err
+    body = json.loads(summary.read_text())["summary"]
+    assert body["interrupted"] is True and [c["runs"] for c in body["cases"]] == [0]
+    assert all(_gone(pid) for pid in hung) and cleaned.exists()
+
+
+def test_sighup_during_a_run_ends_its_tree_and_writes_the_summary(tmp_path):
+    pids = tmp_path / "pids"
+    ab = _start_ab(tmp_path, "--pairs", "3", "--warmup", "0", "--env-b", "FAKE_HANG=1", "--metric",
+                   r"([0-9.]+) tokens/s", "--", PY, ENGINE, "run", env={"FAKE_PIDS_FILE": str(pids)})
+    hung = [int(p) for p in _wait_for(pids, timeout=60).split()]  # run 1 (B) hangs with a child
+    ab.send_signal(signal.SIGHUP)
+    out, err = ab.communicate(timeout=30)
+    assert ab.returncode == 129, err
+    summary = next((tmp_path / "res").rglob("ab-*.json"))
+    assert json.loads(summary.read_text())["summary"]["interrupted"] is True
+    assert all(_gone(pid) for pid in hung)
