@@ -57,18 +57,31 @@ def _preexec() -> Callable[[], None] | None:
 
 def spawn(args: str | Sequence[str], env: Mapping[str, str], shell: bool = False) -> subprocess.Popen:
     """Start one process of the A/B (stdout and stderr into one pipe, no stdin), guarded as above."""
+    # The watchdog first: its start takes a while, and a signal then must not find a child it was not told of.
+    with _lock:
+        _ensure_watchdog()
     proc = subprocess.Popen(args, shell=shell, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_preexec())
-    _tell_watchdog(proc.pid)
+    try:
+        _tell_watchdog(proc.pid)
+    except BaseException:  # a signal between the start and the caller's own handling: end it here
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
     return proc
+
+
+def _ensure_watchdog() -> None:
+    global _watchdog
+    if _watchdog is None or _watchdog.poll() is not None:  # none yet, or one killed by hand
+        _watchdog = _start_watchdog()
 
 
 def _tell_watchdog(pid: int) -> None:
     global _watchdog
     with _lock:
-        for _ in range(2):  # a watchdog that died (killed by hand) is replaced once
-            if _watchdog is None or _watchdog.poll() is not None:
-                _watchdog = _start_watchdog()
+        for _ in range(2):  # a watchdog that died meanwhile is replaced once
+            _ensure_watchdog()
             if _watchdog is None:
                 return
             try:
