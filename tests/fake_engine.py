@@ -65,8 +65,8 @@ def run(args) -> None:
 
 
 def serve(args) -> None:
-    if os.environ.get("FAKE_SERVER_DIE"):
-        print("loading model... out of memory", flush=True)
+    if os.environ.get("FAKE_SERVER_DIE"):  # the error, then what a real server prints on its way out
+        print("loading model... out of memory\nfreeing buffers\nshutting down", flush=True)
         sys.exit(3)
     # A worker child, as real servers have: stopping the server must stop it too.
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])

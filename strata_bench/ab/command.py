@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
+from strata_bench.ab.errorline import first_error_line
 from strata_bench.ab.metrics import OutputMissing, OutputSpec, read_metrics, read_same
 from strata_bench.ab.guard import spawn
 from strata_bench.ab.ports import holder
@@ -139,7 +140,7 @@ def run_command(spec: CommandSpec) -> Sample:
     if server_text:
         details["server_tail"] = server_text[-OUTPUT_TAIL_CHARS:]
     if proc.returncode != 0:
-        raise RunFailed(f"exit code {proc.returncode}", details)
+        raise RunFailed(f"exit code {proc.returncode}", _with_error_line(details, _text(raw), server_text))
     text = _text(raw) + ("\n" + server_text if server_text else "")
     return sample_from_output(spec, text, wall, details)
 
@@ -183,12 +184,19 @@ def _start_server(spec: ServerSpec, env: Mapping[str, str]) -> Server:
     try:
         server.wait_ready()
     except ServerFailed as exc:
-        server.stop()
-        raise RunFailed(exc.reason, {"output_tail": exc.tail, "server_tail": exc.tail}) from None
+        everything = server.stop()  # the error is often early, the tail only says it shut down
+        raise RunFailed(exc.reason, _with_error_line({"output_tail": exc.tail, "server_tail": exc.tail},
+                                                     everything)) from None
     except BaseException:
         server.stop()
         raise
     return server
+
+
+def _with_error_line(details: dict[str, Any], *texts: str) -> dict[str, Any]:
+    """`details` with the first error-looking line of the whole output (the tails keep only the end)."""
+    line = first_error_line(texts)
+    return {**details, "error_line": line[:OUTPUT_TAIL_CHARS]} if line else details
 
 
 def sample_from_output(spec: CommandSpec, text: str, wall: float, details: Mapping[str, Any]) -> Sample:

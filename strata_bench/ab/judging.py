@@ -23,6 +23,9 @@ class MetricResult:
     name: str
     comparison: Comparison
     excluded_pairs: tuple[int, ...]
+    unit: str = ""  # the unit its figures (and so its statistics) are in, after --unit's conversion
+    a_values: tuple[float, ...] = ()  # A's measured figures in run order (in `unit`)
+    b_values: tuple[float, ...] = ()
 
     @property
     def regression(self) -> bool:
@@ -30,8 +33,10 @@ class MetricResult:
 
     def summary(self) -> dict[str, Any]:
         c = self.comparison
-        return {"name": self.name, "higher_is_better": c.criteria.higher_is_better, "verdict": c.verdict.value,
-                "reason": c.reason, "regression": c.regression, "regression_reason": c.regression_reason,
+        return {"name": self.name, "higher_is_better": c.criteria.higher_is_better, "unit": self.unit,
+                "A_values": list(self.a_values), "B_values": list(self.b_values),
+                "verdict": c.verdict.value, "reason": c.reason, "regression": c.regression,
+                "regression_reason": c.regression_reason,
                 "excluded_pairs": list(self.excluded_pairs), "comparison": c.to_dict()}
 
 
@@ -42,10 +47,13 @@ def measured_pairs(plan: Plan, runs: Sequence[RunRecord]) -> int:
 
 def judge_metric(plan: Plan, runs: Sequence[RunRecord], name: str | None) -> MetricResult:
     """Statistics of one metric (None: each run's `value`) over the measured runs."""
+    factor, unit = plan.shown(name)
+
     def figure(r: RunRecord) -> float | None:
         if not r.ok:
             return None
-        return r.value if name is None else r.metrics.get(name)
+        raw = r.value if name is None else r.metrics.get(name)
+        return None if raw is None else raw * factor  # in the unit shown: statistics and text agree
 
     measured = [r for r in runs if not r.warmup]
     a = [r for r in measured if r.arm == "A" and figure(r) is not None]
@@ -66,7 +74,8 @@ def judge_metric(plan: Plan, runs: Sequence[RunRecord], name: str | None) -> Met
     comparison = compare([figure(r) for r in a], [figure(r) for r in b], criteria, pairs=pairs,
                          a_order=[r.run_index for r in a], b_order=[r.run_index for r in b],
                          a_first=[pos == 0 for pos in positions])
-    return MetricResult(label, comparison, tuple(excluded))
+    return MetricResult(label, comparison, tuple(excluded), unit, tuple(figure(r) for r in a),
+                        tuple(figure(r) for r in b))
 
 
 def metric_names(runs: Sequence[RunRecord]) -> list[str]:

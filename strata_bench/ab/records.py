@@ -135,8 +135,7 @@ class AbOutcome:
         if self.arms.get("A") and self.arms.get("A") == self.arms.get("B"):
             notes.append("A and B are the same (an A/A run): any difference is noise")
         if self.warmups:
-            vals = ", ".join(f"{r.arm}={format_value(r.value, self.plan.unit)}" if r.ok else f"{r.arm}=failed"
-                             for r in self.warmups)
+            vals = ", ".join(f"{r.arm}={self._shown_value(r)}" if r.ok else f"{r.arm}=failed" for r in self.warmups)
             notes.append(f"{len(self.warmups)} warm-up runs discarded from the statistics ({vals})")
         if self.excluded_pairs:
             notes.append(f"{len(self.excluded_pairs)} pairs excluded from the paired statistics because a run "
@@ -168,6 +167,11 @@ class AbOutcome:
             notes.append(f"rejected: {self.rejected}")
         notes.extend(self.flags)
         return notes
+
+    def _shown_value(self, r: RunRecord) -> str:
+        """A run's value (its first metric, or its wall time) as the tables show it, --unit applied."""
+        factor, unit = self.plan.shown(next(iter(r.metrics), None))
+        return format_value(r.value * factor, unit)
 
     def _arm_runs(self, label: str) -> list[RunRecord]:
         return [r for r in self.runs if r.arm == label and not r.warmup and r.ok]

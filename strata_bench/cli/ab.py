@@ -33,10 +33,11 @@ from strata_bench.errors import InputError
                    "variant.")
 @click.option("--b", "b_spec", metavar="CMD|VARIANT",
               help="Command line of arm B, or with --family the variant under test.")
-@click.option("--metric", "metrics", multiple=True, metavar="[NAME[:higher]=]REGEX",
+@click.option("--metric", "metrics", multiple=True, metavar="[NAME[:higher][:UNIT]=]REGEX",
               help="Read a figure from stdout+stderr (repeatable): the group (?P<value>...) or the only group; "
                    "a group (?P<key>...) gives one metric per key (NAME[key]); the last match counts. "
-                   "NAME:higher= marks that metric higher-is-better. Default: wall time of the process.")
+                   "NAME:higher= marks that metric higher-is-better, NAME:UNIT= (prefill:ms=, "
+                   "decode:higher:tok/s=) the unit it is printed in. Default: wall time of the process.")
 @click.option("--same", "same", multiple=True, metavar="[NAME=]REGEX",
               help="Output that must be identical in every run of both arms (repeatable; group value, the only "
                    "group, or the whole match; a key group checks per key). A difference exits 1, and so does an "
@@ -44,7 +45,8 @@ from strata_bench.errors import InputError
 @click.option("--allow-missing", is_flag=True,
               help="An --same entry that an arm, key or run never printed is shown as missing but does not fail.")
 @click.option("--unit", default=None,
-              help="Unit of --metric, for display (default: s for wall time, none for a metric).")
+              help="Show time figures in this unit (s, ms, us, ns), converted from their own: wall time is in s, "
+                   "a --metric NAME:ms= in ms. A metric without a unit of its own is labelled with it.")
 @click.option("--higher-is-better", is_flag=True, help="The metrics are rates (tokens/s): higher is better.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Kill a run (its whole process group) after S seconds; it is recorded as failed.")
@@ -68,7 +70,8 @@ from strata_bench.errors import InputError
                    "Metrics are read from both outputs.")
 @click.option("--ready", metavar="REGEX", help="The server is ready when a line of its output matches REGEX.")
 @click.option("--ready-port", type=click.IntRange(1, 65535), default=None, metavar="N",
-              help="The server is ready when 127.0.0.1:N accepts connections.")
+              help="The server is ready when a process of its own tree listens on port N; a port already "
+                   "held before the first run is refused (exit 2, naming the holder).")
 @click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
               metavar="S", help="A server not ready after S seconds is a failed run (with its last lines).")
 @click.option("--param", "params", multiple=True, metavar="NAME=V1,V2",
@@ -107,8 +110,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
         strata-bench ab --pairs 20 --env-a STRATA_Q2_WARP=0 --env-b STRATA_Q2_WARP=1 \\
             --metric 'prefill \\d+ tokens in (?P<value>[0-9.]+) ms' --unit ms -- python -m my.workload
         strata-bench ab --pairs 10 --env-a STRATA_OLD_IQ_MMVQ=1 --env-b STRATA_OLD_IQ_MMVQ=0 \\
-            --metric 'prefill=prefill (?P<key>\\d+) tokens in (?P<value>[0-9.]+) ms' \\
-            --metric 'decode:higher=([0-9.]+) tokens/s' --same 'logits=logits sha256 (?P<key>\\d+): (\\w+)' \\
+            --metric 'prefill:ms=prefill (?P<key>\\d+) tokens in (?P<value>[0-9.]+) ms' \\
+            --metric 'decode:higher:tok/s=([0-9.]+) tokens/s' --same 'logits=logits sha256 (?P<key>\\d+): (\\w+)' \\
             --param decode=32,128 -- strata-bench workload --tokens 128,512 --decode '{decode}'
         strata-bench ab --pairs 10 --env-b MY_SWITCH=1 --server 'my-server --port 8080' --ready 'listening' \\
             --metric 'tok/s: ([0-9.]+)' -- my-client --port 8080
@@ -129,11 +132,12 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
                         fail_on_regression=None if fail_pct is None else fail_pct / 100)
     metric_specs = parse_output_specs(metrics, "--metric", "metric")
     same_specs = parse_output_specs(same, "--same", "output", need_group=False)
-    unit = unit if unit is not None else ("" if metric_specs else "s")
+    unit = _display_unit(unit, metric_specs)
     directions = [(m.name, m.higher_is_better) for m in metric_specs if m.higher_is_better is not None]
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
                      metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
-                     directions, until_decided, allow_missing)
+                     directions, until_decided, allow_missing, [(m.name, m.unit) for m in metric_specs if m.unit],
+                     None if metric_specs else "s")
     if not families and (list_only or request != CaseRequest()):
         raise InputError("--list, --shape, --cols, --fixtures, --gguf and --variants apply to kernel variants: "
                          "add --family NAME")
@@ -166,6 +170,17 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
     if report.summary_path:
         click.echo(f"results: {report.summary_path}", err=True)
     report.raise_for_status()
+
+
+def _display_unit(unit: str | None, metric_specs) -> str:
+    """--unit, checked: wall time (no --metric) converts into a time unit only."""
+    from strata_bench.ab.plan import SECONDS_PER
+
+    if unit is None:
+        return "" if metric_specs else "s"
+    if not metric_specs and unit not in SECONDS_PER:
+        raise InputError(f"--unit converts wall time (s) into {', '.join(SECONDS_PER)}; got {unit!r}")
+    return unit
 
 
 def _reject_command_options(env_a, env_b, metric, shell, command_args, hooks=None) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import types
 
@@ -64,7 +65,9 @@ def test_markdown_output(tmp_path):
     res = _run(["--pairs", "2", "--warmup", "0", "--format", "md", "--metric", METRIC, "--", PY, "-c", PRINT_V],
                tmp_path)
     assert res.exit_code == 0, res.output
-    assert "| arm | command |" in res.stdout and "| **verdict** | SAME" in res.stdout
+    # The command heads the markdown (a command column wrapped over many lines at 80 columns: issue 27).
+    assert res.stdout.startswith(f"**Commands**\n\n- A: `{shlex.join([PY, '-c', PRINT_V])}`\n")
+    assert "| arm | runs | failed | n |" in res.stdout and "| **verdict** | SAME" in res.stdout
     assert "an A/A run" in res.stdout
 
 
@@ -96,6 +99,7 @@ def test_hanging_command_times_out_and_is_shown(tmp_path):
     (["--env-a", "1BAD=2", "--", "true"], "NAME=VALUE"),
     (["--max-failures", "many", "--", "true"], "max-failures"),
     (["--", "strata-no-such-program-xyz"], "command not found"),
+    (["--unit", "tok/s", "--", "true"], "--unit converts wall time (s) into s, ms, us, ns; got 'tok/s'"),
     (["--family", "mmvq", "--a", "old", "--b", "new", "--env-a", "X=1"], "--env-a applies to command A/B"),
 ])
 def test_usage_errors_exit_2(tmp_path, args, message):

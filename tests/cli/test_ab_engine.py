@@ -52,11 +52,17 @@ def test_markdown_has_a_row_per_metric_in_the_seed_shape(tmp_path):
     res = _ab(tmp_path, "--pairs", "4", "--env-b", "FAKE_SLOWER_PCT=10", "--metric", PREFILL, "--metric", DECODE,
               "--format", "md", *_engine())
     assert res.exit_code == 0, res.output
-    assert "| metric | A runs | B runs | ratio B/A | B - A (paired) [95% CI] | dominance | verdict |" in res.stdout
+    # Every metric shows A's and B's own values (issue 27: they were shown for the first metric only).
+    assert "| metric | A | B | B vs A [95% CI] | B - A (paired) | dominance | spread A / B | verdict |" in res.stdout
     rows = [line for line in res.stdout.splitlines() if line.startswith(("| prefill", "| decode"))]
     assert len(rows) == 3
-    assert re.match(r"\| decode \(higher\) \| 4 \| 4 \| 0\.9[01]\d\d \| -", rows[2]), rows[2]
-    assert rows[2].endswith("| every B below every A | SLOWER |")
+    cells = [c.strip() for c in rows[2].strip("|").split("|")]
+    assert cells[0] == "decode (higher)" and cells[5:] == ["every B below every A", cells[6], "SLOWER"]
+    a_mean, a_low, a_high = (float(x) for x in re.fullmatch(r"(\S+) \((\S+) \.\. (\S+)\)", cells[1]).groups())
+    assert a_low <= a_mean <= a_high and a_mean == pytest.approx(100, rel=0.01)  # mean (range) of 4 runs
+    assert float(cells[2].split()[0]) == pytest.approx(100 / 1.1, rel=0.01)
+    assert re.fullmatch(r"-9\.\d\d% \[-\d+\.\d\d%, -\d+\.\d\d%\]", cells[3]), cells[3]
+    assert re.fullmatch(r"\d\.\d\d% / \d\.\d\d%", cells[6]), cells[6]
 
 
 def test_fail_on_regression_applies_to_each_metric(tmp_path):
@@ -220,11 +226,13 @@ def test_parameter_matrix_cases_interleaved_and_one_column_group_per_value(tmp_p
     res = _ab(tmp_path, "--pairs", "6", "--param", "pct=0,10", "--env-b", "FAKE_SLOWER_PCT={pct}",
               "--metric", DECODE, "--format", "md", "--", PY, ENGINE, "run", "--decode", "{pct}1")
     assert res.exit_code == 0, res.output
-    head = "| metric | pct=0: B/A | pct=0: B vs A [95% CI] | pct=0: verdict | pct=10: B/A | pct=10: B vs A [95% CI] | pct=10: verdict |"
-    assert head in res.stdout
-    row = next(line for line in res.stdout.splitlines() if line.startswith("| decode |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[3] == "SAME" and cells[6] == "SLOWER" and float(cells[4]) == pytest.approx(1 / 1.1, abs=0.005)
+    # A row per metric and parameter value, with A's and B's own values (issue 27: only B/A was shown).
+    assert "| metric | pct | A | B | B vs A [95% CI] | dominance | spread A / B | verdict |" in res.stdout
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in res.stdout.splitlines()
+            if line.startswith("| decode (higher) |")]
+    assert [(r[1], r[5], r[7]) for r in rows] == [("0", "overlap", "SAME"), ("10", "every B below every A", "SLOWER")]
+    assert float(rows[1][2].split()[0]) == pytest.approx(100, rel=0.01)  # 100 tokens/s, each of 3 runs
+    assert float(rows[1][3].split()[0]) == pytest.approx(100 / 1.1, rel=0.01)
     records = [json.loads(line) for line in next(tmp_path.rglob("ab-*.jsonl")).read_text().splitlines()]
     plans = [r for r in records if r["record"] == "plan"]
     assert [(p["case"], p["params"]) for p in plans] == [("command pct=0", [["pct", "0"]]),
@@ -252,9 +260,9 @@ def test_report_renders_the_new_summary_from_its_records(tmp_path):
     summary = next(p for p in tmp_path.rglob("ab-*.json"))
     again = CliRunner().invoke(cli, ["report", str(summary), "--format", "md"])
     assert again.exit_code == 0, again.output
-    for text in ("**A/B by parameter**", "| metric | d=8: B/A |", "| output | A | B | identical |",
+    for text in ("**A/B by parameter**", "| metric | d | A | B |", "| output | A | B | identical |",
                  "| logits[512] | `94f8607915dff25f` | `94f8607915dff25f` | yes |",
-                 "| metric | A runs | B runs | ratio B/A |", "**A/B: `command d=16`**"):
+                 "| metric | A | B | B vs A [95% CI] |", "**A/B: `command d=16`**"):
         assert text in again.stdout, text
 
 
