@@ -14,6 +14,11 @@ class InputError(StrataError):
     exit_code = 2
 
 
+class PortInUse(InputError):
+    """An A/B's --ready-port is held before its first server starts: every run would measure that
+    listener, not its own server (exit 2, nothing written)."""
+
+
 class CompileError(InputError):
     """NVRTC rejected a kernel source; the message carries the log with file:line."""
 

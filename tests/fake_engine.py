@@ -14,7 +14,8 @@
 Switches (environment): FAKE_SLOWER_PCT=3 makes every timing 3% longer; FAKE_HASH=x changes the
 logits hash; FAKE_NOISE_PCT (default 0.1) is the sd of a per-run jitter; FAKE_READY_DELAY (s) delays
 the server's ready line; FAKE_SERVER_DIE=1 makes the server exit before it is ready; FAKE_HANG=1
-(or --hang) makes `run` start a child and sleep; FAKE_PIDS_FILE=F appends "pid child_pid" lines to F.
+(or --hang) makes `run` start a child and sleep, and `client` sleep after its answer; FAKE_PIDS_FILE=F
+appends "pid child_pid" lines to F (a client: "pid").
 """
 from __future__ import annotations
 
@@ -48,26 +49,28 @@ def _decode_hash(decode: int) -> str:
     return f"decode sha256: {hashlib.sha256(f'decode{decode}{salt}'.encode()).hexdigest()[:16]}"
 
 
+def _note_pids(*pids: int) -> None:
+    if os.environ.get("FAKE_PIDS_FILE"):  # so a test can check that nothing is left behind
+        with open(os.environ["FAKE_PIDS_FILE"], "a") as f:
+            f.write(" ".join(map(str, pids)) + "\n")
+
+
 def run(args) -> None:
     if args.hang:  # a run that hangs with a child: for timeouts and SIGTERM
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-        if os.environ.get("FAKE_PIDS_FILE"):
-            with open(os.environ["FAKE_PIDS_FILE"], "a") as f:
-                f.write(f"{os.getpid()} {child.pid}\n")
+        _note_pids(os.getpid(), child.pid)
         time.sleep(600)
     lines, tail = _lines(args.prompts, args.decode)
     print("\n".join(lines + [tail, _decode_hash(args.decode)]), flush=True)
 
 
 def serve(args) -> None:
-    if os.environ.get("FAKE_SERVER_DIE"):
-        print("loading model... out of memory", flush=True)
+    if os.environ.get("FAKE_SERVER_DIE"):  # the error, then what a real server prints on its way out
+        print("loading model... out of memory\nfreeing buffers\nshutting down", flush=True)
         sys.exit(3)
     # A worker child, as real servers have: stopping the server must stop it too.
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    if os.environ.get("FAKE_PIDS_FILE"):  # so a test can check that nothing is left behind
-        with open(os.environ["FAKE_PIDS_FILE"], "a") as f:
-            f.write(f"{os.getpid()} {worker.pid}\n")
+    _note_pids(os.getpid(), worker.pid)
     time.sleep(float(os.environ.get("FAKE_READY_DELAY", "0")))
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -90,6 +93,9 @@ def client(args) -> None:
     with socket.create_connection(("127.0.0.1", args.port), timeout=10) as conn:
         conn.sendall(f"{','.join(map(str, args.prompts))} {args.decode}".encode())
         print(conn.recv(1024).decode(), flush=True)
+    if args.hang:  # a client still running when the test kills `ab`
+        _note_pids(os.getpid())
+        time.sleep(600)
 
 
 def main() -> None:

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
+from strata_bench.ab.errorline import first_error_line
 from strata_bench.ab.metrics import OutputMissing, OutputSpec, read_metrics, read_same
+from strata_bench.ab.guard import spawn
+from strata_bench.ab.ports import holder
 from strata_bench.ab.process import Server, ServerFailed, ServerSpec, run_hook, tree
 from strata_bench.errors import InputError
 
@@ -137,7 +140,7 @@ def run_command(spec: CommandSpec) -> Sample:
     if server_text:
         details["server_tail"] = server_text[-OUTPUT_TAIL_CHARS:]
     if proc.returncode != 0:
-        raise RunFailed(f"exit code {proc.returncode}", details)
+        raise RunFailed(f"exit code {proc.returncode}", _with_error_line(details, _text(raw), server_text))
     text = _text(raw) + ("\n" + server_text if server_text else "")
     return sample_from_output(spec, text, wall, details)
 
@@ -146,9 +149,7 @@ def _run_client(spec: CommandSpec, env: Mapping[str, str]) -> tuple[subprocess.P
     """The arm's command itself, timed; a timeout or an interruption ends its whole process tree."""
     started = time.perf_counter()
     try:
-        proc = subprocess.Popen(spec.argv, shell=spec.shell, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = spawn(spec.argv, env, shell=spec.shell)
     except OSError as exc:
         raise RunFailed(f"cannot start: {exc}") from None
     try:
@@ -172,6 +173,10 @@ def _hook(option: str, command: str, env: Mapping[str, str], timeout: float | No
 
 
 def _start_server(spec: ServerSpec, env: Mapping[str, str]) -> Server:
+    if spec.ready_port is not None:
+        busy = holder(spec.ready_port)
+        if busy:  # something outside this run took the port since the start: this run's server cannot
+            raise RunFailed(f"port {spec.ready_port} is in use by {busy} before the server started")
     try:
         server = Server(spec, env)
     except OSError as exc:
@@ -179,12 +184,19 @@ def _start_server(spec: ServerSpec, env: Mapping[str, str]) -> Server:
     try:
         server.wait_ready()
     except ServerFailed as exc:
-        server.stop()
-        raise RunFailed(exc.reason, {"output_tail": exc.tail, "server_tail": exc.tail}) from None
+        everything = server.stop()  # the error is often early, the tail only says it shut down
+        raise RunFailed(exc.reason, _with_error_line({"output_tail": exc.tail, "server_tail": exc.tail},
+                                                     everything)) from None
     except BaseException:
         server.stop()
         raise
     return server
+
+
+def _with_error_line(details: dict[str, Any], *texts: str) -> dict[str, Any]:
+    """`details` with the first error-looking line of the whole output (the tails keep only the end)."""
+    line = first_error_line(texts)
+    return {**details, "error_line": line[:OUTPUT_TAIL_CHARS]} if line else details
 
 
 def sample_from_output(spec: CommandSpec, text: str, wall: float, details: Mapping[str, Any]) -> Sample:

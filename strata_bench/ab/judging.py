@@ -2,7 +2,9 @@
 
 A metric's pairs are the measured pairs whose two runs both succeeded and both printed that metric
 (a keyed metric, `prefill[512]`, may be missing from a run that printed other keys). Identity
-compares every successful run, warm-ups included, with the first one.
+compares every successful run, warm-ups included, with the first one that printed the entry, and is
+"same" only where both arms printed it in every successful run: an arm, key or run that never
+printed it is "missing" (a failure unless --allow-missing), never a copy of the other arm's value.
 """
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ class MetricResult:
     name: str
     comparison: Comparison
     excluded_pairs: tuple[int, ...]
+    unit: str = ""  # the unit its figures (and so its statistics) are in, after --unit's conversion
+    a_values: tuple[float, ...] = ()  # A's measured figures in run order (in `unit`)
+    b_values: tuple[float, ...] = ()
 
     @property
     def regression(self) -> bool:
@@ -28,8 +33,10 @@ class MetricResult:
 
     def summary(self) -> dict[str, Any]:
         c = self.comparison
-        return {"name": self.name, "higher_is_better": c.criteria.higher_is_better, "verdict": c.verdict.value,
-                "reason": c.reason, "regression": c.regression, "regression_reason": c.regression_reason,
+        return {"name": self.name, "higher_is_better": c.criteria.higher_is_better, "unit": self.unit,
+                "A_values": list(self.a_values), "B_values": list(self.b_values),
+                "verdict": c.verdict.value, "reason": c.reason, "regression": c.regression,
+                "regression_reason": c.regression_reason,
                 "excluded_pairs": list(self.excluded_pairs), "comparison": c.to_dict()}
 
 
@@ -40,10 +47,13 @@ def measured_pairs(plan: Plan, runs: Sequence[RunRecord]) -> int:
 
 def judge_metric(plan: Plan, runs: Sequence[RunRecord], name: str | None) -> MetricResult:
     """Statistics of one metric (None: each run's `value`) over the measured runs."""
+    factor, unit = plan.shown(name)
+
     def figure(r: RunRecord) -> float | None:
         if not r.ok:
             return None
-        return r.value if name is None else r.metrics.get(name)
+        raw = r.value if name is None else r.metrics.get(name)
+        return None if raw is None else raw * factor  # in the unit shown: statistics and text agree
 
     measured = [r for r in runs if not r.warmup]
     a = [r for r in measured if r.arm == "A" and figure(r) is not None]
@@ -64,7 +74,8 @@ def judge_metric(plan: Plan, runs: Sequence[RunRecord], name: str | None) -> Met
     comparison = compare([figure(r) for r in a], [figure(r) for r in b], criteria, pairs=pairs,
                          a_order=[r.run_index for r in a], b_order=[r.run_index for r in b],
                          a_first=[pos == 0 for pos in positions])
-    return MetricResult(label, comparison, tuple(excluded))
+    return MetricResult(label, comparison, tuple(excluded), unit, tuple(figure(r) for r in a),
+                        tuple(figure(r) for r in b))
 
 
 def metric_names(runs: Sequence[RunRecord]) -> list[str]:
@@ -82,17 +93,19 @@ def judge_metrics(plan: Plan, runs: Sequence[RunRecord]) -> tuple[MetricResult, 
 
 @dataclass(frozen=True)
 class IdentityRow:
-    """One --same entry: A's text, B's text, and the first run that differs from the reference run."""
+    """One --same entry: what A's and B's runs printed (None: missing), the first run that differs from
+    the reference run, and which arm, key or run never printed it."""
 
     name: str
     a_value: str | None
     b_value: str | None
-    same: bool
-    mismatch: str  # "" when same; else which runs printed what
+    same: bool  # printed by every successful run of both arms, identically
+    mismatch: str  # "" when no printed value differs; else which runs printed what
+    missing: str = ""  # "" when every successful run of both arms printed it; else who did not
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "A": self.a_value, "B": self.b_value, "same": self.same,
-                "mismatch": self.mismatch}
+                "mismatch": self.mismatch, "missing": self.missing}
 
 
 def _who(r: RunRecord) -> str:
@@ -101,25 +114,35 @@ def _who(r: RunRecord) -> str:
 
 
 def identity(runs: Sequence[RunRecord]) -> tuple[IdentityRow, ...]:
-    """Per --same entry, every successful run against the first successful run."""
-    done = [r for r in runs if r.failure is None and r.same]
+    """Per --same entry (a key of a keyed entry on its own), over every successful run, warm-ups included:
+    the printed values must agree, and only where both arms printed it is it judged the same."""
+    done = [r for r in runs if r.failure is None]
     names = list(dict.fromkeys(n for r in done for n in r.same))
-    rows = []
-    for name in names:
-        ref = done[0]
-        want = ref.same.get(name)
-        odd = next((r for r in done if r.same.get(name) != want or want is None), None)
-        shown = {arm: " / ".join(_show(v) for v in dict.fromkeys(r.same.get(name) for r in done if r.arm == arm))
-                 for arm in "AB"}
-        if odd is None:
-            rows.append(IdentityRow(name, want, want, True, ""))
-            continue
-        if odd is ref:
-            why = f"{_who(ref)} printed nothing for it"
-        else:
-            why = f"{_who(ref)} printed {_show(want)}, {_who(odd)} printed {_show(odd.same.get(name))}"
-        rows.append(IdentityRow(name, shown["A"] or "no run", shown["B"] or "no run", False, why))
-    return tuple(rows)
+    return tuple(_identity_row(name, done) for name in names)
+
+
+def _identity_row(name: str, done: Sequence[RunRecord]) -> IdentityRow:
+    printed = [r for r in done if r.same.get(name) is not None]
+    ref = printed[0] if printed else None  # none when the regex matched no run's output
+    odd = next((r for r in printed if r.same[name] != ref.same[name]), None)
+    mismatch = "" if odd is None else \
+        f"{_who(ref)} printed {_show(ref.same[name])}, {_who(odd)} printed {_show(odd.same[name])}"
+    missing = "; ".join(filter(None, (_missing(arm, [r for r in done if r.arm == arm], name) for arm in "AB")))
+    shown = {arm: " / ".join(dict.fromkeys(r.same[name] for r in printed if r.arm == arm)) or None for arm in "AB"}
+    return IdentityRow(name, shown["A"], shown["B"], not (mismatch or missing), mismatch, missing)
+
+
+def _missing(arm: str, runs: Sequence[RunRecord], name: str) -> str:
+    """Who in one arm never printed the entry: '' when every successful run did."""
+    silent = [r for r in runs if r.same.get(name) is None]
+    if not runs:
+        return f"{arm} has no successful run"
+    if len(silent) == len(runs):
+        return f"no run of {arm} printed it"
+    if silent:
+        more = f" and {len(silent) - 1} more" if len(silent) > 1 else ""
+        return f"{_who(silent[0])}{more} printed nothing for it"
+    return ""
 
 
 def _show(text: str | None) -> str:

@@ -11,17 +11,18 @@ import itertools
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+from typing import TYPE_CHECKING
 
 from strata_bench.ab.plan import Plan
-from strata_bench.ab.process import AbInterrupted, Terminated, sigterm_interrupts
-from strata_bench.ab.records import AbReport
-from strata_bench.ab.runner import CaseRun, run_interleaved
-from strata_bench.ab.store import finish, finish_partial
-from strata_bench.errors import InputError
-from strata_bench.report.progress import progress_bar
+from strata_bench.ab.process import AbInterrupted, Terminated, ending_signals
+from strata_bench.errors import InputError, PortInUse
 from strata_bench.results.paths import provenance_directory
 from strata_bench.results.store import ResultsWriter
+
+if TYPE_CHECKING:  # the runner brings scipy: imported once the runs start, so a usage error stays fast
+    from strata_bench.ab.records import AbReport
 
 _PARAM = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<values>.+)$")
 
@@ -141,43 +142,107 @@ def _ready_regex(lines: CommandLines):
         raise InputError(f"--ready is not a valid regex ({exc}): {lines.ready!r}") from None
 
 
+def refuse_busy_ports(combos: Sequence[Combination]) -> None:
+    """PortInUse when a --ready-port is held before the first run: a leftover server there would answer
+    every request, and the A/B would compare that one server with itself."""
+    from strata_bench.ab.ports import holder
+
+    servers = [s.server for c in combos for s in (c.spec_a, c.spec_b) if s.server is not None]
+    for port in sorted({s.ready_port for s in servers if s.ready_port is not None}):
+        busy = holder(port)
+        if busy:
+            raise PortInUse(f"--ready-port {port} is already in use by {busy}: stop it, or give the server "
+                            f"another port")
+
+
 def run_matrix(combos: Sequence[Combination], plan: Plan, results_root: Path | None,
-               provenance: Mapping[str, Any] | None = None, quiet: bool = False,
+               provenance: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None, quiet: bool = False,
                setup: str | None = None, cleanup: str | None = None) -> AbReport:
-    """Run every combination interleaved pair by pair; setup once first, cleanup once last."""
-    from strata_bench.ab.command import command_arm, setup_hook
+    """Run every combination interleaved pair by pair; setup once first, cleanup once last.
+
+    From the first record on, Ctrl-C, SIGTERM and SIGHUP (also during --setup and --cleanup) end the
+    running process tree, write the summary of what finished (interrupted: true), run --cleanup, and
+    raise AbInterrupted."""
+    from strata_bench.ab.command import command_arm
 
     arms = [(command_arm("A", c.spec_a), command_arm("B", c.spec_b)) for c in combos]
-    prov = dict(provenance or {})
+    refuse_busy_ports(combos)
+    # Checked: now the statistics (scipy) are loaded.
+    from strata_bench.ab.records import AbReport
+    from strata_bench.ab.store import finish
+
+    # A callable is called here, after the checks: collecting provenance probes the GPU and packages.
+    prov = _provenance(combos, plan, provenance() if callable(provenance) else provenance)
+    writer = ResultsWriter(provenance_directory(results_root, prov), "ab", prov) if results_root else None
+    with ending_signals():
+        outcomes = _session(combos, arms, plan, writer, quiet, setup, cleanup)
+    summary = finish(writer, outcomes) if writer else None
+    return AbReport(tuple(outcomes), summary, writer.records_path if writer else None)
+
+
+def _provenance(combos: Sequence[Combination], plan: Plan, base: Mapping[str, Any] | None) -> dict[str, Any]:
+    prov = dict(base or {})
     first = combos[0]
     prov["ab"] = {"A": first.spec_a.describe(), "B": first.spec_b.describe(), "order": plan.order, "seed": plan.seed}
     if len(combos) > 1 or first.params:
         prov["ab"]["params"] = [dict(c.params) for c in combos]
-    writer = ResultsWriter(provenance_directory(results_root, prov), "ab", prov) if results_root else None
-    total = plan.total_runs * len(combos)
-    label = first.case if len(combos) == 1 else f"{len(combos)} combinations"
-    setup_hook(setup, "--setup")
-    finished = False
-    try:
-        with sigterm_interrupts(), progress_bar(label, total, enabled=not quiet, transient=False) as advance:
-            def on_run(record) -> None:
-                advance(f"{record.case}: run {record.run_index + 1} {record.arm} {'ok' if record.ok else 'FAILED'}")
+    return prov
 
-            runs = [CaseRun(a, b, replace(plan, params=tuple(c.params.items())), writer, c.case, on_run)
-                    for c, (a, b) in zip(combos, arms)]
-            outcomes = run_interleaved(runs)
-        finished = True
+
+def _session(combos, arms, plan: Plan, writer: ResultsWriter | None, quiet: bool, setup: str | None,
+             cleanup: str | None) -> list:
+    """The plan records, --setup, the runs and --cleanup; after an interruption or a crash, the partial
+    summary and --cleanup, then AbInterrupted (or the crash)."""
+    from strata_bench.ab.store import finish, finish_partial
+
+    try:
+        outcomes = _runs(combos, arms, plan, writer, quiet, setup)
     except BaseException as exc:
+        stop = exc
         summary = finish_partial(writer) if writer is not None else None
-        if isinstance(exc, KeyboardInterrupt):
-            raise AbInterrupted(str(writer.records_path) if writer else None, str(summary) if summary else None,
-                                isinstance(exc, Terminated)) from exc
-        raise
-    finally:
         try:
-            setup_hook(cleanup, "--cleanup")
-        except InputError:
-            if finished:  # else the interruption or crash in flight is the news, not the cleanup
-                raise
-    summary = finish(writer, outcomes) if writer else None
-    return AbReport(tuple(outcomes), summary, writer.records_path if writer else None)
+            _cleanup(cleanup, quietly=True)  # the interruption or crash in flight is the news, not the cleanup
+        except KeyboardInterrupt as again:  # a signal during the cleanup of a crash
+            stop = again
+        raise _stopped(stop, writer, summary) from stop
+    try:
+        _cleanup(cleanup)
+    except KeyboardInterrupt as exc:  # every run finished: the summary is whole, the cleanup was cut short
+        raise _stopped(exc, writer, finish(writer, outcomes) if writer else None) from exc
+    return outcomes
+
+
+def _runs(combos, arms, plan: Plan, writer: ResultsWriter | None, quiet: bool, setup: str | None) -> list:
+    from strata_bench.ab.command import setup_hook
+    from strata_bench.ab.runner import CaseRun, run_interleaved
+    from strata_bench.report.progress import progress_bar
+
+    total = plan.total_runs * len(combos)
+    label = combos[0].case if len(combos) == 1 else f"{len(combos)} combinations"
+    with progress_bar(label, total, enabled=not quiet, transient=False) as advance:
+        def on_run(record) -> None:
+            advance(f"{record.case}: run {record.run_index + 1} {record.arm} {'ok' if record.ok else 'FAILED'}")
+
+        # The plan records first, so a session stopped during --setup still leaves a readable summary.
+        runs = [CaseRun(a, b, replace(plan, params=tuple(c.params.items())), writer, c.case, on_run)
+                for c, (a, b) in zip(combos, arms)]
+        setup_hook(setup, "--setup")
+        return run_interleaved(runs)
+
+
+def _cleanup(command: str | None, quietly: bool = False) -> None:
+    from strata_bench.ab.command import setup_hook
+
+    try:
+        setup_hook(command, "--cleanup")
+    except InputError:
+        if not quietly:
+            raise
+
+
+def _stopped(exc: BaseException, writer: ResultsWriter | None, summary: Path | None) -> BaseException:
+    """What a stopped session raises: AbInterrupted for a signal (with the paths written), else `exc`."""
+    if not isinstance(exc, KeyboardInterrupt):
+        return exc
+    return AbInterrupted(str(writer.records_path) if writer else None, str(summary) if summary else None,
+                         exc.signum if isinstance(exc, Terminated) else None)

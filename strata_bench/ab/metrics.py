@@ -1,9 +1,11 @@
 """What a command run's output is read for: figures (--metric) and text that must not change (--same).
 
-Both options take `[NAME[:higher|:lower]=]REGEX`. A leading `NAME=` names the metric unless what
-follows it opens a group: `v=(?P<value>\\d+)` is one regex (the old single-metric form), while
+Both options take `[NAME[:higher|:lower][:UNIT]=]REGEX`. A leading `NAME=` names the metric unless
+what follows it opens a group: `v=(?P<value>\\d+)` is one regex (the old single-metric form), while
 `decode=decode .* (?P<value>[0-9.]+) tok/s` is the metric `decode`. `NAME:higher=` and `NAME:lower=`
-are always a name, with the direction of that metric.
+are always a name, with the direction of that metric, and so is `NAME:UNIT=` (`prefill:ms=`,
+`decode:higher:tok/s=`): the unit the figure is printed in, shown beside it (and converted by --unit
+where both are time units).
 
 The figure (or the identity text) is the group `value`, else the only group; for --same a regex
 without a group captures the whole match. A group `key` yields one entry per distinct key,
@@ -19,7 +21,8 @@ from typing import Any, Mapping, Sequence
 from strata_bench.errors import InputError
 
 VALUE_GROUP, KEY_GROUP = "value", "key"
-_NAMED = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?::(?P<dir>higher|lower))?=(?P<rest>.*)$", re.DOTALL)
+_NAMED = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?::(?P<dir>higher|lower))?"
+                    r"(?::(?P<unit>[^\s=:()\[\]{}]+))?=(?P<rest>.*)$", re.DOTALL)
 
 
 class OutputMissing(Exception):
@@ -34,27 +37,29 @@ class OutputSpec:
     regex: re.Pattern[str]
     higher_is_better: bool | None = None  # None: the global --higher-is-better
     group: str | int = VALUE_GROUP  # the group holding the figure or text (0: the whole match)
+    unit: str | None = None  # the unit the figure is printed in (None: --unit)
 
     @property
     def keyed(self) -> bool:
         return KEY_GROUP in self.regex.groupindex
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "pattern": self.regex.pattern, "higher_is_better": self.higher_is_better}
+        body = {"name": self.name, "pattern": self.regex.pattern, "higher_is_better": self.higher_is_better}
+        return {**body, "unit": self.unit} if self.unit else body
 
 
 def parse_output_spec(text: str, option: str, default_name: str, need_group: bool = True) -> OutputSpec:
-    """`[NAME[:higher|:lower]=]REGEX` -> OutputSpec; InputError names the option and the value."""
-    name, direction, pattern = default_name, None, text
+    """`[NAME[:higher|:lower][:UNIT]=]REGEX` -> OutputSpec; InputError names the option and the value."""
+    name, direction, unit, pattern = default_name, None, None, text
     m = _NAMED.match(text)
-    if m and (m.group("dir") or not m.group("rest").startswith("(")):
-        name, pattern = m.group("name"), m.group("rest")
+    if m and (m.group("dir") or m.group("unit") or not m.group("rest").startswith("(")):
+        name, unit, pattern = m.group("name"), m.group("unit"), m.group("rest")
         direction = None if m.group("dir") is None else m.group("dir") == "higher"
     try:
         regex = re.compile(pattern, re.MULTILINE)
     except re.error as exc:
         raise InputError(f"{option} is not a valid regex ({exc}): {text!r}") from None
-    return OutputSpec(name, regex, direction, _figure_group(regex, option, text, need_group))
+    return OutputSpec(name, regex, direction, _figure_group(regex, option, text, need_group), unit)
 
 
 def _figure_group(regex: re.Pattern[str], option: str, text: str, need_group: bool) -> str | int:

@@ -19,6 +19,7 @@ from strata_bench.errors import InputError
 from strata_bench.stats.criteria import Criteria
 
 ORDERS = ("abba", "ab", "random")
+SECONDS_PER = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}  # the time units --unit converts between
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class Plan:
     directions: tuple[tuple[str, bool], ...] = ()  # (metric name, higher is better) where given per metric
     params: tuple[tuple[str, str], ...] = ()  # this case's --param values
     until_decided: int = 0  # add pairs while the verdict is UNDECIDED, up to this many (0: never)
+    allow_missing: bool = False  # an --same entry some arm, key or run never printed does not fail the check
+    units: tuple[tuple[str, str], ...] = ()  # (metric name, the unit it is printed in) where given per metric
+    value_unit: str | None = None  # the unit of a run's value without metrics (wall time: s); None: `unit`
 
     @property
     def total_runs(self) -> int:
@@ -58,13 +62,24 @@ class Plan:
         """Direction of one metric entry (`prefill[512]` looks up `prefill`)."""
         return dict(self.directions).get(metric.split("[", 1)[0], self.criteria.higher_is_better)
 
+    def shown(self, metric: str | None = None) -> tuple[float, str]:
+        """(factor, unit) a figure of `metric` (None: a run's value) is shown with: converted into `unit`
+        (--unit) where both are time units, else in its own unit, else labelled `unit`."""
+        own = self.value_unit if metric is None else dict(self.units).get(metric.split("[", 1)[0])
+        if own is None:
+            return 1.0, self.unit
+        if own in SECONDS_PER and self.unit in SECONDS_PER:
+            return SECONDS_PER[own] / SECONDS_PER[self.unit], self.unit
+        return 1.0, own
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def make_plan(order: str = "abba", pairs: int = 10, warmup: int = 1, seed: int | None = None,
               max_failures: str | int | None = None, criteria: Criteria = Criteria(),
-              unit: str = "s", metric: str = "wall time", directions=(), until_decided: int = 0) -> Plan:
+              unit: str = "s", metric: str = "wall time", directions=(), until_decided: int = 0,
+              allow_missing: bool = False, units=(), value_unit: str | None = None) -> Plan:
     """Validate the settings; `max_failures` is a count ("3", 3) or a share of all runs ("25%")."""
     if order not in ORDERS:
         raise InputError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
@@ -77,7 +92,8 @@ def make_plan(order: str = "abba", pairs: int = 10, warmup: int = 1, seed: int |
     seed = secrets.randbits(32) if seed is None else int(seed)
     total = 2 * (max(pairs, until_decided) + warmup)
     return Plan(order, pairs, warmup, seed, failure_budget(max_failures, total), criteria, unit, metric,
-                tuple((str(n), bool(h)) for n, h in directions), (), int(until_decided))
+                tuple((str(n), bool(h)) for n, h in directions), (), int(until_decided), bool(allow_missing),
+                tuple((str(n), str(u)) for n, u in units), value_unit)
 
 
 def failure_budget(spec: str | int | None, total_runs: int) -> int:
@@ -116,8 +132,9 @@ def schedule(order: str, pairs: int, warmup: int = 0, seed: int = 0) -> list[Slo
 def plan_from_json(body: Mapping[str, Any]) -> Plan:
     """The Plan a `plan` record describes (unknown keys ignored, so older records still load)."""
     fields = {k: body[k] for k in ("order", "pairs", "warmup", "seed", "max_failures", "unit", "metric",
-                                   "until_decided") if k in body}
-    fields.update({k: tuple((str(n), v) for n, v in body[k]) for k in ("directions", "params") if body.get(k)})
+                                   "until_decided", "allow_missing", "value_unit") if k in body}
+    fields.update({k: tuple((str(n), v) for n, v in body[k]) for k in ("directions", "params", "units")
+                   if body.get(k)})
     criteria = Criteria(**{k: v for k, v in dict(body.get("criteria", {})).items()
                            if k in Criteria.__dataclass_fields__})
     return replace(Plan(**fields), criteria=criteria)

@@ -1,9 +1,10 @@
-"""Processes of a command A/B: a run's whole process tree ended (psutil), shell hooks, SIGTERM as an
-interruption, and a server started fresh for one run and stopped with everything it started.
+"""Processes of a command A/B: a run's whole process tree ended (psutil), shell hooks, SIGINT, SIGTERM
+and SIGHUP as an interruption, and a server started fresh for one run and stopped with everything it started.
 
-Every process the A/B starts gets its own session (start_new_session), so its process group can be
-signalled at once; psutil also finds descendants that left the group (a daemon that called setsid),
-which a group kill alone would leave behind.
+Every process the A/B starts comes from strata_bench.ab.guard.spawn: its own session (so its process
+group can be signalled at once), and nothing left behind when `ab` itself dies. psutil also finds
+descendants that left the group (a daemon that called setsid), which a group kill alone would leave
+behind. A server counts as ready by port only when the listener is in its own process tree.
 """
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -21,37 +21,63 @@ from typing import Iterator, Mapping
 
 import psutil
 
+from strata_bench.ab.guard import spawn
+from strata_bench.ab.ports import holder, listens_in
+
 TERM_GRACE_S = 3.0  # after SIGTERM, how long a process tree gets before SIGKILL
 SERVER_TAIL_LINES = 20
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived: handled like Ctrl-C (the current run's tree ended, records kept, summary written)."""
+    """SIGTERM or SIGHUP arrived: handled like Ctrl-C (the current run's tree ended, records kept, summary
+    written); `signum` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
 
 
 class AbInterrupted(KeyboardInterrupt):
-    """An A/B stopped by Ctrl-C or SIGTERM after its records and partial summary were written."""
+    """An A/B stopped by Ctrl-C, SIGTERM or SIGHUP after its records and partial summary were written;
+    `signum` is None for Ctrl-C."""
 
-    def __init__(self, records: str | None, summary: str | None, terminated: bool) -> None:
+    def __init__(self, records: str | None, summary: str | None, signum: int | None) -> None:
         super().__init__("interrupted")
-        self.records, self.summary, self.terminated = records, summary, terminated
+        self.records, self.summary, self.signum = records, summary, signum
+
+    @property
+    def terminated(self) -> bool:
+        return self.signum is not None
+
+
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, a closed terminal
 
 
 @contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """While inside, SIGTERM raises Terminated in the main thread (outside: the old handler)."""
-    def on_term(signum, frame):
-        raise Terminated(f"signal {signum}")
+def ending_signals() -> Iterator[None]:
+    """While inside, SIGINT raises KeyboardInterrupt and SIGTERM or SIGHUP raise Terminated in the main
+    thread, once: a later signal is ignored, so it cannot cut short the ending of the trees and the
+    writing of the summary that the first one started. Outside: the old handlers."""
+    raised = []
+
+    def on_signal(signum, frame):
+        if raised:
+            return
+        raised.append(signum)
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
     try:
-        old = signal.signal(signal.SIGTERM, on_term)
+        # A signal ignored by whoever started `ab` (nohup ignores SIGHUP) stays ignored.
+        old = {sig: signal.signal(sig, on_signal) for sig in ENDING_SIGNALS
+               if signal.getsignal(sig) is not signal.SIG_IGN}
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -106,8 +132,7 @@ def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proce
 def run_hook(command: str, env: Mapping[str, str], timeout: float | None) -> tuple[int | None, str]:
     """Run a --prepare/--conclude/--setup/--cleanup command through /bin/sh; (exit code or None on
     timeout, its output)."""
-    proc = subprocess.Popen(command, shell=True, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = spawn(command, env, shell=True)
     try:
         raw, _ = proc.communicate(timeout=timeout)
         return proc.returncode, (raw or b"").decode("utf-8", errors="replace")
@@ -144,8 +169,7 @@ class Server:
         self.spec = spec
         self.lines: list[str] = []
         self._ready_line = threading.Event()
-        self.proc = subprocess.Popen(spec.command, shell=True, env=dict(env), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = spawn(spec.command, env, shell=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -177,14 +201,15 @@ class Server:
     def _is_ready(self) -> bool:
         if self.spec.ready is not None:
             return self._ready_line.is_set()
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.spec.ready_port), 0.2):
-            return True
-        return False
+        # Any listener would do for a connection; only the server's own proves that this run's server is up.
+        return listens_in(tree(self.proc.pid), self.spec.ready_port)
 
     def _waiting_for(self) -> str:
         if self.spec.ready is not None:
             return f"no line matched {self.spec.ready.pattern!r}"
-        return f"port {self.spec.ready_port} refused connections"
+        other = holder(self.spec.ready_port)
+        held = f"; it is held by {other}, not by the server" if other else ""
+        return f"no process of the server listens on port {self.spec.ready_port}{held}"
 
     def stop(self) -> str:
         """End the server's whole process tree; returns everything it printed."""

@@ -94,7 +94,20 @@ class AbOutcome:
 
     @property
     def identity_failures(self) -> list:
-        return [row for row in self.identity if not row.same]
+        """Entries whose printed values differ, and (unless --allow-missing) entries some run never printed."""
+        return [row for row in self.identity if row.mismatch or (row.missing and not self.plan.allow_missing)]
+
+    @property
+    def failed_arms(self) -> list[str]:
+        """'B: all 4 measured runs failed' per arm without one successful measured run: nothing to compare,
+        whatever the failure budget allowed."""
+        out = []
+        for label in ("A", "B"):
+            measured = [r for r in self.runs if r.arm == label and not r.warmup]
+            if not any(r.ok for r in measured):
+                out.append(f"{label}: all {len(measured)} measured runs failed" if measured
+                           else f"{label}: no measured run")
+        return out
 
     @property
     def failures(self) -> list[RunRecord]:
@@ -122,8 +135,7 @@ class AbOutcome:
         if self.arms.get("A") and self.arms.get("A") == self.arms.get("B"):
             notes.append("A and B are the same (an A/A run): any difference is noise")
         if self.warmups:
-            vals = ", ".join(f"{r.arm}={format_value(r.value, self.plan.unit)}" if r.ok else f"{r.arm}=failed"
-                             for r in self.warmups)
+            vals = ", ".join(f"{r.arm}={self._shown_value(r)}" if r.ok else f"{r.arm}=failed" for r in self.warmups)
             notes.append(f"{len(self.warmups)} warm-up runs discarded from the statistics ({vals})")
         if self.excluded_pairs:
             notes.append(f"{len(self.excluded_pairs)} pairs excluded from the paired statistics because a run "
@@ -139,8 +151,14 @@ class AbOutcome:
             which = [str(measured[i]) for i in paired.pair_outliers if i < len(measured)]
             notes.append(f"pairs {', '.join(which)}: log(B/A) is an outlier by modified z-score (kept; the "
                          f"robust shift is hardly moved by it)")
-        for row in self.identity_failures:
-            notes.append(f"output {row.name!r} is not identical: {row.mismatch}")
+        for row in self.identity:
+            if row.mismatch:
+                notes.append(f"output {row.name!r} is not identical: {row.mismatch}")
+            if row.missing:
+                tolerated = " (allowed by --allow-missing)" if self.plan.allow_missing else ""
+                notes.append(f"output {row.name!r} is missing: {row.missing}{tolerated}")
+        for arm in self.failed_arms:
+            notes.append(f"nothing to compare: {arm}")
         if self.stopped:
             notes.append(f"stopped early: {self.stopped}")
         if self.interrupted:
@@ -149,6 +167,11 @@ class AbOutcome:
             notes.append(f"rejected: {self.rejected}")
         notes.extend(self.flags)
         return notes
+
+    def _shown_value(self, r: RunRecord) -> str:
+        """A run's value (its first metric, or its wall time) as the tables show it, --unit applied."""
+        factor, unit = self.plan.shown(next(iter(r.metrics), None))
+        return format_value(r.value * factor, unit)
 
     def _arm_runs(self, label: str) -> list[RunRecord]:
         return [r for r in self.runs if r.arm == label and not r.warmup and r.ok]
@@ -186,10 +209,14 @@ class AbReport:
         for outcome in self.outcomes:
             if outcome.stopped:
                 raise CheckFailed(f"{outcome.case}: too many failed runs: {outcome.stopped}")
+        dead = [f"{o.case}: {arm}" for o in self.outcomes for arm in o.failed_arms]
+        if dead:
+            raise CheckFailed("an arm has no successful run: " + "; ".join(dead))
         different = [(o, row) for o in self.outcomes for row in o.identity_failures]
         if different:
-            raise CheckFailed("; ".join(f"{o.case}: output {row.name!r} differs: {row.mismatch}"
-                                        for o, row in different))
+            raise CheckFailed("; ".join(f"{o.case}: output {row.name!r} " + (
+                f"differs: {row.mismatch}" if row.mismatch else f"is missing: {row.missing} (--allow-missing "
+                                                                "accepts that)") for o, row in different))
         regressed = [o for o in self.outcomes if o.regression]
         if regressed:
             raise CheckFailed("; ".join(f"{o.case}: {why}" for o in regressed for why in o.regressions))

@@ -2,6 +2,7 @@
 two kernel variants, in ABBA (or AB, random) order, with paired statistics and a verdict."""
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import click
@@ -32,15 +33,20 @@ from strata_bench.errors import InputError
                    "variant.")
 @click.option("--b", "b_spec", metavar="CMD|VARIANT",
               help="Command line of arm B, or with --family the variant under test.")
-@click.option("--metric", "metrics", multiple=True, metavar="[NAME[:higher]=]REGEX",
+@click.option("--metric", "metrics", multiple=True, metavar="[NAME[:higher][:UNIT]=]REGEX",
               help="Read a figure from stdout+stderr (repeatable): the group (?P<value>...) or the only group; "
                    "a group (?P<key>...) gives one metric per key (NAME[key]); the last match counts. "
-                   "NAME:higher= marks that metric higher-is-better. Default: wall time of the process.")
+                   "NAME:higher= marks that metric higher-is-better, NAME:UNIT= (prefill:ms=, "
+                   "decode:higher:tok/s=) the unit it is printed in. Default: wall time of the process.")
 @click.option("--same", "same", multiple=True, metavar="[NAME=]REGEX",
               help="Output that must be identical in every run of both arms (repeatable; group value, the only "
-                   "group, or the whole match; a key group checks per key). A difference exits 1.")
+                   "group, or the whole match; a key group checks per key). A difference exits 1, and so does an "
+                   "entry an arm, key or run never printed (shown as missing).")
+@click.option("--allow-missing", is_flag=True,
+              help="An --same entry that an arm, key or run never printed is shown as missing but does not fail.")
 @click.option("--unit", default=None,
-              help="Unit of --metric, for display (default: s for wall time, none for a metric).")
+              help="Show time figures in this unit (s, ms, us, ns), converted from their own: wall time is in s, "
+                   "a --metric NAME:ms= in ms. A metric without a unit of its own is labelled with it.")
 @click.option("--higher-is-better", is_flag=True, help="The metrics are rates (tokens/s): higher is better.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Kill a run (its whole process group) after S seconds; it is recorded as failed.")
@@ -55,14 +61,17 @@ from strata_bench.errors import InputError
 @click.option("--prepare", metavar="CMD", help="Shell command run before each run (the arm's environment).")
 @click.option("--conclude", metavar="CMD", help="Shell command run after each run, failed or not.")
 @click.option("--setup", metavar="CMD", help="Shell command run once before the first run.")
-@click.option("--cleanup", metavar="CMD", help="Shell command run once after the last run (also after Ctrl-C).")
+@click.option("--cleanup", metavar="CMD",
+              help="Shell command run once after the last run (also after Ctrl-C, SIGTERM, SIGHUP or a failed "
+                   "--setup).")
 @click.option("--server", metavar="CMD",
               help="Start CMD (a shell command, the arm's environment) fresh for every run, wait until ready, "
                    "run the arm's command as its client, then stop the server's whole process tree. "
                    "Metrics are read from both outputs.")
 @click.option("--ready", metavar="REGEX", help="The server is ready when a line of its output matches REGEX.")
 @click.option("--ready-port", type=click.IntRange(1, 65535), default=None, metavar="N",
-              help="The server is ready when 127.0.0.1:N accepts connections.")
+              help="The server is ready when a process of its own tree listens on port N; a port already "
+                   "held before the first run is refused (exit 2, naming the holder).")
 @click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
               metavar="S", help="A server not ready after S seconds is a failed run (with its last lines).")
 @click.option("--param", "params", multiple=True, metavar="NAME=V1,V2",
@@ -78,7 +87,7 @@ from strata_bench.errors import InputError
 def command(families, formats, pattern, kernels_dir, cases_file, request, list_only, order, pairs, warmup, seed,
             env_a, env_b, a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct,
             until_decided, prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params,
-            max_failures,
+            max_failures, allow_missing,
             results_dir, output, quiet, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
@@ -93,15 +102,16 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
     the paired statistics. Every run is appended to the records file as it finishes.
     The verdict is SAME, FASTER (B better), SLOWER (B worse) or UNDECIDED, with its reason.
 
-    Exit codes: 0 done, 1 regression (--fail-on-regression) or too many failed runs, 2 bad usage.
+    Exit codes: 0 done; 1 regression (--fail-on-regression), too many failed runs, an arm with no
+    successful run, or --same output that differs or is missing; 2 bad usage.
 
     \b
     Examples:
         strata-bench ab --pairs 20 --env-a STRATA_Q2_WARP=0 --env-b STRATA_Q2_WARP=1 \\
             --metric 'prefill \\d+ tokens in (?P<value>[0-9.]+) ms' --unit ms -- python -m my.workload
         strata-bench ab --pairs 10 --env-a STRATA_OLD_IQ_MMVQ=1 --env-b STRATA_OLD_IQ_MMVQ=0 \\
-            --metric 'prefill=prefill (?P<key>\\d+) tokens in (?P<value>[0-9.]+) ms' \\
-            --metric 'decode:higher=([0-9.]+) tokens/s' --same 'logits=logits sha256 (?P<key>\\d+): (\\w+)' \\
+            --metric 'prefill:ms=prefill (?P<key>\\d+) tokens in (?P<value>[0-9.]+) ms' \\
+            --metric 'decode:higher:tok/s=([0-9.]+) tokens/s' --same 'logits=logits sha256 (?P<key>\\d+): (\\w+)' \\
             --param decode=32,128 -- strata-bench workload --tokens 128,512 --decode '{decode}'
         strata-bench ab --pairs 10 --env-b MY_SWITCH=1 --server 'my-server --port 8080' --ready 'listening' \\
             --metric 'tok/s: ([0-9.]+)' -- my-client --port 8080
@@ -110,11 +120,11 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
         strata-bench ab --family mmvq --variants examples/toml_variant/variants.toml --a old --b row8 \\
             --shape 131072x8192 --cols 1,8 --format iq3_s
     """
+    # Nothing imported here brings scipy: a usage error returns before the statistics are loaded.
     from strata_bench.ab.matrix import CommandLines, make_combinations, parse_params, run_matrix
     from strata_bench.ab.metrics import parse_output_specs
     from strata_bench.ab.process import AbInterrupted
     from strata_bench.ab.plan import make_plan
-    from strata_bench.report.ab import render_ab
     from strata_bench.stats.criteria import Criteria
 
     formats, output = split_output_format(formats, output)  # --format md|json means the output format
@@ -122,11 +132,12 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
                         fail_on_regression=None if fail_pct is None else fail_pct / 100)
     metric_specs = parse_output_specs(metrics, "--metric", "metric")
     same_specs = parse_output_specs(same, "--same", "output", need_group=False)
-    unit = unit if unit is not None else ("" if metric_specs else "s")
+    unit = _display_unit(unit, metric_specs)
     directions = [(m.name, m.higher_is_better) for m in metric_specs if m.higher_is_better is not None]
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
                      metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
-                     directions, until_decided)
+                     directions, until_decided, allow_missing, [(m.name, m.unit) for m in metric_specs if m.unit],
+                     None if metric_specs else "s")
     if not families and (list_only or request != CaseRequest()):
         raise InputError("--list, --shape, --cols, --fixtures, --gguf and --variants apply to kernel variants: "
                          "add --family NAME")
@@ -143,20 +154,33 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
                              ready, ready_port, ready_timeout)
         combos = make_combinations(lines, parse_params(params), timeout, metric_specs, same_specs)
         try:
-            report = run_matrix(combos, plan, Path(results_dir), _provenance(), quiet, setup, cleanup)
+            report = run_matrix(combos, plan, Path(results_dir), _provenance, quiet, setup, cleanup)
         except AbInterrupted as stop:
-            why = "terminated (SIGTERM)" if stop.terminated else "interrupted"
+            why = f"terminated ({signal.Signals(stop.signum).name})" if stop.terminated else "interrupted"
             click.echo(f"{why}: records kept in {stop.records}; summary (interrupted: true) in {stop.summary}",
                        err=True)
             if stop.terminated:
-                raise SystemExit(143) from None
+                raise SystemExit(128 + stop.signum) from None  # as a shell reports a death by that signal
             raise
+    from strata_bench.report.ab import render_ab
+
     text = render_ab(report.outcomes, output or "table")
     if text is not None:
         click.echo(text, nl=not text.endswith("\n"))
     if report.summary_path:
         click.echo(f"results: {report.summary_path}", err=True)
     report.raise_for_status()
+
+
+def _display_unit(unit: str | None, metric_specs) -> str:
+    """--unit, checked: wall time (no --metric) converts into a time unit only."""
+    from strata_bench.ab.plan import SECONDS_PER
+
+    if unit is None:
+        return "" if metric_specs else "s"
+    if not metric_specs and unit not in SECONDS_PER:
+        raise InputError(f"--unit converts wall time (s) into {', '.join(SECONDS_PER)}; got {unit!r}")
+    return unit
 
 
 def _reject_command_options(env_a, env_b, metric, shell, command_args, hooks=None) -> None:

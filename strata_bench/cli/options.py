@@ -132,6 +132,14 @@ _REQUEST_OPTIONS = (
 )
 
 
+def _rows(spec: str | None) -> tuple[int, int] | None:
+    if spec is None:
+        return None
+    from strata_bench.data.gguf_import import parse_rows  # brings numpy: only where --rows is given
+
+    return parse_rows(spec)
+
+
 def case_request_options(func):
     """--shape, --cols, --fixtures, --gguf, --tensor, --rows, --variants, parsed into `request`
     (a CaseRequest) before the command runs."""
@@ -139,11 +147,8 @@ def case_request_options(func):
     @functools.wraps(func)
     def wrapper(*args, shape, cols_spec, fixture_patterns, gguf_file, tensor_regex, rows_spec, variant_files,
                 **kwargs):
-        from strata_bench.data.gguf_import import parse_rows
-
         request = CaseRequest(parse_shape(shape), parse_cols(cols_spec), tuple(fixture_patterns), gguf_file,
-                              tensor_regex, parse_rows(rows_spec) if rows_spec is not None else None,
-                              tuple(variant_files))
+                              tensor_regex, _rows(rows_spec), tuple(variant_files))
         return func(*args, request=request, **kwargs)
 
     for option in reversed(_REQUEST_OPTIONS):

@@ -27,24 +27,29 @@ SHA_INDEX = "sha256-index.json"  # path, size, mtime -> sha256: a large model is
 
 def file_sha256(path: Path) -> str:
     """The file's sha256, remembered per (resolved path, size, mtime) in the cache's index."""
-    from strata_bench.data.store import atomic_path, sha256_file
+    from strata_bench.data.store import atomic_path, folder_lock, sha256_file
 
     stat = path.stat()
     key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
     index_path = cache_root() / SHA_INDEX
-    try:
-        index = json.loads(index_path.read_text())
-    except (OSError, ValueError):
-        index = {}
-    if not isinstance(index, dict):
-        index = {}
-    if isinstance(index.get(key), str):
-        return index[key]
-    digest = sha256_file(path)
-    index[key] = digest
-    with atomic_path(index_path) as tmp:
-        tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    known = _read_index(index_path).get(key)
+    if isinstance(known, str):
+        return known
+    digest = sha256_file(path)  # outside the lock: a large model takes a while, and others may read meanwhile
+    with folder_lock(cache_root()):  # re-read under the lock, so a concurrent run's entries are kept
+        index = _read_index(index_path)
+        index[key] = digest
+        with atomic_path(index_path) as tmp:
+            tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
     return digest
+
+
+def _read_index(path: Path) -> dict:
+    try:
+        index = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return index if isinstance(index, dict) else {}
 
 
 def read_rows(layout: GgufLayout, tensor: TensorInfo, first: int, stop: int) -> np.ndarray:

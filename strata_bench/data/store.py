@@ -3,7 +3,8 @@
 Each manifest entry holds the file's sha256 and a sha256 of its dequantized float32 values, so
 `verify_fixtures` catches both a changed file and a changed oracle. Files are read back with
 allow_pickle=False. Every write goes to a temporary name first and is renamed into place, so a failed
-write leaves nothing behind.
+write leaves nothing behind; every read-modify-write of a manifest holds the folder's lock, so two
+imports into one folder at once both keep their entries.
 """
 from __future__ import annotations
 
@@ -101,6 +102,21 @@ def atomic_path(final: Path) -> Iterator[Path]:
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (flock of the directory itself, so no lock file shows in it)
+    while a block reads, changes and replaces a file there; other processes wait for it."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def _umask() -> int:
@@ -241,11 +257,18 @@ def save_fixtures(fixes: list[Fixture], root: str | Path | None = None, force: b
     or `force`) and every file written under a temporary name before the first is renamed into place;
     the manifest is renamed last. Returns the .npz paths."""
     root = write_root(root)
-    manifest = _read_one_manifest(root) if root.is_dir() else {"schema": MANIFEST_SCHEMA, "fixtures": {}}
     names = [fix.name for fix in fixes]
     if len(set(names)) != len(names):
         raise InputError(f"two fixtures would be named {next(n for n in names if names.count(n) > 1)!r}")
     entries = {fix.name: _manifest_entry(fix, "") for fix in fixes}
+    # Read, checked and replaced under the folder's lock: else a second import that read the manifest
+    # before the first renamed its own would write it back without the first's entries.
+    with folder_lock(root):
+        return _save_locked(fixes, entries, root, force)
+
+
+def _save_locked(fixes: list[Fixture], entries: dict[str, dict[str, Any]], root: Path, force: bool) -> list[Path]:
+    manifest = _read_one_manifest(root)
     for name, entry in entries.items():
         old = manifest["fixtures"].get(name)
         if old is not None and not force and old.get("values_sha256") != entry["values_sha256"]:

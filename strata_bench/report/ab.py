@@ -4,46 +4,43 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 from typing import Any, Mapping
 
+from strata_bench.ab.errorline import shown_line
+from strata_bench.report.ab_metrics import (METRIC_HEADERS, command_lines, matrix_headers, matrix_rows, metric_rows,
+                                            shift_text)
 from strata_bench.report.format import (describe_dominance, format_diff, format_interval, format_mean_sd,
                                         format_ratio, format_value)
 from strata_bench.report.frame import markdown_table
 from strata_bench.stats.verdict import signed_percent
 
 
-def describe_arm(describe: Mapping[str, Any]) -> str:
-    """'STRATA_X=1 prog --flag' for a command arm; 'variant=new' style for other arms."""
-    env = " ".join(f"{k}={v}" if v is not None else f"-u {k}" for k, v in dict(describe.get("env", {})).items())
-    argv = describe.get("argv")
-    if argv is not None:
-        cmd = argv if isinstance(argv, str) else shlex.join(argv)
-        return f"{env} {cmd}".strip()
-    return " ".join(f"{k}={v}" for k, v in describe.items() if k != "env") or env
+def _unit(outcome) -> str:
+    """The unit of the case's first metric (the one the arm and result tables show), --unit applied."""
+    return outcome.metrics[0].unit if outcome.metrics else outcome.plan.unit
 
 
 def arm_rows(outcome) -> list[list[str]]:
-    """Per arm: label, what it runs, runs, failed, n, mean +/- sd, median, min..max, outliers."""
-    unit = outcome.plan.unit
+    """Per arm: label, runs, failed, n, mean +/- sd, median, min..max, outliers (what it runs heads the
+    output: a command in a column wraps over many lines at 80 columns)."""
+    unit = _unit(outcome)
     rows = []
     for label, arm in (("A", outcome.comparison.a), ("B", outcome.comparison.b)):
         runs = [r for r in outcome.runs if r.arm == label]
         failed = sum(not r.ok for r in runs)
         span = (f"{format_value(arm.min, unit)} .. {format_value(arm.max, unit)}" if arm.n else "n/a")
-        rows.append([label, describe_arm(outcome.arms.get(label, {})), str(len(runs)), str(failed), str(arm.n),
-                     format_mean_sd(arm, unit), format_value(arm.median, unit), span,
-                     str(len(arm.outliers))])
+        rows.append([label, str(len(runs)), str(failed), str(arm.n), format_mean_sd(arm, unit),
+                     format_value(arm.median, unit), span, str(len(arm.outliers))])
     return rows
 
 
 # "runs" counts warm-up runs too; "n" is the measured successful runs the statistics use.
-ARM_HEADERS = ["arm", "command", "runs", "failed", "n", "mean +/- sd", "median", "min .. max", "outliers"]
+ARM_HEADERS = ["arm", "runs", "failed", "n", "mean +/- sd", "median", "min .. max", "outliers"]
 
 
 def comparison_rows(outcome) -> list[tuple[str, str]]:
     """The paired result as (what, value) rows, in the order a reviewer reads them."""
-    c, unit = outcome.comparison, outcome.plan.unit
+    c, unit = outcome.comparison, _unit(outcome)
     p = c.paired
     name = outcome.plan.metric
     if len(outcome.metrics) > 1:
@@ -73,46 +70,32 @@ def comparison_rows(outcome) -> list[tuple[str, str]]:
     return rows
 
 
-# The seeds' summary shape: one row per metric.
-METRIC_HEADERS = ["metric", "A runs", "B runs", "ratio B/A", "B - A (paired) [95% CI]", "dominance", "verdict"]
 IDENTITY_HEADERS = ["output", "A", "B", "identical"]
 
 
-def metric_rows(outcome) -> list[list[str]]:
-    """One row per metric: runs per arm, ratio of means, paired difference with its CI, dominance, verdict."""
-    rows = []
-    for m in outcome.metrics:
-        c, p = m.comparison, m.comparison.paired
-        diff = "n/a" if p is None else f"{format_diff(p, outcome.plan.unit)}; robust {shift_text(p)}"
-        ratio = "n/a" if p is None else f"{p.ratio:.4f}"
-        verdict = c.verdict.value + (" (REGRESSION)" if c.regression else "")
-        rows.append([m.name + (" (higher)" if c.criteria.higher_is_better else ""), str(c.a.n), str(c.b.n), ratio,
-                     diff, _dominance_short(c), verdict])
-    return rows
-
-
-def _dominance_short(c) -> str:
-    if c.dominance.value == "OVERLAP":
-        return "overlap"
-    return "every B above every A" if c.dominance.value == "B_ABOVE" else "every B below every A"
-
-
 def identity_rows(outcome) -> list[list[str]]:
-    """One row per --same entry: A's text, B's text, and whether every run printed the same."""
-    return [[row.name, _short(row.a_value), _short(row.b_value), "yes" if row.same else "NO: " + row.mismatch]
-            for row in outcome.identity]
+    """One row per --same entry: A's text, B's text (missing where the arm never printed it), and whether
+    every run of both arms printed the same."""
+    return [[row.name, _short(row.a_value), _short(row.b_value), _identical(row)] for row in outcome.identity]
+
+
+def _identical(row) -> str:
+    if row.same:
+        return "yes"
+    return "; ".join(filter(None, ("NO: " + row.mismatch if row.mismatch else "",
+                                   "MISSING: " + row.missing if row.missing else "")))
+
+
+def _identity_md_rows(outcome) -> list[list[str]]:
+    """identity_rows with the printed texts as code (a missing one stays plain words)."""
+    return [[name, *(text if value is None else f"`{text}`" for text, value in ((a, row.a_value), (b, row.b_value))),
+             identical] for row, (name, a, b, identical) in zip(outcome.identity, identity_rows(outcome))]
 
 
 def _short(text: str | None, width: int = 24) -> str:
     if text is None:
-        return "nothing"
+        return "missing"
     return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def shift_text(p) -> str:
-    """'+3.02% [+2.85%, +3.20%]': the robust shift of B against A and its interval."""
-    ci = "n/a" if p.shift_ci is None else f"[{signed_percent(p.shift_ci.low, 2)}, {signed_percent(p.shift_ci.high, 2)}]"
-    return f"{signed_percent(p.shift, 2)} {ci}"
 
 
 def _ci_method(p) -> str:
@@ -130,33 +113,6 @@ def _position_text(p) -> str:
     t = "" if pe.t is None else f", t={pe.t:.2f}, p={pe.p:.3g}"
     return (f"{signed_percent(pe.position, 2)} for running second ({pe.a_first} pairs A first, "
             f"{pe.b_first} B first{t}; 2x2 crossover, ABBA cancels it)")
-
-
-def matrix_headers(outcomes) -> list[str]:
-    """'metric', then per combination (one column group per parameter value): B/A, shift, verdict."""
-    heads = ["metric"]
-    for o in outcomes:
-        label = " ".join(f"{k}={v}" for k, v in o.plan.params) or o.case
-        heads += [f"{label}: B/A", f"{label}: B vs A [95% CI]", f"{label}: verdict"]
-    return heads
-
-
-def matrix_rows(outcomes) -> list[list[str]]:
-    """One row per metric across every combination (a metric missing from one shows n/a there)."""
-    names = list(dict.fromkeys(m.name for o in outcomes for m in o.metrics))
-    rows = []
-    for name in names:
-        row = [name]
-        for o in outcomes:
-            m = next((m for m in o.metrics if m.name == name), None)
-            p = m.comparison.paired if m else None
-            if p is None:
-                row += ["n/a", "n/a", m.comparison.verdict.value if m else "n/a"]
-                continue
-            row += [f"{p.ratio:.4f}", shift_text(p),
-                    m.comparison.verdict.value + (" (REGRESSION)" if m.regression else "")]
-        rows.append(row)
-    return rows
 
 
 def _is_matrix(outcomes) -> bool:
@@ -177,13 +133,13 @@ def _outlier_text(outcome) -> str:
 
 
 def failure_lines(outcome) -> list[str]:
-    """One line per failed run, with its reason and the last line it printed."""
+    """One line per failed run, with its reason and the first error-looking line of its (or its server's)
+    output, else the last line it printed."""
     lines = []
     for r in outcome.failures:
-        tail = str(r.details.get("output_tail", "")).strip().splitlines()
-        last = f" | {tail[-1][:120]}" if tail else ""
+        line = shown_line(dict(r.details))
         kind = "warm-up" if r.warmup else f"pair {r.pair}"
-        lines.append(f"run {r.run_index} ({r.arm}, {kind}): {r.failure}{last}")
+        lines.append(f"run {r.run_index} ({r.arm}, {kind}): {r.failure}" + (f" | {line}" if line else ""))
     return lines
 
 
@@ -193,6 +149,8 @@ def print_ab(outcomes, console=None) -> None:
     from rich.table import Table
 
     console = console or Console()
+    for role, text in command_lines(outcomes):
+        console.print(f"{role}: {text}", soft_wrap=True, markup=False, highlight=False)
     if _is_matrix(outcomes):
         _print_table(console, "A/B by parameter", matrix_headers(outcomes), matrix_rows(outcomes))
     for outcome in outcomes:
@@ -251,21 +209,18 @@ def _styled(what: str, value: str, outcome) -> str:
 
 
 def ab_markdown(outcomes) -> str:
-    """Markdown for a pull request: with --param, first one table of every metric with a column group per
+    """Markdown for a pull request: the commands first; with --param, one table of every metric and
     parameter value; then an arm table and a result table per case, failures and notes."""
-    parts = []
+    parts = ["**Commands**", ""] + [f"- {role}: `{text}`" for role, text in command_lines(outcomes)] + [""]
     if _is_matrix(outcomes):
         parts += ["**A/B by parameter**", "", markdown_table(matrix_headers(outcomes), matrix_rows(outcomes)), ""]
     for outcome in outcomes:
-        parts += [f"**A/B: `{outcome.case}`**", "",
-                  markdown_table(ARM_HEADERS, [[f"`{c}`" if i == 1 and c else c for i, c in enumerate(row)]
-                                               for row in arm_rows(outcome)]), "",
+        parts += [f"**A/B: `{outcome.case}`**", "", markdown_table(ARM_HEADERS, arm_rows(outcome)), "",
                   markdown_table(["", "result"], [[f"**{w}**", v] for w, v in comparison_rows(outcome)])]
         if _several(outcome):
             parts += ["", markdown_table(METRIC_HEADERS, metric_rows(outcome))]
         if outcome.identity:
-            parts += ["", markdown_table(IDENTITY_HEADERS, [[f"`{c}`" if i in (1, 2) else c for i, c in enumerate(r)]
-                                                            for r in identity_rows(outcome)])]
+            parts += ["", markdown_table(IDENTITY_HEADERS, _identity_md_rows(outcome))]
         extra = [f"- failed: {line}" for line in failure_lines(outcome)] + [f"- note: {n}" for n in outcome.notes()]
         parts += ([""] + extra) if extra else []
         parts.append("")

@@ -26,7 +26,7 @@ def _decimals(spread: float) -> int:
     """Decimals that show two significant digits of the spread (7.3 -> 1, 0.23 -> 2, 45 -> 0)."""
     if not math.isfinite(spread) or spread <= 0:
         return 2
-    return max(0, 1 - math.floor(math.log10(spread)))
+    return max(0, 1 - math.floor(math.log10(spread) + 1e-9))  # 0.1 computed as 0.0999... is still 0.1
 
 
 def format_value(value: float, unit: str, spread: float | None = None) -> str:

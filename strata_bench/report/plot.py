@@ -60,11 +60,14 @@ class MetricView:
         self.comparison = metric.comparison if metric is not None else outcome.comparison
         self.excluded = metric.excluded_pairs if metric is not None else outcome.excluded_pairs
         self.keyed = metric is not None and any(r.metrics for r in outcome.runs)
+        # The statistics drawn beside the runs are in the unit shown (--unit applied): so are the runs.
+        self.factor, self.unit = outcome.plan.shown(self.name if self.keyed else None)
 
     def figure(self, r):
         if not r.ok:
             return None
-        return r.metrics.get(self.name) if self.keyed else r.value
+        raw = r.metrics.get(self.name) if self.keyed else r.value
+        return None if raw is None else raw * self.factor
 
     @property
     def title(self) -> str:
@@ -74,8 +77,7 @@ class MetricView:
 
     @property
     def label(self) -> str:
-        unit = self.outcome.plan.unit
-        return f"{self.name} ({unit})" if unit else self.name
+        return f"{self.name} ({self.unit})" if self.unit else self.name
 
 
 def draw_runs(ax, view: MetricView) -> None:
@@ -135,8 +137,7 @@ def draw_diffs(ax, view: MetricView) -> None:
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("pair")
-    unit = view.outcome.plan.unit
-    ax.set_ylabel(f"B - A ({unit})" if unit else "B - A")
+    ax.set_ylabel(f"B - A ({view.unit})" if view.unit else "B - A")
     ax.set_title("paired differences")
     ax.grid(alpha=0.3)
 

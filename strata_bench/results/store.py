@@ -2,18 +2,24 @@
 
 Layout: results/<device-slug>/<kind>-<UTC stamp>.jsonl (one JSON object per line, appended and
 flushed as each record arrives, so an interrupted run keeps every finished record) and a sibling
-`.json` summary written at the end (temporary name, then rename).
+`.json` summary written at the end (temporary name, then rename). The records file is created
+exclusively: a second run started in the same second into the same folder gets `<kind>-<stamp>-2`
+(then -3, ...), never the first run's files.
 
 Schema history:
   1: first version. Summary keys: schema, kind, created, provenance, summary, failures, records_file.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import itertools
 import json
 import os
 import re
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -52,13 +58,13 @@ def utc_stamp() -> str:
 
 
 def _jsonable(value: Any) -> Any:
-    import numpy as np
-
+    # No numpy scalar can exist before numpy is imported: a command A/B's records never load it.
+    np = sys.modules.get("numpy")
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
+    if np is not None and isinstance(value, np.generic):
         return value.item()
     if isinstance(value, float) and value != value:
         return None  # NaN is not JSON
@@ -76,9 +82,9 @@ class ResultsWriter:
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.records_path = self.directory / f"{self.kind}-{self.stamp}.jsonl"
-        self.summary_path = self.directory / f"{self.kind}-{self.stamp}.json"
-        self._fh = open(self.records_path, "a", encoding="utf-8")
+        self._fh = _create_records(self.directory, f"{self.kind}-{self.stamp}")
+        self.records_path = Path(self._fh.name)
+        self.summary_path = self.records_path.with_suffix(".json")
 
     def append(self, record: dict[str, Any]) -> None:
         self._fh.write(json.dumps(_jsonable(record), sort_keys=True) + "\n")
@@ -98,10 +104,31 @@ class ResultsWriter:
             self._fh.close()
 
 
+def _create_records(directory: Path, stem: str):
+    """A new records file `stem.jsonl`, else `stem-2.jsonl`, ...: created exclusively (O_EXCL), so two
+    writers never share one, and skipping a name whose summary is there (its records may be gone)."""
+    for n in itertools.count(1):
+        name = stem if n == 1 else f"{stem}-{n}"
+        if (directory / f"{name}.json").exists():
+            continue
+        try:
+            return open(directory / f"{name}.jsonl", "x", encoding="utf-8")
+        except FileExistsError:
+            continue
+
+
 def write_json_atomic(path: Path, body: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_jsonable(body), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write to a temporary file of its own beside `path`, then rename it onto `path`: a reader sees the
+    old file or the new one, and two writers never share a temporary file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(_jsonable(body), indent=2, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a summary is read by others, as before
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

@@ -24,6 +24,14 @@ def test_name_direction_and_the_old_single_regex_form():
     assert old.name == "metric" and old.regex.pattern == r"v=(?P<value>\d+)"
 
 
+def test_a_unit_after_the_name_or_the_direction():
+    got = [(s.name, s.higher_is_better, s.unit, s.regex.pattern) for s in parse_output_specs(
+        [r"prefill:ms=prefill (?P<key>\d+) tokens in (?P<value>[0-9.]+) ms", r"decode:higher:tok/s=([0-9.]+) tok",
+         r"tok/s: ([0-9.]+)"], "--metric", "metric")]
+    assert got == [("prefill", None, "ms", r"prefill (?P<key>\d+) tokens in (?P<value>[0-9.]+) ms"),
+                   ("decode", True, "tok/s", r"([0-9.]+) tok"), ("metric3", None, None, r"tok/s: ([0-9.]+)")]
+
+
 def test_key_group_gives_one_metric_per_key_last_match_wins():
     specs = parse_output_specs([r"prefill=prefill (?P<key>\d+) tokens in (?P<value>[0-9.]+) ms",
                                 r"tps:higher=([0-9.]+) tokens/s"], "--metric", "metric")

@@ -81,3 +81,132 @@ def test_sigterm_ends_the_run_keeps_records_and_writes_the_summary(tmp_path):
     kinds = [json.loads(line)["record"] for line in records.read_text().splitlines()]
     assert kinds == ["plan", "run", "interrupted"]
     assert all(_gone(pid) for pid in hung)
+
+
+def _listener():
+    """A socket listening on a free port of 127.0.0.1, held by this test process (a stale server)."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock, sock.getsockname()[1]
+
+
+def test_a_listener_outside_the_server_tree_is_not_ready():
+    from strata_bench.ab.ports import describe
+    from strata_bench.ab.process import Server, ServerFailed, ServerSpec
+
+    sock, port = _listener()
+    with sock:
+        server = Server(ServerSpec("sleep 30", ready_port=port, ready_timeout=1.0), os.environ)
+        try:
+            with pytest.raises(ServerFailed) as info:
+                server.wait_ready()
+        finally:
+            server.stop()
+    assert info.value.reason == (f"server not ready after 1 s (no process of the server listens on port {port}; "
+                                 f"it is held by {describe(os.getpid())}, not by the server)")
+
+
+def test_a_run_whose_port_was_taken_fails_without_starting_its_server(tmp_path):
+    from strata_bench.ab.ports import describe
+    from strata_bench.ab.process import ServerSpec
+
+    sock, port = _listener()
+    started = tmp_path / "started"
+    spec = CommandSpec(("true",), server=ServerSpec(f"touch {started}; sleep 30", ready_port=port))
+    with sock, pytest.raises(RunFailed) as info:
+        run_command(spec)
+    assert info.value.reason == f"port {port} is in use by {describe(os.getpid())} before the server started"
+    assert not started.exists()
+
+
+def test_the_server_own_listener_is_ready():
+    from strata_bench.ab.process import Server, ServerSpec
+
+    port = _free_port()
+    server = Server(ServerSpec(f"{PY} {ENGINE} serve --port {port}", ready_port=port, ready_timeout=20), os.environ)
+    try:
+        assert server.wait_ready() < 20
+    finally:
+        server.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(p) for line in path.read_text().splitlines() for p in line.split()]
+
+
+def test_sigkill_of_ab_leaves_no_server_wrapper_client_or_worker(tmp_path):
+    """`ab` killed by SIGKILL runs no handler: the death signal and the watchdog end what it started."""
+    port = _free_port()
+    pids = tmp_path / "pids"
+    env = {**os.environ, "FAKE_PIDS_FILE": str(pids), "FAKE_HANG": "1",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    # `; true` keeps the shell as the server's wrapper (a shell may exec a lone command instead).
+    ab = subprocess.Popen([PY, "-m", "strata_bench", "ab", "--results", str(tmp_path / "res"), "-q", "--pairs", "2",
+                           "--warmup", "0", "--server", f"{PY} {ENGINE} serve --port {port}; true",
+                           "--ready-port", str(port), "--", PY, ENGINE, "client", "--port", str(port)],
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (pids.exists() and len(pids.read_text().splitlines()) >= 2):
+        time.sleep(0.05)  # the server wrote "server worker", the hanging client "client"
+    server, worker, client = _pids(pids)
+    started = psutil.Process(ab.pid).children(recursive=True)
+    wrapper = psutil.Process(server).ppid()
+    assert {server, worker, client, wrapper} <= {p.pid for p in started} and wrapper != ab.pid
+    ab.kill()
+    ab.wait(timeout=10)
+    deadline = time.time() + 15
+    while time.time() < deadline and not all(_gone(p.pid) for p in started):
+        time.sleep(0.1)
+    left = [(p.pid, p.cmdline()) for p in started if not _gone(p.pid)]
+    assert left == []  # the watchdog too has finished and gone
+    from strata_bench.ab.ports import holder
+
+    assert holder(port) is None
+
+
+def _start_ab(tmp_path, *args, env=None):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **(env or {})}
+    return subprocess.Popen([PY, "-m", "strata_bench", "ab", "--results", str(tmp_path / "res"), "-q", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
+def test_a_signal_during_setup_ends_its_tree_runs_cleanup_and_writes_the_summary(tmp_path, sig, code):
+    pids, cleaned = tmp_path / "pids", tmp_path / "cleaned"
+    ab = _start_ab(tmp_path, "--pairs", "2", "--setup", f"sleep 600 & echo $$ $! > {pids}; wait",
+                   "--cleanup", f"touch {cleaned}", "--", "true")
+    hung = [int(p) for p in _wait_for(pids, timeout=60).split()]  # the setup's shell and its child
+    ab.send_signal(sig)
+    out, err = ab.communicate(timeout=30)
+    assert ab.returncode == code, err
+    records = next((tmp_path / "res").rglob("ab-*.jsonl"))
+    summary = records.with_suffix(".json")
+    why = "interrupted" if sig == signal.SIGINT else f"terminated ({sig.name})"
+    assert f"{why}: records kept in {records}; summary (interrupted: true) in {summary}" in err
+    body = json.loads(summary.read_text())["summary"]
+    assert body["interrupted"] is True and [c["runs"] for c in body["cases"]] == [0]
+    assert all(_gone(pid) for pid in hung) and cleaned.exists()
+
+
+def test_sighup_during_a_run_ends_its_tree_and_writes_the_summary(tmp_path):
+    pids = tmp_path / "pids"
+    ab = _start_ab(tmp_path, "--pairs", "3", "--warmup", "0", "--env-b", "FAKE_HANG=1", "--metric",
+                   r"([0-9.]+) tokens/s", "--", PY, ENGINE, "run", env={"FAKE_PIDS_FILE": str(pids)})
+    hung = [int(p) for p in _wait_for(pids, timeout=60).split()]  # run 1 (B) hangs with a child
+    ab.send_signal(signal.SIGHUP)
+    out, err = ab.communicate(timeout=30)
+    assert ab.returncode == 129, err
+    summary = next((tmp_path / "res").rglob("ab-*.json"))
+    assert json.loads(summary.read_text())["summary"]["interrupted"] is True
+    assert all(_gone(pid) for pid in hung)

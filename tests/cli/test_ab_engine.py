@@ -52,11 +52,17 @@ def test_markdown_has_a_row_per_metric_in_the_seed_shape(tmp_path):
     res = _ab(tmp_path, "--pairs", "4", "--env-b", "FAKE_SLOWER_PCT=10", "--metric", PREFILL, "--metric", DECODE,
               "--format", "md", *_engine())
     assert res.exit_code == 0, res.output
-    assert "| metric | A runs | B runs | ratio B/A | B - A (paired) [95% CI] | dominance | verdict |" in res.stdout
+    # Every metric shows A's and B's own values (issue 27: they were shown for the first metric only).
+    assert "| metric | A | B | B vs A [95% CI] | B - A (paired) | dominance | spread A / B | verdict |" in res.stdout
     rows = [line for line in res.stdout.splitlines() if line.startswith(("| prefill", "| decode"))]
     assert len(rows) == 3
-    assert re.match(r"\| decode \(higher\) \| 4 \| 4 \| 0\.9[01]\d\d \| -", rows[2]), rows[2]
-    assert rows[2].endswith("| every B below every A | SLOWER |")
+    cells = [c.strip() for c in rows[2].strip("|").split("|")]
+    assert cells[0] == "decode (higher)" and cells[5:] == ["every B below every A", cells[6], "SLOWER"]
+    a_mean, a_low, a_high = (float(x) for x in re.fullmatch(r"(\S+) \((\S+) \.\. (\S+)\)", cells[1]).groups())
+    assert a_low <= a_mean <= a_high and a_mean == pytest.approx(100, rel=0.01)  # mean (range) of 4 runs
+    assert float(cells[2].split()[0]) == pytest.approx(100 / 1.1, rel=0.01)
+    assert re.fullmatch(r"-9\.\d\d% \[-\d+\.\d\d%, -\d+\.\d\d%\]", cells[3]), cells[3]
+    assert re.fullmatch(r"\d\.\d\d% / \d\.\d\d%", cells[6]), cells[6]
 
 
 def test_fail_on_regression_applies_to_each_metric(tmp_path):
@@ -84,6 +90,28 @@ def test_identity_mismatch_exits_1_naming_runs_and_values(tmp_path):
     assert row["name"] == "logits[128]" and row["same"] is False
     assert row["mismatch"] == "run 0 (A, pair 0) printed '2747b7c718564ba5', run 1 (B, pair 0) printed 'db95c71ee38000fc'"
     assert "output 'logits[128]' differs: run 0 (A, pair 0)" in res.output
+
+
+def test_a_key_b_never_printed_is_missing_and_exits_1_unless_allowed(tmp_path):
+    a, b = f"{PY} {ENGINE} run --prompts 128,512", f"{PY} {ENGINE} run --prompts 128"
+    args = ["--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--a", a, "--b", b, "--format", "md"]
+    res = _ab(tmp_path, *args)
+    assert res.exit_code == 1, res.output
+    assert "| logits[512] | `94f8607915dff25f` | missing | MISSING: no run of B printed it |" in res.stdout
+    assert res.output.strip().splitlines()[-1] == ("command: output 'logits[512]' is missing: no run of B printed it "
+                                                   "(--allow-missing accepts that)")
+    res = _ab(tmp_path, *args, "--allow-missing")
+    assert res.exit_code == 0, res.output
+    assert "- note: output 'logits[512]' is missing: no run of B printed it (allowed by --allow-missing)" in res.stdout
+
+
+def test_a_whole_failed_arm_is_missing_and_exit_1_whatever_max_failures(tmp_path):
+    res = _ab(tmp_path, "--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--max-failures", "100%",
+              "--a", f"{PY} {ENGINE} run", "--b", f"{PY} -c 'raise SystemExit(3)'", "--format", "md")
+    assert res.exit_code == 1, res.output
+    assert "| logits[128] | `2747b7c718564ba5` | missing | MISSING: B has no successful run |" in res.stdout
+    assert "- note: nothing to compare: B: all 2 measured runs failed" in res.stdout
+    assert res.output.strip().splitlines()[-1] == "an arm has no successful run: command: B: all 2 measured runs failed"
 
 
 def _free_port() -> int:
@@ -123,7 +151,7 @@ def test_hooks_run_once_and_per_run_in_the_arm_environment(tmp_path):
 def test_failing_prepare_is_a_failed_run(tmp_path):
     res = _ab(tmp_path, "--pairs", "2", "--metric", DECODE, "--max-failures", "100%",
               "--prepare", "echo cannot prepare; exit 4", *_engine())
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # every run failed: no arm has anything to compare (issue 27)
     assert res.stdout.count("--prepare failed (exit code 4): echo cannot prepare; exit 4 | cannot prepare") == 4
 
 
@@ -149,6 +177,28 @@ def test_server_ready_by_port(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+def test_a_stale_server_on_the_ready_port_is_refused_before_anything_runs(tmp_path):
+    import subprocess
+
+    from strata_bench.ab.ports import describe
+
+    port = _free_port()
+    stale = subprocess.Popen([PY, ENGINE, "serve", "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert stale.stdout.readline().startswith("listening")
+        holder = describe(stale.pid)
+        res = _ab(tmp_path / "res", "--pairs", "2", "--metric", DECODE, "--server",
+                  f"{PY} {ENGINE} serve --port {port}", "--ready-port", str(port),
+                  "--", PY, ENGINE, "client", "--port", str(port))
+    finally:
+        stale.kill()
+        stale.wait()
+    assert res.exit_code == 2
+    assert res.output == f"--ready-port {port} is already in use by {holder}: stop it, or give the server another port\n"
+    assert holder == f"pid {stale.pid} ({PY} {ENGINE} serve --port {port})"
+    assert not (tmp_path / "res").exists()  # nothing written
+
+
 def test_server_that_dies_or_is_never_ready_is_a_failed_run_with_its_last_lines(tmp_path, monkeypatch):
     port = _free_port()
     pids = tmp_path / "pids"
@@ -157,7 +207,8 @@ def test_server_that_dies_or_is_never_ready_is_a_failed_run_with_its_last_lines(
               f"{PY} {ENGINE} serve --port {port}", "--ready", "listening on", "--ready-timeout", "1"]
     client = ["--", PY, ENGINE, "client", "--port", str(port)]
     res = _ab(tmp_path, *common, "--env-b", "FAKE_SERVER_DIE=1", *client)
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # B never ran: exit 1 whatever --max-failures allows (issue 27)
+    assert "an arm has no successful run: command: B: all 2 measured runs failed" in res.output
     assert res.stdout.count("server exited with code 3 before it was ready | loading model... out of memory") == 2
     res = _ab(tmp_path, *common, "--env-b", "FAKE_READY_DELAY=30", *client)
     assert res.stdout.count("server not ready after 1 s (no line matched 'listening on')") == 2
@@ -175,11 +226,13 @@ def test_parameter_matrix_cases_interleaved_and_one_column_group_per_value(tmp_p
     res = _ab(tmp_path, "--pairs", "6", "--param", "pct=0,10", "--env-b", "FAKE_SLOWER_PCT={pct}",
               "--metric", DECODE, "--format", "md", "--", PY, ENGINE, "run", "--decode", "{pct}1")
     assert res.exit_code == 0, res.output
-    head = "| metric | pct=0: B/A | pct=0: B vs A [95% CI] | pct=0: verdict | pct=10: B/A | pct=10: B vs A [95% CI] | pct=10: verdict |"
-    assert head in res.stdout
-    row = next(line for line in res.stdout.splitlines() if line.startswith("| decode |"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[3] == "SAME" and cells[6] == "SLOWER" and float(cells[4]) == pytest.approx(1 / 1.1, abs=0.005)
+    # A row per metric and parameter value, with A's and B's own values (issue 27: only B/A was shown).
+    assert "| metric | pct | A | B | B vs A [95% CI] | dominance | spread A / B | verdict |" in res.stdout
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in res.stdout.splitlines()
+            if line.startswith("| decode (higher) |")]
+    assert [(r[1], r[5], r[7]) for r in rows] == [("0", "overlap", "SAME"), ("10", "every B below every A", "SLOWER")]
+    assert float(rows[1][2].split()[0]) == pytest.approx(100, rel=0.01)  # 100 tokens/s, each of 3 runs
+    assert float(rows[1][3].split()[0]) == pytest.approx(100 / 1.1, rel=0.01)
     records = [json.loads(line) for line in next(tmp_path.rglob("ab-*.jsonl")).read_text().splitlines()]
     plans = [r for r in records if r["record"] == "plan"]
     assert [(p["case"], p["params"]) for p in plans] == [("command pct=0", [["pct", "0"]]),
@@ -207,9 +260,9 @@ def test_report_renders_the_new_summary_from_its_records(tmp_path):
     summary = next(p for p in tmp_path.rglob("ab-*.json"))
     again = CliRunner().invoke(cli, ["report", str(summary), "--format", "md"])
     assert again.exit_code == 0, again.output
-    for text in ("**A/B by parameter**", "| metric | d=8: B/A |", "| output | A | B | identical |",
+    for text in ("**A/B by parameter**", "| metric | d | A | B |", "| output | A | B | identical |",
                  "| logits[512] | `94f8607915dff25f` | `94f8607915dff25f` | yes |",
-                 "| metric | A runs | B runs | ratio B/A |", "**A/B: `command d=16`**"):
+                 "| metric | A | B | B vs A [95% CI] |", "**A/B: `command d=16`**"):
         assert text in again.stdout, text
 
 

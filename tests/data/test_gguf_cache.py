@@ -2,6 +2,8 @@
 sha256, tensor and rows with provenance, found by name when a case runs; bad input writes nothing."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -99,3 +101,34 @@ def test_cache_root_defaults_to_the_user_cache(monkeypatch, tmp_path):
     monkeypatch.delenv("STRATA_CACHE_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert gguf_cache.cache_root() == tmp_path / ".cache" / "strata-bench" / "gguf-fixtures"
+
+
+def _cache_when_started(regex, start):
+    start.wait()  # both runs find the cache without their rows at the same moment
+    gguf_cache.cached_gguf_fixtures(OTHER, regex)
+
+
+def test_two_runs_sharing_the_cache_at_once_lose_no_entry(tmp_path, monkeypatch):
+    """50 rounds of two processes caching other tensors' rows into one cache: every entry and file stays."""
+    import multiprocessing
+
+    from strata_bench.data.store import read_manifest
+
+    ctx = multiprocessing.get_context("fork")
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "warm"))
+    gguf_cache.cached_gguf_fixtures(OTHER, "ffn_down")  # the modules it needs imported once, before the forks
+    for round_ in range(50):
+        monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / str(round_)))
+        start = ctx.Barrier(2)
+        procs = [ctx.Process(target=_cache_when_started, args=(regex, start))
+                 for regex in (r"blk\.0\.ffn_down", r"blk\.1\.ffn_down")]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        assert [p.exitcode for p in procs] == [0, 0]
+        root = gguf_cache.cache_root()
+        names = ["gguf-98ce7b4927f1-blk.0.ffn_down.weight-r0-64", "gguf-98ce7b4927f1-blk.1.ffn_down.weight-r0-64"]
+        assert sorted(read_manifest(root)["fixtures"]) == names
+        assert _files(root) == sorted([f"{n}.npz" for n in names] + ["manifest.json", gguf_cache.SHA_INDEX])
+        assert len(json.loads((root / gguf_cache.SHA_INDEX).read_text())) == 1

@@ -120,3 +120,28 @@ def test_verify_notices_a_changed_source_gguf(tmp_path):
     assert verify_fixtures(tmp_path) == []
     _tamper(tmp_path / ROWS_GGUF.name)
     assert [p for p in verify_fixtures(tmp_path) if "has changed" in p]
+
+
+def _save_when_started(fix, root, start):
+    start.wait()  # both imports read the manifest at the same moment
+    save_fixture(fix, root)
+
+
+def test_two_imports_into_one_root_at_once_lose_no_manifest_entry(tmp_path):
+    """50 rounds of two processes saving a fixture each into one folder: both entries and files stay."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    fixes = [make_synthetic("q8_0", 2, 256, seed=s) for s in (1, 2)]
+    for round_ in range(50):
+        root = tmp_path / str(round_)
+        start = ctx.Barrier(2)
+        procs = [ctx.Process(target=_save_when_started, args=(fix, root, start)) for fix in fixes]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        assert [p.exitcode for p in procs] == [0, 0]
+        assert sorted(read_manifest(root)["fixtures"]) == sorted(f.name for f in fixes)
+        assert verify_fixtures(root) == []
+        assert _files(root) == sorted([f"{f.name}.npz" for f in fixes] + ["manifest.json"])

@@ -38,7 +38,8 @@ def test_ab_summary_and_records_render_the_same_verdict(tmp_path, ab_file):
     assert "verdict" in table and "X=1 prog" in table
     assert "exit code 1 | last line" in table
     md = _render(summary, "md")
-    assert md.startswith("**A/B: `case1`**") and "| **ratio B/A [95% CI]** |" in md
+    assert md.startswith("**Commands**\n\n- A: `prog`\n- B: `X=1 prog`\n\n**A/B: `case1`**")
+    assert "| **ratio B/A [95% CI]** |" in md
 
 
 def test_ab_csv_is_one_row_per_run(tmp_path, ab_file):

@@ -45,3 +45,43 @@ def test_a_bad_summary_does_not_break_list_or_verify_of_the_folder(tmp_path):
     assert verified.exit_code == 1
     assert verified.stderr.splitlines()[-1].endswith('s2.json: is not a results summary (schema "1" is not a '
                                                      'version number))')
+
+
+def _write_run(directory, stamp, tag, start):
+    from strata_bench.results.store import ResultsWriter
+
+    start.wait()  # both writers open their files at the same moment, with the same stamp
+    writer = ResultsWriter(directory, "ab", {"run": tag}, stamp=stamp)
+    for i in range(5):
+        writer.append({"record": "run", "run": tag, "i": i})
+    writer.finish({"run": tag}, failures=0)
+
+
+def test_two_runs_started_at_once_into_one_folder_lose_nothing(tmp_path):
+    """50 rounds of two processes writing results with one stamp into one folder: two record files,
+    each with its own 5 records, and two summaries, each naming its own records file."""
+    import json
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(50):
+        directory = tmp_path / str(round_)
+        start = ctx.Barrier(2)
+        procs = [ctx.Process(target=_write_run, args=(directory, "20260101T000000Z", tag, start)) for tag in "xy"]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        assert [p.exitcode for p in procs] == [0, 0]
+        summaries = sorted(directory.glob("*.json"))
+        assert [p.name for p in summaries] == ["ab-20260101T000000Z-2.json", "ab-20260101T000000Z.json"]
+        seen = set()
+        for summary in summaries:
+            body = json.loads(summary.read_text())
+            assert body["records_file"] == summary.with_suffix(".jsonl").name
+            records = read_records(summary)
+            assert [r["run"] for r in records] == [body["summary"]["run"]] * 5
+            assert [r["i"] for r in records] == list(range(5))
+            seen.add(body["summary"]["run"])
+        assert seen == {"x", "y"}
+        assert sorted(p.name for p in directory.iterdir() if p.suffix not in (".json", ".jsonl")) == []
