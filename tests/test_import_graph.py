@@ -12,10 +12,6 @@ ROOT = Path(__file__).resolve().parents[1] / "strata_bench"
 LAYERS = ("errors", "formats", "numerics", "kernels", "data", "cases", "kit", "families", "runner", "checks",
           "timing", "stats", "results", "runs", "ab", "report", "workloads", "cli", "__main__")
 STILL_UP = {
-    # ab's progress display and number formatting: to come in as callbacks from the command.
-    ("strata_bench.ab.matrix", "strata_bench.report.progress"),
-    ("strata_bench.ab.runner", "strata_bench.report.progress"),
-    ("strata_bench.ab.records", "strata_bench.report.format"),
     # pfgemm's cuBLAS reference timing: a tool beside the family, to leave families/.
     ("strata_bench.families.pfgemm", "strata_bench.timing.bench"),
     ("strata_bench.families.pfgemm_reference", "strata_bench.timing.graph"),

@@ -229,9 +229,10 @@ def run_case(arms: KernelArms, plan: Plan, writer, on_run=None) -> AbOutcome:
 
 
 def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan: Plan, results_dir: Path,
-                  kernels_dir: str | None = None, cases_file: str | None = None, quiet: bool = False,
+                  kernels_dir: str | None = None, cases_file: str | None = None, progress=None,
                   device: int = 0, request=None) -> AbReport:
-    """A/B of two kernel variants on every selected case; records under results/<device>/ab-*.jsonl.
+    """A/B of two kernel variants on every selected case; records under results/<device>/ab-*.jsonl;
+    `progress` is the command's display (ab/runner.Progress), None for none.
     The variant names are checked against the cases before a device is sought (a typo is a usage error,
     not "no GPU"), and CuPy is imported only once a device was found (none: NoGpu, exit 77)."""
     from strata_bench.runner import loop as engine
@@ -258,7 +259,7 @@ def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan:
         with cupy.cuda.Device(devices[0]):
             for case in cases:
                 arms = _arms_for_case(FAMILIES[case.family], case, variant_a, variant_b, devices[0])
-                with case_progress(plan.total_runs, case.name, quiet) as on_run:
+                with case_progress(plan.total_runs, case.name, progress) as on_run:
                     outcomes.append(run_case(arms, plan, writer, on_run))
     except BaseException:
         finish_partial(writer)

@@ -156,7 +156,7 @@ def refuse_busy_ports(combos: Sequence[Combination]) -> None:
 
 
 def run_matrix(combos: Sequence[Combination], plan: Plan, results_root: Path | None,
-               provenance: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None, quiet: bool = False,
+               provenance: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None, progress=None,
                setup: str | None = None, cleanup: str | None = None) -> AbReport:
     """Run every combination interleaved pair by pair; setup once first, cleanup once last.
 
@@ -175,7 +175,7 @@ def run_matrix(combos: Sequence[Combination], plan: Plan, results_root: Path | N
     prov = _provenance(combos, plan, provenance() if callable(provenance) else provenance)
     writer = ResultsWriter(provenance_directory(results_root, prov), "ab", prov) if results_root else None
     with ending_signals():
-        outcomes = _session(combos, arms, plan, writer, quiet, setup, cleanup)
+        outcomes = _session(combos, arms, plan, writer, progress, setup, cleanup)
     summary = finish(writer, outcomes) if writer else None
     return AbReport(tuple(outcomes), summary, writer.records_path if writer else None)
 
@@ -189,14 +189,14 @@ def _provenance(combos: Sequence[Combination], plan: Plan, base: Mapping[str, An
     return prov
 
 
-def _session(combos, arms, plan: Plan, writer: ResultsWriter | None, quiet: bool, setup: str | None,
+def _session(combos, arms, plan: Plan, writer: ResultsWriter | None, progress, setup: str | None,
              cleanup: str | None) -> list:
     """The plan records, --setup, the runs and --cleanup; after an interruption or a crash, the partial
     summary and --cleanup, then AbInterrupted (or the crash)."""
     from strata_bench.ab.store import finish, finish_partial
 
     try:
-        outcomes = _runs(combos, arms, plan, writer, quiet, setup)
+        outcomes = _runs(combos, arms, plan, writer, progress, setup)
     except BaseException as exc:
         stop = exc
         summary = finish_partial(writer) if writer is not None else None
@@ -212,17 +212,13 @@ def _session(combos, arms, plan: Plan, writer: ResultsWriter | None, quiet: bool
     return outcomes
 
 
-def _runs(combos, arms, plan: Plan, writer: ResultsWriter | None, quiet: bool, setup: str | None) -> list:
+def _runs(combos, arms, plan: Plan, writer: ResultsWriter | None, progress, setup: str | None) -> list:
     from strata_bench.ab.command import setup_hook
-    from strata_bench.ab.runner import CaseRun, run_interleaved
-    from strata_bench.report.progress import progress_bar
+    from strata_bench.ab.runner import CaseRun, case_progress, run_interleaved
 
     total = plan.total_runs * len(combos)
     label = combos[0].case if len(combos) == 1 else f"{len(combos)} combinations"
-    with progress_bar(label, total, enabled=not quiet, transient=False) as advance:
-        def on_run(record) -> None:
-            advance(f"{record.case}: run {record.run_index + 1} {record.arm} {'ok' if record.ok else 'FAILED'}")
-
+    with case_progress(total, label, progress) as on_run:
         # The plan records first, so a session stopped during --setup still leaves a readable summary.
         runs = [CaseRun(a, b, replace(plan, params=tuple(c.params.items())), writer, c.case, on_run)
                 for c, (a, b) in zip(combos, arms)]

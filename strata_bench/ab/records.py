@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from strata_bench.ab.plan import Plan
 from strata_bench.errors import CheckFailed
-from strata_bench.report.format import format_value
+from strata_bench.stats.format import format_value
 from strata_bench.stats.verdict import Comparison
 
 

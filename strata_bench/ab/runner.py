@@ -21,9 +21,11 @@ from strata_bench.ab.arms import Arm, RunFailed, Sample
 from strata_bench.ab.judging import identity, judge_metric, judge_metrics, measured_pairs, metric_names
 from strata_bench.ab.plan import Plan, Slot, schedule
 from strata_bench.ab.records import AbOutcome, RunRecord
-from strata_bench.report.progress import progress_bar
 from strata_bench.stats.verdict import Verdict
 from strata_bench.results.store import ResultsWriter
+
+# The command's progress display: (label, total runs) -> a context giving advance(text).
+Progress = Callable[[str, int], contextlib.AbstractContextManager]
 
 
 def judge(case: str, plan: Plan, arms: Mapping[str, Mapping[str, Any]], runs: Sequence[RunRecord],
@@ -167,12 +169,14 @@ def _append(writer: ResultsWriter | None, record: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def case_progress(total: int, label: str, quiet: bool = False) -> Iterator[Callable[[RunRecord], None]]:
-    """The progress bar of one case's runs: each finished run advances it and shows its arm and state."""
-    with progress_bar(label, total, enabled=not quiet, transient=False) as advance:
+def case_progress(total: int, label: str, progress: Progress | None = None) -> Iterator[Callable[[RunRecord], None]]:
+    """One case's runs on the progress display the command gave (`progress(label, total)`, None for none):
+    each finished run advances it and shows its arm and state."""
+    bar = progress(label, total) if progress is not None else contextlib.nullcontext(lambda *args: None)
+    with bar as advance:
 
         def on_run(record: RunRecord) -> None:
             state = "ok" if record.ok else "FAILED"
-            advance(f"{label}: run {record.run_index + 1} {record.arm} {state}")
+            advance(f"{record.case}: run {record.run_index + 1} {record.arm} {state}")
 
         yield on_run

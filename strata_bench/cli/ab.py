@@ -154,7 +154,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
                              ready, ready_port, ready_timeout)
         combos = make_combinations(lines, parse_params(params), timeout, metric_specs, same_specs)
         try:
-            report = run_matrix(combos, plan, Path(results_dir), _provenance, quiet, setup, cleanup)
+            report = run_matrix(combos, plan, Path(results_dir), _provenance, _progress(quiet), setup, cleanup)
         except AbInterrupted as stop:
             why = f"terminated ({signal.Signals(stop.signum).name})" if stop.terminated else "interrupted"
             click.echo(f"{why}: records kept in {stop.records}; summary (interrupted: true) in {stop.summary}",
@@ -214,7 +214,16 @@ def _kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir
     with compilers_for_gpu_run():
         return kernel_ab.run_kernel_ab(case_filter=case_filter, variant_a=variant_a, variant_b=variant_b, plan=plan,
                                        results_dir=Path(results_dir), kernels_dir=kernels_dir, cases_file=cases_file,
-                                       quiet=quiet, **extra)
+                                       progress=_progress(quiet), **extra)
+
+
+def _progress(quiet: bool):
+    """The runs' progress display (kept on screen when done: an A/B's runs are worth a look), or None."""
+    if quiet:
+        return None
+    from strata_bench.report.progress import progress_bar
+
+    return lambda label, total: progress_bar(label, total, enabled=True, transient=False)
 
 
 def _provenance() -> dict:

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from strata_bench.ab.errorline import shown_line
 from strata_bench.report.ab_metrics import (METRIC_HEADERS, command_lines, matrix_headers, matrix_rows, metric_rows,
                                             shift_text)
-from strata_bench.report.format import (describe_dominance, format_diff, format_interval, format_mean_sd,
+from strata_bench.stats.format import (describe_dominance, format_diff, format_interval, format_mean_sd,
                                         format_ratio, format_value)
 from strata_bench.report.frame import markdown_table
 from strata_bench.stats.verdict import signed_percent

@@ -11,7 +11,7 @@ import math
 import shlex
 from typing import Any, Mapping, Sequence
 
-from strata_bench.report.format import format_diff, time_scale
+from strata_bench.stats.format import format_diff, time_scale
 
 SHOW_EACH = 3  # an arm with this many measured runs or fewer shows each one
 METRIC_HEADERS = ["metric", "A", "B", "B vs A [95% CI]", "B - A (paired)", "dominance", "spread A / B", "verdict"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from strata_bench.report.format import format_value
+from strata_bench.stats.format import format_value
 from strata_bench.report.frame import markdown_table
 from strata_bench.results.compare import CaseDelta, FileComparison
 from strata_bench.stats.verdict import signed_percent, unsigned_percent

@@ -2,6 +2,6 @@
 
 criteria (how to judge), intervals (t, Welch, bootstrap), samples (one arm, outliers), paired (B - A,
 Wilcoxon, dominance), drift (trends over run order), verdict (SAME/FASTER/SLOWER/UNDECIDED and why).
-Their text forms are in strata_bench.report.format. Import from the modules: this file stays empty so
+Their text forms are in strata_bench.stats.format. Import from the modules: this file stays empty so
 that `stats.criteria` loads without scipy.
 """

@@ -110,7 +110,7 @@ def test_command_ab_end_to_end(tmp_path):
     spec_a = _spec(code, env={"STRATA_TEST_V": "10"}, metric=regex)
     spec_b = _spec(code, env={"STRATA_TEST_V": "11"}, metric=regex)
     plan = make_plan("abba", pairs=3, warmup=0, unit="")
-    report = run_matrix([Combination("command", {}, spec_a, spec_b)], plan, tmp_path, {"devices": []}, quiet=True)
+    report = run_matrix([Combination("command", {}, spec_a, spec_b)], plan, tmp_path, {"devices": []})
     outcome = report.outcomes[0]
     assert outcome.comparison.paired.mean_diff == 1.0
     assert report.summary_path.parent == tmp_path / "cpu"

@@ -123,7 +123,7 @@ def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
 
     seen = {}
 
-    def run_kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, quiet):
+    def run_kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, progress):
         seen.update(families=case_filter.families, formats=case_filter.formats, a=variant_a, b=variant_b,
                     pairs=plan.pairs)
         values = iter([10.0, 11.0, 10.1, 11.1, 9.9, 10.9] * 2)

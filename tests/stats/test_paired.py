@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from strata_bench.report.format import describe_dominance
+from strata_bench.stats.format import describe_dominance
 from strata_bench.stats.paired import Dominance, dominance, paired_stats, wilcoxon_p
 from strata_bench.stats.verdict import Verdict, compare
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from strata_bench.report.format import describe_dominance
+from strata_bench.stats.format import describe_dominance
 from strata_bench.stats.criteria import Criteria
 from strata_bench.stats.paired import Dominance
 from strata_bench.stats.verdict import Verdict, compare, compare_samples

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from strata_bench.report.format import format_diff, format_mean_sd, format_value
+from strata_bench.stats.format import format_diff, format_mean_sd, format_value
 from strata_bench.stats.paired import paired_stats
 from strata_bench.stats.samples import arm_stats
 
