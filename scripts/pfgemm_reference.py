@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from strata_bench.families import load_builtin_families
-    from strata_bench.families import pfgemm_reference as ref
+    from strata_bench.timing import reference_gemm as ref
     from strata_bench.errors import InputError
     from strata_bench.timing.bench import TimingConfig
 

@@ -285,17 +285,6 @@ class PfGemm(Family):
     def flops(self, case: Case) -> int:
         return 2 * case.ncols * case.rows * case.cols
 
-    # --- the tensor-core rate this GEMM is measured against (issue 6) -------------------------------
-    def cublas_reference_tflops(self, case: Case, repeats: int = 20, warmup: int = 3) -> dict[str, float]:
-        """cuBLAS GemmEx (fp16 in, fp32 out, CUBLAS_COMPUTE_32F, tensor-op algorithm) on the case's weights
-        pre-dequantized to fp16, timed by the timing core (families/pfgemm_reference.py; `repeats` is the
-        least number of trials, warm-up is the core's). Returns {"us": median us per call, "tflops"}."""
-        from strata_bench.families.pfgemm_reference import cublas_reference
-        from strata_bench.timing.bench import TimingConfig
-
-        timing, _ = cublas_reference(self, case, TimingConfig(min_trials=repeats, budget_s=0.5))
-        return {"us": timing.median_us, "tflops": timing.tflops}
-
 
 # --- helpers ----------------------------------------------------------------------------------------
 def _weights(case: Case, src, experts: int) -> np.ndarray:

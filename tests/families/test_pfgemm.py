@@ -368,12 +368,16 @@ def test_environment_switch_changes_what_auto_launches(monkeypatch):
 @pytest.mark.gpu
 def test_cublas_reference_rate_is_positive_for_equal_and_uneven_groups():
     for groups in ("64x4", "5,0,70"):
-        rate = FAMILY.cublas_reference_tflops(small_case("iq4_nl", 256, 512, groups), repeats=3, warmup=1)
-        assert rate["us"] > 0 and rate["tflops"] > 0
+        from strata_bench.timing.bench import TimingConfig
+        from strata_bench.timing.reference_gemm import cublas_reference
+
+        timing, _ = cublas_reference(FAMILY, small_case("iq4_nl", 256, 512, groups), TimingConfig(min_trials=3,
+                                                                                                  budget_s=0.5))
+        assert timing.median_us > 0 and timing.tflops > 0
 
 
 def test_reference_fp16_weights_equal_the_kernels_rounding():
-    from strata_bench.families import pfgemm_reference as ref
+    from strata_bench.timing import reference_gemm as ref
     from strata_bench.data.synthetic import synthetic_weights
 
     for fmt in ("iq2_s", "iq4_nl", "q2_0"):
@@ -384,7 +388,7 @@ def test_reference_fp16_weights_equal_the_kernels_rounding():
 
 
 def test_reference_shares_read_the_bench_records():
-    from strata_bench.families.pfgemm_reference import ReferenceTiming, kernel_shares
+    from strata_bench.timing.reference_gemm import ReferenceTiming, kernel_shares
 
     timing = ReferenceTiming("pfgemm/x", "cublas-gemmex", (10.0, 12.0, 11.0), 100, 2 * 10**9, "graph")
     assert timing.median_us == 11.0 and timing.tflops == pytest.approx(2e9 / 11e-6 / 1e12)
@@ -399,7 +403,7 @@ def test_reference_shares_read_the_bench_records():
 @pytest.mark.gpu
 @pytest.mark.parametrize("groups", ["64x4", "5,0,70,16"])
 def test_cublas_reference_equals_float64_within_fp16_tolerance(groups):
-    from strata_bench.families.pfgemm_reference import case_inputs, cublas_reference
+    from strata_bench.timing.reference_gemm import case_inputs, cublas_reference
     from strata_bench.timing.bench import TimingConfig
 
     case = small_case("iq4_nl", 256, 512, groups)
