@@ -6,7 +6,7 @@
 2. Planted: `sleep S` against `sleep S*1.03`. Expected: verdict SLOWER with the CI excluding 1.
    (The measured slowdown is a little under 3%: process start-up is the same on both arms.)
 
-Each comparison runs `strata-bench ab --format json`, so its records and summary land under
+Each comparison runs `strata-bench ab -o json`, so its records and summary land under
 --results like any A/B. Prints what it saw and one line per criterion; exits 1 if one is not met.
 
     python scripts/ab_quality_commands.py --pairs 20 --sleep 0.2 --results results
@@ -30,7 +30,7 @@ def sleep_command(seconds: float) -> str:
 def run_ab(a: str, b: str, pairs: int, results: str) -> dict:
     """One `strata-bench ab` run; returns its case summary (verdict, comparison, failures)."""
     argv = [sys.executable, "-m", "strata_bench", "ab", "--pairs", str(pairs), "--warmup", "1", "--quiet",
-            "--results", results, "--format", "json", "--a", a, "--b", b]
+            "--results", results, "-o", "json", "--a", a, "--b", b]
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"strata-bench ab failed ({proc.returncode}): {proc.stderr.strip()}")

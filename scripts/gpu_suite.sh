@@ -127,22 +127,22 @@ for s in "${steps[@]}"; do
                 --metric 'prefill=prefill (?P<key>\d+) tokens in (?P<value>[0-9.]+) ms' \
                 --metric 'decode:higher=decode \d+ tokens in [0-9.]+ ms: ([0-9.]+) tokens/s' \
                 --same 'logits=logits sha256 (?P<key>\d+): (?P<value>[0-9a-f]+)' \
-                --same 'tokens=decode sha256: ([0-9a-f]+)' --param decode=32,256 --timeout 300 --format md \
+                --same 'tokens=decode sha256: ([0-9a-f]+)' --param decode=32,256 --timeout 300 -o md \
                 -- python3 -m strata_bench workload --tokens 128,512 --decode '{decode}' --layers 2 ;;
         user)  # the user's own weights, shapes and TOML-declared kernels (issue 10)
             TOML=examples/toml_variant/variants.toml
             step compile-toml sb compile --variants "$TOML" --arch 90
             step parity-toml sb parity -q --variants "$TOML" --family mmvq
             step parity-toml-dequant sb parity -q --variants examples/dequant_rows/variants.toml --family dequant
-            step parity-gguf sb parity -q --gguf tests/data/gguf/other-rows.gguf --tensor 'blk\.(0|1)\.ffn_' --format md
+            step parity-gguf sb parity -q --gguf tests/data/gguf/other-rows.gguf --tensor 'blk\.(0|1)\.ffn_' -o md
             step parity-gguf-real sb parity -q --gguf tests/data/gguf/smollm2-embd-rows.gguf --tensor token_embd \
-                --rows 0:128 --format md
+                --rows 0:128 -o md
             step bench-toml sb bench -q --variants "$TOML" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5
             step ab-toml sb ab -q --order abba --pairs 10 --family mmvq --variants "$TOML" --a old --b row8 --format iq3_s \
                 --shape 131072x8192 --cols 8 ;;
         devices)  # --device all on the devices this host has (issue 15; one GPU here)
             step env-devices sb env
-            step parity-device-all sb parity -q --device all --family dequant,q8_1 --format md --results /tmp/device-all
+            step parity-device-all sb parity -q --device all --family dequant,q8_1 -o md --results /tmp/device-all
             step bench-device-all sb bench -q --family mmvq --format q8_0 --shape 131072x8192 --cols 1 --device all \
                 --budget 0.5 --results /tmp/device-all ;;
         tune)  # launch candidates of mmvq_new (experiments/mmvq_tune), every one checked bitwise against old

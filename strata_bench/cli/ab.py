@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from strata_bench.cli.options import (case_filter_options, case_request_options, list_option, make_filter,
-                                      output_option, quiet_option, results_option, split_output_format)
+                                      output_option, quiet_option, results_option)
 from strata_bench.ab.plan import ORDERS  # light: the plan module imports neither scipy nor numpy
 from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError
@@ -80,8 +80,7 @@ from strata_bench.errors import InputError
 @click.option("--max-failures", default="25%", show_default=True, metavar="N|P%",
               help="Stop with exit 1 once more runs than this have failed (count, or share of all runs).")
 @results_option("Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json.")
-@output_option(help="Rich table (default), markdown for a pull request, or JSON. --format table|md|json "
-                    "means the same (other --format values filter quant formats with --family).")
+@output_option(help="Rich table (default), markdown for a pull request, or JSON.")
 @quiet_option
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def command(families, formats, pattern, kernels_dir, cases_file, request, list_only, order, pairs, warmup, seed,
@@ -115,7 +114,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
             --param decode=32,128 -- strata-bench workload --tokens 128,512 --decode '{decode}'
         strata-bench ab --pairs 10 --env-b MY_SWITCH=1 --server 'my-server --port 8080' --ready 'listening' \\
             --metric 'tok/s: ([0-9.]+)' -- my-client --port 8080
-        strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 --format md
+        strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 -o md
         strata-bench ab --family mmvq --a old --b new --format iq2_xxs --pairs 20
         strata-bench ab --family mmvq --variants examples/toml_variant/variants.toml --a old --b row8 \\
             --shape 131072x8192 --cols 1,8 --format iq3_s
@@ -127,7 +126,6 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
     from strata_bench.ab.plan import make_plan
     from strata_bench.stats.criteria import Criteria
 
-    formats, output = split_output_format(formats, output)  # --format md|json means the output format
     criteria = Criteria(higher_is_better=higher_is_better, same_band=band_pct / 100,
                         fail_on_regression=None if fail_pct is None else fail_pct / 100)
     metric_specs = parse_output_specs(metrics, "--metric", "metric")
@@ -164,7 +162,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
             raise
     from strata_bench.report.ab import render_ab
 
-    text = render_ab(report.outcomes, output or "table")
+    text = render_ab(report.outcomes, output)
     if text is not None:
         click.echo(text, nl=not text.endswith("\n"))
     if report.summary_path:

@@ -8,7 +8,7 @@ import click
 from strata_bench.cli.devices import chosen_devices, device_names, progress
 from strata_bench.cli.gpu_run import compilers_for_gpu_run
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
-                                      make_filter, output_option, quiet_option, results_option, split_output_format)
+                                      make_filter, output_option, quiet_option, results_option)
 
 
 @click.command("bench")
@@ -43,7 +43,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
     \b
     Examples:
         strata-bench bench --family mmvq --format iq2_xxs --cols 1,4,8
-        strata-bench bench --family mmvq --shape 131072x8192 --cols 1,8 --format md
+        strata-bench bench --family mmvq --shape 131072x8192 --cols 1,8 -o md
         strata-bench bench --family mmvq --format q8_0 --device all   # each GPU timed on its own
         strata-bench bench --variants examples/toml_variant/variants.toml --family mmvq --shape 131072x8192 --cols 1,8
         strata-bench bench --gguf model.gguf --tensor 'blk\\.0\\.ffn_down' --rows 0:4096 --family mmvq --cols 1,8
@@ -53,7 +53,6 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
     from strata_bench.runs.bench import BenchPlan, run_bench
     from strata_bench.timing.bench import TimingConfig
 
-    formats, output = split_output_format(formats, output)
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench",
                                  request=request)
     if list_only:
@@ -65,7 +64,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
                      TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget))
     with compilers_for_gpu_run():  # a variant's missing nvcc skips the run (77), as a missing GPU does
         report = run_bench(plan, None if quiet else progress)
-    _render(report, output or "table")
+    _render(report, output)
     click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {report.summary_path}", err=True)
     _raise_for_fault(report.timings, report.summary_path)
     _raise_for_rejected([t for _, t in report.timings], [d for d, _ in report.timings])

@@ -25,7 +25,7 @@ from strata_bench.errors import CheckFailed
                    "(refused by default); the differences are printed with the result.")
 @click.option("--higher-is-better/--lower-is-better", "higher_is_better", default=None,
               help="Direction of the compared figure (default: from the file kind; ab files record it).")
-@output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.", format_alias=True)
+@output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.")
 def command(old, new, fail_pct, band_pct, higher_is_better, allow_different, output):
     """Compare two results files of one kind, case by case: NEW/OLD, its 95% CI, p, BH q and verdict.
 

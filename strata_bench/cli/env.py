@@ -7,7 +7,7 @@ from strata_bench.cli.options import output_option
 
 
 @click.command("env")
-@output_option(("table", "json"), "How to print the result.", format_alias=True, short=False)
+@output_option(("table", "json"), "How to print the result.")
 def command(output: str) -> None:
     """Show the GPU(s) and software this host would record in results.
 
@@ -18,7 +18,7 @@ def command(output: str) -> None:
     \b
     Example:
         strata-bench env
-        strata-bench env --format json > env.json
+        strata-bench env -o json > env.json
     """
     from strata_bench.cli.console import stdout_console
 

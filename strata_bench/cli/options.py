@@ -29,7 +29,7 @@ def case_filter_options(func):
 
 
 def make_filter(families: tuple[str, ...], formats: tuple[str, ...], pattern: str | None) -> CaseFilter:
-    return CaseFilter(_split(families), _split(formats), pattern)
+    return CaseFilter(_split(families), check_quant_formats(formats), pattern)
 
 
 # Shared options. Each is defined here once; a command may give its own help sentence where the
@@ -58,31 +58,24 @@ def quiet_option(func):
     return click.option("--quiet", "-q", is_flag=True, help="No progress bar.")(func)
 
 
-def output_option(choices=("table", "md", "json"), help: str = OUTPUT_HELP, format_alias: bool = False,
-                  short: bool = True):
-    """--output / -o into `output`.
-
-    Without `format_alias` the default is None: the command's --format filters quant formats, and
-    `split_output_format` takes `--format md|json` as the output. With it, `--format` is this
-    option's first name and the default is `table` (commands that have no quant filter).
-    """
-    names = (("--format", "--output") if format_alias else ("--output",)) + (("-o",) if short else ())
-    if format_alias:
-        return click.option(*names, "output", type=click.Choice(choices), default="table", show_default=True,
-                            help=help)
-    return click.option(*names, "output", type=click.Choice(choices), default=None, help=help)
+def output_option(choices=("table", "md", "json"), help: str = OUTPUT_HELP):
+    """-o / --output into `output` (default table): every command spells it so; `--format` is only ever the
+    quant-format filter."""
+    return click.option("-o", "--output", "output", type=click.Choice(choices), default="table", show_default=True,
+                        help=help)
 
 
 OUTPUT_FORMATS = ("table", "md", "csv", "json")
 
 
-def split_output_format(formats: tuple[str, ...], output: str | None) -> tuple[tuple[str, ...], str | None]:
-    """`--format` filters quant formats, but `--format md|json` (as issues and users write it) means the
-    output format; split those values out so both spellings work."""
+def check_quant_formats(formats: tuple[str, ...]) -> tuple[str, ...]:
+    """--format values, split at commas; an output format given there is a usage error naming -o."""
     values = _split(formats)
-    quant = tuple(v for v in values if v not in OUTPUT_FORMATS)
-    chosen = [v for v in values if v in OUTPUT_FORMATS]
-    return quant, output or (chosen[-1] if chosen else None)
+    misplaced = [v for v in values if v in OUTPUT_FORMATS]
+    if misplaced:
+        raise InputError(f"--format takes quant formats, got {misplaced[0]!r}; the output format is "
+                         f"-o {misplaced[0]}")
+    return values
 
 
 # --- what a command runs beyond the filters: shapes, real weights, TOML variants ---------------------

@@ -8,7 +8,7 @@ import click
 from strata_bench.cli.devices import chosen_devices, device_names, progress
 from strata_bench.cli.gpu_run import compilers_for_gpu_run
 from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
-                                      make_filter, output_option, quiet_option, results_option, split_output_format)
+                                      make_filter, output_option, quiet_option, results_option)
 from strata_bench.cli.sanitizing import sanitize_option
 from strata_bench.errors import CheckFailed, KernelFault
 
@@ -38,8 +38,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     byte for byte with the baseline (first and worst difference, decoded), every column of a
     multi-column call with the 1-column call, and every output element with a float64 reference within
     the bound its arithmetic contract allows (a failure names the worst element and its |err|/bound).
-    Every failure prints the one command that reruns that case alone. `--format md|json` is accepted as
-    --output.
+    Every failure prints the one command that reruns that case alone.
 
     Exit codes: 0 all pass, 1 a check failed or a kernel faulted, 2 bad usage (a filter that matches
     nothing lists the families and formats), 77 no usable GPU (after selecting the cases).
@@ -48,8 +47,8 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     Examples:
         strata-bench parity
         strata-bench parity --family mmvq --format iq2_xxs,iq3_s -k n8
-        strata-bench parity --format md > parity.md
-        strata-bench parity --device all --format md   # every case on each GPU, counts per device
+        strata-bench parity -o md > parity.md
+        strata-bench parity --device all -o md   # every case on each GPU, counts per device
         strata-bench parity --kernels my_kernels/ --cases my_cases.py --family my_mmvq
         strata-bench parity --family mmvq --shape 4096x14336 --cols 1,8
         strata-bench parity --fixtures 'smollm2-ffn_down.iq*' --cols 1,4
@@ -72,8 +71,6 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     from strata_bench.runs import Selection
     from strata_bench.runs.parity import ParityPlan, run_parity
 
-    formats, output = split_output_format(formats, output)
-    output = output or "table"
     rerun = _rerun_command(request, cases_file, kernels_dir)
     dump = _failure_dump(dump_dir, rerun)  # a bad folder is refused before any case is made or run
     cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, request=request)

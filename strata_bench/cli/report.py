@@ -8,7 +8,7 @@ from strata_bench.cli.options import output_option
 
 @click.command("report")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
-@output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.", format_alias=True)
+@output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.")
 @click.option("--peer", "peer_csv", type=click.Path(dir_okay=False), default=None, metavar="CSV",
               help="Set an mmvq bench file against a peer's figures (CSV: format, ncols, us[, rows, cols]): "
                    "per format and column count each variant's us and GB/s, the best's share of the read "
@@ -23,8 +23,8 @@ def command(path, output, peer_csv):
     \b
     Examples:
         strata-bench report results/nvidia-h200/ab-20250101T120000Z.json
-        strata-bench report results/nvidia-h200/bench-20250101T120000Z.jsonl --format md
-        strata-bench report results/nvidia-h200/parity-20250101T120000Z.json --format csv > parity.csv
+        strata-bench report results/nvidia-h200/bench-20250101T120000Z.jsonl -o md
+        strata-bench report results/nvidia-h200/parity-20250101T120000Z.json -o csv > parity.csv
         strata-bench report --peer docs/peer_llamacpp_h200.csv results/nvidia-h200/bench-20261201T232405Z.json -o md
     """
     if peer_csv is not None:

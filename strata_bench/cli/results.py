@@ -24,7 +24,7 @@ def command() -> None:
 
 @command.command("verify")
 @click.argument("directory", required=False, default=DEFAULT_DIR, type=click.Path(file_okay=False))
-@output_option(("table", "json"), "How to print the result.", format_alias=True, short=False)
+@output_option(("table", "json"), "How to print the result.")
 def verify(directory: str, output: str) -> None:
     """Check that stored results are current (exit 1 if any is not).
 
@@ -39,7 +39,7 @@ def verify(directory: str, output: str) -> None:
     \b
     Example:
         strata-bench results verify
-        strata-bench results verify results/nvidia-h200 --format json
+        strata-bench results verify results/nvidia-h200 -o json
     """
     from strata_bench.results import verify as resultcheck
     from strata_bench.errors import CheckFailed

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import click
 
-from strata_bench.cli.options import split_output_format
+from strata_bench.cli.options import check_quant_formats
 from strata_bench.errors import CheckFailed, InputError, NoGpu
 
 # The options of parity that select what runs; the child gets them as given, and nothing else (no
@@ -53,8 +53,8 @@ def selection_args(ctx: click.Context, names: Sequence[str] = SELECTION) -> list
             continue
         flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
         values = value if param.multiple else (value,)
-        if name == "formats":  # the quant formats alone: `--format md` is the parent's output
-            quant = split_output_format(tuple(values), None)[0]
+        if name == "formats":
+            quant = check_quant_formats(tuple(values))
             values = [",".join(quant)] if quant else []
         for v in values:
             args += [flag, str(v)]

@@ -127,7 +127,7 @@ LAZY = Path(__file__).parent.parent / "data" / "lazy_family"
 def _kernel_ab(tmp_path, a, b):
     return subprocess.run([sys.executable, "-m", "strata_bench", "ab", "--kernels", str(LAZY), "--cases",
                            str(LAZY / "cases.py"), "--family", "lazy_demo", "--a", a, "--b", b, "--pairs", "4",
-                           "--results", str(tmp_path), "-q", "--format", "json"],
+                           "--results", str(tmp_path), "-q", "-o", "json"],
                           capture_output=True, text=True, timeout=600)
 
 

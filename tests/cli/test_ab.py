@@ -32,7 +32,7 @@ def _run(args, tmp_path):
 
 def test_env_switch_metric_json(tmp_path):
     res = _run(["--pairs", "3", "--warmup", "0", "--env-b", "STRATA_TEST_V=12", "--metric", METRIC,
-                "--format", "json", "--", PY, "-c", PRINT_V], tmp_path)
+                "-o", "json", "--", PY, "-c", PRINT_V], tmp_path)
     assert res.exit_code == 0, res.output
     case = json.loads(res.stdout)["cases"][0]
     assert case["verdict"] == "SLOWER"
@@ -62,7 +62,7 @@ def test_two_command_lines_table(tmp_path):
 
 
 def test_markdown_output(tmp_path):
-    res = _run(["--pairs", "2", "--warmup", "0", "--format", "md", "--metric", METRIC, "--", PY, "-c", PRINT_V],
+    res = _run(["--pairs", "2", "--warmup", "0", "-o", "md", "--metric", METRIC, "--", PY, "-c", PRINT_V],
                tmp_path)
     assert res.exit_code == 0, res.output
     # The command heads the markdown (a command column wrapped over many lines at 80 columns: issue 27).

@@ -36,7 +36,7 @@ def _engine(*extra):
 
 def test_several_metrics_one_verdict_each(tmp_path):
     res = _ab(tmp_path, "--pairs", "6", "--env-b", "FAKE_SLOWER_PCT=10", "--metric", PREFILL, "--metric", DECODE,
-              "--format", "json", *_engine())
+              "-o", "json", *_engine())
     assert res.exit_code == 0, res.output
     case = json.loads(res.stdout)["cases"][0]
     got = {m["name"]: (m["verdict"], m["higher_is_better"]) for m in case["metrics"]}
@@ -50,7 +50,7 @@ def test_several_metrics_one_verdict_each(tmp_path):
 
 def test_markdown_has_a_row_per_metric_in_the_seed_shape(tmp_path):
     res = _ab(tmp_path, "--pairs", "4", "--env-b", "FAKE_SLOWER_PCT=10", "--metric", PREFILL, "--metric", DECODE,
-              "--format", "md", *_engine())
+              "-o", "md", *_engine())
     assert res.exit_code == 0, res.output
     # Every metric shows A's and B's own values (issue 27: they were shown for the first metric only).
     assert "| metric | A | B | B vs A [95% CI] | B - A (paired) | dominance | spread A / B | verdict |" in res.stdout
@@ -75,7 +75,7 @@ def test_fail_on_regression_applies_to_each_metric(tmp_path):
 
 
 def test_identity_table_same_and_exit_0(tmp_path):
-    res = _ab(tmp_path, "--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--format", "md", *_engine())
+    res = _ab(tmp_path, "--pairs", "2", "--metric", DECODE, "--same", LOGITS, "-o", "md", *_engine())
     assert res.exit_code == 0, res.output
     assert "| output | A | B | identical |" in res.stdout
     assert "| logits[128] | `2747b7c718564ba5` | `2747b7c718564ba5` | yes |" in res.stdout
@@ -83,7 +83,7 @@ def test_identity_table_same_and_exit_0(tmp_path):
 
 def test_identity_mismatch_exits_1_naming_runs_and_values(tmp_path):
     res = _ab(tmp_path, "--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--env-b", "FAKE_HASH=x",
-              "--format", "json", *_engine())
+              "-o", "json", *_engine())
     assert res.exit_code == 1
     case = json.loads(res.stdout)["cases"][0]
     row = case["identity"][0]
@@ -94,7 +94,7 @@ def test_identity_mismatch_exits_1_naming_runs_and_values(tmp_path):
 
 def test_a_key_b_never_printed_is_missing_and_exits_1_unless_allowed(tmp_path):
     a, b = f"{PY} {ENGINE} run --prompts 128,512", f"{PY} {ENGINE} run --prompts 128"
-    args = ["--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--a", a, "--b", b, "--format", "md"]
+    args = ["--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--a", a, "--b", b, "-o", "md"]
     res = _ab(tmp_path, *args)
     assert res.exit_code == 1, res.output
     assert "| logits[512] | `94f8607915dff25f` | missing | MISSING: no run of B printed it |" in res.stdout
@@ -107,7 +107,7 @@ def test_a_key_b_never_printed_is_missing_and_exits_1_unless_allowed(tmp_path):
 
 def test_a_whole_failed_arm_is_missing_and_exit_1_whatever_max_failures(tmp_path):
     res = _ab(tmp_path, "--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--max-failures", "100%",
-              "--a", f"{PY} {ENGINE} run", "--b", f"{PY} -c 'raise SystemExit(3)'", "--format", "md")
+              "--a", f"{PY} {ENGINE} run", "--b", f"{PY} -c 'raise SystemExit(3)'", "-o", "md")
     assert res.exit_code == 1, res.output
     assert "| logits[128] | `2747b7c718564ba5` | missing | MISSING: B has no successful run |" in res.stdout
     assert "- note: nothing to compare: B: all 2 measured runs failed" in res.stdout
@@ -161,7 +161,7 @@ def test_fresh_server_per_run_metrics_from_both_outputs_and_nothing_left(tmp_pat
     monkeypatch.setenv("FAKE_PIDS_FILE", str(pids))
     res = _ab(tmp_path, "--pairs", "2", "--env-b", "FAKE_SLOWER_PCT=10", "--metric", PREFILL, "--metric", DECODE,
               "--server", f"{PY} {ENGINE} serve --port {port}", "--ready", "listening on port",
-              "--format", "json", "--", PY, ENGINE, "client", "--port", str(port), "--prompts", "128,512")
+              "-o", "json", "--", PY, ENGINE, "client", "--port", str(port), "--prompts", "128,512")
     assert res.exit_code == 0, res.output
     case = json.loads(res.stdout)["cases"][0]
     assert {m["name"]: m["verdict"] for m in case["metrics"]} == {
@@ -224,7 +224,7 @@ def test_server_options_are_checked(tmp_path):
 
 def test_parameter_matrix_cases_interleaved_and_one_column_group_per_value(tmp_path):
     res = _ab(tmp_path, "--pairs", "6", "--param", "pct=0,10", "--env-b", "FAKE_SLOWER_PCT={pct}",
-              "--metric", DECODE, "--format", "md", "--", PY, ENGINE, "run", "--decode", "{pct}1")
+              "--metric", DECODE, "-o", "md", "--", PY, ENGINE, "run", "--decode", "{pct}1")
     assert res.exit_code == 0, res.output
     # A row per metric and parameter value, with A's and B's own values (issue 27: only B/A was shown).
     assert "| metric | pct | A | B | B vs A [95% CI] | dominance | spread A / B | verdict |" in res.stdout
@@ -255,10 +255,10 @@ def test_bad_params_exit_2(tmp_path):
 
 def test_report_renders_the_new_summary_from_its_records(tmp_path):
     res = _ab(tmp_path, "--pairs", "2", "--metric", PREFILL, "--metric", DECODE, "--same", LOGITS,
-              "--param", "d=8,16", "--format", "md", "--", PY, ENGINE, "run", "--decode", "{d}")
+              "--param", "d=8,16", "-o", "md", "--", PY, ENGINE, "run", "--decode", "{d}")
     assert res.exit_code == 0, res.output
     summary = next(p for p in tmp_path.rglob("ab-*.json"))
-    again = CliRunner().invoke(cli, ["report", str(summary), "--format", "md"])
+    again = CliRunner().invoke(cli, ["report", str(summary), "-o", "md"])
     assert again.exit_code == 0, again.output
     for text in ("**A/B by parameter**", "| metric | d | A | B |", "| output | A | B | identical |",
                  "| logits[512] | `94f8607915dff25f` | `94f8607915dff25f` | yes |",

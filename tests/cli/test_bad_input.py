@@ -110,3 +110,17 @@ def test_parity_dump_failures_into_a_file_is_refused_before_any_case(cwd, target
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"--dump-failures {cwd / target}: {reason.format(cwd=cwd)}"]
     assert sorted(p.name for p in cwd.iterdir()) == ["taken"]  # no results folder: nothing ran
+
+
+@pytest.mark.parametrize("command", ["parity", "bench", "ab"])
+def test_an_output_format_given_as_a_quant_format_names_the_output_option(cwd, command):
+    """--format is only the quant-format filter; the output format is -o/--output on every command."""
+    result = CliRunner().invoke(cli, [command, "--family", "mmvq", "--format", "iq2_xs,md", "--list"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["--format takes quant formats, got 'md'; the output format is -o md"]
+    assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["env"], ["results", "verify"], ["report", "x.json"], ["compare", "a", "b"]])
+def test_every_command_spells_the_output_option_alike(command):
+    assert "-o, --output" in CliRunner().invoke(cli, [*command, "--help"]).output

@@ -170,7 +170,7 @@ def test_parity_gguf_report_names_the_rows(cache, tmp_path):
     import json
 
     res = _run(["parity", "--gguf", OTHER_GGUF, "--tensor", r"blk\.0\.ffn_down", "--rows", "0:32",
-                "--family", "dequant", "--format", "md", "--results", str(tmp_path / "results"), "-q"])
+                "--family", "dequant", "-o", "md", "--results", str(tmp_path / "results"), "-q"])
     assert res.exit_code == 0, res.output
     row = ("| `gguf-98ce7b4927f1-blk.0.ffn_down.weight-r0-32` | `other-rows.gguf` | `98ce7b4927f1` | "
            "`blk.0.ffn_down.weight` | `0:32` |")

@@ -90,7 +90,7 @@ def test_every_failure_prints_and_records_the_command_that_reruns_it_alone(three
     assert lines[lines.index(f"  rerun: {fault}") - 1].startswith("FAULT toy/q8_0/1x32/n1/seed:1 on device 1: ")
     assert [(r["device"], r.get("rerun")) for r in records if r["status"] != "PASS"] == [(1, fault), (2, fail)]
     assert all("rerun" not in r for r in records if r["status"] == "PASS")
-    md, _, _ = _run(tmp_path / "md", "--format", "md")
+    md, _, _ = _run(tmp_path / "md", "-o", "md")
     assert (f"- `toy/q8_0/1x32/n1/seed:2` on device 2: 3 of 32 outputs differ; first at row 0\n"
             f"  rerun: `{fail}`") in md.stdout
 
@@ -134,7 +134,7 @@ def test_dump_failures_writes_nothing_when_every_case_passes(three_devices, tmp_
 
 
 def test_markdown_gives_counts_per_device(three_devices, tmp_path):
-    result, _, _ = _run(tmp_path, "--format", "md")
+    result, _, _ = _run(tmp_path, "-o", "md")
     assert result.exit_code == 1
     assert ("| device | name | cases | failures | faults | not run |\n|---|---|---|---|---|---|\n"
             "| 0 | NVIDIA H200 | 3 | 0 | 0 | 0 |\n| 1 | NVIDIA H200 | 2 | 1 | 1 | 1 |\n"
@@ -144,7 +144,7 @@ def test_markdown_gives_counts_per_device(three_devices, tmp_path):
 
 
 def test_json_summary_has_the_counts_per_device(three_devices, tmp_path):
-    result, _, _ = _run(tmp_path, "--format", "json")
+    result, _, _ = _run(tmp_path, "-o", "json")
     body = json.loads(result.stdout)
     assert [d["failures"] for d in body["summary"]["per_device"]] == [0, 1, 1]
     assert [c["device"] for c in body["cases"]] == [0, 0, 0, 1, 1, 2, 2, 2]

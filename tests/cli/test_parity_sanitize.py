@@ -112,7 +112,7 @@ def test_findings_one_line_each_and_a_summary_per_tool(cwd, monkeypatch, one_gpu
     _stand_in(cwd / "fake", {"memcheck": (CLEAN, 0), "initcheck": (FOUND, sanitize.ERROR_EXITCODE)})
     monkeypatch.setenv("PATH", f"{cwd / 'fake' / 'bin'}:{Path(sys.executable).parent}")
     result = CliRunner().invoke(cli, ["parity", "--sanitize", "memcheck,initcheck", "--family", "dequant",
-                                      "--format", "iq2_xs,md", "-k", "iq2", "--results", str(cwd / "res"), "-q"])
+                                      "--format", "iq2_xs", "-o", "md", "-k", "iq2", "--results", str(cwd / "res"), "-q"])
     assert result.exit_code == 1, result.output
     logs = cwd / "res" / "nvidia-h200"
     memcheck_log, = logs.glob("sanitize-memcheck-*.log")

@@ -152,7 +152,7 @@ def test_env_without_gpu_prints_versions_then_exits_77(no_gpu):
 
 
 def test_env_json_without_gpu_is_valid_json_and_exits_77(no_gpu):
-    result = CliRunner().invoke(cli, ["env", "--format", "json"])
+    result = CliRunner().invoke(cli, ["env", "-o", "json"])
     assert result.exit_code == 77
     body = json.loads(result.stdout)
     assert body["devices"] == [] and body["kernels_src_hash"] == kernels_src_hash()
@@ -167,7 +167,7 @@ def test_env_on_this_gpu_less_host_exits_77_with_the_real_reason():
 
 @pytest.mark.gpu
 def test_env_on_a_gpu_host_lists_every_device():
-    result = CliRunner().invoke(cli, ["env", "--format", "json"])
+    result = CliRunner().invoke(cli, ["env", "-o", "json"])
     assert result.exit_code == 0, result.output
     devices = json.loads(result.stdout)["devices"]
     assert len(devices) == gpu.probe().count
@@ -231,6 +231,6 @@ def test_env_lists_every_device(fake_three_devices):
     rows = [line for line in result.stdout.splitlines() if line.startswith(("│ 0 ", "│ 1 ", "│ 2 "))]
     assert [r.split("│")[1].strip() for r in rows] == ["0", "1", "2"]
     assert "500.0 W" in rows[1] and "700.0 W" in rows[0] and "cudaErrorDevicesUnavailable" in rows[2]
-    body = json.loads(CliRunner().invoke(cli, ["env", "--format", "json"]).stdout)
+    body = json.loads(CliRunner().invoke(cli, ["env", "-o", "json"]).stdout)
     assert [d["index"] for d in body["devices"]] == [0, 1, 2]
     assert [d["nvml"]["power_limit_w"] for d in body["devices"][:2]] == [700.0, 500.0]

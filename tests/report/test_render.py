@@ -70,7 +70,7 @@ def test_unknown_kind_renders_generic_columns(tmp_path, records_file):
 
 def test_report_cli(tmp_path, ab_file):
     summary, _, _ = ab_file(tmp_path, [1.0] * 5, [1.0] * 5)
-    res = CliRunner().invoke(cli, ["report", str(summary), "--format", "md"])
+    res = CliRunner().invoke(cli, ["report", str(summary), "-o", "md"])
     assert res.exit_code == 0 and "SAME" in res.stdout
     res = CliRunner().invoke(cli, ["report", str(tmp_path / "nope.json")])
     assert res.exit_code == 2

@@ -43,7 +43,7 @@ def test_compare_bench_flags_regression(tmp_path, records_file):
     assert result.only_old == ("gone / new",) and result.only_new == ("added / new",)
     res = CliRunner().invoke(cli, ["compare", str(old), str(new), "--fail-on-regression", "5"])
     assert res.exit_code == 1 and "c1 / new" in res.output
-    res = CliRunner().invoke(cli, ["compare", str(old), str(new), "--fail-on-regression", "20", "--format", "md"])
+    res = CliRunner().invoke(cli, ["compare", str(old), str(new), "--fail-on-regression", "20", "-o", "md"])
     assert res.exit_code == 0 and "- only in OLD: gone / new" in res.stdout
 
 

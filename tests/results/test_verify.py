@@ -80,7 +80,7 @@ def test_a_json_that_is_not_a_summary_is_a_problem(tmp_path):
 
 def test_verdict_json_lists_problems(tmp_path):
     write_result(tmp_path, src_hash="ab" * 32, failures=1)
-    result = run("results", "verify", str(tmp_path), "--format", "json")
+    result = run("results", "verify", str(tmp_path), "-o", "json")
     assert result.exit_code == 1
     body = json.loads(result.stdout)
     (entry,) = body["summaries"]
@@ -148,7 +148,7 @@ def test_a_changed_family_is_named_with_its_files(tmp_path, kernels_copy):
     assert result.exit_code == 1
     assert result.stderr == (f"results verify: 1 of 2 summaries not current (first: {bench.name}: "
                              "mmvq: kernels_src/mmvq/mmvq.cu changed)\n")
-    body = json.loads(run("results", "verify", str(results), "--format", "json").stdout)
+    body = json.loads(run("results", "verify", str(results), "-o", "json").stdout)
     assert [(e["file"], e["judged_by"], e["stale_sources"], e["ok"]) for e in body["summaries"]] == [
         (bench.name, "sources", {"mmvq": ["kernels_src/mmvq/mmvq.cu changed"]}, False),
         ("parity-20260101T000000Z.json", "sources", {}, True)]

@@ -150,7 +150,7 @@ def test_bench_of_mmvq_on_the_device_has_no_unflagged_fraction_over_100_and_reco
     import subprocess
 
     out = subprocess.run([sys.executable, "-m", "strata_bench", "bench", "--family", "mmvq", "--format", "q8_0",
-                          "--results", str(tmp_path), "-q", "--format", "json"], capture_output=True, text=True)
+                          "--results", str(tmp_path), "-q", "-o", "json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     records = __import__("json").loads(out.stdout)
     assert records
