@@ -68,7 +68,7 @@ def compile_metric(pattern: str | None) -> re.Pattern[str] | None:
         return None
     try:
         regex = re.compile(pattern, re.MULTILINE)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # OverflowError: a repetition count past what re can hold
         raise InputError(f"--metric is not a valid regex ({exc}): {pattern!r}") from None
     if METRIC_GROUP not in regex.groupindex:
         raise InputError(f"--metric must have a named group (?P<{METRIC_GROUP}>...), got {pattern!r}")

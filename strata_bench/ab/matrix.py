@@ -8,6 +8,7 @@ pair (strata_bench.ab.runner.run_interleaved), so drift over a session does not 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,9 +54,17 @@ def parse_params(items: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
+MAX_COMBINATIONS = 1000  # each is a case with its own schedule: 2000 x 2000 values ran out of memory
+
+
 def combinations(params: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
-    """Every combination, the first name varying slowest; [{}] without parameters."""
+    """Every combination, the first name varying slowest; [{}] without parameters. InputError past
+    MAX_COMBINATIONS, counted before any is made."""
     names = list(params)
+    count = math.prod(len(params[n]) for n in names)
+    if count > MAX_COMBINATIONS:
+        sizes = " x ".join(f"{len(params[n])} {n}" for n in names)
+        raise InputError(f"--param makes {count} combinations ({sizes}), more than {MAX_COMBINATIONS}")
     return [dict(zip(names, values)) for values in itertools.product(*(params[n] for n in names))]
 
 
@@ -138,7 +147,7 @@ def _ready_regex(lines: CommandLines):
         return None
     try:
         return re.compile(lines.ready)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # OverflowError: a repetition count past what re can hold
         raise InputError(f"--ready is not a valid regex ({exc}): {lines.ready!r}") from None
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import (case_filter_options, case_request_options, list_option, make_filter,
-                                      output_option, quiet_option, results_option, split_output_format)
+from strata_bench.cli.options import (FiniteFloat, case_filter_options, case_request_options, list_option,
+                                      make_filter, output_option, quiet_option, results_option, split_output_format)
 from strata_bench.ab.plan import ORDERS  # light: the plan module imports neither scipy nor numpy
 from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError
@@ -48,12 +48,12 @@ from strata_bench.errors import InputError
               help="Show time figures in this unit (s, ms, us, ns), converted from their own: wall time is in s, "
                    "a --metric NAME:ms= in ms. A metric without a unit of its own is labelled with it.")
 @click.option("--higher-is-better", is_flag=True, help="The metrics are rates (tokens/s): higher is better.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+@click.option("--timeout", type=FiniteFloat(min=0, min_open=True), default=None, metavar="S",
               help="Kill a run (its whole process group) after S seconds; it is recorded as failed.")
 @click.option("--shell", is_flag=True, help="Run the command strings through /bin/sh -c.")
-@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), default=None, metavar="PCT",
+@click.option("--fail-on-regression", "fail_pct", type=FiniteFloat(min=0), default=None, metavar="PCT",
               help="Exit 1 when B is worse by more than PCT percent with the 95% CI excluding PCT.")
-@click.option("--same-band", "band_pct", type=click.FloatRange(min=0), default=1.0, show_default=True,
+@click.option("--same-band", "band_pct", type=FiniteFloat(min=0), default=1.0, show_default=True,
               metavar="PCT", help="Verdict SAME (equivalence) when the whole 95% CI of the robust shift of B vs A "
                                   "lies within +/-PCT percent.")
 @click.option("--until-decided", "until_decided", type=click.IntRange(min=0), default=0, metavar="MAX_PAIRS",
@@ -72,7 +72,7 @@ from strata_bench.errors import InputError
 @click.option("--ready-port", type=click.IntRange(1, 65535), default=None, metavar="N",
               help="The server is ready when a process of its own tree listens on port N; a port already "
                    "held before the first run is refused (exit 2, naming the holder).")
-@click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+@click.option("--ready-timeout", type=FiniteFloat(min=0, min_open=True), default=60.0, show_default=True,
               metavar="S", help="A server not ready after S seconds is a failed run (with its last lines).")
 @click.option("--param", "params", multiple=True, metavar="NAME=V1,V2",
               help="Repeatable: one case per combination of values, {NAME} substituted in the commands, hooks, "
