@@ -74,7 +74,8 @@ _RUN = {"case": (_str, "a string"), "arm": (lambda v: v in ("A", "B"), '"A" or "
         "metrics": (_mapping(_number), "an object of finite numbers"),
         "same": (_mapping(_optional(_str)), "an object of strings"), "metric_order": _NAMES, "same_order": _NAMES,
         "output_tail": (_optional(_str), "a string"),
-        "server_tail": (_optional(_str), "a string"), "error_line": (_optional(_str), "a string")}
+        "server_tail": (_optional(_str), "a string"), "error_line": (_optional(_str), "a string"),
+        "cpu_user_s": (_number, "a finite number"), "cpu_system_s": (_number, "a finite number")}
 _OTHER = {"case": (_str, "a string"), "pairs": _COUNT, "reason": (_str, "a string"),
           "error": (_str, "a string")}
 _REQUIRED = {"run": ("arm", "pair", "run_index")}
