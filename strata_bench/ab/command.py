@@ -42,12 +42,16 @@ class CommandSpec:
     prepare: str | None = None  # shell command before each run (the arm's environment)
     conclude: str | None = None  # shell command after each run
     server: ServerSpec | None = None  # a fresh server per run; the command is then its client
+    ignore_failure: bool = False  # a nonzero exit code is recorded, not a failed run (hyperfine's -i)
+    name: str | None = None  # -n/--name: what the tables call this arm beside its label
+    show_output: bool = False  # echo each run's output (and its server's) to stderr as it finishes
 
     def describe(self) -> dict[str, Any]:
         argv = self.argv if isinstance(self.argv, str) else list(self.argv)
         body = {"argv": argv, "env": dict(self.env), "shell": self.shell}
         body.update({k: v for k, v in (("prepare", self.prepare), ("conclude", self.conclude),
-                                       ("server", self.server.command if self.server else None)) if v})
+                                       ("server", self.server.command if self.server else None),
+                                       ("name", self.name)) if v})
         return body
 
 
@@ -68,7 +72,7 @@ def compile_metric(pattern: str | None) -> re.Pattern[str] | None:
         return None
     try:
         regex = re.compile(pattern, re.MULTILINE)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # OverflowError: a repetition count past what re can hold
         raise InputError(f"--metric is not a valid regex ({exc}): {pattern!r}") from None
     if METRIC_GROUP not in regex.groupindex:
         raise InputError(f"--metric must have a named group (?P<{METRIC_GROUP}>...), got {pattern!r}")
@@ -122,6 +126,7 @@ def run_command(spec: CommandSpec) -> Sample:
     tree), --conclude. The value is the metric from the command's (and the server's) output, or the
     command's wall time in seconds."""
     env = _arm_env(spec.env)
+    cpu = _children_cpu()
     if spec.prepare:
         _hook("--prepare", spec.prepare, env, spec.timeout)
     server = None
@@ -136,10 +141,12 @@ def run_command(spec: CommandSpec) -> Sample:
             server.stop()  # the run failed or was interrupted: the server's tree goes too
         if spec.conclude:
             _hook("--conclude", spec.conclude, env, spec.timeout)
-    details = _details(proc, raw, wall)
+    details = {**_details(proc, raw, wall), **_cpu_since(cpu)}
     if server_text:
         details["server_tail"] = server_text[-OUTPUT_TAIL_CHARS:]
-    if proc.returncode != 0:
+    if spec.show_output:
+        _show(_text(raw), server_text)
+    if proc.returncode != 0 and not spec.ignore_failure:
         raise RunFailed(f"exit code {proc.returncode}", _with_error_line(details, _text(raw), server_text))
     text = _text(raw) + ("\n" + server_text if server_text else "")
     return sample_from_output(spec, text, wall, details)
@@ -191,6 +198,28 @@ def _start_server(spec: ServerSpec, env: Mapping[str, str]) -> Server:
         server.stop()
         raise
     return server
+
+
+def _children_cpu() -> tuple[float, float]:
+    """User and system seconds of every child process this process has waited for so far (psutil)."""
+    times = psutil.Process().cpu_times()
+    return times.children_user, times.children_system
+
+
+def _cpu_since(before: tuple[float, float]) -> dict[str, float]:
+    """The run's CPU: what its processes (client, server, hooks, their waited-for children) used, as the
+    kernel accounts a process when it is waited for."""
+    user, system = _children_cpu()
+    return {"cpu_user_s": round(user - before[0], 6), "cpu_system_s": round(system - before[1], 6)}
+
+
+def _show(client: str, server: str) -> None:
+    """--show-output: the run's output on stderr, the server's after the client's."""
+    import click
+
+    for who, text in (("output", client), ("server output", server)):
+        if text.strip():
+            click.echo(f"--- {who} ---\n{text.rstrip()}", err=True)
 
 
 def _with_error_line(details: dict[str, Any], *texts: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ pair (strata_bench.ab.runner.run_interleaved), so drift over a session does not 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,9 +54,34 @@ def parse_params(items: Sequence[str]) -> dict[str, list[str]]:
     return out
 
 
+MAX_COMBINATIONS = 1000  # each is a case with its own schedule: 2000 x 2000 values ran out of memory
+
+
+def scan(name: str, low: str, high: str, step: str | None = None) -> list[str]:
+    """`-P NAME MIN MAX [--step S]`: MIN, MIN+S, ... up to MAX (S 1 by default), as the decimals were
+    written (0.1 steps stay 0.1, 0.2, 0.3: decimal arithmetic, not binary floats)."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        lo, hi, by = Decimal(low), Decimal(high), Decimal(step or "1")
+    except InvalidOperation:
+        raise InputError(f"-P {name} {low} {high}{f' --step {step}' if step else ''}: not numbers") from None
+    if not all(x.is_finite() for x in (lo, hi, by)) or by <= 0 or hi < lo:
+        raise InputError(f"-P {name} {low} {high}: need finite MIN <= MAX and --step > 0, got step {by}")
+    count = int((hi - lo) / by) + 1
+    if count > MAX_COMBINATIONS:
+        raise InputError(f"-P {name} {low} {high} makes {count} values, more than {MAX_COMBINATIONS}")
+    return [str(lo + i * by) for i in range(count)]
+
+
 def combinations(params: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
-    """Every combination, the first name varying slowest; [{}] without parameters."""
+    """Every combination, the first name varying slowest; [{}] without parameters. InputError past
+    MAX_COMBINATIONS, counted before any is made."""
     names = list(params)
+    count = math.prod(len(params[n]) for n in names)
+    if count > MAX_COMBINATIONS:
+        sizes = " x ".join(f"{len(params[n])} {n}" for n in names)
+        raise InputError(f"--param makes {count} combinations ({sizes}), more than {MAX_COMBINATIONS}")
     return [dict(zip(names, values)) for values in itertools.product(*(params[n] for n in names))]
 
 
@@ -93,6 +119,9 @@ class CommandLines:
     ready: str | None = None
     ready_port: int | None = None
     ready_timeout: float = 60.0
+    names: tuple[str, ...] = ()  # -n/--name: A's, then B's
+    ignore_failure: bool = False
+    show_output: bool = False
 
 
 def make_combinations(lines: CommandLines, params: Mapping[str, Sequence[str]], timeout: float | None,
@@ -121,8 +150,10 @@ def make_combinations(lines: CommandLines, params: Mapping[str, Sequence[str]], 
         server = None if lines.server is None else ServerSpec(sub(lines.server), ready, lines.ready_port,
                                                               lines.ready_timeout)
         envs = (parse_env([sub(e) for e in lines.env_a]), parse_env([sub(e) for e in lines.env_b]))
+        names = tuple(lines.names) + (None, None)
         specs = [CommandSpec(arg, env, lines.shell, None, timeout, tuple(metrics), tuple(same),
-                             sub(lines.prepare), sub(lines.conclude), server) for arg, env in zip(argv, envs)]
+                             sub(lines.prepare), sub(lines.conclude), server, ignore_failure=lines.ignore_failure,
+                             show_output=lines.show_output, name=name) for arg, env, name in zip(argv, envs, names)]
         out.append(Combination(case_name(stem, values), values, *specs))
     return out
 
@@ -138,7 +169,7 @@ def _ready_regex(lines: CommandLines):
         return None
     try:
         return re.compile(lines.ready)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # OverflowError: a repetition count past what re can hold
         raise InputError(f"--ready is not a valid regex ({exc}): {lines.ready!r}") from None
 
 

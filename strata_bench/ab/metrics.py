@@ -57,7 +57,7 @@ def parse_output_spec(text: str, option: str, default_name: str, need_group: boo
         direction = None if m.group("dir") is None else m.group("dir") == "higher"
     try:
         regex = re.compile(pattern, re.MULTILINE)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # OverflowError: a repetition count past what re can hold
         raise InputError(f"{option} is not a valid regex ({exc}): {text!r}") from None
     return OutputSpec(name, regex, direction, _figure_group(regex, option, text, need_group), unit)
 

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 from strata_bench.errors import InputError
+from strata_bench.results.ab_records import MAX_PAIRS, ORDERS  # noqa: F401  (the plan's bounds, declared with its record)
 from strata_bench.stats.criteria import Criteria
 
-ORDERS = ("abba", "ab", "random")
 SECONDS_PER = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}  # the time units --unit converts between
 
 
@@ -83,10 +83,9 @@ def make_plan(order: str = "abba", pairs: int = 10, warmup: int = 1, seed: int |
     """Validate the settings; `max_failures` is a count ("3", 3) or a share of all runs ("25%")."""
     if order not in ORDERS:
         raise InputError(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
-    if pairs < 1:
-        raise InputError(f"--pairs must be at least 1, got {pairs}")
-    if warmup < 0:
-        raise InputError(f"--warmup must be 0 or more, got {warmup}")
+    for option, value, low in (("--pairs", pairs, 1), ("--warmup", warmup, 0), ("--until-decided", until_decided, 0)):
+        if not low <= value <= MAX_PAIRS:
+            raise InputError(f"{option} must be from {low} to {MAX_PAIRS}, got {value}")
     if until_decided and until_decided < pairs:
         raise InputError(f"--until-decided must be at least --pairs ({pairs}), got {until_decided}")
     seed = secrets.randbits(32) if seed is None else int(seed)

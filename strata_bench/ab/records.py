@@ -132,7 +132,7 @@ class AbOutcome:
     def notes(self) -> list[str]:
         """What a reader must know beyond the numbers: discarded warm-ups, excluded pairs, outliers."""
         notes = []
-        if self.arms.get("A") and self.arms.get("A") == self.arms.get("B"):
+        if self.arms.get("A") and _unnamed(self.arms.get("A")) == _unnamed(self.arms.get("B")):
             notes.append("A and B are the same (an A/A run): any difference is noise")
         if self.warmups:
             vals = ", ".join(f"{r.arm}={self._shown_value(r)}" if r.ok else f"{r.arm}=failed" for r in self.warmups)
@@ -191,6 +191,11 @@ class AbOutcome:
                 "params": dict(self.plan.params),
                 "metrics": [m.summary() for m in self.metrics],
                 "identity": [row.to_dict() for row in self.identity]}
+
+
+def _unnamed(describe: Mapping[str, Any] | None) -> dict[str, Any]:
+    """An arm's description without its -n name: two names for one command are still an A/A run."""
+    return {k: v for k, v in dict(describe or {}).items() if k != "name"}
 
 
 @dataclass(frozen=True)

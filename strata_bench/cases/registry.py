@@ -90,7 +90,7 @@ def select_cases(flt: CaseFilter, families: Mapping[str, "Family"] | None = None
     if flt.pattern:
         try:
             re.compile(flt.pattern)
-        except re.error as exc:
+        except (re.error, OverflowError) as exc:  # OverflowError: a repetition count past what re can hold
             raise InputError(f"-k {flt.pattern!r} is not a regular expression: {exc}") from None
     listed = (lambda fam: fam.bench_cases()) if purpose == "bench" else (lambda fam: fam.default_cases())
     cases = [c for fam in families.values() for c in listed(fam) if flt.matches(c)]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import (case_filter_options, case_request_options, list_option, make_filter,
-                                      output_option, quiet_option, results_option)
+from strata_bench.cli.options import (FiniteFloat, case_filter_options, case_request_options, list_option,
+                                      make_filter, output_option, quiet_option, results_option)
+from strata_bench.cli.ab_extras import extras_options, write_exports
 from strata_bench.ab.plan import ORDERS  # light: the plan module imports neither scipy nor numpy
 from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError
@@ -48,12 +49,12 @@ from strata_bench.errors import InputError
               help="Show time figures in this unit (s, ms, us, ns), converted from their own: wall time is in s, "
                    "a --metric NAME:ms= in ms. A metric without a unit of its own is labelled with it.")
 @click.option("--higher-is-better", is_flag=True, help="The metrics are rates (tokens/s): higher is better.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+@click.option("--timeout", type=FiniteFloat(min=0, min_open=True), default=None, metavar="S",
               help="Kill a run (its whole process group) after S seconds; it is recorded as failed.")
 @click.option("--shell", is_flag=True, help="Run the command strings through /bin/sh -c.")
-@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), default=None, metavar="PCT",
+@click.option("--fail-on-regression", "fail_pct", type=FiniteFloat(min=0), default=None, metavar="PCT",
               help="Exit 1 when B is worse by more than PCT percent with the 95% CI excluding PCT.")
-@click.option("--same-band", "band_pct", type=click.FloatRange(min=0), default=1.0, show_default=True,
+@click.option("--same-band", "band_pct", type=FiniteFloat(min=0), default=1.0, show_default=True,
               metavar="PCT", help="Verdict SAME (equivalence) when the whole 95% CI of the robust shift of B vs A "
                                   "lies within +/-PCT percent.")
 @click.option("--until-decided", "until_decided", type=click.IntRange(min=0), default=0, metavar="MAX_PAIRS",
@@ -72,7 +73,7 @@ from strata_bench.errors import InputError
 @click.option("--ready-port", type=click.IntRange(1, 65535), default=None, metavar="N",
               help="The server is ready when a process of its own tree listens on port N; a port already "
                    "held before the first run is refused (exit 2, naming the holder).")
-@click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+@click.option("--ready-timeout", type=FiniteFloat(min=0, min_open=True), default=60.0, show_default=True,
               metavar="S", help="A server not ready after S seconds is a failed run (with its last lines).")
 @click.option("--param", "params", multiple=True, metavar="NAME=V1,V2",
               help="Repeatable: one case per combination of values, {NAME} substituted in the commands, hooks, "
@@ -82,12 +83,13 @@ from strata_bench.errors import InputError
 @results_option("Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json.")
 @output_option(help="Rich table (default), markdown for a pull request, or JSON.")
 @quiet_option
+@extras_options
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 def command(families, formats, pattern, kernels_dir, cases_file, request, list_only, order, pairs, warmup, seed,
             env_a, env_b, a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct,
             until_decided, prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params,
             max_failures, allow_missing,
-            results_dir, output, quiet, command_args):
+            results_dir, output, quiet, extras, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
     Whole commands: either one command after `--` whose arms differ only by --env-a/--env-b, or two
@@ -115,12 +117,14 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
         strata-bench ab --pairs 10 --env-b MY_SWITCH=1 --server 'my-server --port 8080' --ready 'listening' \\
             --metric 'tok/s: ([0-9.]+)' -- my-client --port 8080
         strata-bench ab --a 'sleep 0.10' --b 'sleep 0.11' --pairs 10 -o md
+        strata-bench ab -n old -n new -P ms 10 30 --step 10 --a 'sleep 0.0{ms}' --b 'sleep 0.0{ms}5' \\
+            --export-markdown ab.md --export-csv ab.csv
         strata-bench ab --family mmvq --a old --b new --format iq2_xxs --pairs 20
         strata-bench ab --family mmvq --variants examples/toml_variant/variants.toml --a old --b row8 \\
             --shape 131072x8192 --cols 1,8 --format iq3_s
     """
     # Nothing imported here brings scipy: a usage error returns before the statistics are loaded.
-    from strata_bench.ab.matrix import CommandLines, make_combinations, parse_params, run_matrix
+    from strata_bench.ab.matrix import CommandLines, make_combinations, run_matrix
     from strata_bench.ab.metrics import parse_output_specs
     from strata_bench.ab.process import AbInterrupted
     from strata_bench.ab.plan import make_plan
@@ -139,9 +143,11 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
     if not families and (list_only or request != CaseRequest()):
         raise InputError("--list, --shape, --cols, --fixtures, --gguf and --variants apply to kernel variants: "
                          "add --family NAME")
+    extras.check()
     if families:
         _reject_command_options(env_a, env_b, metrics or same, shell, command_args,
-                                prepare or conclude or setup or cleanup or server or params)
+                                prepare or conclude or setup or cleanup or server or params,
+                                extras.scans or extras.names or extras.ignore_failure or extras.show_output)
         if list_only:
             _list_cases(make_filter(families, formats, pattern), kernels_dir, cases_file, request)
             return
@@ -149,8 +155,9 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
                             kernels_dir, cases_file, quiet, request)
     else:
         lines = CommandLines(a_spec, b_spec, tuple(command_args), env_a, env_b, shell, prepare, conclude, server,
-                             ready, ready_port, ready_timeout)
-        combos = make_combinations(lines, parse_params(params), timeout, metric_specs, same_specs)
+                             ready, ready_port, ready_timeout, extras.names, extras.ignore_failure,
+                             extras.show_output)
+        combos = make_combinations(lines, _param_values(params, extras), timeout, metric_specs, same_specs)
         try:
             report = run_matrix(combos, plan, Path(results_dir), _provenance, _progress(quiet), setup, cleanup)
         except AbInterrupted as stop:
@@ -167,7 +174,22 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
         click.echo(text, nl=not text.endswith("\n"))
     if report.summary_path:
         click.echo(f"results: {report.summary_path}", err=True)
+    write_exports(extras, report)
     report.raise_for_status()
+
+
+def _param_values(params, extras) -> dict[str, list[str]]:
+    """--param values, then each -P scan's (a name given by both is an error)."""
+    from strata_bench.ab.matrix import parse_params, scan
+
+    values = parse_params(params)
+    for name, low, high in extras.scans:
+        if name in values:
+            raise InputError(f"-P {name} and --param {name} both give {name!r} values")
+        if not name.isidentifier():
+            raise InputError(f"-P NAME must be a name like threads, got {name!r}")
+        values[name] = scan(name, low, high, extras.step)
+    return values
 
 
 def _display_unit(unit: str | None, metric_specs) -> str:
@@ -181,10 +203,11 @@ def _display_unit(unit: str | None, metric_specs) -> str:
     return unit
 
 
-def _reject_command_options(env_a, env_b, metric, shell, command_args, hooks=None) -> None:
+def _reject_command_options(env_a, env_b, metric, shell, command_args, hooks=None, extras=None) -> None:
     used = [name for name, value in (("--env-a", env_a), ("--env-b", env_b), ("--metric/--same", metric),
                                      ("--shell", shell), ("a command after --", command_args),
-                                     ("--prepare/--conclude/--setup/--cleanup/--server/--param", hooks)) if value]
+                                     ("--prepare/--conclude/--setup/--cleanup/--server/--param", hooks),
+                                     ("-P/-n/--ignore-failure/--show-output", extras)) if value]
     if used:
         raise InputError(f"{used[0]} applies to command A/B, not to kernel variants (--family)")
 

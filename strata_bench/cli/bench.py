@@ -7,16 +7,17 @@ import click
 
 from strata_bench.cli.devices import chosen_devices, device_names, progress
 from strata_bench.cli.gpu_run import compilers_for_gpu_run
-from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
-                                      make_filter, output_option, quiet_option, results_option)
+from strata_bench.cli.options import (FiniteFloat, case_filter_options, case_request_options, device_option,
+                                      list_option, make_filter, output_option, quiet_option, results_option)
 
 
 @click.command("bench")
 @case_filter_options
 @case_request_options
 @click.option("--hot", is_flag=True, help="Time with warm caches (one input copy) instead of rotating cold copies.")
-@click.option("--budget", type=float, default=2.0, show_default=True, help="Seconds of trials per variant at most.")
-@click.option("--rel-ci", type=float, default=0.01, show_default=True,
+@click.option("--budget", type=FiniteFloat(min=0, min_open=True), default=2.0, show_default=True,
+              help="Seconds of trials per variant at most.")
+@click.option("--rel-ci", type=FiniteFloat(min=0, min_open=True), default=0.01, show_default=True,
               help="Stop a variant's trials when the 95% CI of the median is within this fraction.")
 @device_option()
 @output_option()

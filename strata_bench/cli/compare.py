@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from strata_bench.cli.options import output_option
+from strata_bench.cli.options import FiniteFloat, output_option
 
 from strata_bench.errors import CheckFailed
 
@@ -12,11 +12,11 @@ from strata_bench.errors import CheckFailed
 @click.command("compare")
 @click.argument("old", type=click.Path(dir_okay=False))
 @click.argument("new", type=click.Path(dir_okay=False))
-@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), default=None, metavar="PCT",
+@click.option("--fail-on-regression", "fail_pct", type=FiniteFloat(min=0), default=None, metavar="PCT",
               help="Exit 1 when a case is worse by more than PCT percent (its whole 95% CI beyond PCT and "
                    "the case a discovery after Benjamini-Hochberg; the bare ratio for single values; "
                    "a PASS -> FAIL for parity).")
-@click.option("--threshold", "--same-band", "band_pct", type=click.FloatRange(min=0), default=1.0,
+@click.option("--threshold", "--same-band", "band_pct", type=FiniteFloat(min=0), default=1.0,
               show_default=True, metavar="PCT",
               help="Changes within +/-PCT percent do not count: SAME when the CI lies inside it, FASTER or "
                    "SLOWER only beyond it (--same-band is the older name).")

@@ -2,12 +2,26 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import click
 
 from strata_bench.cases import CaseFilter
 from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError
+
+
+class FiniteFloat(click.FloatRange):
+    """A FloatRange that refuses nan and inf: click's own lets them through (nan compares false with every
+    bound), and `ab --timeout nan` then failed after writing its records."""
+
+    name = "finite float"
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:

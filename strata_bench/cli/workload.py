@@ -10,8 +10,9 @@ from strata_bench.errors import InputError
 @click.command("workload")
 @click.option("--tokens", "tokens_spec", default="512", show_default=True, metavar="N[,N...]",
               help="Prompt tokens to prefill; several sizes comma-separated (one prefill line and logits hash each).")
-@click.option("--decode", "decode_tokens", type=int, default=32, show_default=True, help="Tokens to decode.")
-@click.option("--layers", type=int, default=4, show_default=True, help="Layers in the stack.")
+@click.option("--decode", "decode_tokens", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Tokens to decode.")
+@click.option("--layers", type=click.IntRange(min=1), default=4, show_default=True, help="Layers in the stack.")
 @click.option("--weights", "fmt", default="iq2_xxs", show_default=True,
               help="I-quant format of the projections and expert gate/up weights.")
 @device_option(single=True)
@@ -35,6 +36,7 @@ def command(tokens_spec, decode_tokens, layers, fmt, device):
     from strata_bench.workloads import decoder as workload
 
     sizes = parse_sizes(tokens_spec)
+    workload.check_format(fmt)  # every input checked before the GPU is sought: bad input is exit 2, not 77
     gpu.require_gpu()
     runs = [workload.run(tokens, decode_tokens, layers, fmt, device) for tokens in sizes]
     click.echo("\n".join(output_lines(runs)))

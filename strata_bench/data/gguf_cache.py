@@ -73,7 +73,7 @@ def _matching(layout: GgufLayout, tensor_regex: str) -> list[TensorInfo]:
 
     try:
         pattern = re.compile(tensor_regex)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # OverflowError: a repetition count past what re can hold
         raise InputError(f"--tensor {tensor_regex!r} is not a regular expression: {exc}") from None
     tensors = [t for t in layout.tensors if pattern.search(t.name)]
     if not tensors:

@@ -76,7 +76,7 @@ def fixture_from_gguf(path: str | Path, tensor_regex: str, rows: tuple[int, int]
     path = Path(path)
     try:
         pattern = re.compile(tensor_regex)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # OverflowError: a repetition count past what re can hold
         raise InputError(f"bad tensor regex {tensor_regex!r}: {exc}") from None
     if rows is not None:
         rows = _check_rows(rows)

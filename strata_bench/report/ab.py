@@ -7,8 +7,8 @@ import math
 from typing import Any, Mapping
 
 from strata_bench.ab.errorline import shown_line
-from strata_bench.report.ab_metrics import (METRIC_HEADERS, command_lines, matrix_headers, matrix_rows, metric_rows,
-                                            shift_text)
+from strata_bench.report.ab_metrics import (arm_label, command_lines, matrix_headers, matrix_rows, metric_headers,
+                                            metric_rows, shift_text)
 from strata_bench.stats.format import (describe_dominance, format_diff, format_interval, format_mean_sd,
                                         format_ratio, format_value)
 from strata_bench.report.frame import markdown_table
@@ -29,13 +29,24 @@ def arm_rows(outcome) -> list[list[str]]:
         runs = [r for r in outcome.runs if r.arm == label]
         failed = sum(not r.ok for r in runs)
         span = (f"{format_value(arm.min, unit)} .. {format_value(arm.max, unit)}" if arm.n else "n/a")
-        rows.append([label, str(len(runs)), str(failed), str(arm.n), format_mean_sd(arm, unit),
-                     format_value(arm.median, unit), span, str(len(arm.outliers))])
+        rows.append([arm_label(label, outcome.arms.get(label)), str(len(runs)), str(failed), str(arm.n),
+                     format_mean_sd(arm, unit), format_value(arm.median, unit), span, str(len(arm.outliers)),
+                     _cpu_text(runs)])
     return rows
 
 
 # "runs" counts warm-up runs too; "n" is the measured successful runs the statistics use.
-ARM_HEADERS = ["arm", "runs", "failed", "n", "mean +/- sd", "median", "min .. max", "outliers"]
+ARM_HEADERS = ["arm", "runs", "failed", "n", "mean +/- sd", "median", "min .. max", "outliers", "CPU user / sys"]
+
+
+def _cpu_text(runs) -> str:
+    """Mean user and system CPU seconds of the measured successful runs that recorded them ('n/a' else)."""
+    measured = [r for r in runs if r.ok and not r.warmup and "cpu_user_s" in r.details]
+    if not measured:
+        return "n/a"
+    user = sum(float(r.details["cpu_user_s"]) for r in measured) / len(measured)
+    system = sum(float(r.details["cpu_system_s"]) for r in measured) / len(measured)
+    return f"{format_value(user, 's')} / {format_value(system, 's')}"
 
 
 def comparison_rows(outcome) -> list[tuple[str, str]]:
@@ -166,7 +177,7 @@ def print_ab(outcomes, console=None) -> None:
         for what, value in comparison_rows(outcome):
             result.add_row(what, _styled(what, value, outcome))
         console.print(result)
-        _print_table(console, f"metrics: {outcome.case}", METRIC_HEADERS,
+        _print_table(console, f"metrics: {outcome.case}", metric_headers(outcome),
                      metric_rows(outcome) if _several(outcome) else [])
         _print_table(console, f"identity: {outcome.case}", IDENTITY_HEADERS, identity_rows(outcome))
         for line in failure_lines(outcome):
@@ -218,7 +229,7 @@ def ab_markdown(outcomes) -> str:
         parts += [f"**A/B: `{outcome.case}`**", "", markdown_table(ARM_HEADERS, arm_rows(outcome)), "",
                   markdown_table(["", "result"], [[f"**{w}**", v] for w, v in comparison_rows(outcome)])]
         if _several(outcome):
-            parts += ["", markdown_table(METRIC_HEADERS, metric_rows(outcome))]
+            parts += ["", markdown_table(metric_headers(outcome), metric_rows(outcome))]
         if outcome.identity:
             parts += ["", markdown_table(IDENTITY_HEADERS, _identity_md_rows(outcome))]
         extra = [f"- failed: {line}" for line in failure_lines(outcome)] + [f"- note: {n}" for n in outcome.notes()]

@@ -17,13 +17,18 @@ SHOW_EACH = 3  # an arm with this many measured runs or fewer shows each one
 METRIC_HEADERS = ["metric", "A", "B", "B vs A [95% CI]", "B - A (paired)", "dominance", "spread A / B", "verdict"]
 
 
+def metric_headers(outcome) -> list[str]:
+    """METRIC_HEADERS with the arms' -n names where they have them."""
+    return [arm_label(h, outcome.arms.get(h)) if h in ("A", "B") else h for h in METRIC_HEADERS]
+
+
 def describe_arm(describe: Mapping[str, Any]) -> str:
     """'STRATA_X=1 prog --flag' for a command arm; 'variant=new' style for other arms."""
     argv = describe.get("argv")
     if argv is not None:
         return _with_env(describe, argv if isinstance(argv, str) else shlex.join(argv))
     env = _env_text(describe)
-    return " ".join(f"{k}={v}" for k, v in describe.items() if k != "env") or env
+    return " ".join(f"{k}={v}" for k, v in describe.items() if k not in ("env", "name")) or env
 
 
 def _env_text(describe: Mapping[str, Any]) -> str:
@@ -34,6 +39,12 @@ def _with_env(describe: Mapping[str, Any], command: str) -> str:
     return f"{_env_text(describe)} {command}".strip()
 
 
+def arm_label(label: str, describe: Mapping[str, Any] | None) -> str:
+    """'A', or 'A (old)' for an arm named with -n."""
+    name = (describe or {}).get("name")
+    return f"{label} ({name})" if name else label
+
+
 def command_lines(outcomes) -> list[tuple[str, str]]:
     """(role, command) for what every arm ran: 'A', 'A server', 'A prepare', ...; a role whose command
     differs between cases (a --param substituted) is given once per case, named by it."""
@@ -41,8 +52,9 @@ def command_lines(outcomes) -> list[tuple[str, str]]:
     for o in outcomes:
         for label in ("A", "B"):
             arm = o.arms.get(label) or {}
-            roles = [(label, describe_arm(arm))] if arm else []
-            roles += [(f"{label} {hook}", _with_env(arm, str(arm[hook]))) for hook in ("server", "prepare", "conclude")
+            who = arm_label(label, arm)
+            roles = [(who, describe_arm(arm))] if arm else []
+            roles += [(f"{who} {hook}", _with_env(arm, str(arm[hook]))) for hook in ("server", "prepare", "conclude")
                       if arm.get(hook)]
             for role, text in roles:
                 found.setdefault(role, {}).setdefault(text, []).append(o.case)
@@ -51,7 +63,7 @@ def command_lines(outcomes) -> list[tuple[str, str]]:
         if len(texts) == 1:
             lines.append((role, next(iter(texts))))
         else:
-            lines += [(f"{role} ({', '.join(cases)})", text) for text, cases in texts.items()]
+            lines += [(f"{role}, {', '.join(cases)}", text) for text, cases in texts.items()]
     return lines
 
 
@@ -142,7 +154,8 @@ def metric_rows(outcome) -> list[list[str]]:
 def matrix_headers(outcomes) -> list[str]:
     """'metric', one column per --param name, then A, B, shift, dominance, spread, verdict."""
     names = list(dict.fromkeys(k for o in outcomes for k, _ in o.plan.params))
-    return ["metric", *names, "A", "B", "B vs A [95% CI]", "dominance", "spread A / B", "verdict"]
+    arms = [arm_label(label, outcomes[0].arms.get(label)) for label in ("A", "B")]
+    return ["metric", *names, *arms, "B vs A [95% CI]", "dominance", "spread A / B", "verdict"]
 
 
 def matrix_rows(outcomes) -> list[list[str]]:

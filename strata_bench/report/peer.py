@@ -73,30 +73,39 @@ def load_peer(path: str | Path) -> dict[tuple[int, int, str, int], float]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"peer CSV not found: {path}")
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = {"format", "ncols", "us"} - set(reader.fieldnames or ())
-        if missing:
-            raise InputError(f"{path}: peer CSV needs columns format, ncols, us; missing {', '.join(sorted(missing))}")
-        peer = {}
-        for line, row in enumerate(reader, start=2):
-            try:
-                shape = (int(row["rows"]), int(row["cols"])) if row.get("rows") else PEER_DEFAULT_SHAPE
-                key = (*shape, row["format"].strip().lower(), int(row["ncols"]))
-                us = float(row["us"])
-            except (TypeError, ValueError):
-                raise InputError(f"{path}:{line}: bad peer row {row}") from None
-            if not us > 0:
-                raise InputError(f"{path}:{line}: us must be positive, got {row['us']!r}")
-            peer[key] = us
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return _read_peer(csv.DictReader(fh), path)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not a UTF-8 CSV (byte {exc.start} is {exc.object[exc.start]:#04x})") from None
+    except csv.Error as exc:
+        raise InputError(f"{path} is not a CSV: {exc}") from None
+
+
+def _read_peer(reader: csv.DictReader, path: Path) -> dict[tuple[int, int, str, int], float]:
+    missing = {"format", "ncols", "us"} - set(reader.fieldnames or ())
+    if missing:
+        raise InputError(f"{path}: peer CSV needs columns format, ncols, us; missing {', '.join(sorted(missing))}")
+    peer = {}
+    for line, row in enumerate(reader, start=2):
+        try:
+            shape = (int(row["rows"]), int(row["cols"])) if row.get("rows") else PEER_DEFAULT_SHAPE
+            key = (*shape, row["format"].strip().lower(), int(row["ncols"]))
+            us = float(row["us"])
+        except (TypeError, ValueError, AttributeError):
+            raise InputError(f"{path}:{line}: bad peer row {row}") from None
+        if not (us > 0 and math.isfinite(us)):
+            raise InputError(f"{path}:{line}: us must be a positive number, got {row['us']!r}")
+        peer[key] = us
     return peer
 
 
 def peer_rows(records: Iterable[Mapping[str, Any]], peer: Mapping[tuple[int, int, str, int], float]) -> list[PeerRow]:
     """The table's rows from mmvq bench records (other families and untimed variants are left out)."""
     groups: dict[tuple[int, int, str, int], list[Mapping[str, Any]]] = {}
-    for r in records:
+    for n, r in enumerate(records, 1):
         if r.get("family") == "mmvq" and r.get("status") == "timed" and r.get("median_us"):
+            _check_bench_record(r, n)
             groups.setdefault((int(r["rows"]), int(r["cols"]), r["format"], int(r["ncols"])), []).append(r)
     rows = []
     for (m, k, fmt, n), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], kv[0][3])):
@@ -108,6 +117,31 @@ def peer_rows(records: Iterable[Mapping[str, Any]], peer: Mapping[tuple[int, int
     if not rows:
         raise InputError("no timed mmvq records in the bench file: nothing to set against the peer")
     return rows
+
+
+_BENCH_FIELDS = (("rows", "an integer"), ("cols", "an integer"), ("ncols", "an integer"), ("format", "a string"),
+                 ("variant", "a string"), ("median_us", "a positive number"), ("gbps", "a number"),
+                 ("frac_read", "a number or null"))
+
+
+def _check_bench_record(r: Mapping[str, Any], n: int) -> None:
+    """InputError naming the record and field a peer row would read with the wrong type."""
+    def ok(key: str, what: str) -> bool:
+        v = r.get(key)
+        if what == "an integer":
+            return isinstance(v, int) and not isinstance(v, bool)
+        if what == "a string":
+            return isinstance(v, str)
+        if what == "a number or null" and v is None:
+            return True
+        number = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return number and (v > 0 if what == "a positive number" else True)
+
+    bad = next(((key, what) for key, what in _BENCH_FIELDS if not ok(key, what)), None)
+    if bad:
+        import json
+
+        raise InputError(f"bench record {n}: {bad[0]!r} is {json.dumps(r.get(bad[0]))[:40]}, not {bad[1]}")
 
 
 def peer_frame(rows: list[PeerRow]):

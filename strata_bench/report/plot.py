@@ -37,6 +37,7 @@ def plot_file(path: str | Path, out: str | Path | None = None) -> Path:
         raise InputError(f"{loaded.path} holds no A/B runs")
     target = Path(out) if out else loaded.path.with_suffix(".png")
     plt = _pyplot()
+    _check_target(target, plt)
     panels = [(o, m) for o in outcomes for m in (o.metrics or (None,))]
     fig, axes = plt.subplots(len(panels), 2, figsize=(12, 3.6 * len(panels)), squeeze=False,
                              gridspec_kw={"width_ratios": [3, 2]})
@@ -45,9 +46,31 @@ def plot_file(path: str | Path, out: str | Path | None = None) -> Path:
         draw_runs(runs_ax, view)
         draw_diffs(diff_ax, view)
     fig.tight_layout()
-    fig.savefig(target, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(target, dpi=110)
+    except OSError as exc:  # a name too long for the file system, a folder without write permission
+        raise InputError(f"plot: cannot write {target}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
     return target
+
+
+def _check_target(target: Path, plt) -> None:
+    """InputError before anything is drawn: the image type must be one matplotlib writes, and its folder
+    must be there (a folder is never made for it: a typo would scatter images)."""
+    types = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    kind = target.suffix.lower().lstrip(".")
+    if kind not in types:
+        raise InputError(f"plot: cannot write {target}: {target.suffix or 'no extension'} is not an image type "
+                         f"matplotlib writes ({', '.join(sorted(types))})")
+    folder = target.parent
+    try:
+        if not folder.is_dir():
+            why = "is not a folder" if folder.exists() else "does not exist"
+            raise InputError(f"plot: cannot write {target}: {folder} {why}")
+    except OSError as exc:
+        raise InputError(f"plot: cannot write {target}: {exc.strerror or exc}") from None
 
 
 class MetricView:

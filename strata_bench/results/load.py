@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from strata_bench.errors import InputError
-from strata_bench.results.store import read_records, read_summary
+from strata_bench.results.store import existing, read_records, read_summary
 
 
 @dataclass(frozen=True)
@@ -24,15 +24,20 @@ class Loaded:
 def load(path: str | Path) -> Loaded:
     """Read a summary or records file; InputError when it is missing, of another type, or orphaned."""
     path = Path(path)
-    if not path.exists():
+    if not existing(path):
         raise InputError(f"results file not found: {path}")
     if path.suffix not in (".json", ".jsonl"):
         raise InputError(f"results file must be a .json summary or a .jsonl record file, got {path.name!r}")
     summary = read_summary(path) if path.suffix == ".json" else None
-    if summary is not None and not path.with_name(str(summary.get("records_file", ""))).is_file():
+    if summary is not None and not existing(path.with_name(str(summary.get("records_file", "")))):
         raise InputError(f"{path.name}: its records file {summary.get('records_file')!r} is missing beside it")
     records = read_records(path)
-    return Loaded(path, infer_kind(path, summary, records), summary, records)
+    kind = infer_kind(path, summary, records)
+    if kind == "ab":  # judged again from its records: every field it reads is checked first
+        from strata_bench.results.ab_records import check_records
+
+        check_records(records, str(path))
+    return Loaded(path, kind, summary, records)
 
 
 def infer_kind(path: Path, summary: Mapping[str, Any] | None, records: Sequence[Mapping[str, Any]]) -> str:

@@ -137,14 +137,18 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     Every record is a JSON object on its own UTF-8 line; only a cut last line (a crash mid-write) is
     dropped, anything else that is not a record is an InputError naming the file and line."""
     path = Path(path)
-    if not path.exists():
+    if not existing(path):
         raise InputError(f"results file not found: {path}")
     if path.suffix == ".json":
         summary = read_summary(path)
         path = path.with_name(summary["records_file"])
-        if not path.is_file():
+        if not existing(path):
             raise InputError(f"records file not found: {path}")
-    lines = [(n, line) for n, line in enumerate(path.read_bytes().split(b"\n"), 1) if line.strip()]
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:  # a folder, no permission
+        raise InputError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    lines = [(n, line) for n, line in enumerate(raw.split(b"\n"), 1) if line.strip()]
     records = []
     for index, (lineno, line) in enumerate(lines):
         try:
@@ -158,6 +162,15 @@ def read_records(path: Path) -> list[dict[str, Any]]:
                              "not a JSON object)")
         records.append(record)
     return records
+
+
+def existing(path: Path) -> bool:
+    """Whether `path` exists; InputError (not an OSError) for a name the system refuses (too long)."""
+    try:
+        return Path(path).exists()
+    except OSError as exc:
+        raise InputError(f"results file {str(path)[:80]}...: {exc.strerror or exc}" if len(str(path)) > 80
+                         else f"results file {path}: {exc.strerror or exc}") from None
 
 
 def read_summary(path: Path) -> dict[str, Any]:
@@ -177,7 +190,15 @@ def read_summary(path: Path) -> dict[str, Any]:
     records = body.get("records_file")
     if not isinstance(records, str) or not records or Path(records).name != records:
         raise InputError(f"{path} is not a results summary (records_file {json.dumps(records)} is not a file name)")
+    for key, kind, what in _SUMMARY_FIELDS:
+        if key in body and (not isinstance(body[key], kind) or isinstance(body[key], bool)):
+            raise InputError(f"{path} is not a results summary ({key} {json.dumps(body[key])[:40]} is not {what})")
     return body
+
+
+# Fields a reader uses beside the records: a wrong type is one line here, not a TypeError later.
+_SUMMARY_FIELDS = (("kind", str, "a string"), ("created", str, "a string"), ("provenance", dict, "an object"),
+                   ("summary", dict, "an object"), ("failures", int, "an integer"))
 
 
 def summary_files(directory: Path) -> Iterable[Path]:

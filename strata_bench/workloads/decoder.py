@@ -52,6 +52,15 @@ def _family(name: str) -> Any:
     return load_builtin_families()[name]
 
 
+def check_format(fmt: str) -> None:
+    """InputError unless both weight families the stack runs with `fmt` have it (checked before a GPU is
+    sought: a typo is a usage error, exit 2, not a skip)."""
+    load_builtin_families()
+    known = sorted(set.intersection(*({c.fmt for c in _family(name).default_cases()} for name in ("mmvq", "grouped"))))
+    if fmt not in known:
+        raise InputError(f"--weights must be a quant format the stack runs ({', '.join(known)}), got {fmt!r}")
+
+
 def decode_steps(fmt: str) -> list[Step]:
     """One decode token through one layer: attention projection, output projection, MoE FFN, combine."""
     v = chosen_variants()

@@ -84,8 +84,8 @@ def test_unit_converts_wall_time_rather_than_relabelling_it():
         r.update(value=value, metrics={}, metric_order=[])
     (outcome,) = outcomes_from_records(records)
     rows = [line for line in ab_markdown([outcome]).splitlines() if line.startswith(("| A |", "| B |"))]
-    assert rows == ["| A | 3 | 0 | 3 | 52.16 +/- 0.10 ms | 52.16 ms | 52.06 ms .. 52.26 ms | 0 |",
-                    "| B | 3 | 0 | 3 | 53.20 +/- 0.10 ms | 53.2 ms | 53.1 ms .. 53.3 ms | 0 |"]
+    assert rows == ["| A | 3 | 0 | 3 | 52.16 +/- 0.10 ms | 52.16 ms | 52.06 ms .. 52.26 ms | 0 | n/a |",
+                    "| B | 3 | 0 | 3 | 53.20 +/- 0.10 ms | 53.2 ms | 53.1 ms .. 53.3 ms | 0 | n/a |"]
     assert outcome.metrics[0].unit == "ms" and outcome.metrics[0].a_values == (52.16, 52.06, 52.26)
 
 
