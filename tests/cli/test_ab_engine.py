@@ -191,7 +191,9 @@ def test_a_stale_server_on_the_ready_port_is_refused_before_anything_runs(tmp_pa
                   f"{PY} {ENGINE} serve --port {port}", "--ready-port", str(port),
                   "--", PY, ENGINE, "client", "--port", str(port))
     finally:
-        stale.kill()
+        from strata_bench.ab.process import end_tree
+
+        end_tree(stale.pid)  # the stale server and its worker: a kill of the server alone leaves the worker
         stale.wait()
     assert res.exit_code == 2
     assert res.output == f"--ready-port {port} is already in use by {holder}: stop it, or give the server another port\n"
