@@ -103,7 +103,19 @@ def end_tree(pid: int, grace: float = TERM_GRACE_S, procs: list[psutil.Process] 
     for p in alive:
         with contextlib.suppress(psutil.Error):
             p.kill()
-    _wait_gone(alive, grace)
+    _wait_gone(alive + _group_members(pid), grace)
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    """Processes still in the group, killed: a background child whose shell died first is reparented and
+    missing from the tree walked before, and was seen to outlive the group's SIGTERM (a signal during --setup)."""
+    members = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(p.pid) == pgid and p.pid != os.getpid():
+                p.kill()
+                members.append(p)
+    return members
 
 
 def _alive(p: psutil.Process) -> bool:
