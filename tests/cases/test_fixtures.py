@@ -6,7 +6,6 @@ import pytest
 
 from strata_bench.cases import CaseFilter, FixtureRef
 
-from strata_bench.families import load_builtin_families
 from strata_bench.cases.fixtures import describe_source, fixture_request_cases, fixture_sources, matching_fixtures
 from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError
@@ -75,10 +74,6 @@ SHIPPED_FIXTURE_CASES = [
     "q2warp/q2_0/64x1536/n2/fixture:smollm2-ffn_down.q8_0",
 ]
 
-
-@pytest.fixture(scope="module")
-def families():
-    return load_builtin_families()
 
 
 def test_default_real_weight_cases_unchanged(families):

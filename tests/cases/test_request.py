@@ -6,14 +6,9 @@ import pytest
 
 from strata_bench.cases import CaseFilter, select_cases
 
-from strata_bench.families import load_builtin_families
 from strata_bench.cases.request import CaseRequest, request_cases
 from strata_bench.errors import InputError
 
-
-@pytest.fixture(scope="module")
-def families():
-    return load_builtin_families()
 
 
 def test_shape_and_cols_sweep_every_default_case(families):

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.families import load_builtin_families
-from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file, remove_toml_variants
+from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file
 from strata_bench.errors import InputError
 from strata_bench.kernels import build, cubin_symbols
+from tests.cases.conftest import toml_error
 
 DATA = Path(__file__).parents[1] / "kernels" / "data"
 pytestmark = pytest.mark.skipif(cubin_symbols.demangler() is None, reason="no c++filt to demangle kernel names")
@@ -39,12 +39,6 @@ type = { from = "fmt", map = { iq2_xxs = "(eng::qtype)16" } }
 ncols = { from = "ncols", values = [1, 2] }
 '''
 
-
-@pytest.fixture
-def families():
-    fams = load_builtin_families()
-    yield fams
-    remove_toml_variants(fams)
 
 
 @pytest.fixture
@@ -139,9 +133,7 @@ def test_parse_errors_are_one_line(families, folder, change, line):
     text = TOML.replace(*change)
     assert text != TOML
     path = _write(folder, text)
-    with pytest.raises(InputError) as err:
-        load_variant_files((str(path),), families)
-    assert str(err.value).startswith(f"{path}: variant 'eng': {line}"), str(err.value)
+    assert toml_error(path, families).startswith(f"{path}: variant 'eng': {line}")
 
 
 def test_list_shows_the_variant_where_it_runs(families, folder):

@@ -21,12 +21,6 @@ BASELINES = {"mmvq": ("toml_old", 1), "dequant": ("toml_dequant", 1), "q8_1": ("
              "swiglu_q8": ("toml_old", 2), "moe_combine": ("toml_old", 2), "grouped": ("toml_old", 4)}
 
 
-@pytest.fixture
-def families():
-    fams = load_builtin_families()
-    yield fams
-    remove_toml_variants(fams)
-
 
 def test_every_builtin_family_has_an_abi_and_a_baseline_toml(families):
     assert sorted(BASELINES) == sorted(families)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.families import load_builtin_families
-from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file, remove_toml_variants
+from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file
 from strata_bench.errors import InputError
 from strata_bench.kernels import build
 from strata_bench.kernels.sources import kernels_dir
+from tests.cases.conftest import toml_error
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
                                 reason="nvcc is not installed on this host")
@@ -79,12 +79,6 @@ block = [128]
 args = ["w", "stride", "rows", "nchunks", "y"]
 '''
 
-
-@pytest.fixture
-def families():
-    fams = load_builtin_families()
-    yield fams
-    remove_toml_variants(fams)
 
 
 @pytest.fixture
@@ -221,10 +215,8 @@ def test_errors_name_file_variant_and_key(families, folder, change, line):
     text = TOML.replace(*change)
     assert text != TOML
     path = _write(folder, text)
-    with pytest.raises(InputError) as err:
-        load_variant_files((str(path),), families)
-    assert str(err.value).startswith(f"{path}: variant 'engine': {line}"), str(err.value)
-    assert "\n" not in str(err.value) and families["dequant"].default_variants == ("dequant",)
+    assert toml_error(path, families).startswith(f"{path}: variant 'engine': {line}")
+    assert families["dequant"].default_variants == ("dequant",)
 
 
 def test_two_variants_of_one_file_with_other_defines_build_apart(families, folder):

@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from strata_bench.families import load_builtin_families
 from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file, remove_toml_variants
 from strata_bench.errors import InputError
 from strata_bench.kernels.sources import REPO_ROOT
+from tests.cases.conftest import toml_error
 
 EXAMPLE = REPO_ROOT / "examples" / "toml_variant"
 GOOD = '''[[variant]]
@@ -33,12 +33,6 @@ __global__ void swiglu_h_f32(const float* g, const float* u, long long ld, int r
 __global__ void quantize_rows_q8_1(const float* h, int rows, int cols, block_q8_1* q) {}
 """
 
-
-@pytest.fixture
-def families():
-    fams = load_builtin_families()
-    yield fams
-    remove_toml_variants(fams)
 
 
 @pytest.fixture
@@ -222,10 +216,7 @@ def test_launch_table_errors_name_file_and_key(families, folder, change, line):
     text = MULTI.replace(*change)
     assert text != MULTI
     path = _write(folder, text)
-    with pytest.raises(InputError) as err:
-        load_variant_files((str(path),), families)
-    assert str(err.value).startswith(f"{path}: {line}"), str(err.value)
-    assert "\n" not in str(err.value)
+    assert toml_error(path, families).startswith(f"{path}: {line}")
     assert families["swiglu_q8"].default_variants == ("old", "new")
 
 
