@@ -51,6 +51,13 @@ class Variant:
     # How its float64 error is judged where it is not bitwise equal to the baseline (cases/error_model.py);
     # None: bitwise equal to the baseline, within the family's bounds.
     error_model: Any = None
+    # The formats it runs (a foreign engine's kernels cover formats the built-ins lack: the family then
+    # makes cases of those formats for it alone); None: the family's own formats (`Family.own_formats`).
+    formats: tuple[str, ...] | None = None
+    # (family, case, dev) -> extra device inputs it alone needs, made once per device copy with the
+    # family's own (a foreign kernel's weight layout: rows packed at whole blocks, one more readable row),
+    # so bench's rotated copies hold them too; None: nothing extra.
+    prepare: Callable[..., Mapping[str, Any]] | None = None
 
 
 class Family(ABC):
@@ -72,6 +79,9 @@ class Family(ABC):
     ceiling: ClassVar[str | None] = "read"
     # Directory the sources are read from (a user family's --kernels DIR); None: kernels_src/.
     kernels_root: Path | None = None
+    # The formats its built-in variants run; None: every case the family makes (a family without quant
+    # formats, or one whose variants all run every format). A variant declaring `formats` adds others.
+    own_formats: ClassVar[tuple[str, ...] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -172,10 +182,35 @@ class Family(ABC):
             for name in chosen:
                 self.variant(name)  # an unknown name is an InputError now, not at launch
         case = Case(self.name, fmt, rows, cols, ncols, data, chosen, tuple(params.items()))
-        if variants is None and any(v.applies is not None for v in self.variants):
-            runs = tuple(n for n in chosen if (test := self.variant(n).applies) is None or test(case))
+        if variants is None and self.variants:
+            runs = tuple(n for n in chosen if self.runs(self.variant(n), case))
             case = Case(self.name, fmt, rows, cols, ncols, data, runs, case.params)
         return case
+
+    def runs(self, variant: Variant, case: Case) -> bool:
+        """Whether `variant` runs `case`: its format among the variant's (`Variant.formats`, else the
+        family's own) and its `applies` test, if any."""
+        formats = variant.formats if variant.formats is not None else self.own_formats
+        if formats is not None and case.fmt not in formats:
+            return False
+        return variant.applies is None or variant.applies(case)
+
+    def foreign_formats(self) -> tuple[str, ...]:
+        """Formats some variant declares that the family's own variants lack, in table order: the family
+        makes cases of these for those variants alone."""
+        own = self.own_formats or ()
+        found = [f for v in self.variants for f in (v.formats or ()) if f not in own]
+        return tuple(dict.fromkeys(found))
+
+    def device_inputs(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
+        """`to_device`, then what each of the case's variants prepares for itself (Variant.prepare): the
+        one way a run puts a case's inputs on the device."""
+        dev = self.to_device(case, host)
+        for name in case.variants:
+            prepare = self.variant(name).prepare if self.variants else None
+            if prepare is not None:
+                dev.update(prepare(self, case, dev))
+        return dev
 
     # --- optional hooks -----------------------------------------------------------------------------
     def bench_cases(self) -> Iterable[Case]:

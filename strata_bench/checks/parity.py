@@ -320,7 +320,7 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
 
     def run_all(c: Case, host: Mapping[str, Any]) -> dict[str, VariantRun]:
         with maybe(times, "launches"):
-            dev = family.to_device(c, host)
+            dev = family.device_inputs(c, host)
             return {v: run_variant(family, c, v, kernels, dev) for v in c.variants}
 
     def related_runs(c: Case) -> Mapping[str, VariantRun]:

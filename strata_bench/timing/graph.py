@@ -109,10 +109,10 @@ def prepare_copies(family: Family, case: Case, host: Mapping[str, Any], hot: boo
     two copies sharing a byte (`own_buffers`): a shared weight buffer would stay in the L2 across the
     rotation and time warm weights as cold."""
     taken: list[tuple[int, int]] = []
-    first = own_buffers(family.to_device(case, host), taken, f"{case.name} inputs")
+    first = own_buffers(family.device_inputs(case, host), taken, f"{case.name} inputs")
     per_copy = max(_nbytes(first), 1)
     copies = rotation_copies(per_copy, l2_bytes, hot)
-    devs = [first] + [own_buffers(family.to_device(case, host), taken, f"{case.name} inputs")
+    devs = [first] + [own_buffers(family.device_inputs(case, host), taken, f"{case.name} inputs")
                       for _ in range(copies - 1)]
     outs = [own_buffers(family.alloc_outputs(case, d), taken, f"{case.name} outputs") for d in devs]
     return InputCopies(devs, outs, per_copy, cold=not hot and copies * per_copy >= L2_ROTATION_FACTOR * l2_bytes,

@@ -93,7 +93,7 @@ class _Prepared:
     def __init__(self, step: Step, kernels: Any):
         family = FAMILIES[step.family]
         self.step, self.family, self.kernels = step, family, kernels
-        self.dev = family.to_device(step.case, family.make_inputs(step.case))
+        self.dev = family.device_inputs(step.case, family.make_inputs(step.case))
         self.outs = family.alloc_outputs(step.case, self.dev)
 
     def launch(self, stream) -> None:

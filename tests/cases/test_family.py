@@ -111,3 +111,32 @@ def test_every_built_in_variant_is_table_data_and_parity_runs_it():
         assert {v for case in cases for v in case.variants} == {v.name for v in fam.variants}, name
         # Every case is compared against the same baseline: the table's first entry.
         assert {case.variants[0] for case in cases} == {fam.variants[0].name}, name
+
+
+class _Foreign(_Two):
+    """Own formats f32 and f16; a foreign variant for f16 and q9 (a format only it has), which also makes
+    a device input of its own."""
+
+    own_formats = ("f32", "f16")
+    variants = (*_Two.variants,
+                Variant("eng", lambda fam, src: [], _launch_b, formats=("f16", "q9"),
+                        prepare=lambda fam, case, dev: {"packed": ("packed", case.fmt, sorted(dev))}))
+
+    def to_device(self, case, host): return {"w": "own"}
+
+
+def test_a_variant_runs_its_declared_formats_and_the_built_ins_only_the_familys_own():
+    fam = _Foreign()
+    assert fam.case("f32", 4, 32).variants == ("a", "b")
+    assert fam.case("f16", 4, 32).variants == ("a", "b", "eng")
+    assert fam.case("q9", 4, 32).variants == ("eng",)
+    assert fam.foreign_formats() == ("q9",)
+    assert _Two().foreign_formats() == () and _Two().case("q9", 4, 32).variants == ("a", "b")
+    # An explicit variant list is taken as given (a user's --variants filter is checked elsewhere).
+    assert fam.case("q9", 4, 32, variants=("a",)).variants == ("a",)
+
+
+def test_device_inputs_add_what_each_listed_variant_prepares_and_nothing_for_others():
+    fam = _Foreign()
+    assert fam.device_inputs(fam.case("f32", 4, 32), {}) == {"w": "own"}
+    assert fam.device_inputs(fam.case("q9", 4, 32), {}) == {"w": "own", "packed": ("packed", "q9", ["w"])}

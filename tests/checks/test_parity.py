@@ -201,6 +201,9 @@ class _RelatedFamily:
     def to_device(self, case, host):
         return {}
 
+    def device_inputs(self, case, host):
+        return {}
+
     def written_mask(self, case, output):
         return None
 
