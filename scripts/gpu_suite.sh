@@ -33,7 +33,7 @@ export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests quality bench-families peer devices workload)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
-BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261201T232405Z.json}
+BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261202T015650Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
 
 sb() { python3 -m strata_bench "$@"; }
