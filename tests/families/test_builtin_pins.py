@@ -36,15 +36,20 @@ def _inputs_digest(host) -> str:
     return _sha(host[k] for k in sorted(host) if isinstance(host[k], np.ndarray))
 
 
+def _made(family: str, args: tuple):
+    """(the registered family, its case of `args`, the case's host inputs)."""
+    fam = load_builtin_families()[family]
+    case = fam.case(*args)
+    return fam, case, fam.make_inputs(case)
+
+
 @pytest.mark.parametrize("args, digest", [
     (("iq2_xxs", 37, 1280, 4, "seed:1"), "783698317f572fc4849f5e74"),
     (("q8_0", 37, 1280, 11, "edge:2"), "f6d5220d75b8902a52a5c321"),
     (("iq1_m", 16, 512, 3, "edge:2"), "c03645c9e63783406eb539bd"),
 ])
 def test_mmvq_inputs_are_pinned_and_the_reference_is_the_exact_weights_matvec(args, digest):
-    fam = load_builtin_families()["mmvq"]
-    case = fam.case(*args)
-    host = fam.make_inputs(case)
+    fam, case, host = _made("mmvq", args)
     assert _inputs_digest(host) == digest
     # The reference's own construction, spelled out (a float64 product: its bits are the BLAS's, so it is
     # compared with the construction rather than pinned by a digest).
@@ -62,9 +67,7 @@ def test_mmvq_inputs_are_pinned_and_the_reference_is_the_exact_weights_matvec(ar
     (("q2_0", 7, 768, 1, "seed:1"), "4873b308bceb1a6464d9d0c5"),
 ])
 def test_dequant_inputs_and_references_are_pinned(args, digest):
-    fam = load_builtin_families()["dequant"]
-    case = fam.case(*args)
-    host = fam.make_inputs(case)
+    fam, case, host = _made("dequant", args)
     refs = fam.reference(case, host)
     parts = [_inputs_digest(host).encode()]
     for exp in refs:
