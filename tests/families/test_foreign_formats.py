@@ -160,3 +160,33 @@ def test_fixture_cases_take_a_foreign_formats_rows_only_where_a_variant_declares
         assert cases and all(c.fmt == "q4_k" and c.variants == ("engine",) for c in cases)
     assert [c.ncols for c in _with_engine("mmvq").fixture_cases(shipped)] == [1, 3, 8]
     assert [c.ncols for c in _with_engine("mmvq").fixture_cases(shipped, (2, 5))] == [2, 5]
+
+
+def test_gguf_rows_of_a_foreign_format_become_cases_of_the_declaring_variant(tmp_path, monkeypatch):
+    """--gguf: real q4_k and q5_0 rows read from a GGUF file (the committed smollm2-rows.gguf) are cases of
+    the stand-in alone, with inputs and references like the shipped ones; without it, of no family."""
+    from pathlib import Path
+
+    from strata_bench.cases import CaseFilter
+    from strata_bench.cases.fixtures import fixture_request_cases
+    from strata_bench.cases.request import CaseRequest
+    from strata_bench.errors import InputError
+
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path))
+    gguf_file = Path(__file__).resolve().parents[2] / "fixtures" / "smollm2-rows.gguf"
+    request = CaseRequest(gguf=str(gguf_file), tensor=r"^ffn_down\.q(4_k|5_0)$", rows=(0, 16))
+    engine = {name: _with_engine(name) for name in ("mmvq", "dequant")}
+    cases = fixture_request_cases(CaseFilter(), request, engine, lambda line: None)
+    assert sorted({(c.family, c.fmt, c.rows, c.cols) for c in cases}) == [
+        ("dequant", "q4_k", 16, 1536), ("dequant", "q5_0", 16, 1536),
+        ("mmvq", "q4_k", 16, 1536), ("mmvq", "q5_0", 16, 1536)]
+    assert all(c.variants == ("engine",) for c in cases)
+    assert sorted(c.ncols for c in cases if c.family == "mmvq" and c.fmt == "q4_k") == [1, 3, 8]
+    for case in cases[:2] + cases[-2:]:
+        family = engine[case.family]
+        host = family.make_inputs(case)
+        assert _fp16_fields_finite(case.fmt, host["raw"])
+        assert all(np.all(np.isfinite(e.ref)) for e in family.reference(case, host))
+    builtin = {name: load_builtin_families()[name] for name in ("mmvq", "dequant")}
+    with pytest.raises(InputError, match=r"^no case over the 2 fixture\(s\) passes the filters"):
+        fixture_request_cases(CaseFilter(), request, builtin, lambda line: None)
