@@ -32,6 +32,7 @@ from strata_bench.kernels.launch import (DEFAULT_SHARED_LIMIT, allow_dynamic_sha
                                          compute_major, shared_optin)
 from strata_bench.numerics.bounds import (FP16_MIN_NORMAL, U32, U64, fp16_half_ulp, gamma, q8_1_deviation,
                                           q8_1_value_error)
+from strata_bench.numerics.foreign_matvec import foreign_matvec_reference
 from strata_bench.numerics.matvec import MatvecRef, chain_depth, exact_weights, matvec_reference
 from strata_bench.numerics.q8_1 import (Q8_1_BYTES, Q8_1_VALUES, butterfly_sum_f32, dequantize_q8_1, quantize_q8_1,
                                         roundf, unpack_q8_1)
@@ -53,7 +54,7 @@ __all__ = [
     # exact host arithmetic
     "Q8_1_BYTES", "Q8_1_VALUES", "butterfly_sum_f32", "dequantize_q8_1", "quantize_q8_1", "roundf", "unpack_q8_1",
     "FP16_MIN_NORMAL", "U32", "U64", "fp16_half_ulp", "gamma", "q8_1_deviation", "q8_1_value_error",
-    "MatvecRef", "chain_depth", "exact_weights", "matvec_reference",
+    "MatvecRef", "chain_depth", "exact_weights", "matvec_reference", "foreign_matvec_reference",
 ]
 
 

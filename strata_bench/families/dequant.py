@@ -35,30 +35,43 @@ class Dequant(Family):
     ceiling = 'copy'
     sources = ("dequant/dequant.cu",)
     description = "quantized rows -> float32, bitwise against gguf-py (numpy reference for q2_0)"
+    own_formats = FORMATS  # a variant declaring others (an engine's q4_k) gets cases of those for itself
 
     def default_cases(self) -> Iterable[Case]:
+        from strata_bench.formats import get_format
+
         cases = []
         for fmt in FORMATS:
-            cases.append(self.case(fmt, 1024, 2560, 1, "seed:1"))
-            cases.append(self.case(fmt, 7, 768, 1, "edge:2"))  # edge blocks first; 7 rows of 3 blocks (or 12/24)
-            shipped = fixture_ref(fixture_name(fmt))
-            if shipped is not None:
-                cases += self.fixture_cases(shipped, fmt=fmt)
+            cases += self._format_cases(fmt)
+        for fmt in self.foreign_formats():
+            # The same, and rows of one block (32 or 256 values): a format only a foreign variant runs.
+            cases += self._format_cases(fmt)
+            cases.append(self.case(fmt, 9, get_format(fmt).block_size, 1, "seed:1"))
+        return cases
+
+    def _format_cases(self, fmt: str) -> list[Case]:
+        cases = [self.case(fmt, 1024, 2560, 1, "seed:1"),
+                 self.case(fmt, 7, 768, 1, "edge:2")]  # edge blocks first; 7 rows of 3 blocks (or 12/24)
+        shipped = fixture_ref(fixture_name(fmt))
+        if shipped is not None:
+            cases += self.fixture_cases(shipped, fmt=fmt)
         return cases
 
     def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
                       fmt: str | None = None) -> list[Case]:
-        """The fixture's rows dequantized (one case: dequant has no columns); q2_0 from q8_0 rows."""
+        """The fixture's rows dequantized (one case: dequant has no columns); q2_0 from q8_0 rows; a format only
+        a foreign variant runs from its own rows."""
         from strata_bench.formats import get_format
 
         fmt = fmt or fixture.fmt
         takes = fmt == fixture.fmt or (fmt == "q2_0" and fixture.fmt == Q2_0_FIXTURE_SOURCE)
-        if fmt not in FORMATS or not takes or fixture.cols % get_format(fmt).block_size:
+        known = fmt in FORMATS or (fmt == fixture.fmt and fmt in self.foreign_formats())
+        if not known or not takes or fixture.cols % get_format(fmt).block_size:
             return []
         return [self.case(fmt, fixture.rows, fixture.cols, 1, fixture.data)]
 
     def bench_cases(self) -> Iterable[Case]:
-        return [self.case(fmt, 8192, 8192, 1, "seed:1") for fmt in FORMATS]
+        return [self.case(fmt, 8192, 8192, 1, "seed:1") for fmt in (*FORMATS, *self.foreign_formats())]
 
     def make_inputs(self, case: Case) -> dict[str, Any]:
         check_shape(case.fmt, case.cols)
@@ -106,7 +119,9 @@ class Dequant(Family):
                      why="bit-identical to gguf-py's float32 (sign of zero included)"),
             Expected("y", oracle.astype(np.float64), 0.0, label="gguf f32", why="bit-identical to gguf-py"),
             Expected("y", exact, 2.0 ** -24 * float(np.abs(exact).max()), label="f64 exact",
-                     why="one fp32 rounding at most: 2^-24 max|ref| (the products are exact: error 0)"),
+                     why="one fp32 rounding at most: 2^-24 max|ref| " + (
+                         "(the products are exact: error 0)" if case.fmt in FORMATS else
+                         "(a scaled code plus or minus a min rounds once: q4_1, q5_1, K-quants)")),
         ]
 
     def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:

@@ -33,12 +33,14 @@ import numpy as np
 from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, Case, Expected, Family, FixtureRef,
                               InputError, LaunchAbi, MatvecRef, padded_row_args, fixture_ref, Variant, activations,
                               allow_dynamic_shared, ceil_div, check_shape, compute_major, exact_weights,
-                              launch_quantize_q8_1, matvec_reference, padded, parse_data, q8_1_staging_bytes,
-                              quantize_q8_1, resident_blocks, row_stride, shared_optin, traits, weights)
+                              foreign_matvec_reference, launch_quantize_q8_1, matvec_reference, padded, parse_data,
+                              q8_1_staging_bytes, quantize_q8_1, resident_blocks, row_stride, shared_optin, traits,
+                              weights)
 
 from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
 from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN_BLOCKS_WIDE  # noqa: E402
+from strata_bench.families.mmvq_foreign import FOREIGN_FIXTURE_NCOLS, foreign_expected, foreign_shapes  # noqa: E402
 from strata_bench.families.mmvq_decoders import DECODERS, Decoder, decoder_table_bytes, decoder_traits  # noqa: E402
 from strata_bench.families.mmvq_mma import (MMA_SOURCE, MmaConfig, launch_mma_pass, mma_config,  # noqa: E402
                                             mma_kernels)
@@ -155,6 +157,7 @@ def fixture_name(fmt: str) -> str:
 class Mmvq(Family):
     name = "mmvq"
     sources = ("q8_1/q8_1.cu", "mmvq/mmvq.cu", MMA_SOURCE)
+    own_formats = FORMATS  # a variant declaring others (an engine's q4_k) gets cases of those for itself
     description = "i-quant/q8_0/q2_0 mat-vec over q8_1, 1-11 columns: dot per column (old) vs decode once (new)"
 
     # --- what a family extending mmvq builds on (kit.builtin_family("mmvq"); docs/EXTENDING.md, "Extending a
@@ -180,6 +183,17 @@ class Mmvq(Family):
             cases += [self.case(fmt, *TAIL_SHAPE, n, "seed:1") for n in TAIL_NCOLS]
             if fmt in MMA_TAIL_SHAPES:
                 cases.append(self.case(fmt, *MMA_TAIL_SHAPES[fmt], 8, "seed:1"))
+        for fmt in self.foreign_formats():
+            cases += self.foreign_cases(fmt)
+        return cases
+
+    def foreign_cases(self, fmt: str) -> list[Case]:
+        """The cases of a format only a foreign variant runs (mmvq_foreign.foreign_shapes), then its shipped
+        real rows at FOREIGN_FIXTURE_NCOLS."""
+        cases = [self.case(fmt, rows, cols, n, "seed:1") for rows, cols, n in foreign_shapes(fmt)]
+        shipped = fixture_ref(fixture_name(fmt))
+        if shipped is not None:
+            cases += self.fixture_cases(shipped, FOREIGN_FIXTURE_NCOLS, fmt=fmt)
         return cases
 
     def edge_and_fixture_cases(self, fmt: str, edge_ncols: tuple[int, ...],
@@ -194,10 +208,13 @@ class Mmvq(Family):
 
     def fixture_cases(self, fixture: FixtureRef, ncols: tuple[int, ...] | None = None,
                       fmt: str | None = None) -> list[Case]:
-        """The fixture's rows x 1, 3, 8 and 11 columns (or --cols), in its format; q2_0 from q8_0 rows."""
+        """The fixture's rows x 1, 3, 8 and 11 columns (or --cols), in its format; q2_0 from q8_0 rows. A format
+        only a foreign variant runs takes its own rows, at 1, 3 and 8 columns (an engine's kernels take 8 at
+        most)."""
         fmt = fmt or fixture.fmt
         takes = fmt == fixture.fmt or (fmt == "q2_0" and fixture.fmt == Q2_0_FIXTURE_SOURCE)
-        if fmt not in FORMATS or not takes or fixture.cols % 32:
+        known = fmt in FORMATS or (fmt == fixture.fmt and fmt in self.foreign_formats())
+        if not known or not takes or fixture.cols % 32:
             return []
         if fmt != fixture.fmt:
             from strata_bench.formats import get_format
@@ -207,18 +224,22 @@ class Mmvq(Family):
         for n in ncols or ():
             if not 1 <= n <= MAX_COLUMNS:
                 raise InputError(f"mmvq: --cols {n}: 1 to {MAX_COLUMNS} columns")
-        return [self.case(fmt, fixture.rows, fixture.cols, n, fixture.data) for n in ncols or FIXTURE_NCOLS]
+        default = FIXTURE_NCOLS if fmt in FORMATS else FOREIGN_FIXTURE_NCOLS
+        return [self.case(fmt, fixture.rows, fixture.cols, n, fixture.data) for n in ncols or default]
 
     def bench_cases(self) -> Iterable[Case]:
-        return [self.case(fmt, r, k, n, "seed:1") for fmt in FORMATS for r, k in BENCH_SHAPES for n in BENCH_NCOLS]
+        """The built-in formats', then each foreign format's, at BENCH_SHAPES (multiples of 256) x BENCH_NCOLS."""
+        return [self.case(fmt, r, k, n, "seed:1") for fmt in (*FORMATS, *self.foreign_formats())
+                for r, k in BENCH_SHAPES for n in BENCH_NCOLS]
 
     def related_cases(self, case: Case) -> list[tuple[Case, str, Any]]:
         """Column j of an N-column call equals the 1-column call on column j's activations.
 
         Checked for every column of the issue's shape and of the fixtures (the column passes do not
-        depend on the shape; the tall and edge cases still compare old and new bitwise)."""
+        depend on the shape; the tall and edge cases still compare old and new bitwise). Not for a format only
+        a foreign variant runs: no contract of this project says how an engine's kernel treats columns."""
         checked = (case.rows, case.cols) == SHAPES[0] or case.data.startswith("fixture")
-        if case.ncols == 1 or case.param("col") is not None or not checked:
+        if case.fmt not in FORMATS or case.ncols == 1 or case.param("col") is not None or not checked:
             return []
         out = []
         for j in range(case.ncols):
@@ -347,6 +368,8 @@ class Mmvq(Family):
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         ref = _matvec(case.fmt, case.rows, case.cols, case.data)
         cols = host["cols"]
+        if case.fmt not in FORMATS:
+            return foreign_expected(ref, cols)
         # Each output against its own bound (they differ by orders of magnitude between rows).
         return [
             Expected("y", ref.y_q[cols], ref.bound_q[cols], label="f64(q8_1 acts)",
@@ -424,6 +447,8 @@ def _matvec(fmt: str, rows: int, cols: int, data: str) -> MatvecRef:
     """The float64 references of all 11 columns, computed only when a parity check asks (bench never
     does: at 131072 x 8192 the float64 weights alone would take 8.6 GB)."""
     d = _weight_data(fmt, rows, cols, data)
+    if fmt not in FORMATS:
+        return foreign_matvec_reference(fmt, d["raw"], d["x"], d["act"])
     return matvec_reference(exact_weights(fmt, d["raw"]), d["x"], d["act"])
 
 
