@@ -8,7 +8,8 @@
 # STRATA_SUITE_LIMIT below).
 # Not in the default list, the experiments (experiments/<name>/): `tune` (mmvq launch candidates,
 # experiments/mmvq_tune; STRATA_TUNE_WIDTHS="1 8", "_decoders1" for the one-column decoder candidates),
-# `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma);
+# `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma),
+# `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench);
 # and the profiles `ncu`, `ncu-source` and `ncu-mma`. Every step's log and exit code land in $OUT
 # (default gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
 #
@@ -166,6 +167,13 @@ for s in "${steps[@]}"; do
             step mma-parity sb parity -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma
             step mma-bench sb bench -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma --budget 0.5 \
                 --results results/tune -o md ;;
+        speed)  # issue 28's candidates (experiments/<name>/, family <name>): resources, bitwise parity against old, bench
+            for x in ${STRATA_SPEED_EXPERIMENTS:-mmvq_coal}; do
+                cases="experiments/$x/cases.py"
+                step "speed-$x-resources" sb compile --arch 90 --cases "$cases" --family "$x" --resources
+                step "speed-$x-parity" sb parity -q --cases "$cases" --family "$x"
+                step "speed-$x-bench" sb bench -q --cases "$cases" --family "$x" --budget 0.3 --results results/tune -o md
+            done ;;
         ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
             for f in iq3_xxs iq3_s; do
                 step "ncu-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full \
