@@ -167,6 +167,19 @@ for s in "${steps[@]}"; do
             step mma-parity sb parity -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma
             step mma-bench sb bench -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma --budget 0.5 \
                 --results results/tune -o md ;;
+        ggml)  # llama.cpp's kernels from an unchanged ggml tree ($STRATA_GGML_TREE, default .ggml: carried), issue 24:
+            # build, parity of every family and format, --ggml-b with an unchanged copy (passes) and with a
+            # one-line change in iq2_xxs's dot (caught), and the DRAM bench with ggml beside old and new
+            tree=${STRATA_GGML_TREE:-.ggml}
+            rm -rf /tmp/ggml-same /tmp/ggml-planted && cp -r "$tree" /tmp/ggml-same && cp -r "$tree" /tmp/ggml-planted
+            sed -i 's|sumi = sumi \* ls / 8; |sumi = sumi * ls / 8 + 1; |' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh
+            grep -c 'sumi \* ls / 8 + 1' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh > "$logdir/ggml-planted.txt"
+            step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1 --resources
+            step ggml-parity sb parity -q --ggml "$tree" --family mmvq,dequant,q8_1 -o md
+            step ggml-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmvq,dequant,q8_1 \
+                --format iq2_xxs,iq1_s,q4_k,q8_0 -o md
+            step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
+            step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md ;;
         speed)  # issue 28's candidates (experiments/<name>/, family <name>): resources, bitwise parity against old, bench
             for x in ${STRATA_SPEED_EXPERIMENTS:-mmvq_coal}; do
                 cases="experiments/$x/cases.py"

@@ -58,6 +58,9 @@ class Variant:
     # family's own (a foreign kernel's weight layout: rows packed at whole blocks, one more readable row),
     # so bench's rotated copies hold them too; None: nothing extra.
     prepare: Callable[..., Mapping[str, Any]] | None = None
+    # The variant it must equal bit for bit where a case runs both (a user's branch of an engine against
+    # the engine: ggml_b against ggml), whatever its error model; None: the case's baseline.
+    same_as: str | None = None
 
 
 class Family(ABC):

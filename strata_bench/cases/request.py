@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Mapping
 from strata_bench.cases.case import Case, CaseFilter
 from strata_bench.errors import InputError
 
+GGML_MAX_COLUMNS = 8  # ggml's MMVQ_MAX_BATCH_SIZE
+
 if TYPE_CHECKING:
     from strata_bench.cases.family import Family
 
@@ -24,6 +26,13 @@ class CaseRequest:
     tensor: str | None = None  # --tensor REGEX
     rows: tuple[int, int] | None = None  # --rows A:B
     variants: tuple[str, ...] = ()  # --variants FILE.toml
+    ggml: str | None = None  # --ggml PATH: a ggml tree whose kernels join as variant `ggml`
+    ggml_b: str | None = None  # --ggml-b PATH: a second tree (a branch), variant `ggml_b`, held to ggml's bits
+
+    @property
+    def adds_variants(self) -> bool:
+        """True when variants join the families' tables (--variants, --ggml): --list then shows each case's."""
+        return bool(self.variants or self.ggml)
 
     @property
     def real_weights(self) -> bool:
@@ -36,6 +45,11 @@ class CaseRequest:
             raise InputError(f"{'--tensor' if self.tensor is not None else '--rows'} needs --gguf FILE")
         if self.gguf is not None and not self.tensor:
             raise InputError(f"--gguf {self.gguf} needs --tensor REGEX naming the tensors to read")
+        if self.ggml_b is not None and self.ggml is None:
+            raise InputError(f"--ggml-b {self.ggml_b} needs --ggml PATH, the tree it is held to")
+        if self.ggml is not None and self.cols and max(self.cols) > GGML_MAX_COLUMNS:
+            raise InputError(f"--cols {max(self.cols)}: ggml's mul_mat_vec_q takes 1 to {GGML_MAX_COLUMNS} columns "
+                             f"(MMVQ_MAX_BATCH_SIZE; above it ggml uses another kernel)")
         if self.shape is not None and self.real_weights:
             raise InputError("--shape replaces a case's rows and inputs; real weights (--fixtures, --gguf) bring "
                              "their own: use --cols alone with them")

@@ -216,7 +216,7 @@ def _list_cases(case_filter, kernels_dir, cases_file, request) -> None:
     from strata_bench.cli.listing import echo_cases
     from strata_bench.runner import loop as engine
 
-    echo_cases(engine.prepare_cases(case_filter, cases_file, kernels_dir, "bench", request), bool(request.variants))
+    echo_cases(engine.prepare_cases(case_filter, cases_file, kernels_dir, "bench", request), request.adds_variants)
 
 
 def _kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, quiet, request=None):

@@ -59,7 +59,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
     if list_only:
         from strata_bench.cli.listing import echo_cases
 
-        return echo_cases(cases, bool(request.variants))
+        return echo_cases(cases, request.adds_variants)
     devices = chosen_devices(device_spec, len(cases), "timed")
     plan = BenchPlan(Selection(cases, devices, device_names(devices), Path(results_dir)),
                      TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget))

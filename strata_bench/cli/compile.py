@@ -23,7 +23,8 @@ from strata_bench.cli.options import _split, variants_option
 @click.option("-j", "--jobs", "workers", type=click.IntRange(1, 64), default=None,
               help="Parallel NVRTC compiles (default: CPU count).")
 def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | None, cases_file: str | None,
-            resources: bool, no_cache: bool, variant_files: Sequence[str], workers: int | None) -> None:
+            resources: bool, no_cache: bool, variant_files: Sequence[str], ggml_tree: str | None,
+            ggml_b_tree: str | None, workers: int | None) -> None:
     """Compile kernel sources through NVRTC with the options results record.
 
     Without --arch it builds for the local GPU (exit 77 if there is none); with --arch it needs no GPU,
@@ -40,6 +41,7 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
         strata-bench compile --arch 90 --family mmvq --resources
         strata-bench compile --arch 90 --kernels my_kernels --cases my_cases.py
         strata-bench compile --variants examples/toml_variant/variants.toml --arch 90 --family mmvq
+        strata-bench compile --ggml ~/llama.cpp --arch 90 --family mmvq,dequant,q8_1
     """
     from strata_bench.cli.console import stdout_console
 
@@ -54,6 +56,13 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
         from strata_bench.cases.toml_variant import load_variant_files
 
         load_variant_files(tuple(variant_files), FAMILIES)
+    if ggml_tree is not None or ggml_b_tree is not None:
+        from strata_bench.cases import FAMILIES
+        from strata_bench.cases.request import CaseRequest
+        from strata_bench.ggml import load
+
+        CaseRequest(ggml=ggml_tree, ggml_b=ggml_b_tree).check()
+        load(FAMILIES, ggml_tree, ggml_b_tree)
     arch_list = arch_list or local_archs()
     jobs = buildplan.plan(chosen, arch_list)
     outcomes = _run_with_progress(jobs, not no_cache, workers or os.cpu_count() or 1)

@@ -133,6 +133,11 @@ _REQUEST_OPTIONS = (
                  help="Run every selected family's cases over rows read from this GGUF file (with --tensor)."),
     click.option("--tensor", "tensor_regex", metavar="REGEX", help="With --gguf: the tensors to read (re.search)."),
     click.option("--rows", "rows_spec", metavar="A:B", help="With --gguf: rows A to B of each tensor (default 0:64)."),
+    click.option("--ggml", "ggml_tree", metavar="PATH",
+                 help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec, dequantization and "
+                      "q8_1 kernels, built by nvcc unchanged, join mmvq, dequant and q8_1 as variant ggml."),
+    click.option("--ggml-b", "ggml_b_tree", metavar="PATH",
+                 help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
     click.option("--variants", "variant_files", multiple=True, type=click.Path(dir_okay=False),
                  metavar="FILE.toml", help="Kernel variants declared in TOML against a family's ABI "
                                           "(docs/ABI.md); they join the family's variant table."),
@@ -152,10 +157,10 @@ def case_request_options(func):
     (a CaseRequest) before the command runs."""
 
     @functools.wraps(func)
-    def wrapper(*args, shape, cols_spec, fixture_patterns, gguf_file, tensor_regex, rows_spec, variant_files,
-                **kwargs):
+    def wrapper(*args, shape, cols_spec, fixture_patterns, gguf_file, tensor_regex, rows_spec, ggml_tree,
+                ggml_b_tree, variant_files, **kwargs):
         request = CaseRequest(parse_shape(shape), parse_cols(cols_spec), tuple(fixture_patterns), gguf_file,
-                              tensor_regex, _rows(rows_spec), tuple(variant_files))
+                              tensor_regex, _rows(rows_spec), tuple(variant_files), ggml_tree, ggml_b_tree)
         return func(*args, request=request, **kwargs)
 
     for option in reversed(_REQUEST_OPTIONS):
@@ -164,8 +169,11 @@ def case_request_options(func):
 
 
 def variants_option(func):
-    """--variants FILE.toml (repeatable) into `variant_files` (compile: no cases, only the variant table)."""
-    return _REQUEST_OPTIONS[-1](func)
+    """--variants FILE.toml (repeatable) into `variant_files`, and --ggml/--ggml-b into `ggml_tree` and
+    `ggml_b_tree` (compile: no cases, only the variant tables)."""
+    for option in reversed(_REQUEST_OPTIONS[-3:]):
+        func = option(func)
+    return func
 
 
 def list_option(func):

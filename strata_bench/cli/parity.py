@@ -79,7 +79,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     if list_only:
         from strata_bench.cli.listing import echo_cases
 
-        return echo_cases(cases, bool(request.variants))
+        return echo_cases(cases, request.adds_variants)
     if sanitize:
         from strata_bench.cli.sanitizing import run_sanitize
 

@@ -15,7 +15,7 @@ from strata_bench.errors import CheckFailed, InputError, NoGpu
 # The options of parity that select what runs; the child gets them as given, and nothing else (no
 # output format, no --results, no --sanitize: the child must not start the sanitizer again).
 SELECTION = ("families", "formats", "pattern", "kernels_dir", "cases_file", "device_spec", "shape", "cols_spec",
-             "fixture_patterns", "gguf_file", "tensor_regex", "rows_spec", "variant_files")
+             "fixture_patterns", "gguf_file", "tensor_regex", "rows_spec", "ggml_tree", "ggml_b_tree", "variant_files")
 
 
 def _parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:

@@ -72,7 +72,8 @@ class Q8_1(Family):
                 "qs": cupy.empty((case.rows, nb, 32), dtype=cupy.int8)}
 
     def _q8_1_kernels(self, source: str) -> list[str]:
-        return ["quantize_q8_1", "q8_1_fields"]
+        # Only from the family's own source: a variant's source (TOML, ggml) has kernels of its own.
+        return ["quantize_q8_1", "q8_1_fields"] if source == Q8_1.sources[0] else []
 
     def _launch_q8_1(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                      stream: Any = None) -> None:

@@ -33,6 +33,7 @@ class SourceBuild:
     options: tuple[str, ...] = ()
     inputs_hash: str = ""
     check: KernelCheck | None = field(default=None, compare=False, repr=False)
+    origin: tuple[tuple[str, str], ...] = ()  # what results record of where the source came from (a ggml tree)
 
     @property
     def one_program(self) -> bool:
@@ -57,7 +58,7 @@ class SourceBuild:
             except nvcc.NvccMissing as exc:
                 return {"compiler": "nvcc", "error": str(exc)}
             return {"compiler": "nvcc", "version": nvcc.nvcc_version(tool),
-                    "command": list(nvcc.command(tool, self.path, arch, self.options))}
+                    "command": list(nvcc.command(tool, self.path, arch, self.options)), **dict(self.origin)}
         return {"compiler": "nvrtc", "options": list(build.compile_options(arch, self.options))}
 
 

@@ -28,6 +28,10 @@ def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: s
         from strata_bench.cases.toml_variant import load_variant_files
 
         load_variant_files(request.variants, FAMILIES)
+    if request.ggml is not None:
+        from strata_bench.ggml import load
+
+        load(FAMILIES, request.ggml, request.ggml_b, flt.formats)
     return request_cases(flt, request, FAMILIES, purpose)
 
 

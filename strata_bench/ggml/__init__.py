@@ -1,0 +1,26 @@
+"""llama.cpp's own CUDA kernels beside the built-ins (`--ggml PATH`, `--ggml-b PATH`): an unchanged ggml tree
+is built with nvcc as ggml builds it and its mat-vec, dequantization and q8_1 kernels join the mmvq,
+dequant and q8_1 families as variants, launched as ggml launches them (docs/GGML.md)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from strata_bench.errors import InputError
+
+
+def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None, formats: tuple[str, ...] = ()) -> None:
+    """Attach variant `ggml` from the tree at `ggml` (and `ggml_b`, held to its bits, from `ggml_b`);
+    InputError for a path that holds no usable tree or a --format neither tree has kernels for."""
+    from strata_bench.formats import all_formats
+    from strata_bench.ggml.tree import locate
+    from strata_bench.ggml.variants import attach
+
+    tree = locate(ggml, "--ggml")
+    second = locate(ggml_b, "--ggml-b") if ggml_b is not None else None
+    lacking = [f for f in formats if f in all_formats() and f not in tree.formats]  # f32 is q8_1's input
+    if lacking:
+        raise InputError(f"--format {lacking[0]}: ggml has no {lacking[0]} kernels here "
+                         f"(ggml {tree.version}: {', '.join(tree.formats)})")
+    attach(families, tree, "ggml")
+    if second is not None:
+        attach(families, second, "ggml_b", same_as="ggml")

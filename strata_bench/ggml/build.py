@@ -1,0 +1,82 @@
+"""How a ggml tree's sources are built: with nvcc, unchanged, with ggml's own CUDA flags (its CMake gives
+`-use_fast_math -extended-lambda`, C++17, and -O3 -DNDEBUG in a release build), the tree's three include
+folders on the path. Each source is one translation unit and so one cubin per architecture; its kernels
+are found by their demangled names (kernels/cubin_symbols.py).
+
+ggml-cuda's headers include cuBLAS's (`vendors/cuda.h` -> cublas_v2.h) for host code only. A toolkit
+without cuBLAS's headers (a CPU host's nvcc) gets them from the nvidia-cublas wheel where it is installed
+(copied to a folder of their own: the wheels' shared include folder holds other CUDA headers too);
+the device code does not read them, and on the H200 the cubin built against the wheel's headers was
+byte-identical to the one built against the toolkit's.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from strata_bench.errors import InputError
+from strata_bench.ggml.tree import INCLUDE_DIRS, GgmlTree
+from strata_bench.kernels import nvcc
+from strata_bench.kernels.variant_build import KernelCheck, SourceBuild
+
+FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "-use_fast_math", "-extended-lambda")
+CUBLAS_HEADER = "cublas_v2.h"
+
+
+def source_build(tree: GgmlTree, source: str, label: str, check: KernelCheck | None = None) -> SourceBuild:
+    """The nvcc build of one of the tree's sources; `label` names the variant in messages."""
+    include = [f"-I{tree.root / d}" for d in INCLUDE_DIRS]
+    extra = [f"-I{d}" for d in cublas_include_dirs()]
+    origin = (("ggml_tree", str(tree.root)), ("ggml_version", tree.version), ("ggml_sha256", tree.content_hash))
+    return SourceBuild("nvcc", tree.path(source), f"{label} ({tree.root})", (*FLAGS, *include, *extra),
+                       inputs_hash=tree.content_hash, check=check, origin=origin)
+
+
+def cublas_include_dirs() -> list[Path]:
+    """[] where nvcc's toolkit has cuBLAS's headers; else the nvidia-cublas wheel's include folder;
+    InputError where neither has them (ggml's headers cannot compile without)."""
+    try:
+        toolkit = Path(nvcc.find_nvcc()).resolve().parent.parent
+    except nvcc.NvccMissing:
+        return []  # the build itself says nvcc is missing
+    places = [toolkit / "include", *sorted(toolkit.glob("targets/*/include"))]
+    if any((p / CUBLAS_HEADER).is_file() for p in places):
+        return []
+    wheel = _wheel_include()
+    if wheel is not None:
+        return [_cublas_only(wheel)]
+    raise InputError(f"--ggml: the CUDA toolkit at {toolkit} has no {CUBLAS_HEADER}, which ggml-cuda's headers "
+                     f"include; install the toolkit's cuBLAS headers or `pip install nvidia-cublas`")
+
+
+def _cublas_only(include: Path) -> Path:
+    """A folder holding only cuBLAS's headers, copied from `include`: the wheels share one include folder
+    (nvidia/cu13/include), and another wheel's CUDA runtime headers there, of another release than nvcc's,
+    must not shadow the toolkit's (ptxas then misses their device functions)."""
+    import hashlib
+    import os
+
+    from strata_bench.kernels.build import cache_dir
+
+    headers = sorted(include.glob("cublas*.h"))
+    digest = hashlib.sha256(b"".join(h.name.encode() + h.read_bytes() for h in headers)).hexdigest()[:16]
+    folder = cache_dir() / f"cublas-include-{digest}"
+    if not folder.is_dir():
+        staging = Path(f"{folder}.tmp{os.getpid()}")
+        staging.mkdir(parents=True, exist_ok=True)
+        for header in headers:
+            (staging / header.name).write_bytes(header.read_bytes())
+        os.replace(staging, folder) if not folder.exists() else None
+    return folder
+
+
+def _wheel_include() -> Path | None:
+    for package in ("nvidia.cu13", "nvidia.cublas"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except ModuleNotFoundError:
+            continue
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            if (Path(root) / "include" / CUBLAS_HEADER).is_file():
+                return Path(root) / "include"
+    return None

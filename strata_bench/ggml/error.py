@@ -1,0 +1,88 @@
+"""How ggml's mat-vec is judged against the float64 references where its arithmetic is not the built-ins'
+(the formats both have): the family's own bound for the output plus what ggml's arithmetic adds, computed
+from the case's own weights and q8_1 activations (docs/GGML.md, "Arithmetic"):
+
+- truncation: iq2_xxs (`sumi * ls / 8`), iq2_xs and iq2_s (`(sumi0 ls0 + sumi1 ls1 + (sumi0 + sumi1) / 2) / 4`)
+  and iq3_xxs (`(ls sumi + sumi / 2) / 2`) divide the chunk's integer dot with truncation before it is
+  scaled by d = d_w d_x (exact in fp32): under 2 units of |d_w d_x| per 32-value chunk;
+- iq1_s's delta term uses the q8_1 block's s (the fp16 sum of the raw activations) in place of d_x times
+  the sum of the codes: d_w (2 ls + 1) |delta| |s - d_x sum q| per chunk, with 2 ls + 1 <= 15 and
+  |delta| <= 1.125, so at most 16.875 |d_w| |s - d_x sum q|;
+- fp32 rounding in another order: each chunk's term is rounded up to 4 times, summed per thread, then over
+  the warps through shared memory and by a butterfly: gamma_m sum |w| |x_q| with m = 4 + chunks + 8 + 5.
+The check compares max|err| with the largest family bound plus the largest allowance of the case (each
+output's own bound would be tighter; both are sums of the same per-output terms).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+TRUNCATING = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs")
+TRUNCATION_UNITS = 2.0
+RAW_SUM = {"iq1_s": 15 * 1.125}  # (2 ls + 1) max x |delta| max
+U32 = 2.0 ** -24
+EXTRA_ROUNDINGS = 4 + 8 + 5  # per term, over the warps, the butterfly
+
+
+@dataclass(frozen=True)
+class GgmlErrorModel:
+    """ErrorModel-like (cases/error_model.py) for ggml's mul_mat_vec_q over the formats in `formats`."""
+
+    formats: tuple[str, ...]
+    family: Any = field(compare=False, repr=False)
+    needs_case = True  # parity passes the case and the reference (checks/parity.py)
+
+    def applies(self, fmt: str) -> bool:
+        return fmt in self.formats
+
+    def bound(self, fmt: str, max_ref: float, baseline_err: float | None, case: Any = None,
+              exp: Any = None) -> tuple[float, str]:
+        host = self.family.make_inputs(case)
+        extra = float(np.max(allowance(fmt, host["raw"], host["act"], case.cols), initial=0.0))
+        own = float(np.max(np.broadcast_to(np.asarray(exp.tol, dtype=np.float64), np.shape(exp.ref)), initial=0.0))
+        return own + extra, f"family bound {own:.3e} + ggml's arithmetic {extra:.3e} (docs/GGML.md)"
+
+    def describe(self) -> str:
+        return "the family's bound + ggml's truncations, iq1_s's raw sum and fp32 order (docs/GGML.md)"
+
+
+def allowance(fmt: str, raw: np.ndarray, act: np.ndarray, cols: int) -> np.ndarray:
+    """(ncols, rows): what ggml's arithmetic may add to each output's error, over the family's bound."""
+    from strata_bench.formats import get_format
+    from strata_bench.numerics.q8_1 import dequantize_q8_1, unpack_q8_1
+
+    spec = get_format(fmt)
+    rows, nchunks = raw.shape[0], cols // 32
+    act = np.asarray(act).reshape(act.shape[0], -1)
+    w = np.abs(spec.dequantize(raw.reshape(rows, -1)).astype(np.float64).reshape(rows, cols))
+    xq = np.abs(np.stack([dequantize_q8_1(a) for a in act]).reshape(act.shape[0], cols))
+    out = (EXTRA_ROUNDINGS + nchunks) * U32 * 1.01 * (xq @ w.T)
+    if fmt in TRUNCATING or fmt in RAW_SUM:
+        d_w = np.abs(_block_d(raw, spec.type_size, spec.block_size, cols))  # (rows, nchunks)
+        d_x, s, codes = _act_chunks(act, nchunks, unpack_q8_1)  # (ncols, nchunks) each
+        if fmt in TRUNCATING:
+            out += TRUNCATION_UNITS * (np.abs(d_x) @ d_w.T)
+        else:
+            out += RAW_SUM[fmt] * (np.abs(s - d_x * codes) @ d_w.T)
+    return out
+
+
+def _block_d(raw: np.ndarray, type_size: int, block_size: int, cols: int) -> np.ndarray:
+    """Each 32-value chunk's block scale d (the fp16 at the block's first two bytes), (rows, chunks)."""
+    rows = raw.shape[0]
+    blocks = np.ascontiguousarray(raw.reshape(rows, -1)[:, :cols // block_size * type_size])
+    d = blocks.reshape(rows, -1, type_size)[:, :, :2].copy().view(np.float16)[..., 0].astype(np.float64)
+    return np.repeat(d, block_size // 32, axis=1)
+
+
+def _act_chunks(act: np.ndarray, nchunks: int, unpack: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    d, s, q = [], [], []
+    for column in act:
+        cd, cs, cq = unpack(column.reshape(-1)[:nchunks * 36])
+        d.append(np.asarray(cd, dtype=np.float64))
+        s.append(np.asarray(cs, dtype=np.float64))
+        q.append(np.asarray(cq, dtype=np.int64).reshape(nchunks, 32).sum(axis=1))
+    return np.array(d), np.array(s), np.array(q, dtype=np.float64)

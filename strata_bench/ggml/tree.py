@@ -1,0 +1,149 @@
+"""A ggml tree as the user gives it (`--ggml PATH`): the `ggml/` folder of a llama.cpp checkout, or the
+checkout itself. Nothing in it is changed or copied; what the adapter needs from it is read here, once:
+
+- its version (ggml's CMakeLists.txt) and a content hash of every file a build can read (include/, the
+  headers beside the sources, ggml-cuda/), for provenance and for `--ggml-b`'s "same tree?" line;
+- the three sources the variants are built from, and the kernel each must declare with the parameter list
+  the launches in this package pass (a tree whose signature changed is refused, naming the kernel);
+- ggml's numbers the launch depends on: each type's enum value (ggml.h), QR (ggml-common.h) and the
+  mat-vec's values per thread, VDR (vecdotq.cuh). They are read, not assumed, so a tree that changed one
+  launches as that tree would.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strata_bench.errors import InputError
+
+MMVQ = "src/ggml-cuda/mmvq.cu"
+CONVERT = "src/ggml-cuda/convert.cu"
+QUANTIZE = "src/ggml-cuda/quantize.cu"
+INCLUDE_DIRS = ("include", "src", "src/ggml-cuda")
+_HASHED = (".cu", ".cuh", ".h", ".hpp", ".inc", ".txt")
+
+# ggml's type name (its enum suffix) for each format strata-bench knows; QR/VDR macros use these spellings.
+TYPE_NAMES = {
+    "q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1", "q8_0": "Q8_0",
+    "q2_k": "Q2_K", "q3_k": "Q3_K", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K",
+    "iq2_xxs": "IQ2_XXS", "iq2_xs": "IQ2_XS", "iq2_s": "IQ2_S", "iq3_xxs": "IQ3_XXS", "iq3_s": "IQ3_S",
+    "iq1_s": "IQ1_S", "iq1_m": "IQ1_M", "iq4_nl": "IQ4_NL", "iq4_xs": "IQ4_XS",
+}
+# QR's macros drop the type name's leading Q or IQ (QR4_0, QR4_K, QR2_XXS).
+_QR_SPELLING = {name: name[2:] if name.startswith("IQ") else name[1:] for name in TYPE_NAMES.values()}
+_VDR_SPELLING = {name: name for name in TYPE_NAMES.values()}  # VDR_IQ2_XXS_Q8_1_MMVQ: the name as it is
+
+# The kernels the launches in this package call, with the parameter lists they pass (spaces aside).
+SIGNATURES = {
+    MMVQ: ("mul_mat_vec_q", "const void * vx_ptr, const void * vy_ptr, const int32_t * ids_ptr, "
+           "const ggml_cuda_mm_fusion_args_device fusion, float * dst_ptr, const uint32_t ncols_x, "
+           "const uint3 nchannels_y, const uint32_t stride_row_x, const uint32_t stride_col_y, "
+           "const uint32_t stride_col_dst, const uint3 channel_ratio, const uint32_t stride_channel_x, "
+           "const uint32_t stride_channel_y, const uint32_t stride_channel_dst, const uint3 sample_ratio, "
+           "const uint32_t stride_sample_x, const uint32_t stride_sample_y, const uint32_t stride_sample_dst, "
+           "const uint32_t ids_stride"),
+    QUANTIZE: ("quantize_q8_1", "const float * x_ptr, void * vy_ptr, const int64_t ne00, const int64_t s01, "
+               "const int64_t s02, const int64_t s03, const int64_t ne0, const uint32_t ne1, const uint3 ne2"),
+    CONVERT: ("dequantize_block_iq2_xxs", "const void * __restrict__ vx, dst_t * __restrict__ yy"),
+}
+
+
+@dataclass(frozen=True)
+class GgmlTree:
+    """A checked ggml tree: `root` is its ggml/ folder."""
+
+    root: Path
+    version: str
+    content_hash: str
+    type_ids: dict[str, int] = field(compare=False, repr=False)  # format -> ggml_type value
+    qr: dict[str, int] = field(compare=False, repr=False)  # format -> QR
+    vdr: dict[str, int] = field(compare=False, repr=False)  # format -> VDR of the mat-vec
+
+    def path(self, relative: str) -> Path:
+        return self.root / relative
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        """The formats this tree has a type, QR and VDR for (the ones its mat-vec and conversions run)."""
+        return tuple(f for f in TYPE_NAMES if f in self.type_ids and f in self.qr and f in self.vdr)
+
+    def record(self) -> dict[str, str]:
+        """What provenance keeps of the tree."""
+        return {"path": str(self.root), "version": self.version, "sha256": self.content_hash}
+
+
+def locate(path: str | Path, option: str = "--ggml") -> GgmlTree:
+    """The ggml tree at `path` (its ggml/ folder or a checkout holding one); InputError, one line naming
+    what is missing or changed, for anything else."""
+    given = Path(path).expanduser()
+    if not given.exists():
+        raise InputError(f"{option} {path}: no such directory")
+    root = next((r for r in (given, given / "ggml") if (r / MMVQ).is_file()), None)
+    if root is None:
+        raise InputError(f"{option} {path}: not a ggml tree (no {MMVQ} in it or in its ggml/ folder)")
+    root = root.resolve()
+    for source, (kernel, params) in SIGNATURES.items():
+        _check_signature(root, source, kernel, params, option)
+    return GgmlTree(root, read_version(root, option), tree_hash(root), read_type_ids(root, option),
+                    _read_macros(root / "src/ggml-common.h", r"QR", _QR_SPELLING, ""),
+                    _read_macros(root / "src/ggml-cuda/vecdotq.cuh", r"VDR_", _VDR_SPELLING, "_Q8_1_MMVQ"))
+
+
+def read_version(root: Path, option: str = "--ggml") -> str:
+    """MAJOR.MINOR.PATCH from ggml's CMakeLists.txt."""
+    text = _read(root / "CMakeLists.txt", option)
+    parts = [re.search(rf"set\(GGML_VERSION_{p}\s+(\d+)\)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    if not all(parts):
+        raise InputError(f"{option} {root}: CMakeLists.txt sets no GGML_VERSION_MAJOR/MINOR/PATCH")
+    return ".".join(m.group(1) for m in parts)
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 over every file a build of the three sources can read (path and bytes, in sorted order)."""
+    digest = hashlib.sha256()
+    files = [root / "CMakeLists.txt"]
+    for folder in ("include", "src"):
+        files += [p for p in (root / folder).rglob("*") if p.is_file() and p.suffix in _HASHED
+                  and (p.parent == root / "src" or "ggml-cuda" in p.parts or folder == "include")]
+    for p in sorted(set(files)):
+        digest.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return digest.hexdigest()
+
+
+def read_type_ids(root: Path, option: str = "--ggml") -> dict[str, int]:
+    """format -> its ggml_type value, from `GGML_TYPE_<NAME> = <n>,` in include/ggml.h."""
+    text = _read(root / "include/ggml.h", option)
+    found = {m.group(1): int(m.group(2)) for m in re.finditer(r"GGML_TYPE_(\w+)\s*=\s*(\d+)", text)}
+    return {fmt: found[name] for fmt, name in TYPE_NAMES.items() if name in found}
+
+
+def _read_macros(path: Path, prefix: str, spelling: dict[str, str], suffix: str) -> dict[str, int]:
+    """format -> the integer of `#define <prefix><spelled name><suffix> <n>` in `path`."""
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    found = {m.group(1): int(m.group(2)) for m in re.finditer(
+        rf"#define\s+{prefix}(\w+?){suffix}\s+(\d+)\b", text)}
+    return {fmt: found[spelling[name]] for fmt, name in TYPE_NAMES.items() if spelling[name] in found}
+
+
+def _check_signature(root: Path, source: str, kernel: str, params: str, option: str) -> None:
+    text = _read(root / source, option)
+    match = re.search(rf"__global__\s+void\s+{kernel}\s*\(([^)]*)\)", text)
+    if match is None:
+        raise InputError(f"{option} {root}: {source} has no __global__ kernel {kernel} (an unsupported ggml "
+                         f"version?)")
+    if _squash(match.group(1)) != _squash(params):
+        raise InputError(f"{option} {root}: {source}: {kernel}'s parameters changed (an unsupported ggml "
+                         f"version): ({' '.join(match.group(1).split())})")
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _read(path: Path, option: str) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError as exc:
+        raise InputError(f"{option} {path.parent}: cannot read {path.name} ({exc.strerror})") from None
