@@ -42,8 +42,8 @@ def ggml_name(fmt: str) -> str:
 def dequant_kernel(fmt: str) -> str:
     if fmt in GENERIC:
         qk, qr = GENERIC[fmt]
-        # The dequantize function is a static one: nvcc names it in a per-build internal namespace.
-        return f"dequantize_block<{qk}, {qr}, &*::dequantize_{ggml_name(fmt)}, float>"
+        # A static function: nvcc names it in a per-build internal namespace, which the lookup drops.
+        return f"dequantize_block<{qk}, {qr}, &dequantize_{ggml_name(fmt)}, float>"
     return f"dequantize_block_{ggml_name(fmt)}<float>"
 
 

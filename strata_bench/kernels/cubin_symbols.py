@@ -43,9 +43,15 @@ def demangle(symbols: Iterable[str]) -> dict[str, str]:
 
 
 def normalize(name: str) -> str:
-    """Spaces dropped except between two word characters ("unsigned int"), so "k<a, 1>" == "k<a,1>"."""
+    """Spaces dropped except between two word characters ("unsigned int"), so "k<a, 1>" == "k<a,1>"; and
+    the demanglers' differences made one: the toolkit's cu++filt writes template values with their type
+    ("(int)1", "(bool)0") where c++filt writes "1" and "false", and nvcc's internal namespace of a static
+    function (_INTERNAL_<hash>_10_convert_cu_<hash>::) is shown by one and not the other."""
     text = re.sub(r"\s+", " ", name.strip())
-    return re.sub(r"(?<=\W) | (?=\W)", "", text)
+    text = re.sub(r"(?<=\W) | (?=\W)", "", text)
+    text = re.sub(r"_INTERNAL_\w*?::", "", text)
+    text = re.sub(r"\(bool\)0\b", "false", re.sub(r"\(bool\)1\b", "true", text))
+    return re.sub(r"\((?:int|unsigned int|unsigned|long|unsigned long|long long)\)(-?\d+)", r"\1", text)
 
 
 def declared_name(demangled: str) -> str:

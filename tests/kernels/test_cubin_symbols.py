@@ -62,3 +62,13 @@ def test_a_star_stands_for_any_run_of_characters_and_must_still_name_one_kernel(
     assert find_kernel("pl*", symbols, "w") == "_Z5plainPfcsd"
     with pytest.raises(KernelNotFound, match=r"matches 2 kernels: matvec<\(eng::qtype\)16, 1>, matvec<\(eng::qtype\)16, 2>"):
         find_kernel("matvec<(eng::qtype)16,*>", symbols, "w")
+
+
+def test_the_two_demanglers_spellings_normalize_alike():
+    # cu++filt (the toolkit's) types template values and hides nvcc's internal namespace; c++filt does not.
+    assert normalize("mul_mat_vec_q<(ggml_type)10, (int)1, (bool)0, (bool)1, (bool)0>") == \
+        normalize("mul_mat_vec_q<(ggml_type)10, 1, false, true, false>") == "mul_mat_vec_q<(ggml_type)10,1,false,true,false>"
+    assert normalize("dequantize_block<(int)32, (int)2, &dequantize_q4_0, float>") == \
+        normalize("dequantize_block<32, 2, &_INTERNAL_aef01cfe_10_convert_cu_cdcd2d29_7247::dequantize_q4_0, float>")
+    assert normalize("k<(unsigned int)5, (long long)-3>") == "k<5,-3>"
+    assert normalize("k<(ggml_type)1>") != normalize("k<1>")  # an enum's cast is part of the name
