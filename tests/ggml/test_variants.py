@@ -122,3 +122,23 @@ def test_dequant_packs_padded_rows(families, tree, numpy_cupy):
     assert packed.shape == (3, 306)
     np.testing.assert_array_equal(packed, w.reshape(3, -1)[:, :306])
 
+
+class _OnDevice:
+    """A device array's stand-in: only the device it is on."""
+
+    def __init__(self, cc):
+        self.device = SimpleNamespace(compute_capability=cc)
+
+
+@pytest.mark.parametrize("cc,refused", [("75", "7.5"), ("121", "12.1"), ("90", None), ("80", None), ("120", None)])
+def test_mmvq_refuses_a_device_whose_table_is_not_the_generic_one(families, tree, cc, refused):
+    attach(families, tree)
+    family, prepare = families["mmvq"], families["mmvq"].variant("ggml").prepare
+    case = family.case("iq2_xxs", 64, 4096, 5)  # nothing to pack: only the device is looked at
+    if refused is None:
+        assert prepare(family, case, {"w": _OnDevice(cc)}) == {}
+        return
+    with pytest.raises(InputError) as err:
+        prepare(family, case, {"w": _OnDevice(cc)})
+    assert str(err.value) == (f"--ggml: ggml launches mul_mat_vec_q with its own table on compute capability "
+                              f"{refused}; the adapter writes only the GENERIC one (8.0 and newer, not 12.1)")
