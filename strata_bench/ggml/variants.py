@@ -53,6 +53,7 @@ def _attach_mmvq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...
         return mmvq.instances(tree, formats) if src == unit else []
 
     def prepare(fam: Any, case: Any, dev: Mapping[str, Any]) -> dict[str, Any]:
+        _check_device(dev["w"])  # once per device copy, before anything launches on it
         f = abi.fields(case)
         readable = mmvq.readable_rows(tree, f, case.fmt)
         if not needs_packing(f["stride"], f["row_bytes"], f["rows"], readable):
@@ -72,6 +73,13 @@ def _attach_mmvq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...
                       prepare=prepare, same_as=same_as)
     build = source_build(tree, MMVQ, f"--ggml variant {name!r}", checker(lambda e: mmvq.SIGNATURE, name))
     family.add_variant(variant, unit, (), build)
+
+
+def _check_device(array: Any) -> None:
+    """mmvq.check_device for the device a device array is on (CuPy's compute_capability: "90", "121")."""
+    cc = getattr(getattr(array, "device", None), "compute_capability", None)
+    if isinstance(cc, str) and cc.isdigit():
+        mmvq.check_device(int(cc[:-1]), int(cc[-1]))
 
 
 def _attach_dequant(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...], same_as: str | None) -> None:

@@ -1,0 +1,85 @@
+"""--ggml and --ggml-b on parity, bench and ab over a written ggml tree (no nvcc, no GPU): the variants each
+case lists, and bad input as one line, exit 2."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from strata_bench.cli.main import cli
+from tests.ggml_trees import write_fake_tree
+
+FAMILIES = "mmvq,dequant,q8_1"
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A ggml tree of q8_0, q4_k, iq2_xxs, iq3_s and iq1_s: the checkout tmp_path/llama.cpp."""
+    write_fake_tree(tmp_path / "llama.cpp" / "ggml")
+    return tmp_path / "llama.cpp"
+
+
+def _run(*args):
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
+    return result
+
+
+def _fresh():
+    """What a new process starts with: no variant a previous in-process command added."""
+    from strata_bench.cases import FAMILIES
+    from strata_bench.cases.toml_variant import remove_toml_variants
+
+    remove_toml_variants(FAMILIES)
+
+
+def _listed(result):
+    assert result.exit_code == 0, result.output
+    return dict(line.split("  variants=") for line in result.stdout.splitlines())
+
+
+def test_parity_list_shows_ggml_beside_the_built_ins(tree):
+    listed = _listed(_run("parity", "--ggml", tree, "--family", FAMILIES, "--list"))
+    assert listed["mmvq/iq2_xxs/8192x2560/n1/seed:1"] == "old,new,ggml"
+    assert listed["mmvq/q8_0/8192x2560/n8/seed:1"] == "old,new,ggml"
+    assert listed["mmvq/q8_0/8192x2560/n11/seed:1"] == "old,new"  # 11 columns: not ggml's mat-vec
+    assert listed["mmvq/iq2_xs/8192x2560/n1/seed:1"] == "old,new"  # a format the tree does not declare
+    q4_k = {name: v for name, v in listed.items() if name.startswith("mmvq/q4_k/")}
+    assert "mmvq/q4_k/67x2048/n5/seed:1" in q4_k and set(q4_k.values()) == {"ggml"}  # ggml alone
+    assert listed["dequant/iq2_xxs/1024x2560/n1/seed:1"] == "dequant,ggml"
+    assert listed["dequant/iq2_xs/1024x2560/n1/seed:1"] == "dequant"
+    assert listed["dequant/q4_k/9x256/n1/seed:1"] == "ggml"  # a format dequant lacks: ggml alone
+    q8_1 = {name: v for name, v in listed.items() if name.startswith("q8_1/")}
+    assert q8_1 and set(q8_1.values()) == {"q8_1,ggml"}
+
+
+@pytest.mark.parametrize("command", [["parity"], ["bench"], ["ab", "--a", "old", "--b", "ggml"]])
+def test_ggml_b_joins_every_case_ggml_runs(tree, tmp_path, command):
+    write_fake_tree(tmp_path / "branch" / "ggml")
+    one = _listed(_run(*command, "--ggml", tree, "--family", FAMILIES, "--list"))
+    _fresh()
+    both = _listed(_run(*command, "--ggml", tree, "--ggml-b", tmp_path / "branch", "--family", FAMILIES, "--list"))
+    assert one.keys() == both.keys()
+    assert both == {name: v + ",ggml_b" if "ggml" in v.split(",") else v for name, v in one.items()}
+    assert any(v.endswith(",ggml,ggml_b") for v in both.values())
+
+
+@pytest.mark.parametrize("args,line", [
+    (["--ggml-b", "{tree}"], "--ggml-b {tree} needs --ggml PATH, the tree it is held to"),
+    (["--ggml", "{tree}", "--cols", "9"],
+     "--cols 9: ggml's mul_mat_vec_q takes 1 to 8 columns (MMVQ_MAX_BATCH_SIZE; above it ggml uses another kernel)"),
+    (["--ggml", "{tree}", "--format", "q2_0"],
+     "--format q2_0: ggml has no q2_0 kernels here (ggml 0.9.4: q8_0, q4_k, iq2_xxs, iq3_s, iq1_s)"),
+    (["--ggml", "{tree}", "--format", "iq4_xs"],  # a type id, but no QR or VDR
+     "--format iq4_xs: ggml has no iq4_xs kernels here (ggml 0.9.4: q8_0, q4_k, iq2_xxs, iq3_s, iq1_s)"),
+    (["--ggml", "{tmp}/nope"], "--ggml {tmp}/nope: no such directory"),
+    (["--ggml", "{tmp}"], "--ggml {tmp}: not a ggml tree (no src/ggml-cuda/mmvq.cu in it or in its ggml/ folder)"),
+    (["--ggml", "{tree}", "--ggml-b", "{tmp}"],
+     "--ggml-b {tmp}: not a ggml tree (no src/ggml-cuda/mmvq.cu in it or in its ggml/ folder)"),
+])
+@pytest.mark.parametrize("command", [["parity"], ["bench"], ["ab", "--a", "old", "--b", "ggml"]])
+def test_bad_ggml_input_is_one_line_exit_2(tree, tmp_path, command, args, line):
+    args = [a.format(tree=tree, tmp=tmp_path) for a in args]
+    result = _run(*command, "--list", "--family", FAMILIES, *args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [line.format(tree=tree, tmp=tmp_path)]
+    assert "Traceback" not in result.output

@@ -1,0 +1,120 @@
+"""tree.locate on a written ggml tree (found from ggml/ or the checkout; version, type ids, QR, VDR and
+formats as written; the content hash; each bad tree one InputError line) and on the pinned real one."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from strata_bench.errors import InputError
+from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, SIGNATURES, locate, tree_hash
+
+FAKE = {"version": "0.9.4",
+        "type_ids": {"q8_0": 8, "q4_k": 12, "iq2_xxs": 16, "iq3_s": 21, "iq1_s": 19, "iq4_xs": 23},
+        "qr": {"q8_0": 1, "q4_k": 2, "iq2_xxs": 4, "iq3_s": 4, "iq1_s": 8},
+        "vdr": {"q8_0": 2, "q4_k": 2, "iq2_xxs": 2, "iq3_s": 2, "iq1_s": 1},
+        "formats": ("q8_0", "q4_k", "iq2_xxs", "iq3_s", "iq1_s")}
+
+
+def _error(path, option="--ggml") -> str:
+    with pytest.raises(InputError) as err:
+        locate(path, option)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def _append(path) -> None:
+    """One more line at the end of `path` (made, with its folders, where it is not)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write("// one more line\n")
+
+
+@pytest.mark.parametrize("where", ["ggml", "checkout"])
+def test_a_tree_is_found_from_its_ggml_folder_and_from_the_checkout(fake_tree, where):
+    tree = locate(fake_tree if where == "ggml" else fake_tree.parent)
+    assert tree.root == fake_tree.resolve()
+    assert (tree.version, tree.type_ids, tree.qr, tree.vdr, tree.formats) == (
+        FAKE["version"], FAKE["type_ids"], FAKE["qr"], FAKE["vdr"], FAKE["formats"])
+    assert tree.record() == {"path": str(fake_tree.resolve()), "version": "0.9.4", "sha256": tree.content_hash}
+    assert re.fullmatch(r"[0-9a-f]{64}", tree.content_hash)
+
+
+@pytest.mark.parametrize("changed", ["CMakeLists.txt", "include/ggml.h", "src/ggml-common.h", "src/ggml-impl.h",
+                                     "src/ggml-cuda/common.cuh", "src/ggml-cuda/vecdotq.cuh", MMVQ,
+                                     "src/ggml-cuda/template-instances/mmvq-instance.cu"])
+def test_the_content_hash_follows_every_file_a_build_reads(fake_tree, changed):
+    before = tree_hash(fake_tree)
+    _append(fake_tree / changed)
+    assert tree_hash(fake_tree) != before
+
+
+@pytest.mark.parametrize("unrelated", ["README.md", "src/ggml-cpu/ops.h", "src/ggml-cpu/new.cpp", "src/ggml.c",
+                                       "docs/notes.txt"])
+def test_the_content_hash_ignores_what_no_cuda_build_reads(fake_tree, unrelated):
+    before = tree_hash(fake_tree)
+    _append(fake_tree / unrelated)
+    assert tree_hash(fake_tree) == before
+
+
+def test_the_content_hash_does_not_depend_on_where_the_tree_is(fake_tree, tmp_path):
+    copy = shutil.copytree(fake_tree, tmp_path / "elsewhere" / "ggml")
+    assert locate(copy).content_hash == locate(fake_tree).content_hash
+
+
+def test_a_missing_path(tmp_path):
+    assert _error(tmp_path / "nope", "--ggml-b") == f"--ggml-b {tmp_path / 'nope'}: no such directory"
+
+
+def test_not_a_ggml_tree(tmp_path):
+    assert _error(tmp_path) == (f"--ggml {tmp_path}: not a ggml tree (no src/ggml-cuda/mmvq.cu in it or in its "
+                                f"ggml/ folder)")
+
+
+@pytest.mark.parametrize("source", [MMVQ, CONVERT, QUANTIZE])
+def test_a_kernel_missing(fake_tree, source):
+    kernel = SIGNATURES[source][0]
+    path = fake_tree / source
+    path.write_text(path.read_text().replace(f"void {kernel}(", f"void {kernel}_renamed("))
+    assert _error(fake_tree) == (f"--ggml {fake_tree.resolve()}: {source} has no __global__ kernel {kernel} "
+                                 f"(an unsupported ggml version?)")
+
+
+def test_a_changed_signature_names_the_kernel_and_shows_the_new_list(fake_tree):
+    path = fake_tree / QUANTIZE
+    path.write_text(path.read_text().replace("const uint3 ne2", "const uint3 ne2,\n        const int64_t ne3"))
+    assert _error(fake_tree.parent) == (
+        f"--ggml {fake_tree.resolve()}: {QUANTIZE}: quantize_q8_1's parameters changed (an unsupported ggml "
+        f"version): (const float * x_ptr, void * vy_ptr, const int64_t ne00, const int64_t s01, const int64_t "
+        f"s02, const int64_t s03, const int64_t ne0, const uint32_t ne1, const uint3 ne2, const int64_t ne3)")
+
+
+def test_spacing_alone_is_no_change(fake_tree):
+    path = fake_tree / CONVERT
+    path.write_text(path.read_text().replace("const void * __restrict__ vx", "const void *__restrict__   vx"))
+    assert locate(fake_tree).formats == FAKE["formats"]
+
+
+def test_no_version_in_cmakelists(fake_tree):
+    path = fake_tree / "CMakeLists.txt"
+    path.write_text(path.read_text().replace("set(GGML_VERSION_PATCH 4)\n", ""))
+    assert _error(fake_tree) == (f"--ggml {fake_tree.resolve()}: CMakeLists.txt sets no "
+                                 f"GGML_VERSION_MAJOR/MINOR/PATCH")
+
+
+# --- the real tree of the pinned sdist -------------------------------------------------------------------
+REAL_FORMATS = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs",
+                "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs")
+
+
+def test_the_pinned_real_tree(real_tree):
+    tree = locate(real_tree)
+    assert tree.version == "0.25.3"
+    assert tree.formats == REAL_FORMATS and len(REAL_FORMATS) == 19
+    assert {f: tree.type_ids[f] for f in ("iq2_xxs", "iq4_xs", "q4_k", "q8_0", "iq1_m")} == {
+        "iq2_xxs": 16, "iq4_xs": 23, "q4_k": 12, "q8_0": 8, "iq1_m": 29}
+    assert {f: tree.vdr[f] for f in ("iq4_xs", "q2_k", "iq1_s", "q8_0")} == {
+        "iq4_xs": 4, "q2_k": 1, "iq1_s": 1, "q8_0": 2}
+    assert {f: tree.qr[f] for f in ("q8_0", "q4_k", "iq2_xxs", "iq1_s")} == {
+        "q8_0": 1, "q4_k": 2, "iq2_xxs": 4, "iq1_s": 8}

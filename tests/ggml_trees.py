@@ -1,0 +1,118 @@
+"""ggml trees for tests (no ggml file is committed to this repository): `write_fake_tree` writes a small
+one in ggml's layout (the three kernels with exactly the parameter lists tree.SIGNATURES names, a few
+types); `pinned_sdist_tree` extracts the real one of the pinned llama-cpp-python sdist into a cache
+outside the checkout (STRATA_GGML_SDIST_CACHE, else ~/.cache/strata-bench/ggml-sdist), downloading it
+only when absent; tests/ggml/conftest.py makes fixtures of both."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, SIGNATURES
+
+# The fake tree's types: format -> (ggml name, type id, QR, VDR); iq4_xs has a type id and nothing else,
+# so it is not among the tree's formats.
+FAKE_TYPES = {"q8_0": ("Q8_0", 8, 1, 2), "q4_k": ("Q4_K", 12, 2, 2), "iq2_xxs": ("IQ2_XXS", 16, 4, 2),
+              "iq1_s": ("IQ1_S", 19, 8, 1), "iq3_s": ("IQ3_S", 21, 4, 2)}
+
+SDIST_URL = ("https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59"
+             "fe7cf3/llama_cpp_python-0.3.36.tar.gz")
+SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+SDIST_NAME = "llama_cpp_python-0.3.36.tar.gz"
+SDIST_GGML = "llama_cpp_python-0.3.36/vendor/llama.cpp/ggml/"
+
+
+def _kernel(kernel: str, params: str, template: str = "") -> str:
+    return f"{template}static __global__ void {kernel}(\n        {params}) {{\n}}\n"
+
+
+def write_fake_tree(root: Path) -> Path:
+    """A ggml-shaped tree at `root` (its ggml/ folder); returns `root`."""
+    files = {
+        "CMakeLists.txt": "cmake_minimum_required(VERSION 3.14)\nproject(\"ggml\" C CXX)\n"
+                          "set(GGML_VERSION_MAJOR 0)\nset(GGML_VERSION_MINOR 9)\nset(GGML_VERSION_PATCH 4)\n",
+        "include/ggml.h": "enum ggml_type {\n    GGML_TYPE_F32 = 0,\n    // GGML_TYPE_Q4_2 = 4, removed\n"
+                          + "".join(f"    GGML_TYPE_{n} = {i},\n" for n, i, _, _ in FAKE_TYPES.values())
+                          + "    GGML_TYPE_IQ4_XS = 23,\n    GGML_TYPE_COUNT = 43,\n};\n",
+        "src/ggml-common.h": "#define QK_K 256\n" + "".join(
+            f"#define QI{n[1:] if n[0] == 'Q' else n[2:]} (QK_K / (4*QR{n[1:] if n[0] == 'Q' else n[2:]}))\n"
+            f"#define QR{n[1:] if n[0] == 'Q' else n[2:]} {qr}\n" for n, _, qr, _ in FAKE_TYPES.values()),
+        "src/ggml-cuda/vecdotq.cuh": "".join(f"#define VDR_{n}_Q8_1_MMVQ {vdr}\n#define VDR_{n}_Q8_1_MMQ 8\n"
+                                             for n, _, _, vdr in FAKE_TYPES.values()),
+        "src/ggml-cuda/common.cuh": "#pragma once\n",
+        MMVQ: _kernel(*SIGNATURES[MMVQ], "template <ggml_type type, int ncols_dst, bool has_fusion, "
+                                         "bool small_k = false, bool halve_iters = false>\n"),
+        CONVERT: _kernel(*SIGNATURES[CONVERT], "template<typename dst_t>\n"),
+        QUANTIZE: _kernel(*SIGNATURES[QUANTIZE]),
+        "src/ggml-cpu/ops.h": "// the CPU backend: no CUDA build reads it\n",
+        "README.md": "ggml\n",
+    }
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def sdist_cache() -> Path:
+    return Path(os.environ.get("STRATA_GGML_SDIST_CACHE") or Path.home() / ".cache/strata-bench/ggml-sdist")
+
+
+def _download(target: Path) -> None:
+    import urllib.request
+
+    partial = target.with_name(f"{target.name}.part{os.getpid()}")
+    try:
+        with urllib.request.urlopen(SDIST_URL, timeout=60) as response, partial.open("wb") as out:
+            shutil.copyfileobj(response, out)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class Unavailable(Exception):
+    """The pinned sdist could not be had (no network, a wrong checksum): why, in one line."""
+
+
+def pinned_sdist_tree() -> Path:
+    """The ggml/ folder of llama-cpp-python 0.3.36's sdist, extracted once into the cache (only
+    vendor/llama.cpp/ggml/); Unavailable when it cannot be had."""
+    cache = sdist_cache()
+    tree = cache / "ggml-0.3.36"
+    if (tree / MMVQ).is_file():
+        return tree
+    tarball = cache / SDIST_NAME
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        if not tarball.is_file():
+            _download(tarball)
+    except OSError as exc:  # urllib's errors are OSErrors
+        raise Unavailable(f"the pinned sdist could not be had ({SDIST_URL}): {exc}") from None
+    if (got := _sha256(tarball)) != SDIST_SHA256:
+        raise Unavailable(f"{tarball}: sha256 {got}, not the pinned {SDIST_SHA256}")
+    staging = cache / f"ggml-0.3.36.tmp{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    with tarfile.open(tarball, "r:gz") as tar:
+        members = []
+        for m in tar.getmembers():
+            if m.name.startswith(SDIST_GGML) and (m.isfile() or m.isdir()):
+                m.name = m.name[len(SDIST_GGML):]
+                if m.name:
+                    members.append(m)
+        tar.extractall(staging, members=members, filter="data")
+    if not tree.exists():
+        os.replace(staging, tree)
+    shutil.rmtree(staging, ignore_errors=True)
+    return tree
+
