@@ -89,7 +89,16 @@ def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) 
     return out
 
 
-def _bitwise_against(family: Family, case: Case, variant: str, runs: Mapping[str, VariantRun]) -> str:
+def bitwise_target(family: Family, case: Case, variant: str, ran: Iterable[str]) -> str | None:
+    """The variant whose bits `variant` must have in `case` (`ran`: the variants run), or None where its
+    error model judges it instead (bench's check step asks the same question parity does)."""
+    against = _bitwise_against(family, case, variant, {name: None for name in ran})
+    if against == case.baseline and _error_model(family, case, variant) is not None:
+        return None
+    return against
+
+
+def _bitwise_against(family: Family, case: Case, variant: str, runs: Mapping[str, Any]) -> str:
     """The variant whose bits `variant` must have: its Variant.same_as where the case runs that one, else
     the case's baseline."""
     try:

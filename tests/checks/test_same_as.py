@@ -72,3 +72,13 @@ def test_a_shape_mismatch_with_b_fails(family, toy_case):
     runs = {"a": _run("a", BASE), "b": _run("b", OTHER), "c": _run("c", OTHER[:2].copy())}
     _, c = _bitwise_checks(family, case, runs)
     assert not c.ok and c.detail == "y: shape/dtype (2,) float32 != (3,) float32"
+
+
+def test_bench_asks_the_same_question_none_where_the_error_model_judges(family, toy_case):
+    from strata_bench.checks.parity import bitwise_target
+
+    case = replace(toy_case, variants=("a", "b", "c"), fmt=toy_case.fmt)
+    assert bitwise_target(family, case, "b", case.variants) is None  # judged by its model, not a's bits
+    assert bitwise_target(family, case, "c", case.variants) == "b"  # held to b whatever its model
+    alone = replace(toy_case, variants=("a", "c"))
+    assert bitwise_target(family, alone, "c", alone.variants) is None  # b not run: its model judges it

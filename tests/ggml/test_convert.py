@@ -21,9 +21,9 @@ def _values(launch):
 
 
 @pytest.mark.parametrize("fmt,name", [
-    ("q8_0", "dequantize_block<32, 1, &*::dequantize_q8_0, float>"),
-    ("q5_0", "dequantize_block<32, 2, &*::dequantize_q5_0, float>"),
-    ("q5_1", "dequantize_block<32, 2, &*::dequantize_q5_1, float>"),
+    ("q8_0", "dequantize_block<32, 1, &dequantize_q8_0, float>"),
+    ("q5_0", "dequantize_block<32, 2, &dequantize_q5_0, float>"),
+    ("q5_1", "dequantize_block<32, 2, &dequantize_q5_1, float>"),
     ("q4_0", "dequantize_block_q4_0<float>"), ("iq4_nl", "dequantize_block_iq4_nl<float>"),
     ("q4_k", "dequantize_block_q4_K<float>"), ("q2_k", "dequantize_block_q2_K<float>"),
     ("q6_k", "dequantize_block_q6_K<float>"), ("iq2_xxs", "dequantize_block_iq2_xxs<float>"),
