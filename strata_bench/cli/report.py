@@ -9,8 +9,9 @@ from strata_bench.cli.options import output_option
 @click.command("report")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.")
-@click.option("--peer", "peer_csv", type=click.Path(dir_okay=False), default=None, metavar="CSV",
-              help="Set an mmvq bench file against a peer's figures (CSV: format, ncols, us[, rows, cols]): "
+@click.option("--peer", "peer_csv", type=click.Path(dir_okay=False), default=None, metavar="ggml|CSV",
+              help="Set an mmvq bench file against a peer's figures: `ggml`, the file's own ggml rows (bench "
+                   "--ggml times llama.cpp's kernel in the same run), or a CSV (format, ncols, us[, rows, cols]): "
                    "per format and column count each variant's us and GB/s, the best's share of the read "
                    "ceiling, the peer's us, peer/best and the issue-14 target, met or missed.")
 def command(path, output, peer_csv):
@@ -25,19 +26,22 @@ def command(path, output, peer_csv):
         strata-bench report results/nvidia-h200/ab-20250101T120000Z.json
         strata-bench report results/nvidia-h200/bench-20250101T120000Z.jsonl -o md
         strata-bench report results/nvidia-h200/parity-20250101T120000Z.json -o csv > parity.csv
+        strata-bench report --peer ggml results/nvidia-h200/bench-20261202T023419Z.json -o md
         strata-bench report --peer docs/peer_llamacpp_h200.csv results/nvidia-h200/bench-20261202T015650Z.json -o md
     """
     if peer_csv is not None:
         from strata_bench.results.load import load
-        from strata_bench.report.peer import load_peer, peer_rows, render_peer
+        from strata_bench.report.peer import load_peer, own_records, peer_in_records, peer_rows, render_peer
 
-        peer = load_peer(peer_csv)
         loaded = load(path)
         if loaded.kind != "bench":
             from strata_bench.errors import InputError
 
             raise InputError(f"--peer needs a bench results file; {loaded.path.name} is a {loaded.kind} file")
-        click.echo(render_peer(peer_rows(loaded.records, peer), output), nl=False if output == "csv" else True)
+        records = list(loaded.records)
+        peer = peer_in_records(records) if peer_csv == "ggml" else load_peer(peer_csv)
+        rows = peer_rows(own_records(records), peer)
+        click.echo(render_peer(rows, output), nl=False if output == "csv" else True)
         return
     from strata_bench.report.render import render_file
 

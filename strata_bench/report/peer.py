@@ -68,6 +68,27 @@ class PeerRow:
         return "" if self.ncols != 1 else ("met" if self.best_frac_read >= READ_TARGET else "missed")
 
 
+PEER_VARIANTS = ("ggml", "ggml_b")  # a foreign engine's variants (--ggml, --ggml-b): the peer, not ours
+
+
+def peer_in_records(records: Iterable[Mapping[str, Any]],
+                    variant: str = "ggml") -> dict[tuple[int, int, str, int], float]:
+    """(rows, cols, format, ncols) -> us of `variant`'s timed rows in a bench file (`bench --ggml` times
+    llama.cpp's own kernel beside old and new in one run); InputError where the file has none."""
+    peer = {(int(r["rows"]), int(r["cols"]), r["format"], int(r["ncols"])): round(float(r["median_us"]), 1)
+            for r in records if r.get("family") == "mmvq" and r.get("variant") == variant
+            and r.get("status") == "timed" and r.get("median_us")}
+    if not peer:
+        raise InputError(f"--peer {variant}: the file has no timed mmvq rows of variant {variant} "
+                         f"(bench --ggml PATH --family mmvq times them)")
+    return peer
+
+
+def own_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records of this project's variants (a foreign engine's rows are the peer column)."""
+    return [r for r in records if r.get("variant") not in PEER_VARIANTS]
+
+
 def load_peer(path: str | Path) -> dict[tuple[int, int, str, int], float]:
     """(rows, cols, format, ncols) -> llama.cpp us from a peer CSV; InputError naming a bad file or row."""
     path = Path(path)

@@ -58,3 +58,20 @@ def test_report_peer_command_and_bad_input(tmp_path):
     parity = next((ROOT / "results/nvidia-h200").glob("parity-*.json"))
     res = CliRunner().invoke(cli, ["report", "--peer", str(PEER), str(parity)])
     assert res.exit_code == 2 and "needs a bench results file" in res.output
+
+
+def _record(variant, fmt="iq2_xxs", ncols=1, us=100.0, status="timed"):
+    return {"family": "mmvq", "variant": variant, "format": fmt, "rows": 131072, "cols": 8192, "ncols": ncols,
+            "median_us": us, "status": status}
+
+
+def test_the_peer_can_be_the_files_own_ggml_rows_and_they_are_not_ours():
+    from strata_bench.report.peer import own_records, peer_in_records
+
+    records = [_record("old", us=180.0), _record("new", us=138.5), _record("ggml", us=283.44),
+               _record("ggml", fmt="q4_k", us=260.6), _record("ggml", ncols=8, us=9.0, status="parity failed"),
+               _record("ggml_b", us=1.0)]
+    assert peer_in_records(records) == {(131072, 8192, "iq2_xxs", 1): 283.4, (131072, 8192, "q4_k", 1): 260.6}
+    assert [r["variant"] for r in own_records(records)] == ["old", "new"]
+    with pytest.raises(InputError, match=r"^--peer ggml: the file has no timed mmvq rows of variant ggml "):
+        peer_in_records(records[:2])
