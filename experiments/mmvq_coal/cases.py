@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, q8_1_staging_bytes,
-                              resident_blocks, row_stride, traits)
+from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, decode_table_bytes,
+                              q8_1_staging_bytes, resident_blocks, row_stride, traits)
 
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
@@ -94,12 +94,10 @@ class CoalConfig(NamedTuple):  # not a dataclass: a --cases file's module is not
         return ceil_div(acts, 16) * 16 + WARPS * self.buffers * self.rows * coal_geometry(fmt).granules * 16
 
     def static_bytes(self, fmt: str) -> int:
-        """SharedTab<D>: the table in the decoder's copies and two constants."""
-        from strata_bench.kernels.constants import TABLE_WORDS
-
+        """SharedTab<D>: the table in the decoder's copies and two constants (8 bytes)."""
         dec = Mmvq.new_config(fmt, 1).decoder
         copies = Mmvq.DECODERS[dec].copies if dec else 1
-        return 4 * (TABLE_WORDS[fmt] * copies + 2)
+        return (decode_table_bytes(fmt) - 8) * copies + 8
 
 
 # The candidates (iq3_xxs decodes with masked-split-rep16, iq3_s with masked-rep16: new's one-column decoders),

@@ -26,10 +26,15 @@ CUBLAS_HEADER = "cublas_v2.h"
 def source_build(tree: GgmlTree, source: str, label: str, check: KernelCheck | None = None) -> SourceBuild:
     """The nvcc build of one of the tree's sources; `label` names the variant in messages."""
     include = [f"-I{tree.root / d}" for d in INCLUDE_DIRS]
-    extra = [f"-I{d}" for d in cublas_include_dirs()]
     origin = (("ggml_tree", str(tree.root)), ("ggml_version", tree.version), ("ggml_sha256", tree.content_hash))
-    return SourceBuild("nvcc", tree.path(source), f"{label} ({tree.root})", (*FLAGS, *include, *extra),
-                       inputs_hash=tree.content_hash, check=check, origin=origin)
+    return SourceBuild("nvcc", tree.path(source), f"{label} ({tree.root})", (*FLAGS, *include),
+                       inputs_hash=tree.content_hash, check=check, origin=origin, late_options=cublas_options)
+
+
+def cublas_options() -> tuple[str, ...]:
+    """-I for cuBLAS's headers where the toolkit lacks them, found when the source is built (listing the
+    variants needs no cuBLAS)."""
+    return tuple(f"-I{d}" for d in cublas_include_dirs())
 
 
 def cublas_include_dirs() -> list[Path]:

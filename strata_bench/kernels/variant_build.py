@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from strata_bench.errors import InputError
 from strata_bench.kernels import build, cubin, cubin_symbols, nvcc
 
 COMPILERS = ("nvrtc", "nvcc")
@@ -34,6 +35,12 @@ class SourceBuild:
     inputs_hash: str = ""
     check: KernelCheck | None = field(default=None, compare=False, repr=False)
     origin: tuple[tuple[str, str], ...] = ()  # what results record of where the source came from (a ggml tree)
+    # Options known only when it is built (ggml: a cuBLAS include folder the toolkit may lack), so a
+    # variant can be listed and checked on a host that could not build it.
+    late_options: Callable[[], tuple[str, ...]] | None = field(default=None, compare=False, repr=False)
+
+    def build_options(self) -> tuple[str, ...]:
+        return (*self.options, *(self.late_options() if self.late_options is not None else ()))
 
     @property
     def one_program(self) -> bool:
@@ -58,8 +65,15 @@ class SourceBuild:
             except nvcc.NvccMissing as exc:
                 return {"compiler": "nvcc", "error": str(exc)}
             return {"compiler": "nvcc", "version": nvcc.nvcc_version(tool),
-                    "command": list(nvcc.command(tool, self.path, arch, self.options)), **dict(self.origin)}
+                    "command": list(nvcc.command(tool, self.path, arch, self._recorded_options())),
+                    **dict(self.origin)}
         return {"compiler": "nvrtc", "options": list(build.compile_options(arch, self.options))}
+
+    def _recorded_options(self) -> tuple[str, ...]:
+        try:
+            return self.build_options()
+        except InputError as exc:  # recorded, not raised: provenance never fails a run
+            return (*self.options, f"<{exc}>")
 
 
 def compile_build(spec: SourceBuild, unit: str, exprs: Sequence[str], arch: str,
@@ -87,7 +101,7 @@ def _foreign(spec: SourceBuild, unit: str, exprs: Sequence[str], arch: str,
         elf = cubin.elf_for_arch(spec.path.read_bytes(), number, f"{spec.where}: binary {spec.path.name}")
         options, log, hit = (f"binary={spec.path}",), "", False
     else:
-        built = nvcc.compile_cubin(spec.path, arch, spec.options, build.cache_dir() if use_cache else None,
+        built = nvcc.compile_cubin(spec.path, arch, spec.build_options(), build.cache_dir() if use_cache else None,
                                    spec.inputs_hash, label=f"{spec.where} ({spec.path})")
         elf, options, log, hit = built.cubin, built.command, built.log, built.cache_hit
     image = cubin.read_elf(elf)
