@@ -250,14 +250,29 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
             if key not in values:
                 values[key] = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
             got = values[key]
+            describe = partial(_describe, family, case, exp.output)
+            own = _own_tolerance(family, case, variant, exp)
+            if own is not None:  # its error model's bound, element by element (never shared with others)
+                out.append(_f64_check(own, _RefStats(own), variant, got, describe))
+                continue
             same = next((r for g, r in done if g.shape == got.shape and g.strides == got.strides
                          and np.array_equal(as_uint(g), as_uint(got))), None)
-            result = (replace(same, variant=variant) if same is not None else
-                      _f64_check(exp, stats, variant, got, partial(_describe, family, case, exp.output)))
+            result = (replace(same, variant=variant) if same is not None
+                      else _f64_check(exp, stats, variant, got, describe))
             done.append((got, result))
             out.append(result)
         out = _judged_by_models(family, case, exp, out)
     return out
+
+
+def _own_tolerance(family: Family, case: Case, variant: str, exp: Expected) -> Expected | None:
+    """`exp` with the per-element bound of the variant's error model, where the model gives one
+    (ggml/error.py: the family's bound plus ggml's arithmetic, output by output); else None."""
+    if case.baseline == variant:
+        return None  # the baseline is held to the family's bounds
+    model = _error_model(family, case, variant)
+    tolerance = getattr(model, "tolerance", None)
+    return None if tolerance is None else replace(exp, tol=tolerance(case, exp), why=model.describe())
 
 
 def _judged_by_models(family: Family, case: Case, exp: Expected, checks: list[CheckResult]) -> list[CheckResult]:
@@ -274,12 +289,12 @@ def _judged_by_models(family: Family, case: Case, exp: Expected, checks: list[Ch
 
 
 def _model_check(c: CheckResult, model: Any, case: Case, base_err: float | None, exp: Expected) -> CheckResult:
-    # A model whose bound depends on the case's data (ggml/error.py) is given the case and the reference.
-    extra = {"case": case, "exp": exp} if getattr(model, "needs_case", False) else {}
-    bound, why = model.bound(case.fmt, c.max_ref or 0.0, base_err, **extra)
+    ratio = _ratio(c.max_err, base_err) if base_err is not None and c.max_err is not None else None
+    if hasattr(model, "tolerance"):  # already checked element by element against the model's own bounds
+        return replace(c, check="err-model", baseline_ratio=ratio)
+    bound, why = model.bound(case.fmt, c.max_ref or 0.0, base_err)
     err = c.max_err if c.max_err is not None else math.inf
     ok = math.isfinite(err) and err <= bound and "non-finite" not in c.detail
-    ratio = _ratio(err, base_err) if base_err is not None else None
     detail = "" if ok else (f"{c.label}: max|err| {err:.3e} > bound {bound:.3e} (error model: {why})"
                             if "non-finite" not in c.detail else c.detail)
     return replace(c, check="err-model", ok=ok, detail=detail, tol=bound, bound_ratio=_ratio(err, bound),
