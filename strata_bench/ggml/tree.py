@@ -104,9 +104,9 @@ def tree_hash(root: Path) -> str:
     """sha256 over every file a build of the three sources can read (path and bytes, in sorted order)."""
     digest = hashlib.sha256()
     files = [root / "CMakeLists.txt"]
-    for folder in ("include", "src"):
-        files += [p for p in (root / folder).rglob("*") if p.is_file() and p.suffix in _HASHED
-                  and (p.parent == root / "src" or "ggml-cuda" in p.parts or folder == "include")]
+    files += [p for p in (root / "include").rglob("*") if p.is_file() and p.suffix in _HASHED]
+    files += [p for p in (root / "src").glob("*") if p.is_file() and p.suffix in _HASHED]
+    files += [p for p in (root / "src/ggml-cuda").rglob("*") if p.is_file() and p.suffix in _HASHED]
     for p in sorted(set(files)):
         digest.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
     return digest.hexdigest()
@@ -114,7 +114,7 @@ def tree_hash(root: Path) -> str:
 
 def read_type_ids(root: Path, option: str = "--ggml") -> dict[str, int]:
     """format -> its ggml_type value, from `GGML_TYPE_<NAME> = <n>,` in include/ggml.h."""
-    text = _read(root / "include/ggml.h", option)
+    text = _uncommented(_read(root / "include/ggml.h", option))
     found = {m.group(1): int(m.group(2)) for m in re.finditer(r"GGML_TYPE_(\w+)\s*=\s*(\d+)", text)}
     return {fmt: found[name] for fmt, name in TYPE_NAMES.items() if name in found}
 
@@ -136,6 +136,11 @@ def _check_signature(root: Path, source: str, kernel: str, params: str, option: 
     if _squash(match.group(1)) != _squash(params):
         raise InputError(f"{option} {root}: {source}: {kernel}'s parameters changed (an unsupported ggml "
                          f"version): ({' '.join(match.group(1).split())})")
+
+
+def _uncommented(text: str) -> str:
+    """C source without its comments (a retired type stays in ggml.h as `// GGML_TYPE_Q4_2 = 4,`)."""
+    return re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
 
 
 def _squash(text: str) -> str:

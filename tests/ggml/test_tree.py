@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +62,20 @@ def test_the_content_hash_ignores_what_no_cuda_build_reads(fake_tree, unrelated)
 def test_the_content_hash_does_not_depend_on_where_the_tree_is(fake_tree, tmp_path):
     copy = shutil.copytree(fake_tree, tmp_path / "elsewhere" / "ggml")
     assert locate(copy).content_hash == locate(fake_tree).content_hash
+
+
+def test_a_tree_under_a_folder_named_ggml_cuda_hashes_the_same_files(fake_tree, tmp_path):
+    # The folders are the tree's own: a parent folder's name does not widen what is hashed.
+    copy = Path(shutil.copytree(fake_tree, tmp_path / "ggml-cuda" / "ggml"))
+    before = tree_hash(copy)
+    _append(copy / "src/ggml-cpu/ops.h")
+    assert tree_hash(copy) == before == tree_hash(fake_tree)
+
+
+def test_a_commented_enum_line_is_no_type(fake_tree):
+    header = fake_tree / "include/ggml.h"
+    header.write_text(header.read_text().replace("GGML_TYPE_COUNT", "// GGML_TYPE_Q8_0 = 99,\n    GGML_TYPE_COUNT"))
+    assert locate(fake_tree).type_ids["q8_0"] == 8
 
 
 def test_a_missing_path(tmp_path):
