@@ -76,6 +76,32 @@ def test_which_passes_a_candidate_runs(monkeypatch):
     assert not PAIR.applies(pair, "iq1_s", 8, 256)
 
 
+@pytest.mark.parametrize("index,name,threads,grid", [(0, "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>", 512, 16),
+                                                     (1, "mmvq_mma<siq::fmt_iq1_s_pair, 3, 1, 1>", 384, 21),
+                                                     (2, "mmvq_mma<siq::fmt_iq1_s_lane, 4, 1, 1>", 512, 16)])
+def test_a_candidate_launches_its_kernel_for_the_8_column_pass_and_new_for_the_rest(monkeypatch, index, name,
+                                                                                    threads, grid):
+    """The launch path without a GPU (stub kernels that record their launches, an H200's limits): an 11-column
+    case of 1000 x 1536 (63 tiles) runs the candidate for columns 0-7, then new's 2- and 1-column passes."""
+    from strata_bench.families import mmvq as family_mod
+    from strata_bench.families import mmvq_mma
+    from tests.stub_kernels import RecordingKernels, stub_launch_helpers
+
+    stub_launch_helpers(monkeypatch, PAIR, family_mod, mmvq_mma)
+    kernels = RecordingKernels()
+    dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((11, 1536), np.float32), "xq": np.zeros((11, 48 * 36), np.uint8)}
+    outs = {"y": np.zeros((11, 1000), np.float32)}
+    fam = PAIR.MmvqLanepair()
+    fam.launch(fam.case("iq1_s", 1000, 1536, 11, "seed:1"), PAIR.VARIANTS[index].name, kernels, dev, outs)
+    names = [c[0] for c in kernels.calls]
+    assert names == ["quantize_q8_1", name, family_mod.new_config("iq1_s", 2).kernel("iq1_s", 2),
+                     family_mod.new_config("iq1_s", 1).kernel("iq1_s", 1)]
+    _, grid_, block, args, shared = kernels.calls[1]
+    assert grid_ == (grid,) and block == (threads,)  # 63 tiles, TG a block
+    assert shared == PAIR.CONFIGS[index].shared_bytes("iq1_s", 48)[0]
+    assert args[2] == 1000 and args[3] == 48 and args[4].shape == (8, 48 * 36) and args[5].shape == (8, 1000)
+
+
 def test_the_cases():
     fam = PAIR.MmvqLanepair()
     cases = fam.default_cases()
