@@ -1,0 +1,115 @@
+"""mmvq_lanepair (issue 28, candidate (b)): mmvq_mma's 8-column pass of iq1_s with a lane-pair fragment decode
+(kernels/mma_frag_pair.cuh), as a --cases file: a family `mmvq_lanepair`, the built-in mmvq with one variant per
+candidate launch, so that parity checks each bitwise against old and bench times them beside new in one run;
+nothing built-in changes.
+
+    strata-bench compile --arch 90 --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair --resources
+    strata-bench parity --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair
+    strata-bench bench --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair --budget 0.3
+
+A candidate runs the built-in kernel mmvq_mma<F, TG, MINB, 1> (kernels_src/mmvq/mmvq_mma.cu, included as it is
+by kernels/mmvq_lanepair.cu) for the 8-column passes of iq1_s, with F one of this folder's format tags:
+fmt_iq1_s_pair (lanes t and t ^ 1 of a row share their group selectors through one shuffle) or fmt_iq1_s_lane
+(the control: each lane computes both groups' selectors itself). Every other pass runs new's launch, so each
+variant runs every case. Only the public kit is used, and the built-in family's extension surface
+(docs/EXTENDING.md).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from strata_bench.kit import Variant, builtin_family, compute_major, shared_optin, traits
+
+Mmvq = builtin_family("mmvq")
+KERNELS = Path(__file__).resolve().parent / "kernels"
+OWN_SOURCE = "mmvq_lanepair.cu"  # in KERNELS
+FORMATS = ("iq1_s",)
+WIDTH = 8  # the mma's N: the pass these candidates run
+MMA_MAJOR = 8  # mma.sync m16n8k32 of int8 needs sm_80 (an older GPU runs new's pass)
+
+
+class PairConfig(Mmvq.MmaConfig):
+    """mmvq_mma's launch (tile groups, MINB, one weight stage: MmaConfig's shared bytes and threads) with this
+    folder's fragment decoder: the format's traits with the suffix `tag` ("pair" or "lane", mma_frag_pair.cuh)."""
+
+    tag = "pair"
+
+    def kernel(self, fmt: str) -> str:
+        return f"mmvq_mma<{traits(fmt)}_{self.tag}, {self.tile_groups}, {self.min_blocks}, {self.stages}>"
+
+    @property
+    def label(self) -> str:
+        return f"{self.tag}-tg{self.tile_groups}"
+
+
+class LaneConfig(PairConfig):
+    tag = "lane"
+
+
+# The candidates: the lane pair at mmvq_mma's iq1_s launch (TG = 4: 16 warps, one block an SM), the same at
+# TG = 3 (fewer warps, more registers a thread), and the control (each lane decodes both groups: mmvq_mma's
+# per-lane work, the same code without the shuffle), so that one run separates the exchange from the rest.
+CONFIGS = (PairConfig(4, 0), PairConfig(3, 0), LaneConfig(4, 0))
+
+
+def applies(config: PairConfig, fmt: str, nc: int, nchunks: int) -> bool:
+    """Whether the candidate runs this pass: iq1_s, 8 columns, a GPU with int8 mma whose blocks may opt in to
+    the pass's shared memory (activations of 8 columns, the warps' group buffers, the tree operands)."""
+    if fmt not in FORMATS or nc != WIDTH or compute_major() < MMA_MAJOR:
+        return False
+    return sum(config.shared_bytes(fmt, nchunks)) <= shared_optin()
+
+
+def _kernels(config: PairConfig):
+    def kernels(family, source: str) -> list[str]:
+        return [config.kernel(fmt) for fmt in FORMATS] if source == OWN_SOURCE else []
+    return kernels
+
+
+def _launch(config: PairConfig):
+    def launch(family, case, kernels, dev, outs, stream=None) -> None:
+        """Quantize, then per column pass: the candidate's mmvq_mma where it applies, else new's pass."""
+        family.quantize_activations(case, kernels, dev, stream)
+        col0 = 0
+        for nc in Mmvq.column_passes(case.ncols):
+            if applies(config, case.fmt, nc, case.cols // 32):
+                family.launch_mma_pass(config, case, kernels, dev, outs, col0, stream)
+            else:
+                family.launch_new_pass(case, kernels, dev, outs, col0, nc, Mmvq.new_config(case.fmt, nc), stream)
+            col0 += nc
+    return launch
+
+
+VARIANTS = tuple(
+    Variant(c.label, _kernels(c), _launch(c),
+            f"8-column iq1_s passes: mmvq_mma TG={c.tile_groups} with the "
+            + ("lane-pair fragment decode (one shuffle a row)" if c.tag == "pair" else
+               "per-lane fragment decode (the control)") + "; others as new")
+    for c in CONFIGS)
+
+# Parity: the 8-column pass and its tails, at 8 and 11 (= 8 + 2 + 1) columns. The built-in SHAPES (8192x2560:
+# 10 blocks a row, warps with 3 and 2 groups; 16384x512: 2 blocks, warps 2-3 idle); (37, 2304): 9 blocks, a
+# part tile of 5 rows; (24, 4352): 17 blocks, every head of a group in its granule; (1000, 8192): the DRAM
+# shape's K, 63 tiles (a last part tile); the edge blocks and the shipped fixture's rows.
+PARITY_SHAPES = ((37, 2304), (24, 4352), (1000, 8192))
+PARITY_NCOLS = (8, 11)
+BENCH_SHAPE = (131072, 8192)  # PEER.md's DRAM shape, where the 2.5x target is set
+
+
+class MmvqLanepair(Mmvq):
+    name = "mmvq_lanepair"
+    sources = (*Mmvq.sources, OWN_SOURCE)
+    kernels_root = KERNELS
+    description = "mmvq with a lane-pair fragment decode for iq1_s's 8-column mma passes (experiments/mmvq_lanepair)"
+    variants = (*Mmvq.variants, *VARIANTS)
+
+    def default_cases(self):
+        cases = []
+        for fmt in FORMATS:
+            for rows, cols in (*Mmvq.SHAPES, *PARITY_SHAPES):
+                cases += [self.case(fmt, rows, cols, n, "seed:1") for n in PARITY_NCOLS]
+            cases += self.edge_and_fixture_cases(fmt, PARITY_NCOLS, PARITY_NCOLS)
+        return cases
+
+    def bench_cases(self):
+        return [self.case(fmt, *BENCH_SHAPE, WIDTH, "seed:1") for fmt in FORMATS]
