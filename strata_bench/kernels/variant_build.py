@@ -78,7 +78,7 @@ class SourceBuild:
                     **dict(self.origin)}
         try:
             options = list(build.compile_options(arch, self.build_options(), first=self.leading_options()))
-        except InputError as exc:  # recorded, not raised: provenance never fails a run
+        except (InputError, OSError) as exc:  # recorded, not raised: provenance never fails a run
             options = [*self.options, f"<{exc}>"]
         return {"compiler": "nvrtc", "options": options, **dict(self.origin)}
 

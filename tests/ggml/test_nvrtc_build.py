@@ -64,7 +64,9 @@ def test_without_nvcc_the_tree_is_built_by_nvrtc_with_ggmls_float_options_and_th
     options = kbuild.compile_options("sm_90", spec.options, first=spec.leading_options())
     folders = [o for o in options if o.startswith("-I")]
     assert folders[0] == first and folders[-3:] == list(spec.options[-3:])
-    assert dict(spec.origin)["ggml_tree"] == str(tree.root)
+    record = spec.record("sm_90")  # what results keep: the options as compiled, and the tree
+    assert record["compiler"] == "nvrtc" and record["options"] == list(options)
+    assert (record["ggml_tree"], record["ggml_sha256"]) == (str(tree.root), tree.content_hash)
 
 
 def test_with_nvrtc_each_source_is_one_program_of_every_kernel_it_launches(fake_tree, monkeypatch, cache):
