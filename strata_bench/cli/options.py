@@ -135,7 +135,7 @@ _REQUEST_OPTIONS = (
     click.option("--rows", "rows_spec", metavar="A:B", help="With --gguf: rows A to B of each tensor (default 0:64)."),
     click.option("--ggml", "ggml_tree", metavar="PATH",
                  help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec, dequantization and "
-                      "q8_1 kernels, built by nvcc unchanged, join mmvq, dequant and q8_1 as variant ggml."),
+                      "q8_1 kernels, built unchanged (nvcc, else NVRTC), join mmvq, dequant and q8_1 as variant ggml."),
     click.option("--ggml-b", "ggml_b_tree", metavar="PATH",
                  help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
     click.option("--variants", "variant_files", multiple=True, type=click.Path(dir_okay=False),

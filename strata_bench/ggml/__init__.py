@@ -1,6 +1,7 @@
 """llama.cpp's own CUDA kernels beside the built-ins (`--ggml PATH`, `--ggml-b PATH`): an unchanged ggml tree
-is built with nvcc as ggml builds it and its mat-vec, dequantization and q8_1 kernels join the mmvq,
-dequant and q8_1 families as variants, launched as ggml launches them (docs/GGML.md)."""
+is built with nvcc as ggml builds it (by NVRTC where nvcc is not found) and its mat-vec, dequantization and
+q8_1 kernels join the mmvq, dequant and q8_1 families as variants, launched as ggml launches them
+(docs/GGML.md)."""
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -8,27 +8,65 @@ without cuBLAS's headers (a CPU host's nvcc) gets them from the nvidia-cublas wh
 (copied to a folder of their own: the wheels' shared include folder holds other CUDA headers too);
 the device code does not read them, and on the H200 the cubin built against the wheel's headers was
 byte-identical to the one built against the toolkit's.
+
+Where nvcc is not found, or STRATA_GGML_COMPILER=nvrtc, the same sources are built by NVRTC instead
+(nvrtc_prelude.py: this project's stub headers and prelude, first on the include path, and
+`-default-device` for ggml's host code), with ggml's float options as NVRTC takes them (`-use_fast_math`
+with `-ftz=true -prec-div=false -prec-sqrt=false`, which replace the project's IEEE ones) and C++17 (the
+project's default). NVRTC has no `-extended-lambda` and needs none: the host code it compiles never runs.
+ggml's host code instantiates every kernel of its file, so each source is one NVRTC program, as with nvcc.
 """
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from strata_bench.errors import InputError
+from strata_bench.ggml.nvrtc_prelude import PRELUDE, include_dir
 from strata_bench.ggml.tree import INCLUDE_DIRS, GgmlTree
 from strata_bench.kernels import nvcc
 from strata_bench.kernels.variant_build import KernelCheck, SourceBuild
 
 FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "-use_fast_math", "-extended-lambda")
+# NVRTC: -std=c++17 is the project's base option; -O3 is NVRTC's default.
+NVRTC_FLAGS = ("-default-device", f"--pre-include={PRELUDE}", "-DNDEBUG",
+               "-ftz=true", "-prec-div=false", "-prec-sqrt=false", "-use_fast_math")
 CUBLAS_HEADER = "cublas_v2.h"
+COMPILER_ENV = "STRATA_GGML_COMPILER"
+COMPILERS = ("nvcc", "nvrtc")
+
+
+def compiler() -> str:
+    """$STRATA_GGML_COMPILER where set (nvcc or nvrtc), else nvcc where it is found, else NVRTC."""
+    chosen = os.environ.get(COMPILER_ENV, "").strip()
+    if chosen:
+        if chosen.lower() not in COMPILERS:
+            raise InputError(f"{COMPILER_ENV}={chosen}: expected one of {', '.join(COMPILERS)}")
+        return chosen.lower()
+    try:
+        nvcc.find_nvcc()
+    except nvcc.NvccMissing:
+        return "nvrtc"
+    return "nvcc"
 
 
 def source_build(tree: GgmlTree, source: str, label: str, check: KernelCheck | None = None) -> SourceBuild:
-    """The nvcc build of one of the tree's sources; `label` names the variant in messages."""
+    """The build of one of the tree's sources by compiler() (nvcc or NVRTC); `label` names the variant in
+    messages."""
     include = [f"-I{tree.root / d}" for d in INCLUDE_DIRS]
     origin = (("ggml_tree", str(tree.root)), ("ggml_version", tree.version), ("ggml_sha256", tree.content_hash))
-    return SourceBuild("nvcc", tree.path(source), f"{label} ({tree.root})", (*FLAGS, *include),
+    where = f"{label} ({tree.root})"
+    if compiler() == "nvrtc":
+        return SourceBuild("nvrtc", tree.path(source), where, (*NVRTC_FLAGS, *include), inputs_hash=tree.content_hash,
+                           check=check, origin=origin, first_options=stub_options, whole=True)
+    return SourceBuild("nvcc", tree.path(source), where, (*FLAGS, *include),
                        inputs_hash=tree.content_hash, check=check, origin=origin, late_options=cublas_options)
+
+
+def stub_options() -> tuple[str, ...]:
+    """-I for the NVRTC build's own stub headers and prelude, written into the cache when it is built."""
+    return (f"-I{include_dir()}",)
 
 
 def cublas_options() -> tuple[str, ...]:

@@ -138,10 +138,13 @@ def missing_toolkit_headers(path: Path, root: Path | None = None) -> list[str]:
     return [f for f in needed if not any((d / f).is_file() for d in includes)]
 
 
-def compile_options(arch: str, extra: Sequence[str] = (), root: Path | None = None) -> tuple[str, ...]:
-    """The full, recorded option list for one compile (root: the kernel directory, kernels_src by default)."""
+def compile_options(arch: str, extra: Sequence[str] = (), root: Path | None = None,
+                    first: Sequence[str] = ()) -> tuple[str, ...]:
+    """The full, recorded option list for one compile (root: the kernel directory, kernels_src by default).
+    `first`: -I options searched before every other folder (a build's own stub headers, which must shadow
+    the toolkit's)."""
     root = kernels_dir() if root is None else Path(root).resolve()
-    includes = [f"-I{root}"] + ([f"-I{kernels_dir()}"] if root != kernels_dir() else [])
+    includes = [*first, f"-I{root}"] + ([f"-I{kernels_dir()}"] if root != kernels_dir() else [])
     includes += [f"-I{d}" for d in cuda_include_dirs()]
     # The hash define makes every cache (ours, CuPy's, NVRTC's) see a header edit as a new source.
     return (f"--gpu-architecture={arch}", *base_options(extra), f"-DSTRATA_SRC_HASH=0x{kernels_src_hash(root)[:15]}",
@@ -185,9 +188,9 @@ def resolve_source(source: str, root: Path | None = None) -> tuple[Path, Path]:
 
 def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm_90",
                    extra_options: Sequence[str] = (), use_cache: bool = True,
-                   root: Path | None = None) -> CompiledSource:
+                   root: Path | None = None, first: Sequence[str] = ()) -> CompiledSource:
     """Compile one kernel file (relative to root, kernels_src by default) for one architecture;
-    raise CompileError with the NVRTC log."""
+    raise CompileError with the NVRTC log. `first`: -I options searched before all others."""
     arch = normalize_arch(arch)
     root, path = resolve_source(source, root)
     if not path.is_file():
@@ -196,7 +199,7 @@ def compile_source(source: str, name_expressions: Sequence[str], arch: str = "sm
     if missing:
         raise ToolkitHeadersMissing(f"{source} needs the CUDA toolkit's {', '.join(missing)} (not found under "
                                     f"{', '.join(toolkit_roots()) or '$CUDA_PATH'} or pip's nvidia headers)")
-    options = compile_options(arch, extra_options, root)
+    options = compile_options(arch, extra_options, root, first)
     major, minor = nvrtc_version()
     key = closure.cache_key(closure.scan(path, options, cuda_include_dirs()), options, f"nvrtc {major}.{minor}",
                             name_expressions)

@@ -38,15 +38,24 @@ class SourceBuild:
     # Options known only when it is built (ggml: a cuBLAS include folder the toolkit may lack), so a
     # variant can be listed and checked on a host that could not build it.
     late_options: Callable[[], tuple[str, ...]] | None = field(default=None, compare=False, repr=False)
+    # NVRTC: -I options searched before every other folder, known when it is built (ggml: its stub headers,
+    # written into the cache, which must shadow a toolkit's host headers).
+    first_options: Callable[[], tuple[str, ...]] | None = field(default=None, compare=False, repr=False)
+    # NVRTC: one program for every kernel, as nvcc (ggml's host code instantiates every kernel of its file,
+    # so each program would build them all).
+    whole: bool = False
 
     def build_options(self) -> tuple[str, ...]:
         return (*self.options, *(self.late_options() if self.late_options is not None else ()))
 
+    def leading_options(self) -> tuple[str, ...]:
+        return self.first_options() if self.first_options is not None else ()
+
     @property
     def one_program(self) -> bool:
         """nvcc builds the whole translation unit at once (and a binary is one file): never split it into
-        NVRTC-sized programs."""
-        return self.compiler != "nvrtc"
+        NVRTC-sized programs; nor an NVRTC build marked `whole`."""
+        return self.compiler != "nvrtc" or self.whole
 
     def compile(self, unit: str, exprs: Sequence[str], arch: str, use_cache: bool = True) -> build.CompiledSource:
         """compile_build of this variant's source: the one way build.compile_unit reaches a variant's build,
@@ -67,7 +76,11 @@ class SourceBuild:
             return {"compiler": "nvcc", "version": nvcc.nvcc_version(tool),
                     "command": list(nvcc.command(tool, self.path, arch, self._recorded_options())),
                     **dict(self.origin)}
-        return {"compiler": "nvrtc", "options": list(build.compile_options(arch, self.options))}
+        try:
+            options = list(build.compile_options(arch, self.build_options(), first=self.leading_options()))
+        except (InputError, OSError) as exc:  # recorded, not raised: provenance never fails a run
+            options = [*self.options, f"<{exc}>"]
+        return {"compiler": "nvrtc", "options": options, **dict(self.origin)}
 
     def _recorded_options(self) -> tuple[str, ...]:
         try:
@@ -82,7 +95,8 @@ def compile_build(spec: SourceBuild, unit: str, exprs: Sequence[str], arch: str,
     checked (spec.check); `unit` is the key the family knows the source by."""
     arch = build.normalize_arch(arch)
     if spec.compiler == "nvrtc":
-        compiled = replace(build.compile_source(str(spec.path), exprs, arch, spec.options, use_cache), source=unit)
+        compiled = replace(build.compile_source(str(spec.path), exprs, arch, spec.build_options(), use_cache,
+                                                first=spec.leading_options()), source=unit)
         image = cubin.read_elf(compiled.cubin)
     else:
         compiled, image = _foreign(spec, unit, exprs, arch, use_cache)

@@ -10,6 +10,13 @@ import pytest
 from tests.ggml_trees import Unavailable, pinned_sdist_tree, write_fake_tree
 
 
+@pytest.fixture(autouse=True)
+def compiler_from_the_host(monkeypatch):
+    """The compiler a tree gets is the host's (nvcc where found, else NVRTC), whatever the environment that
+    runs the tests chose; a test that wants one sets STRATA_GGML_COMPILER itself."""
+    monkeypatch.delenv("STRATA_GGML_COMPILER", raising=False)
+
+
 @pytest.fixture
 def fake_tree(tmp_path) -> Path:
     """A small ggml tree: tmp_path/llama.cpp/ggml (the checkout is its parent)."""

@@ -26,7 +26,8 @@ def test_the_options_are_ggml_flags_and_the_trees_folders_and_cublas_comes_late(
     from strata_bench.ggml.tree import locate
 
     tree = locate(fake_tree)
-    monkeypatch.setattr(nvcc, "find_nvcc", lambda: str(_toolkit(tmp_path, with_cublas=True) / "bin" / "nvcc"))
+    root = _toolkit(tmp_path, with_cublas=True)
+    monkeypatch.setattr(nvcc, "find_nvcc", lambda: str(root / "bin" / "nvcc"))
     spec = build.source_build(tree, MMVQ, "--ggml variant 'ggml'")
     assert spec.compiler == "nvcc" and spec.path == tree.path(MMVQ)
     assert spec.options == (*build.FLAGS, f"-I{tree.root}/include", f"-I{tree.root}/src", f"-I{tree.root}/src/ggml-cuda")
