@@ -9,8 +9,8 @@ without cuBLAS's headers (a CPU host's nvcc) gets them from the nvidia-cublas wh
 the device code does not read them, and on the H200 the cubin built against the wheel's headers was
 byte-identical to the one built against the toolkit's.
 
-Where nvcc is not found, or STRATA_GGML_COMPILER=nvrtc, the same sources are built by NVRTC instead
-(nvrtc_prelude.py: this project's stub headers and prelude, first on the include path, and
+Where nvcc is not found or has no cuBLAS headers, or STRATA_GGML_COMPILER=nvrtc, the same sources are built
+by NVRTC instead (nvrtc_prelude.py: this project's stub headers and prelude, first on the include path, and
 `-default-device` for ggml's host code), with ggml's float options as NVRTC takes them (`-use_fast_math`
 with `-ftz=true -prec-div=false -prec-sqrt=false`, which replace the project's IEEE ones) and C++17 (the
 project's default). NVRTC has no `-extended-lambda` and needs none: the host code it compiles never runs.
@@ -38,7 +38,8 @@ COMPILERS = ("nvcc", "nvrtc")
 
 
 def compiler() -> str:
-    """$STRATA_GGML_COMPILER where set (nvcc or nvrtc), else nvcc where it is found, else NVRTC."""
+    """$STRATA_GGML_COMPILER where set (nvcc or nvrtc), else nvcc where it is found and cuBLAS's headers
+    are there for it (the toolkit's or the wheel's), else NVRTC, whose stubs need neither."""
     chosen = os.environ.get(COMPILER_ENV, "").strip()
     if chosen:
         if chosen.lower() not in COMPILERS:
@@ -46,7 +47,8 @@ def compiler() -> str:
         return chosen.lower()
     try:
         nvcc.find_nvcc()
-    except nvcc.NvccMissing:
+        cublas_include_dirs()
+    except InputError:  # NvccMissing is one
         return "nvrtc"
     return "nvcc"
 

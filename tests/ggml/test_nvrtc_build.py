@@ -25,10 +25,17 @@ def cache(monkeypatch, tmp_path) -> Path:
     return tmp_path / "cache"
 
 
-def test_the_environment_chooses_the_compiler_else_nvcc_where_found(monkeypatch):
+def test_the_environment_chooses_the_compiler_else_nvcc_where_it_can_build_else_nvrtc(monkeypatch):
     monkeypatch.setattr(nvcc, "find_nvcc", lambda: "/opt/cuda/bin/nvcc")
     monkeypatch.delenv(build.COMPILER_ENV, raising=False)
+    monkeypatch.setattr(build, "cublas_include_dirs", lambda: [])  # the toolkit has cuBLAS's headers
     assert build.compiler() == "nvcc"
+
+    def no_cublas():
+        raise InputError("--ggml: the CUDA toolkit at /opt/cuda has no cublas_v2.h")
+
+    monkeypatch.setattr(build, "cublas_include_dirs", no_cublas)
+    assert build.compiler() == "nvrtc"  # nvcc could not take ggml's headers: NVRTC's stubs can
     monkeypatch.setattr(nvcc, "find_nvcc", _no_nvcc)
     assert build.compiler() == "nvrtc"
     monkeypatch.setenv(build.COMPILER_ENV, "nvcc")
