@@ -181,7 +181,7 @@ for s in "${steps[@]}"; do
             step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
             step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md ;;
         speed)  # issue 28's candidates (experiments/<name>/, family <name>): resources, bitwise parity against old, bench
-            for x in ${STRATA_SPEED_EXPERIMENTS:-mmvq_coal mmvq_lanepair}; do
+            for x in ${STRATA_SPEED_EXPERIMENTS:-mmvq_coal mmvq_lanepair grouped_sched}; do
                 cases="experiments/$x/cases.py"
                 step "speed-$x-resources" sb compile --arch 90 --cases "$cases" --family "$x" --resources
                 step "speed-$x-parity" sb parity -q --cases "$cases" --family "$x"
