@@ -10,7 +10,7 @@ import math
 import time
 from dataclasses import replace
 from functools import partial
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Collection, Iterable, Mapping
 
 import numpy as np
 
@@ -92,13 +92,13 @@ def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) 
 def bitwise_target(family: Family, case: Case, variant: str, ran: Iterable[str]) -> str | None:
     """The variant whose bits `variant` must have in `case` (`ran`: the variants run), or None where its
     error model judges it instead (bench's check step asks the same question parity does)."""
-    against = _bitwise_against(family, case, variant, {name: None for name in ran})
+    against = _bitwise_against(family, case, variant, tuple(ran))
     if against == case.baseline and _error_model(family, case, variant) is not None:
         return None
     return against
 
 
-def _bitwise_against(family: Family, case: Case, variant: str, runs: Mapping[str, Any]) -> str:
+def _bitwise_against(family: Family, case: Case, variant: str, runs: Collection[str]) -> str:
     """The variant whose bits `variant` must have: its Variant.same_as where the case runs that one, else
     the case's baseline."""
     try:

@@ -26,6 +26,7 @@ from strata_bench.errors import InputError
 from strata_bench.ggml.nvrtc_prelude import PRELUDE, include_dir
 from strata_bench.ggml.tree import INCLUDE_DIRS, GgmlTree
 from strata_bench.kernels import nvcc
+from strata_bench.kernels.jobs import shown_path
 from strata_bench.kernels.variant_build import KernelCheck, SourceBuild
 
 FLAGS = ("-std=c++17", "-O3", "-DNDEBUG", "-use_fast_math", "-extended-lambda")
@@ -58,7 +59,7 @@ def source_build(tree: GgmlTree, source: str, label: str, check: KernelCheck | N
     messages."""
     include = [f"-I{tree.root / d}" for d in INCLUDE_DIRS]
     origin = (("ggml_tree", str(tree.root)), ("ggml_version", tree.version), ("ggml_sha256", tree.content_hash))
-    where = f"{label} ({tree.root})"
+    where = f"{label} ({shown_path(tree.root)})"
     if compiler() == "nvrtc":
         return SourceBuild("nvrtc", tree.path(source), where, (*NVRTC_FLAGS, *include), inputs_hash=tree.content_hash,
                            check=check, origin=origin, first_options=stub_options, whole=True)

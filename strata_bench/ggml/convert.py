@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from strata_bench.cases.c_types import CType
-from strata_bench.ggml.launch import FLOAT_P, I32, I64, U32, UINT3, VOID_P, Launch, Argument, ceil_div, fastdiv
+from strata_bench.cases.toml_args import fastdiv_values as fastdiv  # ggml's init_fastdiv_values
+from strata_bench.ggml.launch import FLOAT_P, I32, I64, U32, UINT3, VOID_P, Launch, Argument
 from strata_bench.ggml.tree import TYPE_NAMES
+from strata_bench.kernels.launch import ceil_div
 
 SUPER = 256  # values per CUDA block of the per-block kernels (QK_K)
 SIXTY_FOUR = ("q2_k", "q3_k", "q5_k", "q6_k")  # threads per CUDA block 64 (dequantize_row_*_cuda)

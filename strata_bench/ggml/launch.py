@@ -14,7 +14,6 @@ from typing import Any, Callable, Sequence
 
 from strata_bench.cases.abi_check import check_params
 from strata_bench.cases.c_types import CType, as_argument, parse_ctype, struct_type
-from strata_bench.cases.toml_args import fastdiv_values
 
 U32 = parse_ctype("uint32_t")
 I32 = parse_ctype("int")
@@ -49,15 +48,6 @@ class Launch:
     def run(self, lookup: Callable[[str], Any], stream: Any) -> None:
         fn = lookup(self.kernel)
         fn(self.grid, self.block, tuple(as_argument(p.ctype, p.value) for p in self.params), stream=stream)
-
-
-def fastdiv(d: int) -> tuple[int, int, int]:
-    """ggml's init_fastdiv_values(d), the triple its kernels divide by."""
-    return fastdiv_values(d)
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def packed_rows(w: Any, rows: int, stride: int, row_bytes: int, readable_rows: int) -> Any:

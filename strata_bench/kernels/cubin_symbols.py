@@ -81,13 +81,7 @@ def find_kernel(declared: str, symbols: Iterable[str], where: str,
     demangled = demangle(symbols) if demangled is None else demangled
     names = {s: declared_name(demangled.get(s, s)) for s in symbols}
     want = normalize(declared)
-    if "*" in declared:
-        # A static function as a template argument is named in nvcc's per-build internal namespace
-        # (&_INTERNAL_<hash>_10_convert_cu_<hash>::dequantize_q8_0): `*` stands for any run of characters.
-        pattern = re.compile(".*".join(re.escape(part) for part in want.split("*")))
-        exact = [s for s in symbols if pattern.fullmatch(normalize(names[s]))]
-    else:
-        exact = [s for s in symbols if s == declared or normalize(names[s]) == want]
+    exact = [s for s in symbols if s == declared or normalize(names[s]) == want]
     if len(exact) == 1:
         return exact[0]
     if not exact and "<" not in declared:

@@ -30,18 +30,19 @@ class CompileJob:
 
     @property
     def label(self) -> str:
-        return f"{self.family}:{_shown(self.source)}" + (f" [{self.part}]" if self.part else "")
+        return f"{self.family}:{shown_path(self.source)}" + (f" [{self.part}]" if self.part else "")
 
 
-def _shown(source: str) -> str:
-    # A TOML variant's source is an absolute path: show it relative to the working directory when inside.
+def shown_path(source: str | Path) -> str:
+    """A path as messages and results show it: relative to the working directory when inside it (a TOML
+    variant's source and a ggml tree are held as absolute paths), else as it is."""
     path = Path(source)
     if not path.is_absolute():
-        return source
+        return str(source)
     try:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
-        return source
+        return str(source)
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,21 @@ def variant_builds(arch: str) -> list[dict[str, Any]]:
     from strata_bench.cases.registry import FAMILIES
     from strata_bench.kernels.variant_build import builds_of
 
-    return [{"family": family, "source": source, **spec.record(arch)} for family, source, spec in builds_of(FAMILIES)]
+    records = [{"family": family, "source": source, **spec.record(arch)}
+               for family, source, spec in builds_of(FAMILIES)]
+    return [_inside_relative(r, os.getcwd().rstrip("/") + "/") for r in records]
+
+
+def _inside_relative(value: Any, cwd: str) -> Any:
+    """`value` with every path under the working directory written relative to it (a variant's source, a
+    ggml tree and their -I folders are held as absolute paths): results name no path of the host that ran."""
+    if isinstance(value, str):
+        return value.replace(cwd, "")
+    if isinstance(value, list):
+        return [_inside_relative(v, cwd) for v in value]
+    if isinstance(value, dict):
+        return {k: _inside_relative(v, cwd) for k, v in value.items()}
+    return value
 
 
 # ---------------------------------------------------------------- devices

@@ -249,8 +249,27 @@ def test_provenance_records_the_exact_command_and_nvccs_version(families, folder
     assert record == {"family": "dequant", "source": str(folder / "engine.cu"), "compiler": "nvcc",
                       "version": nvcc.nvcc_version(tool),
                       "command": [tool, "-cubin", "-arch=sm_90", "-std=c++17", "-O3", f"-I{folder}",
-                                  f"-I{kernels_dir()}", "-DENGINE_SCALE=1.0f", "-Xptxas=-v", "-o", "<cubin>",
-                                  str(folder / "engine.cu")]}
+                                  f"-I{_shown(kernels_dir())}", "-DENGINE_SCALE=1.0f", "-Xptxas=-v", "-o",
+                                  "<cubin>", str(folder / "engine.cu")]}
+
+
+def _shown(path) -> str:
+    """How results name a path: relative to the working directory when inside it."""
+    import os
+
+    return str(path).replace(os.getcwd().rstrip("/") + "/", "")
+
+
+@needs_nvcc
+def test_results_name_paths_under_the_working_directory_relative_to_it(folder, families, monkeypatch):
+    from strata_bench.results import provenance
+
+    monkeypatch.chdir(folder.parent)  # the variant's folder is now inside the working directory
+    load_variant_files((str(_write(folder, TOML)),), families)
+    (record,) = provenance.variant_builds("sm_90")
+    assert record["source"] == f"{folder.name}/engine.cu"
+    assert f"-I{folder.name}" in record["command"] and record["command"][-1] == f"{folder.name}/engine.cu"
+    assert not any(str(folder.parent) in str(v) for v in record.values())
 
 
 def test_a_mistyped_kernel_is_one_line_at_list(folder):

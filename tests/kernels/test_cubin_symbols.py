@@ -56,14 +56,6 @@ def test_without_a_demangler_names_are_mangled(symbols, monkeypatch):
                                    "as mangled symbols")
 
 
-@needs_demangler
-def test_a_star_stands_for_any_run_of_characters_and_must_still_name_one_kernel(symbols):
-    assert find_kernel("matvec<(eng::qtype)20,*>", symbols, "w") == find_kernel("matvec<(eng::qtype)20, 1>", symbols, "w")
-    assert find_kernel("pl*", symbols, "w") == "_Z5plainPfcsd"
-    with pytest.raises(KernelNotFound, match=r"matches 2 kernels: matvec<\(eng::qtype\)16, 1>, matvec<\(eng::qtype\)16, 2>"):
-        find_kernel("matvec<(eng::qtype)16,*>", symbols, "w")
-
-
 def test_the_two_demanglers_spellings_normalize_alike():
     # cu++filt (the toolkit's) types template values and hides nvcc's internal namespace; c++filt does not.
     assert normalize("mul_mat_vec_q<(ggml_type)10, (int)1, (bool)0, (bool)1, (bool)0>") == \
