@@ -227,15 +227,3 @@ def graph_standin(monkeypatch):
     monkeypatch.setattr(graph, "replay_seconds", replay)
     monkeypatch.setattr(bench, "replay_seconds", replay)
     return state
-
-
-@pytest.fixture(autouse=True)
-def _no_toml_variants_left_behind():
-    """A command run in-process with --variants adds that file's variants to the registered families'
-    tables (a fresh process has none): drop them after every test, so no later test sees `row8` among
-    mmvq's variants because the README's example ran before it."""
-    yield
-    from strata_bench.cases import FAMILIES
-    from strata_bench.cases.toml_variant import remove_toml_variants
-
-    remove_toml_variants(FAMILIES)

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.families import load_builtin_families
-from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file, remove_toml_variants
+from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file
 from strata_bench.kernels import build, cubin, cubin_symbols
 from strata_bench.kernels.sources import REPO_ROOT
 
@@ -23,9 +22,11 @@ ENGINE_TYPES = {"q8_0": 8, "iq2_xxs": 16, "iq2_xs": 17, "iq3_xxs": 18, "iq1_s": 
 
 @pytest.fixture
 def families():
-    fams = load_builtin_families()
-    yield fams
-    remove_toml_variants(fams)
+    """A run's own catalog of the built-ins: the example's variants stay in it."""
+    from strata_bench.runner.catalog import build_catalog
+    from strata_bench.cases.spec import RunSpec
+
+    return build_catalog(RunSpec())
 
 
 def test_the_example_parses_and_lists(families):

@@ -228,7 +228,7 @@ def _session(combos, arms, plan: Plan, writer: ResultsWriter | None, progress, s
 
     try:
         outcomes = _runs(combos, arms, plan, writer, progress, setup)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - re-raised below as AbInterrupted, after the summary
         stop = exc
         summary = finish_partial(writer) if writer is not None else None
         try:

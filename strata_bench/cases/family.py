@@ -170,6 +170,17 @@ class Family(ABC):
             if build is not None:
                 self.__dict__.setdefault("_source_builds", {})[source] = build
 
+    def copy(self) -> "Family":
+        """This family for one run's catalog: the same instance state, its own variant table and source maps,
+        so a variant a run adds (add_variant) stays in that run."""
+        import copy
+
+        twin = copy.copy(self)
+        for key, value in self.__dict__.items():
+            if isinstance(value, dict):  # add_variant's and TOML's maps (a cache copied so is shared, as before)
+                twin.__dict__[key] = dict(value)
+        return twin
+
     def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
                outs: Mapping[str, Any], stream: Any = None) -> None:
         """Launch one variant (looked up in the table). Must only enqueue work, so bench can capture it

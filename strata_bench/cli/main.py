@@ -37,7 +37,7 @@ class StrataGroup(click.Group):
         except click.UsageError as exc:
             raise OneLineUsageError(exc) from None
 
-    def invoke(self, ctx: click.Context):  # noqa: D401
+    def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:

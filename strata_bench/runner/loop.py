@@ -4,51 +4,49 @@ device at its first fault."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from strata_bench.cases import FAMILIES, Case, CaseFilter, load_user_cases, select_cases
+from dataclasses import dataclass
 
-from strata_bench.families import load_builtin_families
-from strata_bench.cases.request import CaseRequest, request_cases
+from strata_bench.cases import Case
+from strata_bench.runner.catalog import build_catalog
+from strata_bench.cases.request import request_cases
+from strata_bench.cases.spec import RunSpec
 from strata_bench.errors import InputError, KernelFault
 
 
-def prepare_cases(flt: CaseFilter, cases_file: str | None = None, kernels_dir: str | None = None,
-                  purpose: str = "parity", request: CaseRequest | None = None) -> list[Case]:
-    """Load built-in families (and a user's case file, and TOML variants), then select the cases matching
-    the filter and the request (--shape/--cols sweep, --fixtures/--gguf real weights: cases/request.py)."""
-    load_builtin_families()
-    if kernels_dir and not cases_file:
-        raise InputError(f"--kernels {kernels_dir} needs --cases FILE.py naming the families that use it")
-    if cases_file:
-        load_user_cases(cases_file, kernels_dir)
-    if request is None:
-        return select_cases(flt, purpose=purpose)
-    if request.variants:
-        from strata_bench.cases.toml_variant import load_variant_files
+@dataclass(frozen=True)
+class Prepared:
+    """A run ready to start: its own catalog of families and the cases it selected from it."""
 
-        load_variant_files(request.variants, FAMILIES)
-    if request.ggml is not None:
-        from strata_bench.ggml import load
-
-        load(FAMILIES, request.ggml, request.ggml_b, flt.formats)
-    return request_cases(flt, request, FAMILIES, purpose)
+    spec: RunSpec
+    catalog: dict[str, Any]
+    cases: list[Case]
 
 
-def precompile(cases: list[Case], devices: list[int]) -> None:
+def prepare(spec: RunSpec) -> Prepared:
+    """The one entry point of parity, bench, compile, kernel A/B and the sanitize child: check the spec,
+    build the run's catalog (runner/catalog.py) and select its cases (the families' defaults swept by
+    --shape/--cols, or real weights: cases/request.py)."""
+    spec.check()
+    catalog = build_catalog(spec)
+    return Prepared(spec, catalog, request_cases(spec.filter, spec.request, catalog, spec.purpose))
+
+
+def precompile(cases: list[Case], devices: list[int], catalog: Mapping[str, Any]) -> None:
     """Compile every needed (family, source, arch) at once on a thread pool (NVRTC releases the GIL),
     so a cold cache costs the longest compile rather than the sum; load_kernels then hits the cache."""
     import os
 
     from strata_bench.kernels import build, jobs
 
-    families = {c.family: FAMILIES[c.family] for c in cases}
+    families = {c.family: catalog[c.family] for c in cases}
     archs = list(dict.fromkeys(build.device_arch(d) for d in devices))
     planned = jobs.plan(families, archs)
     jobs.raise_for_failures(jobs.run_all(planned, workers=min(len(planned), os.cpu_count() or 1)))
 
 
-def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[..., Any],
+def run_on_devices(cases: list[Case], devices: list[int], catalog: Mapping[str, Any], per_case: Callable[..., Any],
                    on_result: Callable[[Any], None], on_fault: Callable[[Case, int, KernelFault, float], Any],
                    progress: Any = None, compiled: Callable[[float], None] | None = None) -> None:
     """Call per_case(family, case, kernels, device) for every case on every device.
@@ -71,20 +69,20 @@ def run_on_devices(cases: list[Case], devices: list[int], per_case: Callable[...
     if sanitized:
         sanitize.prepare_child(cupy)
     start = time.perf_counter()
-    precompile(cases, devices)
+    precompile(cases, devices, catalog)
     if compiled is not None:
         compiled(time.perf_counter() - start)
     for device in devices:
         with cupy.cuda.Device(device):
             for case in cases:
-                family = FAMILIES[case.family]
+                family = catalog[case.family]
                 if sanitized:
                     sanitize.print_marker(sanitize.case_marker(case.name, device))
                 start = time.perf_counter()
                 try:
                     kernels = load_kernels(family, device)
                     result = per_case(family, case, kernels, device)
-                except Exception as exc:  # noqa: BLE001 - only faults are caught; anything else re-raises
+                except Exception as exc:  # only faults are caught; anything else re-raises
                     fault = device_fault(case, device, exc)
                     if fault is None:
                         raise
@@ -111,17 +109,12 @@ def device_fault(case: Case, device: int, exc: BaseException) -> KernelFault | N
     return None
 
 
-def load_families(names: Sequence[str], cases_file: str | None, kernels_dir: str | None) -> dict[str, Any]:
-    """Built-in families plus those a --cases file declares (compiled from --kernels DIR), filtered by name."""
-    registry = load_builtin_families()
-    if kernels_dir and not cases_file:
-        raise InputError(f"--kernels {kernels_dir} needs --cases FILE.py naming the families that use it")
-    if cases_file:
-        load_user_cases(cases_file, kernels_dir)
-    unknown = [n for n in names if n not in registry]
+def select_families(catalog: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The catalog's families named (every one where none is), for a command with no cases (compile)."""
+    unknown = [n for n in names if n not in catalog]
     if unknown:
-        raise InputError(f"unknown family {unknown[0]!r}; families: {', '.join(sorted(registry)) or '(none)'}")
-    chosen = {n: registry[n] for n in (names or sorted(registry))}
+        raise InputError(f"unknown family {unknown[0]!r}; families: {', '.join(sorted(catalog)) or '(none)'}")
+    chosen = {n: catalog[n] for n in (names or sorted(catalog))}
     if not chosen:
         raise InputError("no kernel family is registered (strata_bench/families is empty and no --cases given)")
     return chosen

@@ -64,7 +64,7 @@ def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
 
     with sel.progress_bar(progress, "bench") as advance:
         try:
-            loop.run_on_devices(list(sel.cases), list(sel.devices), per_case, keep, on_fault, advance)
+            loop.run_on_devices(list(sel.cases), list(sel.devices), sel.catalog, per_case, keep, on_fault, advance)
         finally:
             # Each device reached has its ceilings in this process (re-measured ones included), so
             # measure_ceilings only reads them back here; a device never reached has none.

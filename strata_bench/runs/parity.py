@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from strata_bench.cases import FAMILIES
 from strata_bench.checks.outcome import ParityRun, fault_result
 from strata_bench.checks.parity import CaseChecker
 from strata_bench.checks.phases import PhaseTimes
@@ -60,10 +59,10 @@ def run_parity(plan: ParityPlan, progress: Progress | None = None,
         writer.append(record(result, plan.rerun))
 
     started = time.perf_counter()
-    with sel.progress_bar(progress, "parity") as advance, ReferencePool(sel.cases, FAMILIES, warn=warn) as pool:
+    with sel.progress_bar(progress, "parity") as advance, ReferencePool(sel.cases, sel.catalog, warn=warn) as pool:
         try:
             checker = CaseChecker(report.times, pool=pool, on_failure=plan.dump)
-            loop.run_on_devices(list(sel.cases), list(sel.devices), checker, keep, fault_result, advance,
+            loop.run_on_devices(list(sel.cases), list(sel.devices), sel.catalog, checker, keep, fault_result, advance,
                                 compiled=_compile_timer(report.times))
         finally:
             if report.times is not None and pool.seconds is not None:

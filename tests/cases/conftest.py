@@ -7,12 +7,15 @@ from pathlib import Path
 import pytest
 
 from strata_bench.errors import InputError
-from strata_bench.families import load_builtin_families
 
 
 @pytest.fixture
 def families():
-    return load_builtin_families()
+    """A run's own catalog of the built-ins (runner/catalog.py): what a test adds stays in it."""
+    from strata_bench.runner.catalog import build_catalog
+    from strata_bench.cases.spec import RunSpec
+
+    return build_catalog(RunSpec())
 
 
 def toml_error(path: Path, families) -> str:

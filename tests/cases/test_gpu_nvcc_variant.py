@@ -18,21 +18,18 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/
 @pytest.fixture
 def dequant_with(tmp_path, monkeypatch):
     """dequant with the TOML files given loaded (its kernels loaded again with their sources), then removed."""
-    from strata_bench.families import load_builtin_families
-    from strata_bench.cases.toml_variant import load_variant_files, remove_toml_variants
-    from strata_bench.kernels import build
+    from strata_bench.runner.catalog import build_catalog
+    from strata_bench.cases.spec import RunSpec
+    from strata_bench.cases.toml_variant import load_variant_files
 
     monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
-    families = load_builtin_families()
 
     def load(*paths):
+        families = build_catalog(RunSpec())  # each load a run's own catalog: its kernels load with its sources
         load_variant_files(tuple(str(p) for p in paths), families)
-        build._LOADED.pop(("dequant", 0), None)
         return families["dequant"]
 
-    yield load
-    remove_toml_variants(families)
-    build._LOADED.pop(("dequant", 0), None)
+    return load
 
 
 def _check_all(dequant, variant):

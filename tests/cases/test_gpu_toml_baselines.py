@@ -12,18 +12,12 @@ FAMILIES = ("dequant", "fp16deq", "grouped", "mmvq", "moe_combine", "pfgemm", "q
 
 
 @pytest.fixture
-def with_toml(request):
-    from strata_bench.families import load_builtin_families
-    from strata_bench.cases.toml_variant import load_variant_files, remove_toml_variants
-    from strata_bench.kernels import build
+def with_toml(request, families):
+    from strata_bench.cases.toml_variant import load_variant_files
 
-    families = load_builtin_families()
     name = request.param
-    load_variant_files((str(TOML_DIR / f"{name}.toml"),), families)
-    build._LOADED.pop((name, 0), None)  # loaded before the variant joined: load again with its source
-    yield families[name]
-    remove_toml_variants(families)
-    build._LOADED.pop((name, 0), None)
+    load_variant_files((str(TOML_DIR / f"{name}.toml"),), families)  # the test's own catalog
+    return families[name]
 
 
 @pytest.mark.nvrtc

@@ -11,19 +11,11 @@ EXAMPLE = REPO_ROOT / "examples" / "toml_variant" / "variants.toml"
 
 
 @pytest.fixture
-def mmvq_with_row8():
-    from strata_bench.families import load_builtin_families
-    from strata_bench.cases.toml_variant import load_variant_files, remove_toml_variants
-    from strata_bench.kernels import build
+def mmvq_with_row8(families):
+    from strata_bench.cases.toml_variant import load_variant_files
 
-    families = load_builtin_families()
-    load_variant_files((str(EXAMPLE),), families)
-    for key in [k for k in build._LOADED if k[0] == "mmvq"]:
-        del build._LOADED[key]  # loaded before the variant joined: load again with its source
-    yield families["mmvq"]
-    remove_toml_variants(families)
-    for key in [k for k in build._LOADED if k[0] == "mmvq"]:
-        del build._LOADED[key]
+    load_variant_files((str(EXAMPLE),), families)  # a run's own catalog: loaded with its source, kept there
+    return families["mmvq"]
 
 
 @pytest.mark.gpu
@@ -80,22 +72,15 @@ def test_other_gguf_rows_pass_every_family_that_takes_them(tmp_path, monkeypatch
 
 
 @pytest.mark.gpu
-def test_dequant_rows_toml_passes_parity():
-    from strata_bench.families import load_builtin_families
-    from strata_bench.cases.toml_variant import load_variant_files, remove_toml_variants
+def test_dequant_rows_toml_passes_parity(families):
+    from strata_bench.cases.toml_variant import load_variant_files
     from strata_bench.checks.parity import Status, check_case
     from strata_bench.kernels import build
 
-    families = load_builtin_families()
     load_variant_files((str(REPO_ROOT / "examples" / "dequant_rows" / "variants.toml"),), families)
-    build._LOADED.pop(("dequant", 0), None)
-    try:
-        dequant = families["dequant"]
-        kernels = build.load_kernels(dequant, 0)
-        for case in dequant.default_cases():
-            assert case.variants == ("dequant", "rows")
-            result = check_case(dequant, case, kernels, 0)
-            assert result.status is Status.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
-    finally:
-        remove_toml_variants(families)
-        build._LOADED.pop(("dequant", 0), None)
+    dequant = families["dequant"]
+    kernels = build.load_kernels(dequant, 0)
+    for case in dequant.default_cases():
+        assert case.variants == ("dequant", "rows")
+        result = check_case(dequant, case, kernels, 0)
+        assert result.status is Status.PASS, (case.name, [c.detail for c in result.checks if not c.ok])

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from strata_bench.cases import Case, CaseFilter
 from strata_bench.cases.sweep import sweep, sweep_cases
-from strata_bench.runner.loop import prepare_cases
+from strata_bench.cases.spec import RunSpec
+from strata_bench.runner.loop import prepare
 
 MMVQ_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "q8_0", "q2_0")
 
 
 def _mmvq(formats=()):
-    return prepare_cases(CaseFilter(families=("mmvq",), formats=formats), purpose="bench")
+    return prepare(RunSpec(CaseFilter(families=("mmvq",), formats=formats), purpose="bench")).cases
 
 
 def test_sweep_replaces_the_shape_and_the_column_count():

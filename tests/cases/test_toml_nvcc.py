@@ -244,7 +244,7 @@ def test_provenance_records_the_exact_command_and_nvccs_version(families, folder
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     load_variant_files((str(_write(folder, TOML)),), families)
-    (record,) = provenance.variant_builds("sm_90")
+    (record,) = provenance.variant_builds("sm_90", families)
     tool = nvcc.find_nvcc()
     assert record == {"family": "dequant", "source": str(folder / "engine.cu"), "compiler": "nvcc",
                       "version": nvcc.nvcc_version(tool),
@@ -266,7 +266,7 @@ def test_results_name_paths_under_the_working_directory_relative_to_it(folder, f
 
     monkeypatch.chdir(folder.parent)  # the variant's folder is now inside the working directory
     load_variant_files((str(_write(folder, TOML)),), families)
-    (record,) = provenance.variant_builds("sm_90")
+    (record,) = provenance.variant_builds("sm_90", families)
     assert record["source"] == f"{folder.name}/engine.cu"
     assert f"-I{folder.name}" in record["command"] and record["command"][-1] == f"{folder.name}/engine.cu"
     assert not any(str(folder.parent) in str(v) for v in record.values())

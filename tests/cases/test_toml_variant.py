@@ -251,7 +251,7 @@ def test_nvrtc_flags_decide_the_float_options_and_are_recorded(families, folder)
     (tv,) = parse_variant_file(path, families)
     assert tv.compiler == "nvrtc" and tv.options()[-2:] == ("-use_fast_math", "-ftz=false")
     load_variant_files((str(path),), families)
-    (record,) = provenance.variant_builds("sm_90")
+    (record,) = provenance.variant_builds("sm_90", families)
     options = record["options"]
     assert record["compiler"] == "nvrtc" and options[-2:] == ["-use_fast_math", "-ftz=false"]
     # the variant's -ftz=false kept, the base -prec-div/-prec-sqrt/-fmad dropped for fast math's

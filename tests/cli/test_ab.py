@@ -123,11 +123,11 @@ def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
 
     seen = {}
 
-    def run_kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, progress):
-        seen.update(families=case_filter.families, formats=case_filter.formats, a=variant_a, b=variant_b,
+    def run_kernel_ab(spec, variant_a, variant_b, plan, results_dir, progress):
+        seen.update(families=spec.filter.families, formats=spec.filter.formats, a=variant_a, b=variant_b,
                     pairs=plan.pairs)
         values = iter([10.0, 11.0, 10.1, 11.1, 9.9, 10.9] * 2)
-        arm = lambda label: Arm(label, lambda: next(values), {"variant": label})  # noqa: E731
+        arm = lambda label: Arm(label, lambda: next(values), {"variant": label})
         outcome = run_ab(arm(variant_a), arm(variant_b), plan, None, case="mmvq/iq2_xxs")
         return AbReport((outcome,), None, None)
 

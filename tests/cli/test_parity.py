@@ -122,9 +122,9 @@ def test_dump_failures_writes_each_failing_case_and_says_where(three_devices, tm
     assert "--dump-failures DIR" in CliRunner().invoke(cli, ["parity", "--help"]).output
 
 
-def test_dump_failures_writes_nothing_when_every_case_passes(three_devices, tmp_path, monkeypatch):
+def test_dump_failures_writes_nothing_when_every_case_passes(three_devices, tmp_path, monkeypatch, family_registry):
     passing = [c for c in CASES if c is not CASES[2]]
-    monkeypatch.setattr(loop, "prepare_cases", lambda *a, **k: list(passing))
+    monkeypatch.setattr(loop, "prepare", lambda spec: loop.Prepared(spec, family_registry, list(passing)))
     folder = tmp_path / "fails"
     result = CliRunner().invoke(cli, ["parity", "--device", "0", "--results", str(tmp_path / "r"), "-q",
                                       "--dump-failures", str(folder)])
@@ -169,7 +169,7 @@ def test_a_filter_changes_the_count():
 def _fake_loop(monkeypatch, seen, compile_seconds=None):
     from strata_bench.runner import devices
 
-    def run_on_devices(cases, devs, per_case, on_result, on_fault, progress=None, compiled=None):
+    def run_on_devices(cases, devs, catalog, per_case, on_result, on_fault, progress=None, compiled=None):
         seen.append(per_case)
         if compile_seconds is not None and compiled is not None:
             compiled(compile_seconds)

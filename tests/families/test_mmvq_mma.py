@@ -20,7 +20,7 @@ import pytest
 from strata_bench.families import load_builtin_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from iq_host import harness  # noqa: E402
+from iq_host import harness
 
 FAMILY = load_builtin_families()["mmvq"]
 FORMATS = ("iq4_nl", "q8_0", "iq4_xs")  # the formats mmvq_mma has an MmaFrag for in kernels_src

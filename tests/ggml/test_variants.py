@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from strata_bench.errors import InputError
-from strata_bench.families import load_builtin_families
 from strata_bench.ggml import convert, mmvq
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, locate
 from strata_bench.ggml.variants import attach
@@ -18,7 +17,11 @@ from strata_bench.ggml.variants import attach
 
 @pytest.fixture
 def families():
-    return load_builtin_families()
+    """A run's own catalog: the variants a test attaches stay in it."""
+    from strata_bench.runner.catalog import build_catalog
+    from strata_bench.cases.spec import RunSpec
+
+    return build_catalog(RunSpec())
 
 
 @pytest.fixture

@@ -11,19 +11,21 @@ from types import SimpleNamespace
 
 import pytest
 
-from strata_bench.cases import Case, CaseFilter
+from strata_bench.cases import Case
 from strata_bench.errors import InputError, KernelFault
 from strata_bench.runner import loop
 from strata_bench.runner.devices import probe
-from strata_bench.runner.loop import prepare_cases, run_on_devices
+from strata_bench.runner.loop import run_on_devices
 
 DATA = Path(__file__).parent.parent / "data" / "fault_family"
 
 
 
 def test_kernels_without_a_case_file_is_an_input_error():
+    from strata_bench.cases.extensions import extensions_from
+
     with pytest.raises(InputError, match="--kernels my_kernels needs --cases FILE.py"):
-        prepare_cases(CaseFilter(), kernels_dir="my_kernels")
+        extensions_from({"kernels_dir": "my_kernels"})
 
 
 def test_each_device_runs_every_case_until_its_first_fault(monkeypatch, family_registry):
@@ -37,7 +39,7 @@ def test_each_device_runs_every_case_until_its_first_fault(monkeypatch, family_r
         yield
 
     monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=device)))
-    monkeypatch.setattr(loop, "precompile", lambda c, d: loaded.append(("precompile", len(c), d)))
+    monkeypatch.setattr(loop, "precompile", lambda c, d, catalog: loaded.append(("precompile", len(c), d)))
     monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: loaded.append((fam.name, dev)))
 
     def per_case(fam, case, kernels, dev):
@@ -47,7 +49,7 @@ def test_each_device_runs_every_case_until_its_first_fault(monkeypatch, family_r
         return (dev, case.data)
 
     results, ticks = [], []
-    run_on_devices(cases, [0, 1], per_case, results.append,
+    run_on_devices(cases, [0, 1], family_registry, per_case, results.append,
                    lambda case, dev, exc, seconds: (dev, case.data, str(exc)), lambda: ticks.append(1))
     assert entered == [0, 1]
     assert loaded == [("precompile", 3, [0, 1])] + [("toy", 0)] * 3 + [("toy", 1)] * 2
@@ -68,7 +70,7 @@ def fake_three_devices(monkeypatch, family_registry):
         yield
 
     monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=device)))
-    monkeypatch.setattr(loop, "precompile", lambda c, d: None)
+    monkeypatch.setattr(loop, "precompile", lambda c, d, catalog: None)
     monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: None)
     return [Case("toy", "q8_0", rows=1, cols=32, data=f"seed:{i}") for i in range(4)], entered
 
@@ -91,7 +93,7 @@ def test_a_fault_on_device_1_leaves_devices_0_and_2_whole(fake_three_devices):
         faults.append(exc)
         return (dev, case.data, "FAULT")
 
-    run_on_devices(cases, [0, 1, 2], per_case, results.append, on_fault)
+    run_on_devices(cases, [0, 1, 2], {"toy": SimpleNamespace(name="toy")}, per_case, results.append, on_fault)
     assert entered == [0, 1, 2]
     every = [f"seed:{i}" for i in range(4)]
     assert [r[1] for r in results if r[0] == 0] == every
@@ -114,7 +116,7 @@ def test_an_error_that_is_not_a_fault_stops_the_run(fake_three_devices):
 
     results = []
     with pytest.raises(ValueError, match="a bug in a family"):
-        run_on_devices(cases, [0, 1, 2], per_case, results.append, lambda *a: pytest.fail("not a fault"))
+        run_on_devices(cases, [0, 1, 2], {"toy": SimpleNamespace(name="toy")}, per_case, results.append, lambda *a: pytest.fail("not a fault"))
     assert results == [0, 0, 0, 0] and entered == [0, 1]
 
 
@@ -165,9 +167,9 @@ def test_the_compile_seconds_are_handed_over_before_the_first_case(monkeypatch, 
     clock = iter([10.0, 12.5])
     events = []
     monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=lambda i: contextlib.nullcontext())))
-    monkeypatch.setattr(loop, "precompile", lambda c, d: events.append("precompile"))
+    monkeypatch.setattr(loop, "precompile", lambda c, d, catalog: events.append("precompile"))
     monkeypatch.setattr(loop.time, "perf_counter", lambda: next(clock, 20.0))
     monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: None)
-    run_on_devices(cases, [0], lambda *a: events.append("case"), lambda r: None, lambda *a: None,
+    run_on_devices(cases, [0], family_registry, lambda *a: events.append("case"), lambda r: None, lambda *a: None,
                    compiled=lambda seconds: events.append(seconds))
     assert events == ["precompile", 2.5, "case"]

@@ -35,7 +35,7 @@ def test_formats_and_variants_extend_the_built_in_family():
 def test_cases_are_the_built_in_defaults_and_bench_plus_several_windows():
     fam = SCHED.GroupedSched()
     grouped = builtin_family("grouped")()
-    key = lambda c: (c.fmt, c.rows, c.cols, c.ncols, c.params)  # noqa: E731
+    key = lambda c: (c.fmt, c.rows, c.cols, c.ncols, c.params)
     cases = fam.default_cases()
     assert [key(c) for c in cases[:24]] == [key(c) for c in grouped.default_cases()]
     windows = cases[24:]
