@@ -2,7 +2,7 @@
 # The GPU suite, end to end, on a CUDA host: env -> compile -> parity (cold, then warm cache) -> the same
 # cases under compute-sanitizer (memcheck, racecheck, initcheck, synccheck) -> output
 # digests against a base tree -> the mmvq DRAM bench and its compare -> the user's weights, shapes and TOML
-# kernels -> GPU tests -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
+# kernels -> GPU tests -> every README command that needs a GPU -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
 # and the pfgemm cuBLAS reference -> the peer table -> --device all -> workload and its command A/B (last:
 # at about 2.5 minutes the longest step, so a run under a time limit loses it first; STRATA_SUITE_DEADLINE and
 # STRATA_SUITE_LIMIT below).
@@ -32,7 +32,8 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests quality bench-families peer devices workload)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests readme quality bench-families peer
+                                 devices workload)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
 BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261202T015650Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
@@ -97,7 +98,10 @@ for s in "${steps[@]}"; do
             else
                 printf '%-24s skipped: no base tree at %s\n' digests "$BASE_TREE" | tee -a "$logdir/status.txt"
             fi ;;
-        gputests) step gputests python3 -m pytest -q -m gpu -ra tests experiments ;;  # the experiments' GPU tests too
+        gputests)  # the experiments' GPU tests too; the README's commands are step readme's
+            step gputests python3 -m pytest -q -m gpu -ra tests experiments --ignore=tests/test_readme_gpu.py ;;
+        readme)  # every README example that needs a GPU, as a reader types it (the CPU test runs only their --list)
+            step readme python3 -m pytest -q -ra tests/test_readme_gpu.py ;;
         bench-dram)
             step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
             new=$(ls -t results/nvidia-h200/bench-*.json | head -1)

@@ -49,6 +49,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(reason)
 
 
+SLOW_MARKED = pytest.StashKey[int]()  # how many collected tests are marked slow (tests/test_slow_marks.py)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Count the tests marked slow before `-m` deselects them, so the README's count can be held to it."""
+    config.stash[SLOW_MARKED] = sum(item.get_closest_marker("slow") is not None for item in items)
+
+
 @pytest.fixture
 def gpu():
     """The GpuProbe of this host; skips the test (with the reason) when no GPU is usable."""

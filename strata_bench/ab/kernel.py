@@ -249,7 +249,9 @@ def run_kernel_ab(spec: RunSpec, variant_a: str, variant_b: str, plan: Plan, res
     devices = gpu.select_devices(str(device))
     import cupy
 
-    plan = replace(plan, unit="us", metric="kernel us per call")
+    # Each arm returns microseconds per call (_GraphArm): the plan says so, or every figure is shown
+    # converted from seconds (the command plan's wall time), 10^6 too large.
+    plan = replace(plan, unit="us", value_unit="us", metric="kernel us per call")
     prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
                                                      "seed": plan.seed}},
                               families={c.family: catalog[c.family] for c in cases})

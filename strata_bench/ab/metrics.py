@@ -86,6 +86,64 @@ def parse_output_specs(texts: Sequence[str], option: str, stem: str, need_group:
     return specs
 
 
+def metric_label(text: str, spec: OutputSpec, limit: int = 48) -> str:
+    """What a table calls one --metric: its NAME where the text gives one, else its regex shortened to the
+    literal text it matches (`prefill \\d+ tokens in (?P<value>[0-9.]+) ms` -> `prefill ... tokens in ... ms`):
+    the whole regex was the label once."""
+    if spec.regex.pattern != text:
+        return spec.name
+    label = re.sub(r"(\.\.\.\s*)+\.\.\.", "...", "".join(_literal_parts(text))).strip()
+    if not label.strip(". "):  # nothing literal: `(?P<value>\d+)`
+        return spec.name
+    if len(label) <= limit:
+        return label
+    short = label[:limit - 4].rsplit(" ", 1)[0]  # cut at a word
+    return short if short.endswith("...") else short + " ..."
+
+
+def _literal_parts(pattern: str) -> list[str]:
+    """The pattern's literal characters; each group, class, escape class or wildcard as one "..." (quantifiers
+    dropped)."""
+    parts, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            nxt = pattern[i + 1:i + 2]
+            parts.append("..." if nxt.isalnum() else nxt)  # \d, \s, \b... a class; \. an escaped literal
+            i += 2
+        elif c in "([{":
+            i = _class_end(pattern, i) if c == "[" else _group_end(pattern, i)
+            parts.append("" if c == "{" else "...")  # {m,n} is a quantifier
+        else:
+            parts.append("..." if c == "." else "" if c in "*+?^$" else c)
+            i += 1
+    return parts
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index after the `]` that closes the class at pattern[start] (a `]` first in it is a member)."""
+    i = start + 1 + (pattern[start + 1:start + 2] == "^")
+    i += pattern[i:i + 1] == "]"
+    while i < len(pattern) and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
+def _group_end(pattern: str, start: int) -> int:
+    """The index after the bracket that closes the group (or quantifier) at pattern[start]."""
+    close, depth, i = {"(": ")", "{": "}"}[pattern[start]], 0, start
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "[":
+            i = _class_end(pattern, i)
+            continue
+        depth += (c == pattern[start]) - (c == close)
+        i += 2 if c == "\\" else 1
+        if depth == 0:
+            return i
+    return i
+
+
 def captures(spec: OutputSpec, text: str) -> dict[str, str]:
     """Entry name -> captured text of the last match per key (one entry when there is no key)."""
     out: dict[str, str] = {}

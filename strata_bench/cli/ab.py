@@ -123,7 +123,7 @@ def command(spec, list_only, order, pairs, warmup, seed,
     """
     # Nothing imported here brings scipy: a usage error returns before the statistics are loaded.
     from strata_bench.ab.matrix import CommandLines, make_combinations, run_matrix
-    from strata_bench.ab.metrics import parse_output_specs
+    from strata_bench.ab.metrics import metric_label, parse_output_specs
     from strata_bench.ab.process import AbInterrupted
     from strata_bench.ab.plan import make_plan
     from strata_bench.stats.criteria import Criteria
@@ -135,7 +135,8 @@ def command(spec, list_only, order, pairs, warmup, seed,
     unit = _display_unit(unit, metric_specs)
     directions = [(m.name, m.higher_is_better) for m in metric_specs if m.higher_is_better is not None]
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
-                     metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
+                     metric_label(metrics[0], metric_specs[0]) if len(metrics) == 1 else (
+                         metric_specs[0].name if metric_specs else "wall time"),
                      directions, until_decided, allow_missing, [(m.name, m.unit) for m in metric_specs if m.unit],
                      None if metric_specs else "s")
     if not spec.filter.families and (list_only or spec.request != CaseRequest() or spec.extensions):

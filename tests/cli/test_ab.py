@@ -71,6 +71,18 @@ def test_markdown_output(tmp_path):
     assert "an A/A run" in res.stdout
 
 
+@pytest.mark.parametrize("metric, label", [
+    (r"prefill \d+ tokens in (?P<value>[0-9.]+) ms", "prefill ... tokens in ... ms"),  # its literal text, short
+    (r"prefill:ms=prefill \d+ tokens in (?P<value>[0-9.]+) ms", "prefill"),  # its name
+])
+def test_one_metric_is_labelled_by_its_name_or_its_literal_text_never_its_whole_regex(tmp_path, metric, label):
+    res = _run(["--pairs", "2", "--warmup", "0", "-o", "md", "--metric", metric, "--a",
+                "echo prefill 512 tokens in 1.5 ms", "--b", "echo prefill 512 tokens in 1.5 ms"], tmp_path)
+    assert res.exit_code == 0, res.output
+    assert [line for line in res.stdout.splitlines() if line.startswith("| **metric**")] == [
+        f"| **metric** | {label} (lower is better) |"]
+
+
 def test_failing_command_too_many_failures_exit_1(tmp_path):
     res = _run(["--pairs", "4", "--warmup", "0", "--", PY, "-c", "import sys; print('nope'); sys.exit(2)"], tmp_path)
     assert res.exit_code == 1

@@ -34,6 +34,7 @@ def _host(tag: str, xor: int = 1):
                                    f"LANEPAIR_HOST_TAG=fmt_iq1_s_{tag}", f"LANEPAIR_XOR={xor}"))
 
 
+@pytest.mark.slow  # host emulation: builds and runs the C++ harness (3-6 s for each build)
 @pytest.mark.parametrize("tag", ["pair", "lane"])
 @pytest.mark.parametrize("rows,cols,ncols,data", SHAPES)
 def test_the_schedule_with_the_lane_pair_decoder_equals_one_warp_per_row_bitwise(tag, rows, cols, ncols, data):
@@ -44,6 +45,7 @@ def test_the_schedule_with_the_lane_pair_decoder_equals_one_warp_per_row_bitwise
         f"{int((old.view(np.uint32) != mma.view(np.uint32)).sum())} of {old.size} outputs differ"
 
 
+@pytest.mark.slow  # host emulation: a harness build per partner lane (6-7 s each)
 @pytest.mark.parametrize("xor", [2, 3])
 def test_a_wrong_partner_lane_fails_the_fragment_check(xor):
     """The exchange with lane t ^ 2 or t ^ 3 (another row half or the wrong group) gives words decode() does not:
@@ -119,6 +121,7 @@ def _built(arch: str):
     return compile_source(PAIR.OWN_SOURCE, [c.kernel("iq1_s") for c in PAIR.CONFIGS], arch, root=PAIR.KERNELS)
 
 
+@pytest.mark.slow  # an NVRTC compile
 @pytest.mark.nvrtc
 def test_the_kernels_compile_without_spills():
     built = _built("sm_90")
@@ -129,6 +132,7 @@ def test_the_kernels_compile_without_spills():
 CUOBJDUMP = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
 
 
+@pytest.mark.slow  # an NVRTC compile, then cuobjdump
 @pytest.mark.nvrtc
 @pytest.mark.skipif(CUOBJDUMP is None, reason="no cuobjdump (set CUOBJDUMP=path): the SASS is not read")
 def test_the_pair_exchanges_by_shuffle_and_the_control_does_not():
