@@ -169,6 +169,8 @@ def _render(report, devices, output, rerun=None) -> None:
             click.echo(c.text())
         if sources:
             click.echo(sources_markdown(sources))
+    for note in report.notes:
+        click.echo(f"\nnote: {note}" if output == "md" else f"note: {note}")
     line = (f"{len(run.results)} cases, {run.failures} failures on {len(devices)} device"
             f"{'s' if len(devices) != 1 else ''}; results: {report.summary_path}")
     click.echo(line, err=output == "md")

@@ -13,7 +13,7 @@ from strata_bench.cli.options import output_option
 @output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.")
 @click.option("--peer", "peer_csv", type=click.Path(dir_okay=False), default=None, metavar="VARIANT|CSV",
               help="Set an mmvq bench file against a peer's figures: a VARIANT of the file (another engine's "
-                   "kernel timed in the same run, e.g. ggml), or a CSV (format, ncols, us[, rows, cols]): "
+                   "kernel timed in the same run), or a CSV (format, ncols, us[, rows, cols]): "
                    "per format and column count each variant's us and GB/s, the best's share of the read "
                    "ceiling, the peer's us, peer/best and the issue-14 target, met or missed.")
 def command(path, output, peer_csv):

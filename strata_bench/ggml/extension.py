@@ -2,6 +2,7 @@
 join the mmvq, dequant and q8_1 families of that run's catalog as variants `ggml` and `ggml_b`."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
@@ -10,6 +11,7 @@ import click
 from strata_bench.errors import InputError
 
 MAX_COLUMNS = 8  # ggml's MMVQ_MAX_BATCH_SIZE: above it ggml calls another kernel
+NO_COUNTERPART = "q2warp"  # this project's Q2_0 rows per warp (FORMATS.md: upstream's Q2_0 differs)
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class Ggml:
         from strata_bench.ggml import load
 
         load(catalog, self.tree, self.tree_b, spec.filter.formats)
+        if NO_COUNTERPART in catalog and (not spec.filter.families or NO_COUNTERPART in spec.filter.families):
+            print(f"--ggml: {NO_COUNTERPART} has no ggml counterpart (ggml's Q2_0, type 42, is another format than "
+                  "this project's q2_0): its cases run the built-ins alone", file=sys.stderr)
 
     def argv(self) -> list[str]:
         return ["--ggml", self.tree] + ([] if self.tree_b is None else ["--ggml-b", self.tree_b])

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from strata_bench.checks.outcome import ParityRun, fault_result
-from strata_bench.checks.parity import CaseChecker
+from strata_bench.checks.parity import CaseChecker, error_model_notes
 from strata_bench.checks.phases import PhaseTimes
 from strata_bench.checks.refpool import ReferencePool
 from strata_bench.runner import loop
@@ -37,6 +37,7 @@ class ParityReport:
     sources: tuple = ()  # the real weights' file, sha256, tensor and rows
     times: PhaseTimes | None = None
     wall: float = 0.0
+    notes: tuple[str, ...] = ()  # what the error models that judged some case allow (checks/parity.py)
 
     @property
     def faults(self) -> list:
@@ -52,7 +53,8 @@ def run_parity(plan: ParityPlan, progress: Progress | None = None,
     sel = plan.selection
     writer = sel.results_writer("parity")
     report = ParityReport(ParityRun(), sources=tuple(fixture_sources(sel.cases)),
-                          times=PhaseTimes() if plan.profile else None)
+                          times=PhaseTimes() if plan.profile else None,
+                          notes=tuple(error_model_notes(sel.catalog, sel.cases)))
 
     def keep(result) -> None:
         report.run.results.append(result)
@@ -88,7 +90,7 @@ def summary(report: ParityReport, devices: Sequence[int]) -> dict:
     """The run's summary record, with the counts per device (cases, failures, faults, not run) and the real
     weights' sources."""
     return {**report.run.summary(list(devices)), "per_device": [c.to_record() for c in report.counts],
-            "fixtures": list(report.sources)}
+            "fixtures": list(report.sources), "notes": list(report.notes)}
 
 
 def record(result, rerun) -> dict:

@@ -24,6 +24,15 @@ def _run(*args):
     return result
 
 
+def test_q2warp_is_said_to_have_no_ggml_counterpart(tree):
+    result = _run("parity", "--ggml", tree, "--family", "q2warp", "--list")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == ("--ggml: q2warp has no ggml counterpart (ggml's Q2_0, type 42, is "
+                                             "another format than this project's q2_0): its cases run the built-ins "
+                                             "alone")
+    assert all("ggml" not in line for line in result.stdout.splitlines())
+
+
 def _listed(result):
     assert result.exit_code == 0, result.output
     return dict(line.split("  variants=") for line in result.stdout.splitlines())
