@@ -285,5 +285,6 @@ def setup_hook(command: str | None, option: str) -> None:
         return
     code, out = run_hook(command, os.environ, None)
     if code != 0:
-        tail = out.strip().splitlines()[-1:] or [""]
-        raise InputError(f"{option} failed (exit code {code}): {command} | {tail[0][:200]}")
+        tail = out.strip().splitlines()[-1:]
+        said = f" | {tail[0][:200]}" if tail else ""  # a silent hook has no last line to show
+        raise InputError(f"{option} failed (exit code {code}): {command}{said}")

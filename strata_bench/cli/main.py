@@ -100,9 +100,12 @@ def _required_modules() -> set[str]:
 def _context_poisoned(exc: BaseException) -> bool:
     from strata_bench.errors import KernelFault
 
-    while exc is not None:
+    seen: set[int] = set()
+    # A chain can loop (an exception raised from itself, or two that name each other): stop at a repeat.
+    while exc is not None and id(exc) not in seen:
         if isinstance(exc, KernelFault):
             return True
+        seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return False
 

@@ -1,6 +1,8 @@
 """Every command has help with an example; GPU commands exit 77 with one reason line on a GPU-less host."""
 from __future__ import annotations
 
+import threading
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -89,3 +91,17 @@ def test_a_missing_required_package_is_one_line_exit_2():
 def test_a_missing_module_that_is_not_a_requirement_is_not_hidden():
     result = _invoke_raising(ModuleNotFoundError("No module named 'nope'", name="nope"))
     assert isinstance(result.exception, ModuleNotFoundError) and result.exit_code == 1
+
+
+def test_an_error_whose_cause_chain_loops_is_one_line_exit_2():
+    from strata_bench.errors import InputError
+
+    first, second = InputError("bad value: 7"), InputError("the other")
+    first.__cause__, second.__context__ = second, first  # a chain that names itself again
+    outcome = []
+    # A daemon thread: a walk that loops must fail this test, not hang the suite.
+    worker = threading.Thread(target=lambda: outcome.append(_invoke_raising(first)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert outcome, "the exception-chain walk did not end"
+    assert outcome[0].exit_code == 2 and outcome[0].output == "bad value: 7\n"
