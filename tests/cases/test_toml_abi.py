@@ -109,6 +109,16 @@ def test_a_cubin_for_another_arch_is_one_line(families, folder, cubin_cache):
                               "(it has: sm_80, sm_90)")
 
 
+def test_a_binary_of_8_gib_is_refused_before_it_is_read(families, folder, cubin_cache):
+    with open(folder / "params.fatbin", "r+b") as fh:
+        fh.truncate(8 << 30)  # sparse: it takes no disk, but reading it whole was a MemoryError
+    path = _write(folder, TOML)
+    with pytest.raises(InputError) as err:
+        _compile(families, path, "sm_90")
+    assert str(err.value) == (f"{path}: variant 'eng': binary params.fatbin: 8589934592 bytes, more than the "
+                              "1073741824 bytes read here")
+
+
 def _compile(families, path, arch):
     load_variant_files((str(path),), families)
     mmvq = families["mmvq"]
