@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from strata_bench.ab.metrics import OutputMissing, parse_output_spec, parse_output_specs, read_metrics, read_same
+from strata_bench.ab.metrics import (OutputMissing, output_text, parse_output_spec, parse_output_specs, read_metrics,
+                                     read_same)
 from strata_bench.errors import InputError
 
 OUT = """prefill 128 tokens in 12.5 ms
@@ -56,3 +57,18 @@ def test_same_captures_whole_match_group_or_key_and_marks_missing():
     specs = parse_output_specs([r"logits=logits sha256 (?P<key>\d+): (?P<value>\w+)", r"decode \d+ tokens",
                                 r"absent=never (\w+)"], "--same", "output", need_group=False)
     assert read_same(specs, OUT) == {"logits[128]": "aa", "output2": "decode 64 tokens", "absent": None}
+
+
+def test_a_key_that_is_not_utf8_text_is_refused_not_merged():
+    # Decoded with "replace", keys b'\xff' and b'\xfe' both named the entry 'm[\ufffd]'.
+    specs = parse_output_specs([r"m=k(?P<key>.)=(?P<value>\d)"], "--metric", "metric")
+    with pytest.raises(OutputMissing) as err:
+        read_metrics(specs, output_text(b"k\xff=1\nk\xfe=2\n"))
+    assert str(err.value) == "m: the key group b'\\xff' is not UTF-8 text"
+
+
+def test_a_figure_that_is_not_utf8_is_named_by_its_bytes():
+    specs = parse_output_specs([r"m=v=(\S+)"], "--metric", "metric")
+    with pytest.raises(OutputMissing) as err:
+        read_metrics(specs, output_text(b"v=1\xff\n"))
+    assert str(err.value) == "metric group 1 is not a number: b'1\\xff'"
