@@ -45,6 +45,8 @@ from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
 from strata_bench.kernels.variant_build import COMPILERS, SourceBuild
 
 REQUIRED = ("family", "name", "sources", "kernel", "grid", "block", "args")
+# nvcc's and NVRTC's options that choose what architecture the code is built for.
+ARCH_OPTIONS = frozenset(("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code", "--gpu-code"))
 OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch", "compiler", "flags", "binary",
             "placeholders", "error")
 _HASHED_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
@@ -254,11 +256,23 @@ def _compiler_and_source(table: Mapping[str, Any], base: Path, where) -> tuple[s
 
 def _flags(table: Mapping[str, Any], where) -> tuple[str, ...]:
     value = table.get("flags", [])
+    # Checked first, so that ["-arch", "sm_80"] is named for its -arch, not for its "sm_80".
+    chooser = next((v for v in value if _option_name(v) in ARCH_OPTIONS), None) if isinstance(value, list) else None
+    if chooser is not None:
+        # The last -arch wins in nvcc and NVRTC: a variant's own would build (and cache, under --arch's key)
+        # a cubin for another architecture than the one asked for.
+        raise InputError(f"{where('flags')}: {chooser!r} chooses the architecture, which --arch sets (remove it)")
     if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("-") and v.strip() == v
                                               and "\n" not in v for v in value):
         raise InputError(f"{where('flags')}: expected a list of compiler options (each starting with -), "
                          f"got {value!r}")
     return tuple(value)
+
+
+def _option_name(flag: Any) -> str:
+    """'-arch=sm_80', ' -arch sm_80' -> '-arch' ('' for what is not an option)."""
+    words = flag.split("=", 1)[0].split() if isinstance(flag, str) else []
+    return words[0] if words else ""
 
 
 def _launches(table: Mapping[str, Any], abi: LaunchAbi, where, structs: Mapping[str, CType],

@@ -76,6 +76,14 @@ def elf_arch(data: bytes) -> int:
     return (flags >> 8) & 0xFF if data[8] >= 8 else flags & 0xFF
 
 
+def built_for(data: bytes, arch: str) -> bool:
+    """Whether `data` is an ELF cubin for `arch` ("sm_90"): a cache entry that is not is built again."""
+    try:
+        return data[:4] == ELF_MAGIC and elf_arch(data) == int(arch.removeprefix("sm_"))
+    except (CubinError, ValueError):
+        return False
+
+
 def _sections(data: bytes) -> list[tuple[str, int, int, int, int]]:
     """(name, type, offset, size, link) of every section of a 64-bit little-endian ELF."""
     if data[:4] != ELF_MAGIC or data[4:6] != b"\x02\x01":
