@@ -48,3 +48,32 @@ def _check(info: os.stat_result, what: str, limit: int) -> None:
         raise InputError(f"{what}: not a regular file ({kind})")
     if info.st_size > limit:
         raise InputError(f"{what}: {info.st_size} bytes, more than the {limit} bytes read here")
+
+
+def write_problem(path: str | os.PathLike) -> str | None:
+    """Why a run could not write the file `path` at its end (None: it can), found before the run: the run
+    is not spent for an output that then fails. The file is opened as the writer will, without changing
+    it (os.access says yes to root for any file, and knows nothing of a read-only file system); one made
+    for the probe is removed."""
+    text = os.fspath(path)
+    if not text:
+        return "the path is empty"
+    target = Path(text)
+    try:
+        if target.is_dir():
+            return "it is a folder"
+        folder = target.absolute().parent
+        if not folder.is_dir():
+            return f"{folder} {'is not a folder' if folder.exists() else 'does not exist'}"
+        _probe(target)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _probe(target: Path) -> None:
+    try:  # an existing file: opened for appending, left as it is (non-blocking: a FIFO without a reader fails)
+        os.close(os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+    except FileNotFoundError:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        target.unlink()

@@ -148,6 +148,14 @@ def test_plot_targets_are_checked_before_drawing(ab_summary, tmp_path, target, w
     assert _files(tmp_path) == before
 
 
+def test_plot_to_an_empty_path_is_one_line(ab_summary, tmp_path):
+    before = _files(tmp_path)
+    result = _run("plot", ab_summary, "-o", "")  # it wrote the default png beside the input, exit 0
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["plot: cannot write '': the path is empty"]
+    assert _files(tmp_path) == before
+
+
 def test_plot_to_a_name_too_long_is_one_line(ab_summary, tmp_path):
     pytest.importorskip("matplotlib")
     target = tmp_path / ("y" * 300 + ".png")
