@@ -156,6 +156,14 @@ def test_list_shows_the_variant_where_it_runs(families, folder):
     assert all(ln.endswith("variants=old,new") for ln in lines if "/iq3_s/" in ln or "/n8/" in ln)
 
 
+@pytest.mark.parametrize("command", [["parity", "--list"], ["compile", "--arch", "90"]])
+def test_a_constant_that_does_not_fit_is_refused_before_anything(families, folder, cubin_cache, command):
+    path = _write(folder, TOML.replace('"rows",\n', '{ type = "int", value = 99999999999 },\n'))
+    result = CliRunner().invoke(_cli(), [*command, "--variants", str(path), "--family", "mmvq"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"{path}: variant 'eng': args[5]: 99999999999 does not fit int"]
+
+
 def _cli():
     from strata_bench.cli.main import cli
 
