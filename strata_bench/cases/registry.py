@@ -41,6 +41,14 @@ def register_family(cls: type) -> None:
     FAMILIES[name] = cls()
 
 
+_USER_FILES: set[str] = set()  # every case file loaded, resolved: an exception raised in one is bad input
+
+
+def user_case_files() -> frozenset[str]:
+    """The resolved paths of the case files this process has executed."""
+    return frozenset(_USER_FILES)
+
+
 def _user_module_name(path: str) -> str:
     # One module name per case file, so two files' classes of the same qualname are different classes
     # to the registry while the same file loaded twice re-registers its own.
@@ -70,6 +78,7 @@ def load_user_cases(path: str, kernels_dir: str | None = None) -> list[str]:
     if spec is None or spec.loader is None:
         raise InputError(f"cannot load case file {path!r}")
     before = dict(FAMILIES)
+    _USER_FILES.add(str(Path(path).resolve()))
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     # New instances, compared by identity: loading the same file twice re-registers the same names.
     added = [name for name, fam in FAMILIES.items() if fam is not before.get(name)]
