@@ -28,6 +28,7 @@ field, a missing source) is one InputError naming the file and the key.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -40,6 +41,7 @@ from strata_bench.cases.toml_args import parse_structs
 from strata_bench.cases.toml_placeholders import PlaceholderRule, name_sets, names_for, parse_rules
 from strata_bench.cases.toml_launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
 from strata_bench.errors import InputError
+from strata_bench.files import read_regular
 from strata_bench.kernels.source_scan import declared_kernels, mentions
 from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
 from strata_bench.kernels.variant_build import COMPILERS, SourceBuild
@@ -50,6 +52,8 @@ ARCH_OPTIONS = frozenset(("-arch", "--gpu-architecture", "-gencode", "--generate
 OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch", "compiler", "flags", "binary",
             "placeholders", "error")
 _HASHED_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
+MAX_WALKED = 100_000  # entries under a variant's source folder and include_dirs: header folders, not a disk
+MAX_HASHED_BYTES = 256 << 20  # each source or header hashed (read whole)
 
 
 @dataclass(frozen=True)
@@ -122,11 +126,30 @@ class TomlVariant:
         return names_for(self.rules, abi, case)
 
     def source_hash(self) -> str:
-        digest = hashlib.sha256(self.source.read_bytes())
+        digest = hashlib.sha256(read_regular(self.source, f"{self.where}: {self.source}", MAX_HASHED_BYTES))
         for folder in (self.source.parent, *self.include_dirs):
-            for path in sorted(p for p in folder.rglob("*") if p.suffix in _HASHED_SUFFIXES and p.is_file()):
-                digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+            for path in _headers(folder, self.where):
+                data = read_regular(path, f"{self.where}: {path}", MAX_HASHED_BYTES)
+                digest.update(str(path.relative_to(folder)).encode() + b"\0" + data)
         return digest.hexdigest()
+
+
+def _headers(folder: Path, where: str) -> list[Path]:
+    """The source-like files under `folder`, sorted; InputError for a folder too large to be one of
+    headers (include_dirs = ["/"] walked every file system) or one that cannot be listed."""
+    found: list[Path] = []
+    seen = 0
+
+    def refuse(exc: OSError) -> None:
+        raise InputError(f"{where}: include folder {folder}: {exc.strerror or exc} ({exc.filename})")
+
+    for top, dirs, files in os.walk(folder, onerror=refuse):  # links to folders are not followed
+        seen += len(dirs) + len(files)
+        if seen > MAX_WALKED:
+            raise InputError(f"{where}: include folder {folder} holds more than {MAX_WALKED} entries: name the "
+                             "folder of the headers")
+        found += [Path(top, f) for f in files if Path(f).suffix in _HASHED_SUFFIXES]
+    return sorted(p for p in found if p.is_file())  # a FIFO or a socket is not a header
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
