@@ -235,7 +235,10 @@ def _session(combos, arms, plan: Plan, writer: ResultsWriter | None, progress, s
             _cleanup(cleanup, quietly=True)  # the interruption or crash in flight is the news, not the cleanup
         except KeyboardInterrupt as again:  # a signal during the cleanup of a crash
             stop = again
-        raise _stopped(stop, writer, summary) from stop
+        stopped = _stopped(stop, writer, summary)
+        if stopped is stop:  # `raise e from e` would make e its own cause: a chain that loops for ever
+            raise stop
+        raise stopped from stop
     try:
         _cleanup(cleanup)
     except KeyboardInterrupt as exc:  # every run finished: the summary is whole, the cleanup was cut short

@@ -144,14 +144,44 @@ def _group_end(pattern: str, start: int) -> int:
     return i
 
 
+def output_text(raw: bytes) -> str:
+    """A run's output as --metric and --same read it: a byte that is not UTF-8 becomes a lone surrogate
+    (surrogateescape), so outputs that differ in any byte read differently and a capture gives its bytes
+    back exactly (decoded with "replace", b'h=\\xff' and b'h=\\xfe' both read 'h=\\ufffd': identical)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def output_bytes(text: str) -> bytes:
+    """The bytes of a capture of output_text: what identity compares."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def printable(text: str) -> str:
+    """A capture for a display or a file: its bytes that are not UTF-8 shown as \\xNN."""
+    return output_bytes(text).decode("utf-8", "backslashreplace")
+
+
+def quoted(text: str) -> str:
+    """A capture in a message: its repr, or its bytes' (b'h=\\xff') where it is not UTF-8 text."""
+    return repr(text) if printable(text) == text else repr(output_bytes(text))
+
+
 def captures(spec: OutputSpec, text: str) -> dict[str, str]:
     """Entry name -> captured text of the last match per key (one entry when there is no key)."""
     out: dict[str, str] = {}
     for m in spec.regex.finditer(text):
-        name = f"{spec.name}[{m.group(KEY_GROUP)}]" if spec.keyed else spec.name
+        name = f"{spec.name}[{_key(spec, m.group(KEY_GROUP))}]" if spec.keyed else spec.name
         out.pop(name, None)  # keep first-appearance order of keys, last value
         out[name] = m.group(spec.group) or ""
     return out
+
+
+def _key(spec: OutputSpec, key: str) -> str:
+    """A key names an entry in every table: one that is not UTF-8 text is refused, not shown decoded (two
+    such keys would name one entry)."""
+    if printable(key) != key:
+        raise OutputMissing(f"{spec.name}: the key group {quoted(key)} is not UTF-8 text")
+    return key
 
 
 def read_metrics(specs: Sequence[OutputSpec], text: str) -> dict[str, float]:
@@ -165,7 +195,7 @@ def read_metrics(specs: Sequence[OutputSpec], text: str) -> dict[str, float]:
             try:
                 values[name] = float(raw)
             except ValueError:
-                raise OutputMissing(f"metric group {spec.group!r} is not a number: {raw!r}") from None
+                raise OutputMissing(f"metric group {spec.group!r} is not a number: {quoted(raw)}") from None
     return values
 
 

@@ -58,6 +58,14 @@ def register_family(cls: type) -> None:
     target[name] = cls()
 
 
+_USER_FILES: set[str] = set()  # every case file loaded, resolved: an exception raised in one is bad input
+
+
+def user_case_files() -> frozenset[str]:
+    """The resolved paths of the case files this process has executed."""
+    return frozenset(_USER_FILES)
+
+
 def _user_module_name(path: str) -> str:
     # One module name per case file, so two files' classes of the same qualname are different classes
     # to the registry while the same file loaded twice re-registers its own.
@@ -90,6 +98,7 @@ def load_user_cases(path: str, kernels_dir: str | None = None,
         raise InputError(f"cannot load case file {path!r}")
     target = FAMILIES if into is None else into
     before = dict(target)
+    _USER_FILES.add(str(Path(path).resolve()))
     with registering_into(target):
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
     # New instances, compared by identity: loading the same file twice re-registers the same names.

@@ -25,6 +25,7 @@ from strata_bench.cases.expr import Expr, parse_expr
 from strata_bench.errors import InputError
 
 ARG_KEYS = ("type", "value", "fastdiv", "struct")
+_FLOAT_MAX = {2: 65504.0, 4: 3.4028234663852886e38, 8: 1.7976931348623157e308}  # by size: half, float, double
 
 
 @dataclass(frozen=True)
@@ -85,15 +86,24 @@ def fastdiv_values(d: int, label: str = "fastdiv") -> tuple[int, int, int]:
     return ((2**32 * (2**shift - d)) // d + 1) % 2**32, shift, d
 
 
-def _number(ctype: CType, value: int, label: str) -> int | float:
+def _number(ctype: CType, value: int | float, label: str) -> int | float:
     if ctype.is_float:
+        if abs(value) > _FLOAT_MAX.get(ctype.size, _FLOAT_MAX[8]):  # it would pass as inf (or not at all)
+            raise InputError(f"{label}: {_shown(value)} does not fit {ctype.name}")
         return float(value)
     bits = 8 * ctype.size
     low, high = (0, 2**bits - 1) if ctype.code.startswith("u") or ctype.kind == "pointer" else (
         -(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
     if not low <= value <= high:
-        raise InputError(f"{label}: {value} does not fit {ctype.name}")
+        raise InputError(f"{label}: {_shown(value)} does not fit {ctype.name}")
     return value
+
+
+def _shown(value: int | float) -> str:
+    # An integer of thousands of digits is a ValueError in str() (Python's int-string limit).
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    return str(value)
 
 
 # --- parsing ----------------------------------------------------------------------------------------------
@@ -211,7 +221,19 @@ def _scalar(ctype: CType, raw: Any, abi: LaunchAbi, where: str, label: str) -> A
     if isinstance(raw, float):
         if not ctype.is_float:
             raise InputError(f"{where}: {raw!r} is not an integer ({ctype.name})")
-        return Arg(label, ctype, "const", const=raw)
+        return Arg(label, ctype, "const", const=_number(ctype, raw, where))
     if isinstance(raw, str) and raw.strip() not in abi.field_names and abi.arg(raw.strip()) is not None:
         return Arg(label, ctype, "abi", name=raw.strip())  # an ABI scalar, as this type
-    return Arg(label, ctype, "expr", expr=parse_expr(raw, abi.field_names, where))
+    expr = parse_expr(raw, abi.field_names, where)
+    constant = _constant(expr)
+    if constant is not None:  # a constant that cannot fit is known when the file is read, not at a launch
+        _number(ctype, constant, where)
+    return Arg(label, ctype, "expr", expr=expr)
+
+
+def _constant(expr: Expr) -> int | None:
+    """The value of an expression over no case field (None where it reads one, or cannot be computed)."""
+    try:
+        return expr({})
+    except (KeyError, ArithmeticError, InputError):
+        return None

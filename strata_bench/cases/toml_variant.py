@@ -28,6 +28,7 @@ field, a missing source) is one InputError naming the file and the key.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -40,14 +41,19 @@ from strata_bench.cases.toml_args import parse_structs
 from strata_bench.cases.toml_placeholders import PlaceholderRule, name_sets, names_for, parse_rules
 from strata_bench.cases.toml_launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
 from strata_bench.errors import InputError
+from strata_bench.files import read_regular
 from strata_bench.kernels.source_scan import declared_kernels, mentions
 from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
 from strata_bench.kernels.variant_build import COMPILERS, SourceBuild
 
 REQUIRED = ("family", "name", "sources", "kernel", "grid", "block", "args")
+# nvcc's and NVRTC's options that choose what architecture the code is built for.
+ARCH_OPTIONS = frozenset(("-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code", "--gpu-code"))
 OPTIONAL = ("include_dirs", "defines", "shared", "description", "launch", "compiler", "flags", "binary",
             "placeholders", "error")
 _HASHED_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
+MAX_WALKED = 100_000  # entries under a variant's source folder and include_dirs: header folders, not a disk
+MAX_HASHED_BYTES = 256 << 20  # each source or header hashed (read whole)
 
 
 @dataclass(frozen=True)
@@ -120,11 +126,30 @@ class TomlVariant:
         return names_for(self.rules, abi, case)
 
     def source_hash(self) -> str:
-        digest = hashlib.sha256(self.source.read_bytes())
+        digest = hashlib.sha256(read_regular(self.source, f"{self.where}: {self.source}", MAX_HASHED_BYTES))
         for folder in (self.source.parent, *self.include_dirs):
-            for path in sorted(p for p in folder.rglob("*") if p.suffix in _HASHED_SUFFIXES and p.is_file()):
-                digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+            for path in _headers(folder, self.where):
+                data = read_regular(path, f"{self.where}: {path}", MAX_HASHED_BYTES)
+                digest.update(str(path.relative_to(folder)).encode() + b"\0" + data)
         return digest.hexdigest()
+
+
+def _headers(folder: Path, where: str) -> list[Path]:
+    """The source-like files under `folder`, sorted; InputError for a folder too large to be one of
+    headers (include_dirs = ["/"] walked every file system) or one that cannot be listed."""
+    found: list[Path] = []
+    seen = 0
+
+    def refuse(exc: OSError) -> None:
+        raise InputError(f"{where}: include folder {folder}: {exc.strerror or exc} ({exc.filename})")
+
+    for top, dirs, files in os.walk(folder, onerror=refuse):  # links to folders are not followed
+        seen += len(dirs) + len(files)
+        if seen > MAX_WALKED:
+            raise InputError(f"{where}: include folder {folder} holds more than {MAX_WALKED} entries: name the "
+                             "folder of the headers")
+        found += [Path(top, f) for f in files if Path(f).suffix in _HASHED_SUFFIXES]
+    return sorted(p for p in found if p.is_file())  # a FIFO or a socket is not a header
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
@@ -254,11 +279,23 @@ def _compiler_and_source(table: Mapping[str, Any], base: Path, where) -> tuple[s
 
 def _flags(table: Mapping[str, Any], where) -> tuple[str, ...]:
     value = table.get("flags", [])
+    # Checked first, so that ["-arch", "sm_80"] is named for its -arch, not for its "sm_80".
+    chooser = next((v for v in value if _option_name(v) in ARCH_OPTIONS), None) if isinstance(value, list) else None
+    if chooser is not None:
+        # The last -arch wins in nvcc and NVRTC: a variant's own would build (and cache, under --arch's key)
+        # a cubin for another architecture than the one asked for.
+        raise InputError(f"{where('flags')}: {chooser!r} chooses the architecture, which --arch sets (remove it)")
     if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("-") and v.strip() == v
                                               and "\n" not in v for v in value):
         raise InputError(f"{where('flags')}: expected a list of compiler options (each starting with -), "
                          f"got {value!r}")
     return tuple(value)
+
+
+def _option_name(flag: Any) -> str:
+    """'-arch=sm_80', ' -arch sm_80' -> '-arch' ('' for what is not an option)."""
+    words = flag.split("=", 1)[0].split() if isinstance(flag, str) else []
+    return words[0] if words else ""
 
 
 def _launches(table: Mapping[str, Any], abi: LaunchAbi, where, structs: Mapping[str, CType],

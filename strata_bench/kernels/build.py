@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from strata_bench.errors import CompileError, InputError
 from strata_bench.kernels import closure, nvrtc
+from strata_bench.kernels import cubin as cubin_module
 from strata_bench.kernels.sources import is_builtin_source, kernels_dir, kernels_src_hash
 
 # Deliberate numerics: IEEE division and sqrt, denormals kept (no FTZ), FMA contraction on (as production
@@ -229,8 +230,8 @@ def _cache_load(key: str, source: str, arch: str, options: tuple[str, ...]) -> C
         cubin = base.with_suffix(".cubin").read_bytes()
     except (OSError, ValueError):
         return None
-    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
-        return None  # a torn write: rebuild
+    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256") or not cubin_module.built_for(cubin, arch):
+        return None  # a torn write, or an entry of another architecture: rebuild
     return CompiledSource(source, arch, options, cubin, meta["lowered"], meta["log"], cache_hit=True)
 
 

@@ -219,3 +219,14 @@ def test_sighup_during_a_run_ends_its_tree_and_writes_the_summary(tmp_path):
     summary = next((tmp_path / "res").rglob("ab-*.json"))
     assert json.loads(summary.read_text())["summary"]["interrupted"] is True
     assert _all_gone(hung)
+
+
+def test_a_failing_setup_is_one_line_exit_2_and_the_summary_is_written(tmp_path):
+    ab = _start_ab(tmp_path, "--a", "true", "--b", "true", "--pairs", "2", "--setup", "exit 7")
+    try:
+        out, err = ab.communicate(timeout=60)  # the session ended in a crash raised from itself: it hung here
+    finally:
+        ab.kill()  # a hung ab must not outlive the test
+    assert (ab.returncode, err) == (2, "--setup failed (exit code 7): exit 7\n")
+    summary = next((tmp_path / "res").rglob("ab-*.json"))
+    assert json.loads(summary.read_text())["summary"]["interrupted"] is True

@@ -109,6 +109,16 @@ def test_a_cubin_for_another_arch_is_one_line(families, folder, cubin_cache):
                               "(it has: sm_80, sm_90)")
 
 
+def test_a_binary_of_8_gib_is_refused_before_it_is_read(families, folder, cubin_cache):
+    with open(folder / "params.fatbin", "r+b") as fh:
+        fh.truncate(8 << 30)  # sparse: it takes no disk, but reading it whole was a MemoryError
+    path = _write(folder, TOML)
+    with pytest.raises(InputError) as err:
+        _compile(families, path, "sm_90")
+    assert str(err.value) == (f"{path}: variant 'eng': binary params.fatbin: 8589934592 bytes, more than the "
+                              "1073741824 bytes read here")
+
+
 def _compile(families, path, arch):
     load_variant_files((str(path),), families)
     mmvq = families["mmvq"]
@@ -144,6 +154,14 @@ def test_list_shows_the_variant_where_it_runs(families, folder):
     lines = result.stdout.splitlines()
     assert any(ln.endswith("variants=old,new,eng") and "/iq2_xxs/" in ln and "/n1/" in ln for ln in lines)
     assert all(ln.endswith("variants=old,new") for ln in lines if "/iq3_s/" in ln or "/n8/" in ln)
+
+
+@pytest.mark.parametrize("command", [["parity", "--list"], ["compile", "--arch", "90"]])
+def test_a_constant_that_does_not_fit_is_refused_before_anything(families, folder, cubin_cache, command):
+    path = _write(folder, TOML.replace('"rows",\n', '{ type = "int", value = 99999999999 },\n'))
+    result = CliRunner().invoke(_cli(), [*command, "--variants", str(path), "--family", "mmvq"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"{path}: variant 'eng': args[5]: 99999999999 does not fit int"]
 
 
 def _cli():

@@ -88,6 +88,12 @@ def test_a_struct_field_holds_a_device_pointer(abi, structs):
     ({"type": "int", "valeu": 1}, "a.valeu: unknown key (an argument table has type and value, or type uint3 and "),
     ({"value": 1}, "a: a typed argument needs type (and value or fastdiv)"),
     (3, "a: expected an ABI argument name or a table (type, value, fastdiv, struct), got 3"),
+    # A constant that cannot fit its type is refused when the file is read (it passed --list and compile).
+    ({"type": "int", "value": 99999999999}, "a: 99999999999 does not fit int"),
+    ({"type": "int", "value": "99999999999 + 0"}, "a: 99999999999 does not fit int"),
+    ({"type": "unsigned int", "value": -1}, "a: -1 does not fit unsigned int"),
+    ({"type": "float", "value": 1e300}, "a: 1e+300 does not fit float"),
+    ({"type": "int", "value": "*".join(["9" * 4000] * 3)}, "a: an integer of 39864 bits does not fit int"),
 ])
 def test_errors_name_the_key(abi, structs, item, line):
     with pytest.raises(InputError) as err:

@@ -210,6 +210,13 @@ def test_a_prebuilt_cubin_and_fatbin_are_variants(families, folder, cubin_cache,
     (('block = [128]', 'block = [2048]'), "block: [2048] is 2048 threads (a block holds at most 1024; x and y at "
                                           "most 1024, z at most 64)"),
     (('block = [128]', 'block = [1, 1, 128]'), "block: [1, 1, 128] is 128 threads (a block holds at most 1024; "),
+    # A variant's own architecture replaced --arch's: an sm_80 cubin cached under the sm_90 key, exit 0.
+    *((('"-O3"]', flags), f"flags: {chooser!r} chooses the architecture, which --arch sets (remove it)")
+      for flags, chooser in (('"-arch=sm_80"]', "-arch=sm_80"), ('"-arch sm_80"]', "-arch sm_80"),
+                             ('"-arch", "sm_80"]', "-arch"), ('"--gpu-architecture=sm_80"]', "--gpu-architecture=sm_80"),
+                             ('"-gencode=arch=compute_80,code=sm_80"]', "-gencode=arch=compute_80,code=sm_80"),
+                             ('"--generate-code", "arch=compute_80"]', "--generate-code"),
+                             ('"--gpu-code=sm_80"]', "--gpu-code=sm_80"), ('"-code=sm_80"]', "-code=sm_80"))),
 ])
 def test_errors_name_file_variant_and_key(families, folder, change, line):
     text = TOML.replace(*change)

@@ -80,6 +80,31 @@ def test_source_hash_follows_headers(families, folder):
     assert before[:4] == (f"-I{folder}", f"-I{folder / 'inc'}", "-DROW8_WARPS=8", "-DFLAG")
 
 
+def test_an_include_folder_too_large_to_be_of_headers_is_one_line(families, folder, monkeypatch):
+    import strata_bench.cases.toml_variant as toml_variant
+
+    monkeypatch.setattr(toml_variant, "MAX_WALKED", 5)  # include_dirs = ["/"] walked every file system
+    for i in range(6):
+        (folder / "inc" / f"h{i}.cuh").write_text("")
+    path = _write(folder, GOOD.replace('sources = ["k.cu"]', 'sources = ["k.cu"]\ninclude_dirs = ["inc"]'))
+    (tv,) = parse_variant_file(path, families)
+    with pytest.raises(InputError) as err:
+        tv.options()
+    # The source's own folder is walked first, and inc is in it.
+    assert str(err.value) == (f"{path}: variant 'row8': include folder {folder} holds more than 5 entries: name "
+                              "the folder of the headers")
+
+
+def test_a_fifo_among_the_headers_is_not_read(families, folder):
+    import os
+
+    os.mkfifo(folder / "inc" / "pipe.cuh")  # reading it blocked for ever
+    (folder / "inc" / "h.cuh").write_text("#define X 1\n")
+    path = _write(folder, GOOD.replace('sources = ["k.cu"]', 'sources = ["k.cu"]\ninclude_dirs = ["inc"]'))
+    (tv,) = parse_variant_file(path, families)
+    assert tv.options()[-1].startswith("-DSTRATA_VARIANT_HASH=0x")
+
+
 @pytest.mark.parametrize("change,line", [
     (("[[variant]]", "[[variant"), "TOML syntax error: "),
     (('family = "mmvq"', 'family = "nope"'), "variant 'row8': family: unknown family 'nope' (families: dequant, "),
