@@ -102,7 +102,8 @@ def _attach_dequant(family: Any, tree: GgmlTree, name: str, formats: tuple[str, 
         plan = convert.dequant_plan(case.fmt, case.rows * case.cols, dev.get(key, dev["w"]), outs["y"])
         plan.run(lookup_in(kernels_, unit), stream)
 
-    zero_sign = ZeroSignModel(tuple(f for f in ZERO_SIGN_FORMATS if f in formats))
+    signed = tuple(f for f in ZERO_SIGN_FORMATS if f in formats)
+    zero_sign = ZeroSignModel(signed) if signed else None
     variant = Variant(name, kernels, launch, f"llama.cpp's dequantize_block kernels, ggml {tree.version}",
                       formats=formats, prepare=prepare, same_as=same_as, error_model=zero_sign)
     build = source_build(tree, CONVERT, f"--ggml variant {name!r}",
