@@ -1,0 +1,98 @@
+"""`strata-bench engine`: build llama.cpp's CUDA backend from a tree, cached by content."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from strata_bench.cli.options import output_option, quiet_option
+
+
+@click.group("engine")
+def command() -> None:
+    """Build an engine from a tree, and read its identity, for whole-engine A/B runs (`ab --order abba`).
+
+    \b
+    Example:
+        strata-bench engine build ~/src/llama.cpp --arch 90 --dry-run
+    """
+
+
+@command.command("build")
+@click.argument("tree", type=click.Path(file_okay=False))
+@click.option("--arch", default=None, metavar="SM[,SM]",
+              help="CUDA architectures (CMAKE_CUDA_ARCHITECTURES), e.g. 90 (default: the local GPU's, else 90).")
+@click.option("-j", "--jobs", type=click.IntRange(1, 512), default=None, help="Parallel build jobs (default: CPUs).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (targets, key, CMake command lines); build nothing.")
+@output_option(("table", "json"), "table: the bin folder on stdout, a summary on stderr; json: the record.")
+@quiet_option
+def build(tree: str, arch: str | None, jobs: int | None, dry_run: bool, output: str, quiet: bool) -> None:
+    """Build llama.cpp's CUDA engine from TREE, only what an A/B runs, cached by TREE's content.
+
+    CMake + nvcc, Release, GGML_CUDA=ON, only the asked architectures, ninja where it is installed,
+    and only the targets llama-bench, llama-completion (or llama-cli), llama-perplexity, llama-quantize,
+    llama-imatrix and llama-server. The executables and their libraries land in
+    $STRATA_CACHE_DIR/engines/<key>/bin (default ~/.cache/strata-bench/engines), keyed by the sha256
+    of every build file of TREE, the options and the tools' versions: the same content builds once.
+    Every tree is built in one workspace per option set, so a second tree that differs in one file
+    rebuilds only what that file touches. stdout is the bin folder: A=$(strata-bench engine build A).
+
+    Exit codes: 0 built (or cached); 1 the build failed (its first compiler error and file, and the
+    log's path); 2 TREE is not a llama.cpp tree, or cmake or nvcc is missing.
+
+    \b
+    Example:
+        strata-bench engine build ~/src/llama.cpp --arch 90 --dry-run
+        A=$(strata-bench engine build ~/src/llama.cpp) && B=$(strata-bench engine build ~/src/llama.cpp-b)
+    """
+    from strata_bench.engine.build import run_build
+    from strata_bench.engine.plan import make_plan
+    from strata_bench.engine.tree import file_digests, open_tree
+
+    found = open_tree(tree)
+    digests = file_digests(found.root)
+    plan = make_plan(found, arch, jobs=jobs, digests=digests)
+    if dry_run:
+        body = plan.describe()
+        click.echo(json.dumps(body, indent=1) if output == "json" else "\n".join(
+            f"{k}: {' '.join(v) if isinstance(v, list) else v}" for k, v in body.items()))
+        return
+    with _progress(quiet, f"building {', '.join(plan.targets)} (sm {plan.arch})") as advance:
+        record = run_build(plan, advance, digests)
+    if output == "json":
+        click.echo(json.dumps(record.to_json(), indent=1))
+        return
+    how = ("cached" if record.cached else
+           f"configured in {record.configure_s:.1f} s, built in {record.build_s:.1f} s, {record.steps} build steps, "
+           f"{record.files_copied} tree files copied")
+    click.echo(f"engine {record.key} ({how}): {record.bin}", err=True)
+    click.echo(record.bin)
+
+
+def _progress(quiet: bool, label: str):
+    """advance(done, total, line) over the report's one progress bar (the total known from the first line)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def bar():
+        if quiet:
+            yield None
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        if not console.is_terminal:
+            yield None
+            return
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True) as progress:
+            task = progress.add_task(label, total=None)
+
+            def advance(done: int, total: int, line: str) -> None:
+                progress.update(task, completed=done, total=total or None)
+
+            yield advance
+
+    return bar()
+
