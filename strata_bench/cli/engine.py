@@ -1,4 +1,5 @@
-"""`strata-bench engine`: build llama.cpp's CUDA backend from a tree, cached by content."""
+"""`strata-bench engine`: build llama.cpp's CUDA backend from a tree (cached by content), and the greedy
+/completion client whose printed token-id sha256 `ab --same` compares run by run."""
 from __future__ import annotations
 
 import json
@@ -6,6 +7,7 @@ import json
 import click
 
 from strata_bench.cli.options import output_option, quiet_option
+from strata_bench.errors import InputError
 
 
 @click.group("engine")
@@ -96,3 +98,48 @@ def _progress(quiet: bool, label: str):
 
     return bar()
 
+
+@command.command("complete")
+@click.option("--port", type=click.IntRange(1, 65535), required=True, help="The llama-server's port.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--prompt", default=None, help="The prompt text.")
+@click.option("--prompt-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Read the prompt from this file.")
+@click.option("-n", "--n-predict", type=click.IntRange(1, 1 << 20), default=64, show_default=True,
+              help="Tokens to generate.")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for the answer.")
+def complete(port: int, host: str, prompt: str | None, prompt_file: str | None, n_predict: int, seed: int,
+             timeout: float) -> None:
+    """One greedy /completion from a running llama-server; print its token ids' sha256 and timings.
+
+    The request: temperature 0, top_k 1, the seed, no prompt cache, return_tokens. Printed:
+    `prompt: N tokens, X t/s`, `generation: N tokens, X t/s`, `tokens: N`, `tokens sha256: HEX`
+    (of the ids as decimals joined by commas) and `text sha256: HEX`, for ab's --metric and --same.
+
+    \b
+    Example:
+        strata-bench ab --pairs 4 --a 'strata-bench engine complete --port 8091 --prompt Hello -n 32' \\
+            --b 'strata-bench engine complete --port 8091 --prompt Hello -n 32' --server 'llama-server \\
+            -m model.gguf --port 8091' --ready-port 8091 --same 'tokens=tokens sha256: (\\w+)'
+    """
+    import urllib.error
+    import urllib.request
+
+    from strata_bench.engine.identity import completion_request, parse_completion
+
+    if (prompt is None) == (prompt_file is None):
+        raise InputError("give exactly one of --prompt TEXT and --prompt-file FILE")
+    if prompt_file is not None:
+        with open(prompt_file, encoding="utf-8") as f:
+            prompt = f.read()
+    body = json.dumps(completion_request(prompt or "", n_predict, seed)).encode()
+    request = urllib.request.Request(f"http://{host}:{port}/completion", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            raw = answer.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise click.ClickException(f"no answer from http://{host}:{port}/completion: {exc}") from None
+    for line in parse_completion(raw).lines():
+        click.echo(line)
