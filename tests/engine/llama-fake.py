@@ -5,6 +5,9 @@ llama-server print (formats from llama.cpp's tools/; the numbers are made up). T
     python llama-fake.py bench -m M.gguf -p 512,1024 -n 128 -o json|jsonl|md   llama-bench
     python llama-fake.py perplexity -m M.gguf -f T --kl-divergence-base F [--kl-divergence] [--chunks N]
     python llama-fake.py server -m M.gguf --port P                                llama-server (/completion)
+    python llama-fake.py quantize [--allow-requantize] [--imatrix F] IN OUT TYPE  llama-quantize (copies IN)
+    python llama-fake.py imatrix -m M.gguf -f TEXT -o OUT                         llama-imatrix
+Options the fakes do not know (-ngl 99, -c 128) are accepted and ignored.
 
 Switches (environment): FAKE_TG_SLOWER_PCT=3 makes generation 3% slower (a planted mul_mat_vec_q
 slowdown; prompt processing unchanged); FAKE_NOISE_PCT (default 0.2) is the sd of a per-run jitter;
@@ -120,6 +123,18 @@ class _Handler(BaseHTTPRequestHandler):
                                      "predicted_n": n, "predicted_per_second": rate}})
 
 
+def quantize(args) -> None:
+    with open(args.inp, "rb") as f, open(args.out, "wb") as g:
+        g.write(f.read())
+    print(f"llama_model_quantize_impl: model size = 241.41 MiB -> {args.type}")
+
+
+def imatrix(args) -> None:
+    with open(args.o, "wb") as f:
+        f.write(b"imatrix from " + args.f.encode())
+    print(f"save_imatrix: stored collected data after 4 chunks in {args.o}")
+
+
 def server(args) -> None:
     httpd = HTTPServer(("127.0.0.1", args.port), _Handler)
     print(f"main: server is listening on http://127.0.0.1:{args.port} - starting the main loop", flush=True)
@@ -135,6 +150,7 @@ def main() -> None:
     b.add_argument("-n", default="128")
     b.add_argument("-r", type=int, default=5)
     b.add_argument("-o", default="md")
+    b.add_argument("-ngl")  # known, so that argparse does not read it as -n gl
     p = sub.add_parser("perplexity")
     p.add_argument("-m", required=True)
     p.add_argument("-f", required=True)
@@ -144,8 +160,18 @@ def main() -> None:
     s = sub.add_parser("server")
     s.add_argument("-m", required=True)
     s.add_argument("--port", type=int, required=True)
-    args = parser.parse_args()
-    {"bench": bench, "perplexity": perplexity, "server": server}[args.tool](args)
+    q = sub.add_parser("quantize")
+    q.add_argument("--allow-requantize", action="store_true")
+    q.add_argument("--imatrix")
+    q.add_argument("inp")
+    q.add_argument("out")
+    q.add_argument("type")
+    i = sub.add_parser("imatrix")
+    i.add_argument("-m", required=True)
+    i.add_argument("-f", required=True)
+    i.add_argument("-o", required=True)
+    args, _ = parser.parse_known_args()
+    {"bench": bench, "perplexity": perplexity, "server": server, "quantize": quantize, "imatrix": imatrix}[args.tool](args)
 
 
 if __name__ == "__main__":
