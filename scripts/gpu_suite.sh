@@ -81,7 +81,8 @@ step() {  # step NAME CMD...: run, log, record status and seconds
 # then the A/Bs of the issue's "Done when": A/A (speed, tokens, logits), the planted 3% mul_mat_vec_q slowdown
 # (speed, tokens), the one-ulp iq4_xs dot (tokens, logits with KL divergence), GGML_CUDA_DISABLE_FUSION within A.
 # `engine-build` and `engine-ab` are its halves: a build cut by a time limit resumes where it stopped (same
-# workspace, ninja), so a second call finishes it. Builds and models live in /tmp/strata-engine.
+# workspace, ninja), so a second call finishes it; engine-ab finds the builds in the cache. Builds and models
+# live in /tmp/strata-engine. The ulp A/Bs exit 1 when tokens or logits differ: that is their expected result.
 GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 engine_step() {
     local what=$1 tree=${STRATA_ENGINE_TREE:-.llama} eng=/tmp/strata-engine
@@ -91,14 +92,13 @@ engine_step() {
         cat "$model".part0? > "$eng/model.gguf" && model=$eng/model.gguf
         echo "$GEMMA_SHA256  $model" | sha256sum -c - | tee -a "$logdir/status.txt"
     fi
-    if [ "$what" != engine-ab ]; then
-        python3 scripts/engine_plant.py slow-mmvq "$tree" "$eng/tree-slow" > "$logdir/engine-plant-slow.log" 2>&1
-        python3 scripts/engine_plant.py ulp-iq4_xs "$tree" "$eng/tree-ulp" > "$logdir/engine-plant-ulp.log" 2>&1
-        for t in a slow ulp; do
-            local src=$tree; [ $t = a ] || src=$eng/tree-$t
-            STRATA_CACHE_DIR=$eng step "engine-build-$t" sb engine build "$src" --arch 90
-        done
-    fi
+    # The builds run in every half: in engine-ab they are cache hits (seconds) that print where the engines are.
+    python3 scripts/engine_plant.py slow-mmvq "$tree" "$eng/tree-slow" > "$logdir/engine-plant-slow.log" 2>&1
+    python3 scripts/engine_plant.py ulp-iq4_xs "$tree" "$eng/tree-ulp" > "$logdir/engine-plant-ulp.log" 2>&1
+    for t in a slow ulp; do
+        local src=$tree; [ $t = a ] || src=$eng/tree-$t
+        STRATA_CACHE_DIR=$eng step "engine-build-$t" sb engine build "$src" --arch 90
+    done
     [ "$what" = engine-build ] && return
     local A S U
     A=$(tail -n 1 "$logdir/engine-build-a.log"); S=$(tail -n 1 "$logdir/engine-build-slow.log")

@@ -99,6 +99,30 @@ def _progress(quiet: bool, label: str):
     return bar()
 
 
+@command.command("pack")
+@click.argument("tree", type=click.Path(file_okay=False))
+@click.argument("out", type=click.Path(dir_okay=False))
+def pack(tree: str, out: str) -> None:
+    """Pack the files a build of TREE reads into the gzip tarball OUT, to carry to an offline GPU host.
+
+    The same files `engine build` hashes (no .git, docs, models, tests or old build folders): about
+    11 MB for a 2026 llama.cpp. Unpack with `mkdir T && tar xzf OUT -C T`, then `engine build T`.
+
+    \b
+    Example:
+        strata-bench engine pack ~/src/llama.cpp /tmp/llama-src.tgz
+    """
+    from pathlib import Path
+
+    from strata_bench.engine.tree import open_tree, pack as pack_tree
+
+    found = open_tree(tree)
+    if not Path(out).parent.is_dir():
+        raise InputError(f"cannot write {out}: {Path(out).parent} is not a folder")
+    files, size = pack_tree(found.root, Path(out))
+    click.echo(f"{out}: {files} files, {size / 1e6:.1f} MB")
+
+
 @command.command("complete")
 @click.option("--port", type=click.IntRange(1, 65535), required=True, help="The llama-server's port.")
 @click.option("--host", default="127.0.0.1", show_default=True)

@@ -103,8 +103,10 @@ def cmake_options(arch: str, nvcc: str) -> list[tuple[str, str]]:
             ("CMAKE_CUDA_COMPILER", nvcc), ("GGML_NATIVE", "OFF"), ("BUILD_SHARED_LIBS", "ON"),
             # each executable finds the libraries beside it, so a copy of bin/ is self-contained
             ("CMAKE_BUILD_RPATH_USE_ORIGIN", "ON"),
-            ("LLAMA_CURL", "OFF"),  # no download support needed, and a bare GPU host may lack libcurl
-            ("LLAMA_BUILD_TESTS", "OFF")]
+            # nothing downloaded or linked that an offline GPU host may lack: no curl or OpenSSL for model
+            # downloads, no web UI for the server (its assets would be fetched at build time)
+            ("LLAMA_CURL", "OFF"), ("LLAMA_OPENSSL", "OFF"), ("LLAMA_USE_PREBUILT_UI", "OFF"),
+            ("LLAMA_BUILD_UI", "OFF"), ("LLAMA_BUILD_TESTS", "OFF")]
 
 
 def check_arch(arch: str | None) -> str:

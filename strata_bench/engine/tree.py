@@ -111,3 +111,15 @@ def content_hash(digests: dict[str, str]) -> str:
     for rel in sorted(digests):
         h.update(rel.encode() + b"\0" + digests[rel].encode() + b"\n")
     return h.hexdigest()
+
+
+def pack(root: Path, out: Path) -> tuple[int, int]:
+    """Write the build files of the tree at `root` to the gzip tarball `out` (paths relative to the tree):
+    what a GPU host without the internet needs to build it. Returns (files, bytes written)."""
+    import tarfile
+
+    files = list(build_files(root))
+    with tarfile.open(out, "w:gz") as tar:
+        for rel in files:
+            tar.add(root / rel, arcname=rel.as_posix(), recursive=False)
+    return len(files), out.stat().st_size

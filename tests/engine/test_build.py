@@ -82,7 +82,8 @@ def test_the_plan_builds_only_the_targets_for_the_asked_arch_with_cuda_release(t
         "/bin/cmake", "-S", str(work / "src"), "-B", str(work / "build"), "-G", "Ninja",
         "-DCMAKE_MAKE_PROGRAM=/bin/ninja", "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CUDA=ON",
         "-DCMAKE_CUDA_ARCHITECTURES=90", "-DCMAKE_CUDA_COMPILER=/cuda/bin/nvcc", "-DGGML_NATIVE=OFF",
-        "-DBUILD_SHARED_LIBS=ON", "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF"]
+        "-DBUILD_SHARED_LIBS=ON", "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
+        "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_BUILD_TESTS=OFF"]
     assert plan.build_argv() == ["/bin/cmake", "--build", str(work / "build"), "--config", "Release", "-j", "16",
                                  "--target", *TOOLS]
     assert plan.bin_dir == tmp_path / "cache" / plan.key / "bin" and not plan.cached
@@ -234,3 +235,18 @@ def test_cli_dry_run_then_build_prints_the_bin_folder_then_a_cache_hit(tmp_path)
     assert built.stderr.startswith("engine ") and "built in" in built.stderr
     hit = CliRunner().invoke(cli, ["engine", "build", str(tree), "--arch", "90"], env=env)
     assert (hit.exit_code, hit.stdout.strip()) == (0, bin_dir) and "(cached)" in hit.stderr
+
+
+def test_pack_holds_exactly_the_build_files_and_unpacks_to_the_same_key(tmp_path):
+    import tarfile
+
+    tree = write_tiny_tree(tmp_path / "t")
+    got = _cli("pack", str(tree), str(tmp_path / "src.tgz"))
+    size = (tmp_path / "src.tgz").stat().st_size
+    assert (got.exit_code, got.output) == (0, f"{tmp_path / 'src.tgz'}: 18 files, {size / 1e6:.1f} MB\n")
+    with tarfile.open(tmp_path / "src.tgz") as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    assert file_digests(open_tree(tmp_path / "unpacked").root) == file_digests(tree)
+    bad = _cli("pack", str(tree), str(tmp_path / "absent" / "src.tgz"))
+    assert (bad.exit_code, bad.output) == (2, f"cannot write {tmp_path / 'absent' / 'src.tgz'}: "
+                                              f"{tmp_path / 'absent'} is not a folder\n")
