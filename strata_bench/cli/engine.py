@@ -40,7 +40,8 @@ def build(tree: str, arch: str | None, jobs: int | None, dry_run: bool, output: 
     rebuilds only what that file touches. stdout is the bin folder: A=$(strata-bench engine build A).
 
     Exit codes: 0 built (or cached); 1 the build failed (its first compiler error and file, and the
-    log's path); 2 TREE is not a llama.cpp tree, or cmake or nvcc is missing.
+    log's path); 2 TREE is not a llama.cpp tree, cmake or nvcc is missing, or nvcc's toolkit
+    has no cuBLAS.
 
     \b
     Example:

@@ -148,9 +148,28 @@ def find_tools(env: dict[str, str] | None = None) -> Tools:
     if nvcc is None:
         raise InputError("nvcc not found (looked in $CUDACXX, PATH, $CUDA_PATH/bin, /usr/local/cuda/bin): "
                          "install the CUDA toolkit or set CUDACXX")
+    _require_cublas(Path(nvcc))
     ninja = shutil.which("ninja", path=path)
     versions = (("cmake", _first_line([cmake, "--version"])), ("nvcc", _last_line([nvcc, "--version"])))
     return Tools(cmake, nvcc, ninja, versions)
+
+
+def _require_cublas(nvcc: Path) -> None:
+    """GGML_CUDA links cuBLAS (CMake's CUDA::cublas): a toolkit without it fails at configure, after a
+    minute of compiler checks, with a message about an imported target; say so first, in one line."""
+    toolkit = _toolkit_root(nvcc)
+    places = [toolkit / "include", *sorted(toolkit.glob("targets/*/include"))]
+    if not any((p / "cublas_v2.h").is_file() for p in places):
+        raise InputError(f"the CUDA toolkit at {toolkit} has no cuBLAS (include/cublas_v2.h), which GGML_CUDA "
+                         f"links: install its cuBLAS, or set CUDACXX to a toolkit that has it")
+
+
+def _toolkit_root(nvcc: Path) -> Path:
+    """The toolkit nvcc belongs to: its own `TOP` (nvcc --dryrun), which sees through a wrapper script
+    such as /usr/local/bin/nvcc; else the folder above nvcc's."""
+    m = re.search(r"^#\$ TOP=(.+)$", _output([str(nvcc), "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
+                                           stderr=True), re.MULTILINE)
+    return Path(m.group(1).strip()).resolve() if m else nvcc.resolve().parent.parent
 
 
 def _first_line(argv: Sequence[str]) -> str:
@@ -161,11 +180,12 @@ def _last_line(argv: Sequence[str]) -> str:
     return (_output(argv).strip().splitlines() or [""])[-1]
 
 
-def _output(argv: Sequence[str]) -> str:
+def _output(argv: Sequence[str], stderr: bool = False) -> str:
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=60).stdout
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return ""
+    return done.stdout + (done.stderr if stderr else "")
 
 
 def cache_root(env: dict[str, str] | None = None) -> Path:

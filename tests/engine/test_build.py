@@ -22,10 +22,14 @@ CMAKE, NINJA = shutil.which("cmake"), shutil.which("ninja")
 needs_cmake = pytest.mark.skipif(not (CMAKE and shutil.which("cc")), reason="cmake or a C compiler is not installed")
 
 
-def _fake_nvcc(folder: Path) -> str:
-    """An nvcc that only answers --version (the tiny tree compiles no CUDA)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    nvcc = folder / "nvcc"
+def _fake_nvcc(folder: Path, cublas: bool = True) -> str:
+    """An nvcc that only answers --version (the tiny tree compiles no CUDA), in FOLDER/bin, with cuBLAS's
+    header in FOLDER/include."""
+    (folder / "bin").mkdir(parents=True, exist_ok=True)
+    if cublas:
+        (folder / "include").mkdir(exist_ok=True)
+        (folder / "include" / "cublas_v2.h").write_text("/* cuBLAS */\n")
+    nvcc = folder / "bin" / "nvcc"
     nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
     nvcc.chmod(0o755)
     return str(nvcc)
@@ -130,8 +134,13 @@ def test_missing_cmake_or_nvcc_is_one_line(tmp_path):
         plan_mod.CUDA_HOMES = plan_mod_homes
     assert str(exc.value) == ("nvcc not found (looked in $CUDACXX, PATH, $CUDA_PATH/bin, /usr/local/cuda/bin): "
                               "install the CUDA toolkit or set CUDACXX")
+    without = _fake_nvcc(tmp_path / "bare", cublas=False)
+    with pytest.raises(InputError) as exc:
+        find_tools({"PATH": str(bin_dir), "CUDACXX": without})
+    assert str(exc.value) == (f"the CUDA toolkit at {tmp_path / 'bare'} has no cuBLAS (include/cublas_v2.h), which "
+                              f"GGML_CUDA links: install its cuBLAS, or set CUDACXX to a toolkit that has it")
     tools = find_tools({"PATH": str(bin_dir), "CUDACXX": _fake_nvcc(tmp_path / "cuda")})
-    assert tools.nvcc == str(tmp_path / "cuda" / "nvcc") and tools.ninja is None
+    assert tools.nvcc == str(tmp_path / "cuda" / "bin" / "nvcc") and tools.ninja is None
     assert dict(tools.versions)["nvcc"] == "Cuda compilation tools, release 13.0, V13.0.88"
 
 

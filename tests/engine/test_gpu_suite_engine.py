@@ -30,8 +30,10 @@ def test_the_engine_step_builds_three_trees_and_runs_every_ab(tmp_path):
     tree = write_tiny_tree(tmp_path / "llama", fake=(sys.executable, str(FAKE)))
     model = tmp_path / "gemma.gguf"
     model.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(64))
-    nvcc = tmp_path / "cuda" / "nvcc"
-    nvcc.parent.mkdir()
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    (tmp_path / "cuda" / "include").mkdir()
+    (tmp_path / "cuda" / "include" / "cublas_v2.h").write_text("/* cuBLAS */\n")
     nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
     nvcc.chmod(0o755)
     shutil.rmtree("/tmp/strata-engine", ignore_errors=True)
