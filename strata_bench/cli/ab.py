@@ -37,6 +37,10 @@ from strata_bench.errors import InputError
                    "a group (?P<key>...) gives one metric per key (NAME[key]); the last match counts. "
                    "NAME:higher= marks that metric higher-is-better, NAME:UNIT= (prefill:ms=, "
                    "decode:higher:tok/s=) the unit it is printed in. Default: wall time of the process.")
+@click.option("--metric-json", "metric_json", multiple=True, metavar="llama-bench|[NAME[:higher][:UNIT]=]FIELD[@KEY]",
+              help="Read figures from JSON objects in the output (repeatable): FIELD of each object, one metric per "
+                   "KEY (llama-bench: its test name, pp512, tg128; or a template, pp{n_prompt}). 'llama-bench' "
+                   "is avg_ts:higher:t/s=avg_ts@llama-bench, for llama-bench -o json.")
 @click.option("--same", "same", multiple=True, metavar="[NAME=]REGEX",
               help="Output that must be identical in every run of both arms (repeatable; group value, the only "
                    "group, or the whole match; a key group checks per key). A difference exits 1, and so does an "
@@ -86,7 +90,7 @@ from strata_bench.errors import InputError
 def command(spec, list_only, order, pairs, warmup, seed,
             env_a, env_b, a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct,
             until_decided, prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params,
-            max_failures, allow_missing,
+            max_failures, allow_missing, metric_json,
             results_dir, output, quiet, extras, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
@@ -131,7 +135,15 @@ def command(spec, list_only, order, pairs, warmup, seed,
     criteria = Criteria(higher_is_better=higher_is_better, same_band=band_pct / 100,
                         fail_on_regression=None if fail_pct is None else fail_pct / 100)
     metric_specs = parse_output_specs(metrics, "--metric", "metric")
+    if metric_json:
+        from strata_bench.ab.json_metrics import parse_json_metrics
+
+        metric_specs += parse_json_metrics(metric_json, [" ".join(command_args), a_spec or "", b_spec or ""],
+                                           [m.name for m in metric_specs])
     same_specs = parse_output_specs(same, "--same", "output", need_group=False)
+    from strata_bench.ab.llama_args import check_models
+
+    check_models([" ".join(command_args), a_spec, b_spec, server, setup, prepare])
     unit = _display_unit(unit, metric_specs)
     directions = [(m.name, m.higher_is_better) for m in metric_specs if m.higher_is_better is not None]
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
@@ -143,7 +155,7 @@ def command(spec, list_only, order, pairs, warmup, seed,
         raise InputError(f"{_first_kernel_option(list_only, spec)} applies to kernel variants: add --family NAME")
     extras.check()
     if spec.filter.families:
-        _reject_command_options(env_a, env_b, metrics or same, shell, command_args,
+        _reject_command_options(env_a, env_b, metrics or metric_json or same, shell, command_args,
                                 prepare or conclude or setup or cleanup or server or params,
                                 extras.scans or extras.names or extras.ignore_failure or extras.show_output)
         if list_only:
