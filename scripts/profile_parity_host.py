@@ -26,7 +26,7 @@ import launch_trace  # the numpy stand-in for cupy
 
 def fake_run_variant(family, case, variant, kernels, dev):
     """A VariantRun whose outputs are the allocated (zeroed) arrays, every element written."""
-    from strata_bench.runner.launch import VariantRun
+    from strata_bench.gpu.launch import VariantRun
 
     outs = family.alloc_outputs(case, dev)
     family.launch(case, variant, kernels, dev, outs)
@@ -56,7 +56,7 @@ def main() -> None:
     from strata_bench.checks.phases import PhaseTimes
     from strata_bench.checks.refpool import ReferencePool
     from strata_bench.cases.spec import RunSpec
-    from strata_bench.runner.loop import prepare
+    from strata_bench.runs.prepare import prepare
 
     parity.run_variant = fake_run_variant
     prepared = prepare(RunSpec(CaseFilter(families=tuple(args.family), pattern=args.pattern)))

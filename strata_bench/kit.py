@@ -25,12 +25,13 @@ Every built-in family also has the Family contract's public methods (cases/famil
 from typing import Any
 
 from strata_bench.cases import Case, CaseFilter, Expected, Family, FixtureRef, Output, Variant, fixture_ref
-from strata_bench.cases.abi import AbiArg, LaunchAbi, padded_row_args
+from strata_bench.toml_abi.abi import AbiArg, LaunchAbi, padded_row_args
 from strata_bench.data.source import DataSource, parse_data
 from strata_bench.data.weights import (ACT_SEED_OFFSET, FORMATS, OUTLIER, Q2_0_FIXTURE_SOURCE, ROW_ALIGN,
                                        TAIL_SLACK, activations, check_shape, chunks_per_row, padded, row_stride,
                                        traits, weights)
 from strata_bench.errors import CheckFailed, InputError
+from strata_bench.kernels import constants
 from strata_bench.kernels.launch import (DEFAULT_SHARED_LIMIT, allow_dynamic_shared, ceil_div, decode_table_bytes,
                                          launch_quantize_q8_1, q8_1_staging_bytes, resident_blocks,
                                          compute_major, shared_optin)
@@ -52,6 +53,8 @@ __all__ = [
     # data: where weights and activations come from, and their device layout
     "DataSource", "parse_data", "ACT_SEED_OFFSET", "FORMATS", "OUTLIER", "Q2_0_FIXTURE_SOURCE", "ROW_ALIGN",
     "TAIL_SLACK", "activations", "check_shape", "chunks_per_row", "padded", "row_stride", "traits", "weights",
+    # the kernels' launch constants (kernels/constants.py, also generated into a CUDA header): constants.MMVQ_NEW_WARPS
+    "constants",
     # launch helpers
     "DEFAULT_SHARED_LIMIT", "allow_dynamic_shared", "ceil_div", "decode_table_bytes", "launch_quantize_q8_1",
     "q8_1_staging_bytes", "resident_blocks", "compute_major", "shared_optin",
@@ -76,7 +79,7 @@ FAMILY_SURFACE: dict[str, tuple[str, ...]] = {
 def builtin_family(name: str) -> type:
     """The class of the built-in family `name`, for a user family that extends it (a new variant next to
     the built-in ones): `class MyDequant(builtin_family("dequant")): name = "my_dequant"`. The built-ins are
-    registered before a --cases file runs (runner/loop.py); a script of its own calls
+    registered before a --cases file runs (gpu/loop.py); a script of its own calls
     `strata_bench.families.load_builtin_families()` first. (The kit does not import the families: they
     are written against it.)"""
     from strata_bench.cases import FAMILIES as families

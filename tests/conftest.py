@@ -12,7 +12,7 @@ import pytest
 
 def gpu_skip_reason() -> str | None:
     """None when a CUDA GPU is usable, else the probe's one-line reason."""
-    from strata_bench.runner.devices import probe
+    from strata_bench.gpu.devices import probe
 
     status = probe()
     return None if status.usable else f"no usable CUDA GPU ({status.reason})"
@@ -61,7 +61,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def gpu():
     """The GpuProbe of this host; skips the test (with the reason) when no GPU is usable."""
-    from strata_bench.runner.devices import probe
+    from strata_bench.gpu.devices import probe
 
     if reason := gpu_skip_reason():
         pytest.skip(reason)
@@ -236,3 +236,12 @@ def graph_standin(monkeypatch):
     monkeypatch.setattr(graph, "replay_seconds", replay)
     monkeypatch.setattr(bench, "replay_seconds", replay)
     return state
+
+
+@pytest.fixture
+def families():
+    """A run's own catalog of the built-ins (runs/catalog.py): what a test adds to it stays in it."""
+    from strata_bench.cases.spec import RunSpec
+    from strata_bench.runs.catalog import build_catalog
+
+    return build_catalog(RunSpec())

@@ -21,14 +21,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, decode_table_bytes,
+from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, constants, decode_table_bytes,
                               extend_builtin, launch_quantize_q8_1, q8_1_staging_bytes, resident_blocks,
                               row_stride, traits)
 
 Grouped = builtin_family("grouped")
 KERNELS = Path(__file__).resolve().parent / "kernels"
 OWN_SOURCE = "grouped_sched.cu"  # in KERNELS
-WARPS = 8  # STRATA_MMVQ_NEW_WARPS: the kernels' block is mmvq_new's
+WARPS = constants.MMVQ_NEW_WARPS  # the kernels' block is mmvq_new's
 # Formats (grouped.py's GATE_FORMATS and DOWN_FORMATS; the tests check them against the built-in family's cases)
 GATE_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_m", "iq4_xs", "q2_0")
 DOWN_FORMATS = ("iq4_nl", "q2_0", "iq4_xs")

@@ -21,13 +21,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, decode_table_bytes,
+from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, constants, decode_table_bytes,
                               extend_builtin, q8_1_staging_bytes, resident_blocks, row_stride, traits)
 
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
 OWN_SOURCE = "mmvq_coal.cu"  # in KERNELS
-WARPS = 8  # STRATA_MMVQ_NEW_WARPS: the kernel's block is mmvq_new's
+WARPS = constants.MMVQ_NEW_WARPS  # the kernel's block is mmvq_new's
 # The formats the kernel may run: each decode reads only bytes of its own block (iq3: ld_words_a2's last
 # aligned word ends inside the block), so the granules covering a step's bytes hold everything it reads.
 FORMATS = ("iq3_xxs", "iq3_s")

@@ -235,15 +235,15 @@ def run_kernel_ab(spec: RunSpec, variant_a: str, variant_b: str, plan: Plan, res
     `progress` is the command's display (ab/runner.Progress), None for none.
     The variant names are checked against the cases before a device is sought (a typo is a usage error,
     not "no GPU"), and CuPy is imported only once a device was found (none: NoGpu, exit 77)."""
-    from strata_bench.runner import loop as engine
+    from strata_bench.runs.prepare import prepare
 
-    from strata_bench.runner import devices as gpu
+    from strata_bench.gpu import devices as gpu
 
     from strata_bench.results import provenance
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
-    prepared = engine.prepare(spec)
+    prepared = prepare(spec)
     catalog, cases = prepared.catalog, list(dict.fromkeys(prepared.cases))
     check_variant_names(cases, variant_a, variant_b)
     devices = gpu.select_devices(str(device))

@@ -1,7 +1,7 @@
-"""The run's extensions that ship with the core: a user's case file (--cases, with --kernels) and kernel
-variants declared in TOML (--variants). Other plug-ins live in packages of their own: every package of
-strata_bench with an `extension.py` declaring EXTENSION (a class following cases/spec.Extension) is one,
-found by `extension_types()` without this module naming it."""
+"""The run's extension that ships with the core, a user's case file (--cases, with --kernels), and where the
+others are found: every package of strata_bench with an `extension.py` declaring EXTENSION (a class following
+cases/spec.Extension) is one (TOML variants, toml_abi/; a foreign engine's kernels, ggml/), found by
+`extension_types()` without this module naming any."""
 from __future__ import annotations
 
 import functools
@@ -51,40 +51,6 @@ class CaseFile:
         return {"cases": self.path, "kernels": self.kernels_dir}
 
 
-@dataclass(frozen=True)
-class TomlVariants:
-    """--variants FILE.toml (repeatable): kernel variants declared against a family's ABI (docs/ABI.md)."""
-
-    paths: tuple[str, ...]
-
-    options: ClassVar[tuple[Any, ...]] = (
-        click.option("--variants", "variant_files", multiple=True, type=click.Path(dir_okay=False),
-                     metavar="FILE.toml", help="Kernel variants declared in TOML against a family's ABI "
-                                               "(docs/ABI.md); they join the family's variant table."),
-    )
-    order: ClassVar[int] = 10
-    adds_variants: ClassVar[bool] = True
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "TomlVariants | None":
-        paths = tuple(params.get("variant_files") or ())
-        return cls(paths) if paths else None
-
-    def check(self, spec: Any) -> None:
-        pass  # parsed when attached, every file before any family changes
-
-    def attach(self, catalog: dict, spec: Any) -> None:
-        from strata_bench.cases.toml_variant import load_variant_files
-
-        load_variant_files(self.paths, catalog)
-
-    def argv(self) -> list[str]:
-        return [w for path in self.paths for w in ("--variants", path)]
-
-    def provenance(self) -> dict[str, Any]:
-        return {"variants": list(self.paths)}
-
-
 @functools.lru_cache(maxsize=None)
 def extension_types() -> tuple[type, ...]:
     """Every extension class, in attach order: the core's, then each package's `extension.py` EXTENSION."""
@@ -96,7 +62,7 @@ def extension_types() -> tuple[type, ...]:
     plugins = [importlib.import_module(f"strata_bench.{info.name}.extension").EXTENSION
                for info in pkgutil.iter_modules(strata_bench.__path__)
                if info.ispkg and _has_extension(info)]
-    return tuple(sorted((CaseFile, TomlVariants, *plugins), key=lambda t: t.order))
+    return tuple(sorted((CaseFile, *plugins), key=lambda t: t.order))
 
 
 def _has_extension(info: Any) -> bool:

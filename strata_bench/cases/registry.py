@@ -1,5 +1,5 @@
 """The family registry: one instance per registered name. The built-in modules fill FAMILIES when they
-are imported; a user's case file registers into the catalog of the run that loads it (runner/catalog.py),
+are imported; a user's case file registers into the catalog of the run that loads it (runs/catalog.py),
 so no run changes what the next one sees."""
 from __future__ import annotations
 

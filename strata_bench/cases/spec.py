@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from strata_bench.cases.case import Case, CaseFilter
 from strata_bench.cases.request import CaseRequest
 
-Catalog = dict  # name -> Family: a run's own copy of the registry (runner/catalog.py)
+Catalog = dict  # name -> Family: a run's own copy of the registry (runs/catalog.py)
 
 
 @runtime_checkable

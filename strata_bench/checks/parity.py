@@ -20,7 +20,7 @@ from strata_bench.checks.outcome import CaseResult, CheckResult, Status
 from strata_bench.checks.phases import PhaseTimes, maybe
 from strata_bench.checks.refcache import cached_references
 from strata_bench.errors import InputError
-from strata_bench.runner.launch import VariantRun, run_variant
+from strata_bench.gpu.launch import VariantRun, run_variant
 
 
 def _written_checks(family: Family, case: Case, run: VariantRun) -> list[CheckResult]:
@@ -54,7 +54,7 @@ def _finite_checks(family: Family, case: Case, run: VariantRun) -> list[CheckRes
 
 
 def _error_model(family: Family, case: Case, variant: str) -> Any:
-    """The variant's error model where it judges this case's format (cases/error_model.py), else None."""
+    """The variant's error model where it judges this case's format (toml_abi/error_model.py), else None."""
     lookup = getattr(family, "variant", None)  # a stand-in family may have no table
     try:
         model = None if lookup is None else getattr(lookup(variant), "error_model", None)

@@ -229,9 +229,9 @@ def _first_kernel_option(list_only: bool, spec) -> str:
 
 def _list_cases(spec) -> None:
     from strata_bench.cli.listing import echo_cases
-    from strata_bench.runner import loop as engine
+    from strata_bench.runs.prepare import prepare
 
-    echo_cases(engine.prepare(spec).cases, spec.adds_variants)
+    echo_cases(prepare(spec).cases, spec.adds_variants)
 
 
 def _kernel_ab(spec, variant_a, variant_b, plan, results_dir, quiet):

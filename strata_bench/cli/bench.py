@@ -47,12 +47,12 @@ def command(spec, hot, budget, rel_ci, device_spec, output, results_dir, list_on
         strata-bench bench --variants examples/toml_variant/variants.toml --family mmvq --shape 131072x8192 --cols 1,8
         strata-bench bench --gguf model.gguf --tensor 'blk\\.0\\.ffn_down' --rows 0:4096 --family mmvq --cols 1,8
     """
-    from strata_bench.runner import loop as engine
+    from strata_bench.runs.prepare import prepare
     from strata_bench.runs import Selection
     from strata_bench.runs.bench import BenchPlan, run_bench
     from strata_bench.timing.bench import TimingConfig
 
-    prepared = engine.prepare(spec)
+    prepared = prepare(spec)
     cases = prepared.cases
     if list_only:
         from strata_bench.cli.listing import echo_cases

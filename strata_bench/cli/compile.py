@@ -41,10 +41,10 @@ def command(archs: Sequence[str], families: Sequence[str], resources: bool, no_c
     from strata_bench.cli.console import stdout_console
 
     from strata_bench.kernels import jobs as buildplan
-    from strata_bench.runner.devices import local_archs
-    from strata_bench.runner.catalog import build_catalog
+    from strata_bench.gpu.devices import local_archs
+    from strata_bench.runs.catalog import build_catalog
     from strata_bench.cases.spec import RunSpec
-    from strata_bench.runner.loop import select_families
+    from strata_bench.runs.prepare import select_families
 
     arch_list = buildplan.parse_archs(archs) if archs else None  # bad --arch fails before any import
     spec = RunSpec(extensions=extensions)

@@ -65,13 +65,13 @@ def command(spec, device_spec, output, results_dir, list_only, quiet, profile, d
     off, so every array is its own allocation): one line per finding, `TOOL: CASE: KERNEL: ERROR`, then
     each tool's cases and findings; the full reports are in results/<device>/sanitize-TOOL-*.log.
     """
-    from strata_bench.runner import loop as engine
+    from strata_bench.runs.prepare import prepare
     from strata_bench.runs import Selection
     from strata_bench.runs.parity import ParityPlan, run_parity
 
     rerun = _rerun_command(spec)
     dump = _failure_dump(dump_dir, rerun)  # a bad folder is refused before any case is made or run
-    prepared = engine.prepare(spec)
+    prepared = prepare(spec)
     cases = prepared.cases
     # Said on stderr (never in --list's stdout): a lost fixtures folder or family shows as a smaller count.
     click.echo(_selection_line(cases), err=True)

@@ -1,5 +1,5 @@
 """`parity --sanitize TOOL[,TOOL]`: the option, and the run that starts parity again under compute-sanitizer
-once per tool with the same selection (the reading of the report is runner/sanitize.py's)."""
+once per tool with the same selection (the reading of the report is gpu/sanitize.py's)."""
 from __future__ import annotations
 
 import sys
@@ -13,7 +13,7 @@ from strata_bench.errors import CheckFailed, InputError, NoGpu
 
 
 def _parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
-    from strata_bench.runner import sanitize
+    from strata_bench.gpu import sanitize
 
     if value is None:
         return ()
@@ -44,8 +44,8 @@ def run_sanitize(spec: Any, tools: Sequence[str], cases: Sequence[Any], results_
     finding or a run that went wrong."""
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import utc_stamp
-    from strata_bench.runner import devices as gpu
-    from strata_bench.runner import sanitize
+    from strata_bench.gpu import devices as gpu
+    from strata_bench.gpu import sanitize
 
     sanitizer = sanitize.find_sanitizer()
     try:

@@ -29,7 +29,7 @@ EXTRA_ROUNDINGS = 4 + 8 + 5  # per term, over the warps, the butterfly
 
 @dataclass(frozen=True)
 class GgmlErrorModel:
-    """ErrorModel-like (cases/error_model.py) for ggml's mul_mat_vec_q over the formats in `formats`: each
+    """ErrorModel-like (toml_abi/error_model.py) for ggml's mul_mat_vec_q over the formats in `formats`: each
     output is held to its own bound, the family's plus ggml's allowance for it (checks/parity.py asks
     `tolerance`)."""
 

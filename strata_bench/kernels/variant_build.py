@@ -3,7 +3,7 @@ engine's own `.cu` with host code and standard headers) or a prebuilt cubin/fatb
 
 Whatever the compiler, the result is a build.CompiledSource (cubin + name expression -> symbol), so
 loading and launching do not change; and every kernel a variant launches is then checked against the
-cubin's parameter table (cases/abi_check.py), on the CPU, before anything runs.
+cubin's parameter table (toml_abi/abi_check.py), on the CPU, before anything runs.
 """
 from __future__ import annotations
 

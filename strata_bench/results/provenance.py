@@ -18,8 +18,8 @@ import socket
 import sys
 from typing import Any, Callable
 
-from strata_bench.runner.nvml import Unavailable, nvml, nvml_device_info  # noqa: F401  (Unavailable: raised by readers here)
-from strata_bench.runner.nvml import fill as _fill, pci_bus_id as _pci_bus_id, reason as _reason, text as _text
+from strata_bench.gpu.nvml import Unavailable, nvml, nvml_device_info  # noqa: F401  (Unavailable: raised by readers here)
+from strata_bench.gpu.nvml import fill as _fill, pci_bus_id as _pci_bus_id, reason as _reason, text as _text
 
 PROVENANCE_SCHEMA = 1
 PACKAGES = ("strata-bench", "click", "numpy", "cupy-cuda13x", "cupy-cuda12x", "gguf", "scipy", "rich",
@@ -174,7 +174,7 @@ def inside_relative(value: Any, cwd: str | None = None) -> Any:
 
 def device_info(device_ids: list[int] | None) -> tuple[list[dict[str, Any]], str]:
     """(one dict per device, reason when there are none). Never raises for a missing GPU."""
-    from strata_bench.runner.devices import probe
+    from strata_bench.gpu.devices import probe
 
     status = probe()
     if not status.usable:

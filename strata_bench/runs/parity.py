@@ -1,5 +1,5 @@
 """run_parity: every selected case checked on every device (checks/parity.py's CaseChecker through the
-runner's device loop), each result appended to the results file as it arrives, the summary written even
+the device loop (gpu/loop.py)), each result appended to the results file as it arrives, the summary written even
 when a run is cut short, the phases timed when asked."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from strata_bench.checks.outcome import ParityRun, fault_result
 from strata_bench.checks.parity import CaseChecker, error_model_notes
 from strata_bench.checks.phases import PhaseTimes
 from strata_bench.checks.refpool import ReferencePool
-from strata_bench.runner import loop
+from strata_bench.gpu import loop
 from strata_bench.runs import Progress, Selection
 
 

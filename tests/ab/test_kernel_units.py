@@ -39,7 +39,8 @@ def kernel_ab_file(graph_standin, monkeypatch, tmp_path):
     from strata_bench.cli.main import cli
     from strata_bench.families import load_builtin_families
     from strata_bench.results import provenance
-    from strata_bench.runner import devices, loop
+    from strata_bench.gpu import devices
+    from strata_bench.runs import prepare as preparing
     from strata_bench.timing import bench, graph
     from strata_bench.timing.ceilings import Ceilings
 
@@ -51,7 +52,7 @@ def kernel_ab_file(graph_standin, monkeypatch, tmp_path):
     # scipy asks whether an array is cupy's: none is.
     monkeypatch.setattr(cupy, "ndarray", type("ndarray", (), {}), raising=False)
     catalog = load_builtin_families()  # the run's catalog, planted below with its one case
-    monkeypatch.setattr(loop, "prepare", lambda spec: loop.Prepared(spec, catalog, [CASE]))
+    monkeypatch.setattr(preparing, "prepare", lambda spec: preparing.Prepared(spec, catalog, [CASE]))
     monkeypatch.setattr(devices, "select_devices", lambda spec: [0])
     monkeypatch.setattr(devices, "device_name", lambda device: "Planted GPU")
     monkeypatch.setattr(provenance, "collect", lambda *args, **kwargs: {"devices": []})

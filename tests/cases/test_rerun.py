@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from strata_bench.cases import Case, CaseFilter
-from strata_bench.cases.extensions import CaseFile, TomlVariants
+from strata_bench.cases.extensions import CaseFile
+from strata_bench.toml_abi.extension import TomlVariants
 from strata_bench.cases.request import CaseRequest
 from strata_bench.cases.rerun import rerun_command
 from strata_bench.cases.spec import RunSpec, exact_name_pattern
@@ -114,7 +115,7 @@ def test_every_case_of_a_run_is_rerun_by_its_command_alone(args, ggml_tree):
 
 
 def _cases(spec):
-    from strata_bench.runner.loop import prepare
+    from strata_bench.runs.prepare import prepare
 
     return prepare(spec).cases
 

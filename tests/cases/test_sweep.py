@@ -4,7 +4,7 @@ from __future__ import annotations
 from strata_bench.cases import Case, CaseFilter
 from strata_bench.cases.sweep import sweep, sweep_cases
 from strata_bench.cases.spec import RunSpec
-from strata_bench.runner.loop import prepare
+from strata_bench.runs.prepare import prepare
 
 MMVQ_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "q8_0", "q2_0")
 

@@ -11,7 +11,7 @@ import pytest
 from strata_bench.cases import Expected, Variant
 from strata_bench.checks.parity import _reference_checks
 from strata_bench.ggml.error import ZeroSignModel
-from strata_bench.runner.launch import VariantRun
+from strata_bench.gpu.launch import VariantRun
 
 ORACLE = np.array([-0.0, 0.5, -1.25, 0.0], np.float32)  # gguf-py's float32 (a negative d made the -0.0)
 

@@ -191,7 +191,7 @@ def test_ctrl_c_keeps_records_and_writes_a_partial_summary(tmp_path, monkeypatch
 
 def _no_gpu(monkeypatch):
     """A host where CuPy cannot be imported: the probe says so, and any `import cupy` fails."""
-    from strata_bench.runner import devices as gpu
+    from strata_bench.gpu import devices as gpu
 
     monkeypatch.setitem(sys.modules, "cupy", None)
     monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(False, 0, "cupy not importable (cupy)"))
@@ -220,7 +220,7 @@ def test_kernel_ab_help_example_names_a_real_variant():
     import re
 
     from strata_bench.cases import FAMILIES
-    from strata_bench.cases.toml_variant import parse_variant_file
+    from strata_bench.toml_abi.variant import parse_variant_file
 
     help_text = CliRunner().invoke(cli, ["ab", "--help"]).output
     m = re.search(r"--variants (\S+) --a (\S+) --b (\S+)", help_text)

@@ -220,7 +220,7 @@ def test_nan_and_inf_options(ab_summary, tmp_path, monkeypatch, args, option, va
                                     "iq2_xxs, iq3_s, iq3_xxs, iq4_xs, q2_0), got 'missing.gguf'"),
 ])
 def test_workload_numbers_are_checked_before_the_gpu(monkeypatch, args, line):
-    from strata_bench.runner import devices
+    from strata_bench.gpu import devices
 
     monkeypatch.setattr(devices, "probe", lambda: devices.GpuProbe(False, 0, "no GPU (test)"))
     result = _run("workload", *args)

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from strata_bench.cli.main import cli
-from strata_bench.runner.devices import probe
+from strata_bench.gpu.devices import probe
 
 
 def _all_commands(group: click.Group, prefix=()):

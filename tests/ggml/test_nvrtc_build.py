@@ -9,7 +9,7 @@ import pytest
 
 from strata_bench.errors import CompileError, InputError
 from strata_bench.cases.spec import RunSpec
-from strata_bench.runner.catalog import build_catalog
+from strata_bench.runs.catalog import build_catalog
 from strata_bench.ggml import build, nvrtc_prelude
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, locate
 from strata_bench.kernels import build as kbuild

@@ -1,6 +1,6 @@
 """variants.attach on a written tree (no nvcc, no GPU): the variant each family gets, the kernels it lists
 from its own source, the weights it packs for itself, the launch it makes; ggml_b held to ggml's bits.
-tests/conftest.py drops the variants from the registered families after every test."""
+Each test attaches to a run's own catalog (tests/conftest.py `families`)."""
 from __future__ import annotations
 
 import sys
@@ -15,13 +15,6 @@ from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, locate
 from strata_bench.ggml.variants import attach
 
 
-@pytest.fixture
-def families():
-    """A run's own catalog: the variants a test attaches stay in it."""
-    from strata_bench.runner.catalog import build_catalog
-    from strata_bench.cases.spec import RunSpec
-
-    return build_catalog(RunSpec())
 
 
 @pytest.fixture

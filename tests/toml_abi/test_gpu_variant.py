@@ -12,7 +12,7 @@ EXAMPLE = REPO_ROOT / "examples" / "toml_variant" / "variants.toml"
 
 @pytest.fixture
 def mmvq_with_row8(families):
-    from strata_bench.cases.toml_variant import load_variant_files
+    from strata_bench.toml_abi.variant import load_variant_files
 
     load_variant_files((str(EXAMPLE),), families)  # a run's own catalog: loaded with its source, kept there
     return families["mmvq"]
@@ -73,7 +73,7 @@ def test_other_gguf_rows_pass_every_family_that_takes_them(tmp_path, monkeypatch
 
 @pytest.mark.gpu
 def test_dequant_rows_toml_passes_parity(families):
-    from strata_bench.cases.toml_variant import load_variant_files
+    from strata_bench.toml_abi.variant import load_variant_files
     from strata_bench.checks.parity import Status, check_case
     from strata_bench.kernels import build
 

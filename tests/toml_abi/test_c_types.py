@@ -1,10 +1,10 @@
-"""cases/c_types.py: sizes, alignments and by-value encodings of the C types a TOML ABI names."""
+"""toml_abi/c_types.py: sizes, alignments and by-value encodings of the C types a TOML ABI names."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from strata_bench.cases.c_types import as_argument, layout, parse_ctype, struct_type
+from strata_bench.toml_abi.c_types import as_argument, layout, parse_ctype, struct_type
 from strata_bench.errors import InputError
 
 

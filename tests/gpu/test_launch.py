@@ -10,7 +10,7 @@ import pytest
 
 from strata_bench.cases import Case, Family
 from strata_bench.errors import KernelFault
-from strata_bench.runner.launch import POISON_A, POISON_B, _differs, _poison, is_sticky_fault, run_variant
+from strata_bench.gpu.launch import POISON_A, POISON_B, _differs, _poison, is_sticky_fault, run_variant
 
 CASE = Case("toy", "q8_0", rows=1, cols=32)
 

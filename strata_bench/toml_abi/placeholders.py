@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from strata_bench.cases.abi import LaunchAbi
+from strata_bench.toml_abi.abi import LaunchAbi
 from strata_bench.errors import InputError
 
 

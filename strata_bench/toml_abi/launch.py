@@ -1,4 +1,4 @@
-"""One kernel launch of a TOML variant (cases/toml_variant.py): its kernel name expression, grid, block,
+"""One kernel launch of a TOML variant (toml_abi/variant.py): its kernel name expression, grid, block,
 dynamic shared memory and arguments, checked against the family's launch ABI when the file is read, and
 run against a case's fields when the variant launches.
 
@@ -13,10 +13,10 @@ import string
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from strata_bench.cases.abi import LaunchAbi
-from strata_bench.cases.c_types import CType
-from strata_bench.cases.expr import Expr, parse_expr
-from strata_bench.cases.toml_args import Arg, Context, parse_arg
+from strata_bench.toml_abi.abi import LaunchAbi
+from strata_bench.toml_abi.c_types import CType
+from strata_bench.toml_abi.expr import Expr, parse_expr
+from strata_bench.toml_abi.args import Arg, Context, parse_arg
 from strata_bench.errors import InputError
 
 LAUNCH_REQUIRED = ("kernel", "grid", "block", "args")
@@ -33,7 +33,7 @@ class TomlLaunch:
     block: tuple[Expr, ...]
     shared: Expr
     args: tuple[str, ...]  # each argument's label: an ABI name as given, a table's type and value
-    params: tuple[Arg, ...] = ()  # the arguments, parsed (cases/toml_args.py); empty: `args` are ABI names
+    params: tuple[Arg, ...] = ()  # the arguments, parsed (toml_abi/args.py); empty: `args` are ABI names
 
     @property
     def arguments(self) -> tuple[Arg, ...]:
@@ -132,7 +132,7 @@ def dims(value: Any, fields: tuple[str, ...], where: str) -> tuple[Expr, ...]:
 
 
 def parse_args(value: Any, abi: LaunchAbi, where: str, structs: Mapping[str, CType]) -> tuple[Arg, ...]:
-    """The `args` list: ABI names and argument tables (cases/toml_args.py), in kernel parameter order."""
+    """The `args` list: ABI names and argument tables (toml_abi/args.py), in kernel parameter order."""
     if not isinstance(value, list) or not value:
         raise InputError(f"{where}: expected a list of argument names or tables, got {value!r}")
     out = []

@@ -13,7 +13,7 @@ FAMILIES = ("dequant", "fp16deq", "grouped", "mmvq", "moe_combine", "pfgemm", "q
 
 @pytest.fixture
 def with_toml(request, families):
-    from strata_bench.cases.toml_variant import load_variant_files
+    from strata_bench.toml_abi.variant import load_variant_files
 
     name = request.param
     load_variant_files((str(TOML_DIR / f"{name}.toml"),), families)  # the test's own catalog

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from strata_bench.errors import InputError, NoGpu
-from strata_bench.runner import devices
-from strata_bench.runner.devices import GpuProbe, _runtime_error_name, require_gpu, select_devices
+from strata_bench.gpu import devices
+from strata_bench.gpu.devices import GpuProbe, _runtime_error_name, require_gpu, select_devices
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Kernel variants declared in TOML (--variants FILE.toml): a kernel that follows a family's launch ABI
-(cases/abi.py, docs/ABI.md) joins that family's variant table with no Python, and then gets every check
+(toml_abi/abi.py, docs/ABI.md) joins that family's variant table with no Python, and then gets every check
 a built-in variant gets.
 
     [[variant]]
@@ -19,8 +19,8 @@ grid, block, shared (optional) and args, instead of those keys in the [[variant]
 
 Optional keys (docs/ABI.md): compiler = "nvcc" with flags (or flags for NVRTC, which may set the float
 options), binary = "x.cubin" in place of sources, argument tables and [struct.NAME] types
-(cases/toml_args.py), [variant.placeholders] rules (cases/toml_placeholders.py) and [variant.error]
-(cases/error_model.py).
+(toml_abi/args.py), [variant.placeholders] rules (toml_abi/placeholders.py) and [variant.error]
+(toml_abi/error_model.py).
 
 Every error (a TOML syntax error, an unknown family, key or argument, an expression over an unknown
 field, a missing source) is one InputError naming the file and the key.
@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from strata_bench.cases.abi import LaunchAbi
-from strata_bench.cases.abi_check import check_params
-from strata_bench.cases.c_types import CType
-from strata_bench.cases.error_model import ErrorModel, parse_error_model
-from strata_bench.cases.toml_args import parse_structs
-from strata_bench.cases.toml_placeholders import PlaceholderRule, name_sets, names_for, parse_rules
-from strata_bench.cases.toml_launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
+from strata_bench.toml_abi.abi import LaunchAbi
+from strata_bench.toml_abi.abi_check import check_params
+from strata_bench.toml_abi.c_types import CType
+from strata_bench.toml_abi.error_model import ErrorModel, parse_error_model
+from strata_bench.toml_abi.args import parse_structs
+from strata_bench.toml_abi.placeholders import PlaceholderRule, name_sets, names_for, parse_rules
+from strata_bench.toml_abi.launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
 from strata_bench.errors import InputError
 from strata_bench.files import read_regular
 from strata_bench.kernels.source_scan import declared_kernels, mentions
@@ -101,7 +101,7 @@ class TomlVariant:
 
     def build(self, abi: LaunchAbi | None = None) -> SourceBuild:
         """How the family compiles this variant's source (kernels/variant_build.py); with the family's
-        `abi`, every kernel compiled is checked against the declared arguments (cases/abi_check.py)."""
+        `abi`, every kernel compiled is checked against the declared arguments (toml_abi/abi_check.py)."""
         inputs = "" if self.compiler != "nvcc" else self.source_hash() + kernels_src_hash()
         check = None if abi is None else self._checker(abi)
         return SourceBuild(self.compiler, self.source, self.where, self.options(), inputs, check)

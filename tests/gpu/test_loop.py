@@ -13,9 +13,9 @@ import pytest
 
 from strata_bench.cases import Case
 from strata_bench.errors import InputError, KernelFault
-from strata_bench.runner import loop
-from strata_bench.runner.devices import probe
-from strata_bench.runner.loop import run_on_devices
+from strata_bench.gpu import loop
+from strata_bench.gpu.devices import probe
+from strata_bench.gpu.loop import run_on_devices
 
 DATA = Path(__file__).parent.parent / "data" / "fault_family"
 

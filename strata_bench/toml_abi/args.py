@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from strata_bench.cases.abi import LaunchAbi
-from strata_bench.cases.c_types import CType, as_argument, parse_ctype, struct_type
-from strata_bench.cases.expr import Expr, parse_expr
+from strata_bench.toml_abi.abi import LaunchAbi
+from strata_bench.toml_abi.c_types import CType, as_argument, parse_ctype, struct_type
+from strata_bench.toml_abi.expr import Expr, parse_expr
 from strata_bench.errors import InputError
 
 ARG_KEYS = ("type", "value", "fastdiv", "struct")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file
+from strata_bench.toml_abi.variant import load_variant_files, parse_variant_file
 from strata_bench.errors import InputError
 from strata_bench.kernels import build, cubin_symbols
-from tests.cases.conftest import toml_error
+from tests.toml_abi.conftest import toml_error
 
 DATA = Path(__file__).parents[1] / "kernels" / "data"
 pytestmark = pytest.mark.skipif(cubin_symbols.demangler() is None, reason="no c++filt to demangle kernel names")
@@ -171,7 +171,7 @@ def _cli():
 
 
 def test_an_error_model_joins_the_variant(families, folder):
-    from strata_bench.cases.error_model import ErrorModel
+    from strata_bench.toml_abi.error_model import ErrorModel
 
     text = TOML + '\n[variant.error]\nper_format = { iq2_xxs = 2e-4 }\nbaseline_factor = 8\n'
     load_variant_files((str(_write(folder, text)),), families)

@@ -4,33 +4,10 @@ device at its first fault."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Sequence
-
-from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from strata_bench.cases import Case
-from strata_bench.runner.catalog import build_catalog
-from strata_bench.cases.request import request_cases
-from strata_bench.cases.spec import RunSpec
-from strata_bench.errors import InputError, KernelFault
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A run ready to start: its own catalog of families and the cases it selected from it."""
-
-    spec: RunSpec
-    catalog: dict[str, Any]
-    cases: list[Case]
-
-
-def prepare(spec: RunSpec) -> Prepared:
-    """The one entry point of parity, bench, compile, kernel A/B and the sanitize child: check the spec,
-    build the run's catalog (runner/catalog.py) and select its cases (the families' defaults swept by
-    --shape/--cols, or real weights: cases/request.py)."""
-    spec.check()
-    catalog = build_catalog(spec)
-    return Prepared(spec, catalog, request_cases(spec.filter, spec.request, catalog, spec.purpose))
+from strata_bench.errors import KernelFault
 
 
 def precompile(cases: list[Case], devices: list[int], catalog: Mapping[str, Any]) -> None:
@@ -58,12 +35,12 @@ def run_on_devices(cases: list[Case], devices: list[int], catalog: Mapping[str, 
     Host references are prepared in this loop, not ahead on worker threads: a run that prepared them on
     8 threads took 66 s on the H200 host against 41 s before (the workers' numpy calls contend with the
     launch loop for the GIL and the cores). `compiled` (optional) is given the seconds the compile took.
-    In a `parity --sanitize` child (runner/sanitize.py) CuPy's memory pool is off and a marker line on
+    In a `parity --sanitize` child (gpu/sanitize.py) CuPy's memory pool is off and a marker line on
     stderr names each case before its launches, for the sanitizer's reports to name their case."""
     import cupy
 
     from strata_bench.kernels.build import load_kernels
-    from strata_bench.runner import sanitize
+    from strata_bench.gpu import sanitize
 
     sanitized = sanitize.child_tool() is not None  # a `parity --sanitize` child: no pool, a marker per case
     if sanitized:
@@ -98,7 +75,7 @@ def run_on_devices(cases: list[Case], devices: list[int], catalog: Mapping[str, 
 def device_fault(case: Case, device: int, exc: BaseException) -> KernelFault | None:
     """The KernelFault that stops `device`: exc itself, or a sticky CUDA error (illegal address, trap)
     wrapped as one naming the case and the device; None for any other error (it is not a fault)."""
-    from strata_bench.runner.launch import is_sticky_fault
+    from strata_bench.gpu.launch import is_sticky_fault
 
     if isinstance(exc, KernelFault):
         return exc
@@ -107,14 +84,3 @@ def device_fault(case: Case, device: int, exc: BaseException) -> KernelFault | N
         fault.__cause__ = exc
         return fault
     return None
-
-
-def select_families(catalog: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
-    """The catalog's families named (every one where none is), for a command with no cases (compile)."""
-    unknown = [n for n in names if n not in catalog]
-    if unknown:
-        raise InputError(f"unknown family {unknown[0]!r}; families: {', '.join(sorted(catalog)) or '(none)'}")
-    chosen = {n: catalog[n] for n in (names or sorted(catalog))}
-    if not chosen:
-        raise InputError("no kernel family is registered (strata_bench/families is empty and no --cases given)")
-    return chosen

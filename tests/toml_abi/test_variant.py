@@ -1,4 +1,4 @@
-"""TOML variants (cases/toml_variant.py): a [[variant]] joins its family's table and compiles from its own
+"""TOML variants (toml_abi/variant.py): a [[variant]] joins its family's table and compiles from its own
 source; every error in the file is one line naming the file and the key."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file, remove_toml_variants
+from strata_bench.toml_abi.variant import load_variant_files, parse_variant_file, remove_toml_variants
 from strata_bench.errors import InputError
 from strata_bench.kernels.sources import REPO_ROOT
-from tests.cases.conftest import toml_error
+from tests.toml_abi.conftest import toml_error
 
 EXAMPLE = REPO_ROOT / "examples" / "toml_variant"
 GOOD = '''[[variant]]
@@ -81,7 +81,7 @@ def test_source_hash_follows_headers(families, folder):
 
 
 def test_an_include_folder_too_large_to_be_of_headers_is_one_line(families, folder, monkeypatch):
-    import strata_bench.cases.toml_variant as toml_variant
+    import strata_bench.toml_abi.variant as toml_variant
 
     monkeypatch.setattr(toml_variant, "MAX_WALKED", 5)  # include_dirs = ["/"] walked every file system
     for i in range(6):

@@ -1,6 +1,6 @@
 """C types of kernel parameters as a TOML launch ABI names them ("const float*", "long long", "uint3", a
 struct declared in the file): size and alignment (to check a launch against the cubin's parameter
-table, cases/abi_check.py) and the numpy value CuPy passes by value.
+table, toml_abi/abi_check.py) and the numpy value CuPy passes by value.
 
 The layouts are those of nvcc and NVRTC on every 64-bit CUDA target (LP64): pointers 8 bytes, `long`
 8, CUDA's vector types as cuda's vector_types.h aligns them (uint3 4, uint2 8, uint4 16), a struct's

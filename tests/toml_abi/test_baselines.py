@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from strata_bench.families import load_builtin_families
-from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file
+from strata_bench.toml_abi.variant import load_variant_files, parse_variant_file
 from strata_bench.kernels.sources import REPO_ROOT
 
 TOML_DIR = REPO_ROOT / "tests" / "data" / "toml"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from strata_bench.errors import InputError, NoGpu, ToolMissing
-from strata_bench.runner import sanitize
-from strata_bench.runner.sanitize import Finding, kernel_name, parse_report
+from strata_bench.gpu import sanitize
+from strata_bench.gpu.sanitize import Finding, kernel_name, parse_report
 
 def _as_printed(text: str) -> str:
     """compute-sanitizer ends a record with its prefix and a space ('========= '), kept out of this file."""

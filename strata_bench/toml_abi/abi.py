@@ -1,5 +1,5 @@
 """A family's launch ABI: what a kernel following it receives, by name, so a variant can be declared in
-TOML (cases/toml_variant.py) instead of Python. docs/ABI.md describes each built-in family's.
+TOML (toml_abi/variant.py) instead of Python. docs/ABI.md describes each built-in family's.
 
 An ABI names each kernel argument (C type, layout, how the family fills it from a case's inputs and
 outputs), the case fields that launch geometry may use (rows, cols, ncols, nchunks, ...), the

@@ -18,9 +18,9 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/
 @pytest.fixture
 def dequant_with(tmp_path, monkeypatch):
     """dequant with the TOML files given loaded (its kernels loaded again with their sources), then removed."""
-    from strata_bench.runner.catalog import build_catalog
+    from strata_bench.runs.catalog import build_catalog
     from strata_bench.cases.spec import RunSpec
-    from strata_bench.cases.toml_variant import load_variant_files
+    from strata_bench.toml_abi.variant import load_variant_files
 
     monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from strata_bench.cases.c_types import CType, layout
+from strata_bench.toml_abi.c_types import CType, layout
 from strata_bench.errors import InputError
 from strata_bench.kernels.cubin import Kernel
 

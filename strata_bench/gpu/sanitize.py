@@ -2,7 +2,7 @@
 read back as one finding per (tool, case, kernel, error).
 
 The parity command starts itself again as a child under `compute-sanitizer --tool T`. The child is told
-so by STRATA_SANITIZE_CHILD=T (set by `child_env`): its case loop (runner/loop.py) turns CuPy's memory
+so by STRATA_SANITIZE_CHILD=T (set by `child_env`): its case loop (gpu/loop.py) turns CuPy's memory
 pool off, so that every array is an allocation of its own (memcheck then sees a read past an array's end,
 and initcheck a read of memory nobody wrote, instead of the pool's earlier contents), and prints a marker
 line `strata-case: NAME @DEVICE` before each case and `strata-cases: done` after the last. The child's

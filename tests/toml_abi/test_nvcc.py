@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file
+from strata_bench.toml_abi.variant import load_variant_files, parse_variant_file
 from strata_bench.errors import InputError
 from strata_bench.kernels import build
 from strata_bench.kernels.sources import kernels_dir
-from tests.cases.conftest import toml_error
+from tests.toml_abi.conftest import toml_error
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
                                 reason="nvcc is not installed on this host")

@@ -1,9 +1,9 @@
-"""Launch arithmetic (cases/expr.py): integer expressions over named fields, evaluated without eval."""
+"""Launch arithmetic (toml_abi/expr.py): integer expressions over named fields, evaluated without eval."""
 from __future__ import annotations
 
 import pytest
 
-from strata_bench.cases.expr import parse_expr
+from strata_bench.toml_abi.expr import parse_expr
 from strata_bench.errors import InputError
 
 FIELDS = ("rows", "ncols")

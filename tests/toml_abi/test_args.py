@@ -1,4 +1,4 @@
-"""cases/toml_args.py: the argument tables of a TOML launch (typed values, null pointers, fastdiv, vectors,
+"""toml_abi/args.py: the argument tables of a TOML launch (typed values, null pointers, fastdiv, vectors,
 structs) parse against the ABI and give the values a kernel takes."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from strata_bench.families import load_builtin_families
-from strata_bench.cases.toml_args import Context, fastdiv_values, parse_arg, parse_structs
+from strata_bench.toml_abi.args import Context, fastdiv_values, parse_arg, parse_structs
 from strata_bench.errors import InputError
 
 STRUCTS = {"struct": {"fusion": {"bias": "const float*", "gate": "const float*", "op": "int", "scale": "float"}}}

@@ -1,11 +1,11 @@
-"""Launch ABIs (cases/abi.py): the markdown table docs/ABI.md holds (tests/test_abi_doc.py compares them),
+"""Launch ABIs (toml_abi/abi.py): the markdown table docs/ABI.md holds (tests/test_abi_doc.py compares them),
 and every built-in ABI is complete: each case's fields are the named ones, its placeholders a compiled set."""
 from __future__ import annotations
 
 import pytest
 
 from strata_bench.families import load_builtin_families
-from strata_bench.cases.abi import AbiArg, LaunchAbi, abi_table
+from strata_bench.toml_abi.abi import AbiArg, LaunchAbi, abi_table
 
 FAMILIES = load_builtin_families()
 
