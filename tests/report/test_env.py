@@ -158,7 +158,7 @@ def test_env_json_without_gpu_is_valid_json_and_exits_77(no_gpu):
     assert body["devices"] == [] and body["kernels_src_hash"] == kernels_src_hash()
 
 
-@pytest.mark.skipif("__import__('strata_bench.gpu.devices').runner.devices.probe().usable", reason="host has a GPU")
+@pytest.mark.skipif("__import__('strata_bench.gpu.devices').gpu.devices.probe().usable", reason="host has a GPU")
 def test_env_on_this_gpu_less_host_exits_77_with_the_real_reason():
     result = CliRunner().invoke(cli, ["env"])
     assert result.exit_code == 77
