@@ -1,6 +1,7 @@
-"""experiments/mmvq_lanepair: the lane-pair decoder through mmvq_mma's schedule on the CPU (tests/iq_host/mma_emul.h
-built with kernels/mma_frag_pair.cuh: every lane's words against iq1_s's full decode, then y bit for bit against one
-warp per row), a wrong partner lane caught, the variant table and cases, and the kernels: they compile for sm_90
+"""experiments/mmvq_lanepair: the lane-pair decoder (the product's since issue 37, kernels_src/mmvq/mma_frag.cuh)
+and this folder's control (kernels/mma_frag_lane.cuh) through mmvq_mma's schedule on the CPU (tests/iq_host/
+mma_emul.h: every lane's words against iq1_s's full decode, then y bit for bit against one warp per row), a wrong
+partner lane caught, the variant table and cases, and the kernels: they compile for sm_90
 through the project's NVRTC path without spills, and (with cuobjdump) the pair's loop exchanges by SHFL and the
 control's does not."""
 from __future__ import annotations
@@ -28,10 +29,10 @@ PAIR = load_cases_file("experiments/mmvq_lanepair/cases.py")
 
 
 def _host(tag: str, xor: int = 1):
-    """The host build whose dot_mma runs iq1_s with this folder's decoder `tag`, the partner lane t ^ xor."""
-    return harness.binary(headers=(str(PAIR.KERNELS / "mma_frag_pair.cuh"), str(PAIR.KERNELS / "iq1_s_as.h")),
-                          defines=("MMA_EMUL_EXTRA_FORMATS(X)=X(iq1_s)", 'MMA_EMUL_EXTRA_NAMES=", iq1_s"',
-                                   f"LANEPAIR_HOST_TAG=fmt_iq1_s_{tag}", f"LANEPAIR_XOR={xor}"))
+    """The host build whose dot_mma runs iq1_s with the decoder `tag` (pair: the product's, kernels_src/mmvq/
+    mma_frag.cuh; lane: this folder's control), the partner lane t ^ xor."""
+    return harness.binary(headers=(str(PAIR.KERNELS / "mma_frag_lane.cuh"),),
+                          defines=(f"MMA_EMUL_IQ1_S=fmt_iq1_s_{tag}", f"LANEPAIR_XOR={xor}"))
 
 
 @pytest.mark.parametrize("tag", ["pair", "lane"])
@@ -55,7 +56,7 @@ def test_a_wrong_partner_lane_fails_the_fragment_check(xor):
 
 def test_the_variants_and_their_kernels():
     fam = PAIR.MmvqLanepair()
-    assert [v.name for v in fam.variants] == ["old", "new", "pair-tg4", "pair-tg3", "lane-tg4"]
+    assert [v.name for v in fam.variants] == ["old", "new", "pair-tg4", "pair-tg3", "lane-tg4", "new-dp4a"]
     assert [c.kernel("iq1_s") for c in PAIR.CONFIGS] == [
         "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>", "mmvq_mma<siq::fmt_iq1_s_pair, 3, 1, 1>",
         "mmvq_mma<siq::fmt_iq1_s_lane, 4, 1, 1>"]
@@ -102,6 +103,29 @@ def test_a_candidate_launches_its_kernel_for_the_8_column_pass_and_new_for_the_r
     assert args[2] == 1000 and args[3] == 48 and args[4].shape == (8, 48 * 36) and args[5].shape == (8, 1000)
 
 
+def test_new_dp4a_is_news_launch_before_issue_37(monkeypatch):
+    """The bench's baseline beside the pair: every pass on mmvq_new's kernel as new_config says (r4m2f for the
+    8-column pass), where `new` now runs pair-tg4's kernel for the tall 8-column pass."""
+    from strata_bench.families import mmvq as family_mod
+    from strata_bench.families import mmvq_mma
+    from tests.stub_kernels import RecordingKernels, stub_launch_helpers
+
+    stub_launch_helpers(monkeypatch, PAIR, family_mod, mmvq_mma)
+    fam = PAIR.MmvqLanepair()
+    case = fam.case("iq1_s", 131072, 8192, 8, "seed:1")
+    dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((8, 8192), np.float32), "xq": np.zeros((8, 256 * 36), np.uint8)}
+    names = {}
+    for variant in ("new", "new-dp4a"):
+        kernels = RecordingKernels()
+        fam.launch(case, variant, kernels, dev, {"y": np.zeros((8, 131072), np.float32)})
+        names[variant] = kernels.names
+    assert names == {"new": ["quantize_q8_1", "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>"],
+                     "new-dp4a": ["quantize_q8_1", "mmvq_new<siq::fmt_iq1_s, 8, 4, 2, 0, true>"]}
+    # its kernels are new's own mmvq_new instances: nothing more to compile
+    dp4a = PAIR.DP4A.kernels(fam, "mmvq/mmvq.cu")
+    assert len(dp4a) == 4 and set(dp4a) <= set(fam.variant("new").kernels(fam, "mmvq/mmvq.cu"))
+
+
 def test_the_cases():
     fam = PAIR.MmvqLanepair()
     cases = fam.default_cases()
@@ -138,5 +162,5 @@ def test_the_pair_exchanges_by_shuffle_and_the_control_does_not():
         f.flush()
         sass = subprocess.run([CUOBJDUMP, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
     shfl = {fn.split()[0]: fn.count("SHFL.BFLY") for fn in re.split(r"Function : ", sass)[1:]}
-    counts = {c.tag + str(c.tile_groups): shfl[built.lowered[c.kernel("iq1_s")]] for c in PAIR.CONFIGS}
+    counts = {c.frag + str(c.tile_groups): shfl[built.lowered[c.kernel("iq1_s")]] for c in PAIR.CONFIGS}
     assert counts["pair4"] > 0 and counts["pair3"] > 0 and counts["lane4"] == 0, counts
