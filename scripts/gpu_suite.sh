@@ -182,9 +182,9 @@ for s in "${steps[@]}"; do
             step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
             step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md ;;
         lanepair)  # issue 37: new's 8-column iq1_s pass on the tensor cores with the lane-pair decode (131072 rows and
-            # more): parity of every built-in iq1_s case (the tall ones run it) and of the experiment's 14 (pair, the
-            # control, new-dp4a), then 131072x8192 at 8 columns: new beside new-dp4a (new before the change), the
-            # experiment's candidates and old
+            # more): parity of every built-in iq1_s case (the tall ones run it) and of the experiment's (iq1_s and
+            # the iq2_xxs candidate: pair, the control, new-dp4a), then 131072x8192 at 8 columns for both: new beside
+            # new-dp4a (new before the change), the candidates and old
             step lanepair-parity sb parity -q --family mmvq --format iq1_s
             step lanepair-parity-exp sb parity -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair
             step lanepair-bench sb bench -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair \

@@ -9,11 +9,11 @@ run.
     strata-bench bench --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair --budget 0.3
 
 A candidate runs the built-in kernel mmvq_mma<F, TG, MINB, 1> (kernels_src/mmvq/mmvq_mma.cu, included as it is
-by kernels/mmvq_lanepair.cu) for the 8-column passes of iq1_s, with F fmt_iq1_s_pair (lanes t and t ^ 1 of a
-row share their group selectors through one shuffle; the product's since issue 37: `new` runs pair-tg4 for
-8-column passes of 131072 rows and more) or this folder's fmt_iq1_s_lane (the control: each lane computes both
-groups' selectors itself). Every other pass runs new's launch, so each
-variant runs every case. Only the public kit is used, and the built-in family's extension surface
+by kernels/mmvq_lanepair.cu) for the 8-column passes of iq1_s and iq2_xxs, with F fmt_<format>_pair (lanes t
+and t ^ 1 of a row share their group selectors through one shuffle; iq1_s's is the product's since issue 37:
+`new` runs pair-tg4 for 8-column passes of 131072 rows and more; iq2_xxs's is a candidate) or this folder's
+fmt_<format>_lane (the control: each lane computes both groups' selectors itself). Every other pass runs new's
+launch, so each variant runs every case. Only the public kit is used, and the built-in family's extension surface
 (docs/EXTENDING.md).
 """
 from __future__ import annotations
@@ -25,15 +25,19 @@ from strata_bench.kit import Variant, builtin_family, compute_major, shared_opti
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
 OWN_SOURCE = "mmvq_lanepair.cu"  # in KERNELS
-FORMATS = ("iq1_s",)
+# iq1_s: the product's pair since issue 37 (its candidates stay for the record); iq2_xxs: the candidate of issue
+# 37 (mma_frag_iq2xxs.cuh). The other 1-3-bit formats are not: iq1_m, iq2_xs and iq2_s have a scale per 16
+# values (mmvq_mma's C is a whole 32-value chunk's integer), and iq3_xxs / iq3_s look each 4-value word up by
+# itself, so a pair would share only the sign work (docs/PERF_NOTES.md v10).
+FORMATS = ("iq1_s", "iq2_xxs")
 WIDTH = 8  # the mma's N: the pass these candidates run
 MMA_MAJOR = 8  # mma.sync m16n8k32 of int8 needs sm_80 (an older GPU runs new's pass)
 
 
 class PairConfig(Mmvq.MmaConfig):
     """mmvq_mma's launch (tile groups, MINB, one weight stage: MmaConfig's shared bytes and threads) with the
-    fragment decoder `frag`: "pair", since issue 37 the product's (kernels_src/mmvq/mma_frag.cuh,
-    fmt_iq1_s_pair), or "lane", this folder's control (kernels/mma_frag_lane.cuh, fmt_iq1_s_lane)."""
+    fragment decoder `frag`: "pair" (iq1_s: since issue 37 the product's, kernels_src/mmvq/mma_frag.cuh;
+    iq2_xxs: kernels/mma_frag_iq2xxs.cuh) or "lane", the control (fmt_<format>_lane)."""
 
     @property
     def label(self) -> str:
@@ -48,8 +52,8 @@ CONFIGS = (PairConfig(4, 0, frag="pair"), PairConfig(3, 0, frag="pair"), PairCon
 
 
 def applies(config: PairConfig, fmt: str, nc: int, nchunks: int) -> bool:
-    """Whether the candidate runs this pass: iq1_s, 8 columns, a GPU with int8 mma whose blocks may opt in to
-    the pass's shared memory (activations of 8 columns, the warps' group buffers, the tree operands)."""
+    """Whether the candidate runs this pass: a format of FORMATS, 8 columns, a GPU with int8 mma whose blocks may
+    opt in to the pass's shared memory (activations of 8 columns, the warps' group buffers, the tree operands)."""
     if fmt not in FORMATS or nc != WIDTH or compute_major() < MMA_MAJOR:
         return False
     return sum(config.shared_bytes(fmt, nchunks)) <= shared_optin()
@@ -77,7 +81,7 @@ def _launch(config: PairConfig):
 
 VARIANTS = tuple(
     Variant(c.label, _kernels(c), _launch(c),
-            f"8-column iq1_s passes: mmvq_mma TG={c.tile_groups} with the "
+            f"8-column iq1_s and iq2_xxs passes: mmvq_mma TG={c.tile_groups} with the "
             + ("lane-pair fragment decode (one shuffle a row)" if c.frag == "pair" else
                "per-lane fragment decode (the control)") + "; others as new")
     for c in CONFIGS)
@@ -112,7 +116,8 @@ class MmvqLanepair(Mmvq):
     name = "mmvq_lanepair"
     sources = (*Mmvq.sources, OWN_SOURCE)
     kernels_root = KERNELS
-    description = "mmvq with a lane-pair fragment decode for iq1_s's 8-column mma passes (experiments/mmvq_lanepair)"
+    description = ("mmvq with a lane-pair fragment decode for iq1_s's and iq2_xxs's 8-column mma passes "
+                   "(experiments/mmvq_lanepair)")
     variants = (*Mmvq.variants, *VARIANTS)
 
     def default_cases(self):

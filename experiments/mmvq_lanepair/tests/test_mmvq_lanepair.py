@@ -29,28 +29,34 @@ PAIR = load_cases_file("experiments/mmvq_lanepair/cases.py")
 
 
 def _host(tag: str, xor: int = 1):
-    """The host build whose dot_mma runs iq1_s with the decoder `tag` (pair: the product's, kernels_src/mmvq/
-    mma_frag.cuh; lane: this folder's control), the partner lane t ^ xor."""
-    return harness.binary(headers=(str(PAIR.KERNELS / "mma_frag_lane.cuh"),),
-                          defines=(f"MMA_EMUL_IQ1_S=fmt_iq1_s_{tag}", f"LANEPAIR_XOR={xor}"))
+    """The host build whose dot_mma runs iq1_s and iq2_xxs with the decoders `tag` (pair: iq1_s's the product's,
+    kernels_src/mmvq/mma_frag.cuh, iq2_xxs's kernels/mma_frag_iq2xxs.cuh; lane: the controls), the partner lane
+    t ^ xor."""
+    return harness.binary(headers=(str(PAIR.KERNELS / "mma_frag_lane.cuh"), str(PAIR.KERNELS / "mma_frag_iq2xxs.cuh"),
+                                   str(PAIR.KERNELS / "iq2_xxs_as.h")),
+                          defines=(f"MMA_EMUL_IQ1_S=fmt_iq1_s_{tag}", f"MMA_EMUL_IQ2_XXS=fmt_iq2_xxs_{tag}",
+                                   "MMA_EMUL_EXTRA_FORMATS(X)=X(iq2_xxs)", 'MMA_EMUL_EXTRA_NAMES=", iq2_xxs"',
+                                   f"LANEPAIR_XOR={xor}"))
 
 
+@pytest.mark.parametrize("fmt", PAIR.FORMATS)
 @pytest.mark.parametrize("tag", ["pair", "lane"])
 @pytest.mark.parametrize("rows,cols,ncols,data", SHAPES)
-def test_the_schedule_with_the_lane_pair_decoder_equals_one_warp_per_row_bitwise(tag, rows, cols, ncols, data):
-    cols = _whole_blocks("iq1_s", cols)
-    old, mma = _both("iq1_s", rows, cols, ncols, data, build=_host(tag))
+def test_the_schedule_with_the_lane_pair_decoder_equals_one_warp_per_row_bitwise(fmt, tag, rows, cols, ncols, data):
+    cols = _whole_blocks(fmt, cols)
+    old, mma = _both(fmt, rows, cols, ncols, data, build=_host(tag))
     assert old.shape == mma.shape == (ncols, rows)
     assert np.array_equal(old.view(np.uint32), mma.view(np.uint32)), \
         f"{int((old.view(np.uint32) != mma.view(np.uint32)).sum())} of {old.size} outputs differ"
 
 
+@pytest.mark.parametrize("fmt", PAIR.FORMATS)
 @pytest.mark.parametrize("xor", [2, 3])
-def test_a_wrong_partner_lane_fails_the_fragment_check(xor):
+def test_a_wrong_partner_lane_fails_the_fragment_check(fmt, xor):
     """The exchange with lane t ^ 2 or t ^ 3 (another row half or the wrong group) gives words decode() does not:
     dot_mma stops with exit 3 at the first lane whose fragment differs."""
     with pytest.raises(subprocess.CalledProcessError) as err:
-        _both("iq1_s", 40, 1536, 8, "seed:7", build=_host("pair", xor))
+        _both(fmt, 40, 1536, 8, "seed:7", build=_host("pair", xor))
     assert err.value.returncode == 3
 
 
@@ -60,7 +66,9 @@ def test_the_variants_and_their_kernels():
     assert [c.kernel("iq1_s") for c in PAIR.CONFIGS] == [
         "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>", "mmvq_mma<siq::fmt_iq1_s_pair, 3, 1, 1>",
         "mmvq_mma<siq::fmt_iq1_s_lane, 4, 1, 1>"]
-    assert fam.name_expressions(PAIR.OWN_SOURCE) == [c.kernel("iq1_s") for c in PAIR.CONFIGS]
+    assert PAIR.FORMATS == ("iq1_s", "iq2_xxs")
+    assert fam.name_expressions(PAIR.OWN_SOURCE) == [c.kernel(f) for c in PAIR.CONFIGS for f in PAIR.FORMATS]
+    assert PAIR.CONFIGS[0].kernel("iq2_xxs") == "mmvq_mma<siq::fmt_iq2_xxs_pair, 4, 1, 1>"
     # MmaConfig's launch: 128 threads a tile group; the 8 columns' activations, 16 rows x 80 bytes a warp, the tree
     assert PAIR.CONFIGS[0].threads == 512 and PAIR.CONFIGS[1].threads == 384
     assert PAIR.CONFIGS[0].shared_bytes("iq1_s", 256) == (256 * 288 + 16 * 16 * 80 + 4 * 12288, 8200)
@@ -70,8 +78,8 @@ def test_which_passes_a_candidate_runs(monkeypatch):
     monkeypatch.setattr(PAIR, "compute_major", lambda: 9)
     monkeypatch.setattr(PAIR, "shared_optin", lambda: 227 * 1024)
     pair = PAIR.CONFIGS[0]
-    assert PAIR.applies(pair, "iq1_s", 8, 256)
-    assert not PAIR.applies(pair, "iq1_s", 4, 256) and not PAIR.applies(pair, "iq2_xxs", 8, 256)
+    assert PAIR.applies(pair, "iq1_s", 8, 256) and PAIR.applies(pair, "iq2_xxs", 8, 256)
+    assert not PAIR.applies(pair, "iq1_s", 4, 256) and not PAIR.applies(pair, "iq3_xxs", 8, 256)
     assert not PAIR.applies(pair, "iq1_s", 8, 1024)  # 32768 inputs: the activations alone are 288 KiB
     monkeypatch.setattr(PAIR, "compute_major", lambda: 7)
     assert not PAIR.applies(pair, "iq1_s", 8, 256)
@@ -123,31 +131,33 @@ def test_new_dp4a_is_news_launch_before_issue_37(monkeypatch):
                      "new-dp4a": ["quantize_q8_1", "mmvq_new<siq::fmt_iq1_s, 8, 4, 2, 0, true>"]}
     # its kernels are new's own mmvq_new instances: nothing more to compile
     dp4a = PAIR.DP4A.kernels(fam, "mmvq/mmvq.cu")
-    assert len(dp4a) == 4 and set(dp4a) <= set(fam.variant("new").kernels(fam, "mmvq/mmvq.cu"))
+    assert len(dp4a) == 4 * len(PAIR.FORMATS) and set(dp4a) <= set(fam.variant("new").kernels(fam, "mmvq/mmvq.cu"))
 
 
 def test_the_cases():
     fam = PAIR.MmvqLanepair()
     cases = fam.default_cases()
-    assert {c.fmt for c in cases} == {"iq1_s"} and {c.ncols for c in cases} == {8, 11}
+    assert {c.fmt for c in cases} == {"iq1_s", "iq2_xxs"} and {c.ncols for c in cases} == {8, 11}
     shapes = {(c.rows, c.cols) for c in cases if c.data == "seed:1"}
     assert shapes == {(8192, 2560), (16384, 512), (37, 2304), (24, 4352), (1000, 8192)}
     assert any(c.data.startswith("edge") for c in cases) and any(c.data.startswith("fixture") for c in cases)
-    assert [(c.fmt, c.rows, c.cols, c.ncols) for c in fam.bench_cases()] == [("iq1_s", 131072, 8192, 8)]
+    assert [(c.fmt, c.rows, c.cols, c.ncols) for c in fam.bench_cases()] == [("iq1_s", 131072, 8192, 8),
+                                                                              ("iq2_xxs", 131072, 8192, 8)]
 
 
 @functools.lru_cache(maxsize=None)
 def _built(arch: str):
     from strata_bench.kernels.build import compile_source
 
-    return compile_source(PAIR.OWN_SOURCE, [c.kernel("iq1_s") for c in PAIR.CONFIGS], arch, root=PAIR.KERNELS)
+    return compile_source(PAIR.OWN_SOURCE, PAIR.MmvqLanepair().name_expressions(PAIR.OWN_SOURCE), arch,
+                          root=PAIR.KERNELS)
 
 
 @pytest.mark.nvrtc
 def test_the_kernels_compile_without_spills():
     built = _built("sm_90")
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", built.log)
-    assert len(spills) >= len(PAIR.CONFIGS) and all(s == ("0", "0") for s in spills), built.log
+    assert len(spills) >= len(PAIR.CONFIGS) * len(PAIR.FORMATS) and all(s == ("0", "0") for s in spills), built.log
 
 
 CUOBJDUMP = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
@@ -162,5 +172,6 @@ def test_the_pair_exchanges_by_shuffle_and_the_control_does_not():
         f.flush()
         sass = subprocess.run([CUOBJDUMP, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
     shfl = {fn.split()[0]: fn.count("SHFL.BFLY") for fn in re.split(r"Function : ", sass)[1:]}
-    counts = {c.frag + str(c.tile_groups): shfl[built.lowered[c.kernel("iq1_s")]] for c in PAIR.CONFIGS}
-    assert counts["pair4"] > 0 and counts["pair3"] > 0 and counts["lane4"] == 0, counts
+    for fmt in PAIR.FORMATS:
+        counts = {c.frag + str(c.tile_groups): shfl[built.lowered[c.kernel(fmt)]] for c in PAIR.CONFIGS}
+        assert counts["pair4"] > 0 and counts["pair3"] > 0 and counts["lane4"] == 0, (fmt, counts)
