@@ -11,8 +11,9 @@
 # `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma),
 # `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench),
 # `lanepair` (issue 37: new's iq1_s lane-pair pass, parity and bench beside new before it);
-# and the profiles `ncu`, `ncu-source` and `ncu-mma`. Every step's log and exit code land in $OUT
-# (default gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
+# and the profiles `ncu`, `ncu-source`, `ncu-mma` and `ncu-rows` (issue 37: each row's binding resource). Every
+# step's log and exit code land in $OUT (default gpu-out/), and results/ is packed into $OUT/results.tgz so a
+# remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
 #   scripts/gpu_suite.sh parity bench-dram  # chosen steps
@@ -195,6 +196,14 @@ for s in "${steps[@]}"; do
                 step "speed-$x-resources" sb compile --arch 90 --cases "$cases" --family "$x" --resources
                 step "speed-$x-parity" sb parity -q --cases "$cases" --family "$x"
                 step "speed-$x-bench" sb bench -q --cases "$cases" --family "$x" --budget 0.3 --results results/tune -o md
+            done ;;
+        ncu-rows)  # issue 37 item 4 on real captures: the profile columns of new's mat-vec kernel (kernels/ncu.py:
+            # thread-instructions per weight, DRAM bytes against bench's model, issue and DRAM %, the bound), the CSV
+            # kept under results/ncu/; a row without a profile says why (exit 1)
+            for spec in "iq1_s 1" "iq2_xxs 1" "iq3_xxs 1" "iq1_s 8" "iq2_xxs 8"; do
+                set -- $spec
+                step "ncu-row-$1-n$2" python3 -m strata_bench.kernels.ncu --format "$1" --shape 131072x8192 --cols "$2" \
+                    --out "results/ncu/ncu-$1-n$2.csv"
             done ;;
         ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
             for f in iq3_xxs iq3_s; do

@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from strata_bench.errors import InputError
@@ -75,6 +76,7 @@ class ProfileRow:
     bound: str | None = None  # "read", "issue" or "latency"
     blank: str | None = None  # why the row has no profile
     kernels: tuple[str, ...] = ()
+    main: str | None = None  # the longest launch's kernel: the utilisations are its
 
     @property
     def bytes_ratio(self) -> float | None:
@@ -86,7 +88,7 @@ class ProfileRow:
         return {"inst_per_weight": self.inst_per_weight, "dram_bytes": self.dram_bytes,
                 "model_bytes": self.model_bytes, "bytes_ratio": self.bytes_ratio, "bytes_off": self.bytes_off,
                 "issue_pct": self.issue_pct, "dram_pct": self.dram_pct, "bound": self.bound, "blank": self.blank,
-                "kernels": list(self.kernels)}
+                "kernels": list(self.kernels), "main": self.main}
 
 
 def to_base(value: str, unit: str) -> float:
@@ -179,7 +181,7 @@ def profile_row(launches: Iterable[Launch], weights: int, model_bytes: int) -> P
     return ProfileRow(inst_per_weight=THREADS_PER_WARP * inst / weights, dram_bytes=dram, model_bytes=model_bytes,
                       bytes_off=abs(dram / model_bytes - 1.0) > BYTES_TOLERANCE if model_bytes else None,
                       issue_pct=issue, dram_pct=dram_pct, bound=bound_of(issue, dram_pct),
-                      kernels=tuple(launch.kernel for launch in launches))
+                      kernels=tuple(launch.kernel for launch in launches), main=main.kernel)
 
 
 def unavailable() -> str | None:
@@ -204,11 +206,81 @@ def find_ncu() -> str | None:
     return os.environ.get("STRATA_NCU") or shutil.which("ncu")
 
 
-def ncu_command(argv: Sequence[str], kernel_regex: str | None = None, ncu: str | None = None) -> list[str]:
+def ncu_command(argv: Sequence[str], kernel_regex: str | None = None, ncu: str | None = None,
+                count: int | None = None) -> list[str]:
     """ncu around a command (a bench run of the row's case), asking for METRICS in base units as CSV; the clocks
-    are left as the bench runs them (--clock-control none)."""
+    are left as the bench runs them (--clock-control none); `count` launches at most (-c)."""
     cmd = [ncu or find_ncu() or "ncu", "--csv", "--print-units", "base", "--clock-control", "none",
            "--metrics", ",".join(METRICS)]
     if kernel_regex:
         cmd += ["-k", f"regex:{kernel_regex}"]
+    if count:
+        cmd += ["-c", str(count)]
     return cmd + list(argv)
+
+
+def bench_record(results: Path, variant: str) -> dict | None:
+    """The record bench wrote for `variant` under a --results folder (its byte model is the row's), or None."""
+    import json
+
+    for path in sorted(results.rglob("bench-*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("variant") == variant and record.get("bytes"):
+                return record
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """One mmvq row's profile columns from a real capture (gpu_suite's `ncu-rows` step): ncu around a short
+    bench of the case, its first launch of `new`'s mat-vec kernel (mmvq_new or mmvq_mma; old's is mmvq_old and
+    q8_1's share of the call is below 0.1% of its bytes at these shapes), the byte model from the record that
+    bench wrote, the CSV kept, the row printed. Exit 0 with a row, 1 when the row is blank (the reason printed)."""
+    import argparse
+    import subprocess
+    import sys
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="python -m strata_bench.kernels.ncu", description=main.__doc__)
+    parser.add_argument("--format", required=True)
+    parser.add_argument("--shape", default="131072x8192")
+    parser.add_argument("--cols", type=int, default=1)
+    parser.add_argument("--variant", default="new")
+    parser.add_argument("--kernel", default="mmvq_new|mmvq_mma", help="ncu's -k regex (the first match is profiled)")
+    parser.add_argument("--out", help="keep ncu's output here")
+    args = parser.parse_args(argv)
+    name = f"mmvq/{args.format}/{args.shape}/n{args.cols}"
+    if (reason := unavailable()) is not None:
+        print(f"{name}: blank: {reason}")
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = [sys.executable, "-m", "strata_bench", "bench", "-q", "--family", "mmvq", "--format", args.format,
+                 "--shape", args.shape, "--cols", str(args.cols), "--budget", "0.05", "--results", tmp]
+        proc = subprocess.run(ncu_command(bench, args.kernel, count=1), capture_output=True, text=True)
+        record = bench_record(Path(tmp), args.variant)
+    output = proc.stdout + proc.stderr
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(output)
+    blank = blank_reason(output, proc.returncode)
+    if not blank and record is None:
+        blank = f"bench wrote no record of variant {args.variant} (its byte model)"
+    try:
+        row = None if blank else profile_row(parse_csv(proc.stdout), record["rows"] * record["cols"], record["bytes"])
+    except InputError as exc:
+        blank = str(exc)
+    if blank or row is None or row.blank:
+        print(f"{name}: blank: {blank or row.blank}")
+        return 1
+    print("| row | kernel | thread-instr / weight | DRAM bytes | model bytes | DRAM / model | issue % | DRAM % "
+          "| bound |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    flag = " (off by more than 5%)" if row.bytes_off else ""
+    kernel = row.main.split("(")[0].removeprefix("void ")
+    print(f"| {name} | {kernel} | {row.inst_per_weight:.2f} | {row.dram_bytes:.4g} | "
+          f"{row.model_bytes} | {row.bytes_ratio:.3f}{flag} | {row.issue_pct:.1f} | {row.dram_pct:.1f} | {row.bound} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

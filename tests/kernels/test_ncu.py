@@ -41,6 +41,7 @@ def test_iq1_s_at_one_column_is_issue_bound_with_the_dram_bytes_of_the_model():
     assert abs(row.bytes_ratio - 1) < 0.01 and row.bytes_off is False
     assert (row.issue_pct, row.dram_pct, row.bound, row.blank) == (66.27, 37.14, "issue", None)  # mmvq_new's, not q8_1's
     assert row.to_record()["bound"] == "issue" and len(row.to_record()["kernels"]) == 2
+    assert row.main.startswith("void mmvq_new<siq::fmt_iq1_s, 1,")
 
 
 def test_the_raw_page_in_scaled_units_and_an_l2_resident_shape_flags_the_bytes_and_binds_on_latency():
@@ -105,3 +106,39 @@ def test_the_command_asks_for_every_metric_the_row_needs_in_base_units():
     assert cmd[:7] == ["/x/ncu", "--csv", "--print-units", "base", "--clock-control", "none", "--metrics"]
     assert set(cmd[7].split(",")) >= {ncu.INST[0], ncu.DRAM_READ, ncu.ISSUE[0], ncu.DRAM_PCT}
     assert cmd[8:] == ["-k", "regex:mmvq_new|quantize_q8_1", "python3", "-m", "strata_bench", "bench"]
+
+
+def test_the_command_line_prints_a_row_from_ncus_csv_or_says_why_it_is_blank(monkeypatch, tmp_path, capsys):
+    """python -m strata_bench.kernels.ncu (gpu_suite's ncu-rows step) with a stand-in ncu that prints the iq1_s
+    sample, then with no ncu at all and with one that is refused the counters."""
+    model = MMVQ.bytes_moved(MMVQ.case("iq1_s", 131072, 8192, 1, "seed:1"))
+    record = f'{{"case": "mmvq/iq1_s/131072x8192/n1/seed:1", "variant": "new", "rows": 131072, "cols": 8192, "bytes": {model}}}'
+    fake = tmp_path / "ncu"  # writes bench's record where the command's --results says, then ncu's CSV
+    fake.write_text("#!/bin/sh\nprev=''\nfor a in \"$@\"; do\n"
+                    f"  if [ \"$prev\" = --results ]; then mkdir -p \"$a/nvidia-h200\"; echo '{record}' > \"$a/nvidia-h200/bench-1.jsonl\"; fi\n"
+                    f"  prev=\"$a\"\ndone\ncat '{DATA / 'mmvq_iq1_s_131072x8192_n1.details.csv'}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("STRATA_NCU", str(fake))
+    out = tmp_path / "kept" / "iq1_s.csv"
+    assert ncu.main(["--format", "iq1_s", "--cols", "1", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("| mmvq/iq1_s/131072x8192/n1 | mmvq_new<siq::fmt_iq1_s, 1, 4, 3, 4, false> | 2.17 | 2.104e+08 | ")
+    assert lines[2].endswith("| 66.3 | 37.1 | issue |") and "off by" not in lines[2]
+    assert out.read_text() == (DATA / "mmvq_iq1_s_131072x8192_n1.details.csv").read_text()
+    assert f"| {model} | " in lines[2]
+    no_record = tmp_path / "ncu-no-bench"  # the CSV but no bench record: no byte model, so no row
+    no_record.write_text(f"#!/bin/sh\ncat '{DATA / 'mmvq_iq1_s_131072x8192_n1.details.csv'}'\n")
+    no_record.chmod(0o755)
+    monkeypatch.setenv("STRATA_NCU", str(no_record))
+    assert ncu.main(["--format", "iq1_s"]) == 1
+    assert capsys.readouterr().out.endswith("blank: bench wrote no record of variant new (its byte model)\n")
+    denied = tmp_path / "ncu-denied"
+    denied.write_text(f"#!/bin/sh\ncat '{DATA / 'perm_denied.txt'}'\nexit 1\n")
+    denied.chmod(0o755)
+    monkeypatch.setenv("STRATA_NCU", str(denied))
+    assert ncu.main(["--format", "iq1_s"]) == 1
+    assert "blank: ncu may not read the GPU's performance counters" in capsys.readouterr().out
+    monkeypatch.delenv("STRATA_NCU")
+    monkeypatch.setattr(ncu.shutil, "which", lambda name: None)
+    assert ncu.main(["--format", "iq1_s"]) == 1
+    assert capsys.readouterr().out == "mmvq/iq1_s/131072x8192/n1: blank: ncu not found (Nsight Compute: put ncu on PATH or set STRATA_NCU)\n"
