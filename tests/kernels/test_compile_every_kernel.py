@@ -1,6 +1,6 @@
 """Every kernel the project ships compiles for sm_90 under the loaded NVRTC: each built-in family's programs and
 each experiment's (experiments/*/cases.py), as `strata-bench compile` plans them (build.programs), every name
-expression lowered. One test, marked slow: its 139 programs (976 kernels) take about 4 minutes.
+expression lowered. One test, marked slow: its ~140 programs (~980 kernels) take about 4 minutes on 2 cores.
 
 .ci/run runs this file twice: with the NVRTC that `.[dev]` installs (the newest 13.x), and in a second venv
 pinned to `nvidia-cuda-nvrtc==13.0.*`, the lowest NVRTC the project supports and the H200's (13.0.88). The two
