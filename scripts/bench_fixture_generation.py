@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from strata_bench.data.synthetic import synthetic_weights  # noqa: E402
-from strata_bench.formats import all_formats  # noqa: E402
+from strata_bench.data.synthetic import synthetic_weights
+from strata_bench.formats import all_formats
 
 REQUIRED = 100.0  # M values/s, for q8_0 and every i-quant
 MUST_MEET = {"q8_0"} | {name for name in all_formats() if name.startswith("iq")}

@@ -2,7 +2,7 @@
 # The GPU suite, end to end, on a CUDA host: env -> compile -> parity (cold, then warm cache) -> the same
 # cases under compute-sanitizer (memcheck, racecheck, initcheck, synccheck) -> output
 # digests against a base tree -> the mmvq DRAM bench and its compare -> the user's weights, shapes and TOML
-# kernels -> GPU tests -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
+# kernels -> GPU tests -> every README command that needs a GPU -> measurement quality (A/A, planted 3%, repeatability) -> the other families' bench
 # and the pfgemm cuBLAS reference -> the peer table -> --device all -> workload and its command A/B (last:
 # at about 2.5 minutes the longest step, so a run under a time limit loses it first; STRATA_SUITE_DEADLINE and
 # STRATA_SUITE_LIMIT below).
@@ -34,7 +34,8 @@ fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests quality bench-families peer devices workload)
+[ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests readme quality bench-families peer
+                                 devices workload)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
 BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261202T015650Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
@@ -76,6 +77,67 @@ step() {  # step NAME CMD...: run, log, record status and seconds
     tail -n 4 "$logdir/$name.log"
 }
 
+# `engine` (issue 36; not in the default list): build llama.cpp's CUDA engine from $STRATA_ENGINE_TREE (default
+# .llama, carried) and from two planted copies (scripts/engine_plant.py), requantize the model
+# ($STRATA_ENGINE_MODEL, default .models/gemma-3-270m-q4_k_m.gguf, or its four carried parts joined and checked),
+# then the A/Bs of the issue's "Done when": A/A (speed, tokens, logits), the planted 3% mul_mat_vec_q slowdown
+# (speed, tokens), the one-ulp iq4_xs dot (tokens, logits with KL divergence), GGML_CUDA_DISABLE_FUSION within A.
+# `engine-build` and `engine-ab` are its halves: a build cut by a time limit resumes where it stopped (same
+# workspace, ninja), so a second call finishes it; engine-ab finds the builds in the cache. Builds and models
+# live in /tmp/strata-engine. The ulp A/Bs exit 1 when tokens or logits differ: that is their expected result.
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+engine_step() {
+    local what=$1 tree=${STRATA_ENGINE_TREE:-.llama} eng=/tmp/strata-engine
+    local model=${STRATA_ENGINE_MODEL:-.models/gemma-3-270m-q4_k_m.gguf}
+    mkdir -p "$eng"
+    if [ ! -f "$model" ] && ls "$model".part0? >/dev/null 2>&1; then
+        cat "$model".part0? > "$eng/model.gguf" && model=$eng/model.gguf
+        echo "$GEMMA_SHA256  $model" | sha256sum -c - | tee -a "$logdir/status.txt"
+    fi
+    # The builds run in every half: in engine-ab they are cache hits (seconds) that print where the engines are.
+    python3 scripts/engine_plant.py slow-mmvq "$tree" "$eng/tree-slow" > "$logdir/engine-plant-slow.log" 2>&1
+    python3 scripts/engine_plant.py ulp-iq4_xs "$tree" "$eng/tree-ulp" > "$logdir/engine-plant-ulp.log" 2>&1
+    for t in a slow ulp; do
+        local src=$tree; [ $t = a ] || src=$eng/tree-$t
+        STRATA_CACHE_DIR=$eng step "engine-build-$t" sb engine build "$src" --arch 90
+    done
+    [ "$what" = engine-build ] && return
+    local A S U
+    A=$(tail -n 1 "$logdir/engine-build-a.log"); S=$(tail -n 1 "$logdir/engine-build-slow.log")
+    U=$(tail -n 1 "$logdir/engine-build-ulp.log")
+    if [ ! -x "$A/llama-bench" ]; then
+        printf '%-24s skipped: no engine A built (%s)\n' engine-ab "$A" | tee -a "$logdir/status.txt"; return
+    fi
+    local text=examples/engine/calibration.txt q=$eng/iq4_xs.gguf
+    step engine-quantize-iq4_xs "$A/llama-quantize" --allow-requantize "$model" "$q" IQ4_XS
+    step engine-quantize-q8_0 "$A/llama-quantize" --allow-requantize "$model" "$eng/q8_0.gguf" Q8_0
+    step engine-quantize-iq3_s "$A/llama-quantize" --allow-requantize "$model" "$eng/iq3_s.gguf" IQ3_S
+    step engine-imatrix "$A/llama-imatrix" -m "$eng/q8_0.gguf" -f "$text" -c 128 -ngl 99 -o "$eng/imatrix.dat"
+    step engine-quantize-iq2_xxs "$A/llama-quantize" --allow-requantize --imatrix "$eng/imatrix.dat" "$model" \
+        "$eng/iq2_xxs.gguf" IQ2_XXS
+    local bench="-m $q -p 64,128,256,512,1024 -n 128 -r 3 -ngl 99 -o json" ab=(sb ab -q --order abba --warmup 1)
+    local port=8091
+    local client="python3 -m strata_bench engine complete --port $port --prompt-file $text -n 64 --seed 1"
+    local tokens=(--pairs 4 --ready-port $port --same 'tokens=tokens sha256: (\w+)'
+                  --metric 'gen:higher:t/s=generation: \d+ tokens, ([0-9.]+) t/s' --a "$client" --b "$client" -o md)
+    local ppl="-m $q -f $text -c 128 -ngl 99" base=$eng/base.kld
+    local logits=(--pairs 2 --shell --setup "$A/llama-perplexity $ppl --kl-divergence-base $base"
+                  --same 'logits=^([0-9a-f]{64})  ' --same 'kld=Mean\s+KLD:\s+(\S+)' --same 'top1=Same top p:\s+(\S+)' -o md)
+    logits_run() { echo "$1/llama-perplexity $ppl --kl-divergence-base $eng/own.kld > /dev/null 2>&1 && sha256sum $eng/own.kld && $1/llama-perplexity $ppl --kl-divergence-base $base --kl-divergence"; }
+    step engine-aa-speed "${ab[@]}" --pairs 10 --metric-json llama-bench --a "$A/llama-bench $bench" --b "$A/llama-bench $bench" -o md
+    step engine-aa-tokens "${ab[@]}" "${tokens[@]}" --server "$A/llama-server -m $q --port $port -ngl 99"
+    step engine-aa-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$A")"
+    step engine-slow-speed "${ab[@]}" --pairs 10 --metric-json llama-bench --a "$A/llama-bench $bench" --b "$S/llama-bench $bench" -o md
+    # one --server for both arms: the arm's environment says whose llama-server starts
+    step engine-slow-tokens "${ab[@]}" "${tokens[@]}" --server "\$BIN/llama-server -m $q --port $port -ngl 99" \
+        --env-a "BIN=$A" --env-b "BIN=$S"
+    step engine-ulp-tokens "${ab[@]}" "${tokens[@]}" --server "\$BIN/llama-server -m $q --port $port -ngl 99" \
+        --env-a "BIN=$A" --env-b "BIN=$U"
+    step engine-ulp-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$U")"
+    step engine-env-fusion "${ab[@]}" --pairs 10 --metric-json llama-bench --env-a GGML_CUDA_DISABLE_FUSION=1 \
+        --env-b GGML_CUDA_DISABLE_FUSION=0 -- "$A/llama-bench" $bench
+}
+
 AB_CASE=(--family mmvq --format iq2_xs -k '4096x14336/n1/')
 REP_CASE=(--family mmvq --format iq4_xs -k '131072x8192/n1/' --cols 1)
 METRIC='prefill \d+ tokens in (?P<value>[0-9.]+) ms'
@@ -99,7 +161,10 @@ for s in "${steps[@]}"; do
             else
                 printf '%-24s skipped: no base tree at %s\n' digests "$BASE_TREE" | tee -a "$logdir/status.txt"
             fi ;;
-        gputests) step gputests python3 -m pytest -q -m gpu -ra tests experiments ;;  # the experiments' GPU tests too
+        gputests)  # the experiments' GPU tests too; the README's commands are step readme's
+            step gputests python3 -m pytest -q -m gpu -ra tests experiments --ignore=tests/test_readme_gpu.py ;;
+        readme)  # every README example that needs a GPU, as a reader types it (the CPU test runs only their --list)
+            step readme python3 -m pytest -q -ra tests/test_readme_gpu.py ;;
         bench-dram)
             step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
             new=$(ls -t results/nvidia-h200/bench-*.json | head -1)
@@ -205,6 +270,8 @@ for s in "${steps[@]}"; do
                 step "ncu-row-$1-n$2" python3 -m strata_bench.kernels.ncu --format "$1" --shape 131072x8192 --cols "$2" \
                     --out "results/ncu/ncu-$1-n$2.csv"
             done ;;
+        engine|engine-build|engine-ab)  # issue 36: two CUDA builds of a carried llama.cpp tree and a real model, the four A/Bs
+            engine_step "$s" ;;
         ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
             for f in iq3_xxs iq3_s; do
                 step "ncu-$f" ncu --clock-control none -k regex:mmvq_new -c 1 --set full \

@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-# Older trees named the poisoned-launch module `strata_bench.run`; newer ones `strata_bench.runner.launch`.
-LAUNCH_MODULES = ("strata_bench.runner.launch", "strata_bench.run")
+# Older trees named the poisoned-launch module `strata_bench.run`; newer ones `strata_bench.gpu.launch`.
+LAUNCH_MODULES = ("strata_bench.gpu.launch", "strata_bench.run")
 
 
 def _digest(array) -> str:

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
         cupy.cuda.runtime.getDeviceCount()
         name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    except Exception as exc:  # no CuPy, no driver, no device
+    except Exception as exc:  # noqa: BLE001 - no CuPy, no driver, no device: each is a skip
         print(f"pfgemm_reference: no usable GPU ({exc})", file=sys.stderr)
         return 77
     from strata_bench.results import provenance

@@ -21,12 +21,12 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import launch_trace  # noqa: E402  (the numpy stand-in for cupy)
+import launch_trace  # the numpy stand-in for cupy
 
 
 def fake_run_variant(family, case, variant, kernels, dev):
     """A VariantRun whose outputs are the allocated (zeroed) arrays, every element written."""
-    from strata_bench.runner.launch import VariantRun
+    from strata_bench.gpu.launch import VariantRun
 
     outs = family.alloc_outputs(case, dev)
     family.launch(case, variant, kernels, dev, outs)
@@ -51,17 +51,19 @@ def main() -> None:
     import io
     import contextlib
 
-    from strata_bench.cases import FAMILIES, CaseFilter
+    from strata_bench.cases import CaseFilter
     from strata_bench.checks import parity
     from strata_bench.checks.phases import PhaseTimes
     from strata_bench.checks.refpool import ReferencePool
-    from strata_bench.runner.loop import prepare_cases
+    from strata_bench.cases.spec import RunSpec
+    from strata_bench.runs.prepare import prepare
 
     parity.run_variant = fake_run_variant
-    cases = prepare_cases(CaseFilter(families=tuple(args.family), pattern=args.pattern))
+    prepared = prepare(RunSpec(CaseFilter(families=tuple(args.family), pattern=args.pattern)))
+    cases, catalog = prepared.cases, prepared.catalog
     times = PhaseTimes()
     start, cpu_start = time.perf_counter(), time.process_time()
-    pool = ReferencePool(cases, FAMILIES, workers=args.pool)
+    pool = ReferencePool(cases, catalog, workers=args.pool)
     checker = parity.CaseChecker(times, share_runs=not args.no_share, pool=pool)
     kernels = launch_trace.FakeKernels([""])
     profiler = None
@@ -74,7 +76,7 @@ def main() -> None:
     with contextlib.redirect_stdout(io.StringIO()):  # the stand-in prints its opt-in calls
         for case in cases:
             t0 = time.perf_counter()
-            checker(FAMILIES[case.family], case, kernels, 0)
+            checker(catalog[case.family], case, kernels, 0)
             per_family[case.family] = per_family.get(case.family, 0.0) + time.perf_counter() - t0
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     pool.close()

@@ -20,7 +20,15 @@ class PortInUse(InputError):
 
 
 class CompileError(InputError):
-    """NVRTC rejected a kernel source; the message carries the log with file:line."""
+    """NVRTC or nvcc rejected a kernel source; the message carries the log with file:line. Whose source it
+    is decides the exit code: the project's own (kernels_src/) is a defect of this tool (1), a user's (a
+    --cases family's, a TOML variant's, a ggml tree's) is their input (2). Still an InputError, so every
+    caller that records an input problem records this one too."""
+
+    def __init__(self, message: str, own: bool = False) -> None:
+        super().__init__(message)
+        self.own = own
+        self.exit_code = 1 if own else 2
 
 
 class CheckFailed(StrataError):

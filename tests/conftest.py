@@ -12,7 +12,7 @@ import pytest
 
 def gpu_skip_reason() -> str | None:
     """None when a CUDA GPU is usable, else the probe's one-line reason."""
-    from strata_bench.runner.devices import probe
+    from strata_bench.gpu.devices import probe
 
     status = probe()
     return None if status.usable else f"no usable CUDA GPU ({status.reason})"
@@ -49,10 +49,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(reason)
 
 
+SLOW_MARKED = pytest.StashKey[int]()  # how many collected tests are marked slow (tests/test_slow_marks.py)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Count the tests marked slow before `-m` deselects them, so the README's count can be held to it."""
+    config.stash[SLOW_MARKED] = sum(item.get_closest_marker("slow") is not None for item in items)
+
+
 @pytest.fixture
 def gpu():
     """The GpuProbe of this host; skips the test (with the reason) when no GPU is usable."""
-    from strata_bench.runner.devices import probe
+    from strata_bench.gpu.devices import probe
 
     if reason := gpu_skip_reason():
         pytest.skip(reason)
@@ -229,13 +238,10 @@ def graph_standin(monkeypatch):
     return state
 
 
-@pytest.fixture(autouse=True)
-def _no_toml_variants_left_behind():
-    """A command run in-process with --variants adds that file's variants to the registered families'
-    tables (a fresh process has none): drop them after every test, so no later test sees `row8` among
-    mmvq's variants because the README's example ran before it."""
-    yield
-    from strata_bench.cases import FAMILIES
-    from strata_bench.cases.toml_variant import remove_toml_variants
+@pytest.fixture
+def families():
+    """A run's own catalog of the built-ins (runs/catalog.py): what a test adds to it stays in it."""
+    from strata_bench.cases.spec import RunSpec
+    from strata_bench.runs.catalog import build_catalog
 
-    remove_toml_variants(FAMILIES)
+    return build_catalog(RunSpec())

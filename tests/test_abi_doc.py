@@ -3,7 +3,7 @@ holds exactly the table abi_table generates), and names every built-in family.""
 from __future__ import annotations
 
 from strata_bench.families import load_builtin_families
-from strata_bench.cases.abi import abi_table
+from strata_bench.toml_abi.abi import abi_table
 from strata_bench.kernels.sources import REPO_ROOT
 
 

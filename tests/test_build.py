@@ -140,7 +140,7 @@ def test_bad_arch_exits_2():
     assert "sm_70" in result.stderr
 
 
-@pytest.mark.skipif("__import__('strata_bench.runner.devices').runner.devices.probe().usable", reason="host has a GPU")
+@pytest.mark.skipif("__import__('strata_bench.gpu.devices').gpu.devices.probe().usable", reason="host has a GPU")
 def test_no_arch_on_gpu_less_host_exits_77(kernel_dir, case_file, family_registry):
     result = CliRunner().invoke(cli, ["compile", "--kernels", str(kernel_dir), "--cases", str(case_file),
                                       "--family", "tiny_test"])

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from strata_bench.cli.main import cli
-from strata_bench.runner.devices import probe
+from strata_bench.gpu.devices import probe
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

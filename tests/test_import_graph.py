@@ -8,8 +8,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "strata_bench"
 # Bottom to top: a module may import its own package and the packages listed before it.
-LAYERS = ("errors", "formats", "numerics", "kernels", "data", "cases", "kit", "families", "ggml", "runner", "checks",
-          "timing", "stats", "results", "runs", "ab", "report", "workloads", "cli", "__main__")
+LAYERS = ("errors", "files", "formats", "numerics", "kernels", "data", "cases", "toml_abi", "kit", "families", "ggml",
+          "gpu", "checks", "timing", "stats", "results", "runs", "ab", "engine", "report", "workloads", "cli",
+          "__main__")
+
+
 def _modules() -> dict[str, Path]:
     found = {}
     for path in ROOT.rglob("*.py"):

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from strata_bench.families import load_builtin_families
-from strata_bench.cases.toml_variant import load_variant_files, parse_variant_file, remove_toml_variants
+from strata_bench.toml_abi.variant import load_variant_files, parse_variant_file
 from strata_bench.kernels import build, cubin, cubin_symbols
 from strata_bench.kernels.sources import REPO_ROOT
 
@@ -21,11 +20,6 @@ ENGINE_TYPES = {"q8_0": 8, "iq2_xxs": 16, "iq2_xs": 17, "iq3_xxs": 18, "iq1_s": 
                 "iq2_s": 22, "iq4_xs": 23, "iq1_m": 29, "q2_0": 100}
 
 
-@pytest.fixture
-def families():
-    fams = load_builtin_families()
-    yield fams
-    remove_toml_variants(fams)
 
 
 def test_the_example_parses_and_lists(families):

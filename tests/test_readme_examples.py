@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from strata_bench.cli.main import cli
 from strata_bench.kernels.sources import REPO_ROOT
-from strata_bench.runner import devices
+from strata_bench.gpu import devices
 
 README = REPO_ROOT / "README.md"
 ENGINE = str(Path(__file__).resolve().parent / "fake_engine.py")  # prints what `strata-bench workload` prints

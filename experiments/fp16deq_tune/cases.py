@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from strata_bench.kit import Variant, builtin_family
+from strata_bench.kit import Variant, builtin_family, extend_builtin
 
 Fp16Deq = builtin_family("fp16deq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
@@ -48,12 +48,9 @@ def candidate(config) -> Variant:
     return Variant(config.label, kernels, launch, f"fp16deq new with {config.kernel} for {config.fmt}")
 
 
-class Fp16DeqTune(Fp16Deq):
+class Fp16DeqTune(extend_builtin("fp16deq", OWN_SOURCE, KERNELS, [candidate(c) for c in CANDIDATES])):
     name = "fp16deq_tune"
-    sources = (*Fp16Deq.sources, OWN_SOURCE)
-    kernels_root = KERNELS
     description = "fp16deq wide 16-byte-store candidates (experiments/fp16deq_tune)"
-    variants = (*Fp16Deq.variants, *(candidate(c) for c in CANDIDATES))
 
     def default_cases(self):
         extra = [self.path_case(fmt, rows, cols, "seed:7", Fp16Deq.VEC16)

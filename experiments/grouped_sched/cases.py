@@ -21,13 +21,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, decode_table_bytes,
-                              launch_quantize_q8_1, q8_1_staging_bytes, resident_blocks, row_stride, traits)
+from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, constants, decode_table_bytes,
+                              extend_builtin, launch_quantize_q8_1, q8_1_staging_bytes, resident_blocks,
+                              row_stride, traits)
 
 Grouped = builtin_family("grouped")
 KERNELS = Path(__file__).resolve().parent / "kernels"
 OWN_SOURCE = "grouped_sched.cu"  # in KERNELS
-WARPS = 8  # STRATA_MMVQ_NEW_WARPS: the kernels' block is mmvq_new's
+WARPS = constants.MMVQ_NEW_WARPS  # the kernels' block is mmvq_new's
 # Formats (grouped.py's GATE_FORMATS and DOWN_FORMATS; the tests check them against the built-in family's cases)
 GATE_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_m", "iq4_xs", "q2_0")
 DOWN_FORMATS = ("iq4_nl", "q2_0", "iq4_xs")
@@ -187,12 +188,9 @@ WINDOW_SHAPE = (768, 1280)  # (d_ff, d_model)
 WINDOW_PAIRS = (("iq2_xxs", "iq4_nl"), ("iq3_s", "iq4_xs"), ("iq4_xs", "q2_0"), ("q2_0", "q2_0"), ("iq1_m", "iq4_nl"))
 
 
-class GroupedSched(Grouped):
+class GroupedSched(extend_builtin("grouped", OWN_SOURCE, KERNELS, SCHED_VARIANTS)):
     name = "grouped_sched"
-    sources = (*Grouped.sources, OWN_SOURCE)
-    kernels_root = KERNELS
     description = "grouped experts through mmvq_new's schedule per expert (experiments/grouped_sched)"
-    variants = (*Grouped.variants, *SCHED_VARIANTS)
 
     def default_cases(self):
         cases = list(Grouped.default_cases(self))

@@ -21,13 +21,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, decode_table_bytes,
-                              q8_1_staging_bytes, resident_blocks, row_stride, traits)
+from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, constants, decode_table_bytes,
+                              extend_builtin, q8_1_staging_bytes, resident_blocks, row_stride, traits)
 
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
 OWN_SOURCE = "mmvq_coal.cu"  # in KERNELS
-WARPS = 8  # STRATA_MMVQ_NEW_WARPS: the kernel's block is mmvq_new's
+WARPS = constants.MMVQ_NEW_WARPS  # the kernel's block is mmvq_new's
 # The formats the kernel may run: each decode reads only bytes of its own block (iq3: ld_words_a2's last
 # aligned word ends inside the block), so the granules covering a step's bytes hold everything it reads.
 FORMATS = ("iq3_xxs", "iq3_s")
@@ -162,20 +162,12 @@ PARITY_NCOLS = (1, 11)
 BENCH_SHAPES = ((131072, 8192), (4096, 14336))  # PEER.md's DRAM shape and its built-in shape
 
 
-class MmvqCoal(Mmvq):
+class MmvqCoal(extend_builtin("mmvq", OWN_SOURCE, KERNELS, COAL_VARIANTS)):
     name = "mmvq_coal"
-    sources = (*Mmvq.sources, OWN_SOURCE)
-    kernels_root = KERNELS
     description = "mmvq with coalesced weight copies for the one-column iq3 passes (experiments/mmvq_coal)"
-    variants = (*Mmvq.variants, *COAL_VARIANTS)
 
     def default_cases(self):
-        cases = []
-        for fmt in FORMATS:
-            for rows, cols in (*Mmvq.SHAPES, *PARITY_SHAPES):
-                cases += [self.case(fmt, rows, cols, n, "seed:1") for n in PARITY_NCOLS]
-            cases += self.edge_and_fixture_cases(fmt, PARITY_NCOLS, PARITY_NCOLS)
-        return cases
+        return self.grid_cases(FORMATS, (*Mmvq.SHAPES, *PARITY_SHAPES), PARITY_NCOLS)
 
     def bench_cases(self):
         return [self.case(fmt, r, k, 1, "seed:1") for fmt in FORMATS for r, k in BENCH_SHAPES]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from strata_bench.kit import Variant, builtin_family, shared_optin
+from strata_bench.kit import Variant, builtin_family, extend_builtin, shared_optin
 
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
@@ -128,21 +128,17 @@ PARITY_NCOLS = (8, 11)
 BENCH_ALL = ((131072, 8192), (4096, 14336), (32768, 8192))  # one 8-column pass; 8 + 2 + 1 (the mma pass beside new's)
 
 
-class MmvqMma(Mmvq):
+# the built-in sources (new runs mmvq/mmvq_mma.cu on tall shapes), then this folder's, for the mma variants
+class MmvqMma(extend_builtin("mmvq", OWN_SOURCE, KERNELS, MMA_VARIANTS)):
     name = "mmvq_mma"
-    # the built-in sources (new runs mmvq/mmvq_mma.cu on tall shapes), then this folder's, for the mma variants
-    sources = (*Mmvq.sources, OWN_SOURCE)
-    kernels_root = KERNELS
     description = "mmvq with mmvq_mma (tensor-core chunk integers) for 8-column passes (experiments/mmvq_mma)"
-    variants = (*Mmvq.variants, *MMA_VARIANTS)
 
     def default_cases(self):
         cases = []
         for fmt in MMA_PASS.formats:
             short = (24, 4352) if fmt in SUPER_FORMATS else (24, 544)  # 17 blocks of 256 / 17 chunks
-            for rows, cols in (*Mmvq.SHAPES, (1000, 1536), short):  # + a part tile, 48 chunks and a short K
-                cases += [self.case(fmt, rows, cols, n, "seed:1") for n in PARITY_NCOLS]
-            cases += self.edge_and_fixture_cases(fmt, PARITY_NCOLS, PARITY_NCOLS)
+            # + a part tile, 48 chunks and a short K
+            cases += self.grid_cases((fmt,), (*Mmvq.SHAPES, (1000, 1536), short), PARITY_NCOLS)
         return cases
 
     def bench_cases(self):

@@ -2,7 +2,7 @@
 // 32-value group, element stores) and the 16-byte-store kernels (Q8_0: one thread per 8 outputs; IQ4_XS:
 // the wide kernel with 16 outputs per thread). The wide kernel's other forms that experiments/fp16deq_tune
 // times (8-32 outputs per thread, the strided mapping) instantiate the same template; its prmt lookup and a
-// wide Q8_0 kernel live in that experiment's kernels/fp16deq_wide.cu.
+// wide Q8_0 kernel live in experiments/fp16deq_tune/kernels/fp16deq_wide.cu.
 //
 // ARITHMETIC CONTRACT
 //   Every output element is the exact value of its weight rounded once to the nearest FP16 (ties to
@@ -156,7 +156,7 @@ fp16deq_vec16_q8_0(const uint8_t* __restrict__ src, int nrows, int ncols, __half
 //                   (no shared memory, no barrier); byte u becomes the float k = (2^23 + u) - (2^23 + 128),
 //                   exact (both operands and the difference are integers below 2^24), so the products
 //                   scale * k are the vec16 kernel's products, bit for bit. Its XsLut and XsLutInit are
-//                   experiments/fp16deq_tune's (kernels/fp16deq_wide.cu): "new" never runs it.
+//                   experiments/fp16deq_tune/kernels/fp16deq_wide.cu's: "new" never runs it.
 // Grid: (ceil(nrows * ncols / OUT / 256)). Block: (256). Same DISPATCH rules as the vec16 kernels.
 
 namespace fp16deq {

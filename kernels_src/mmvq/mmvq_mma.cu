@@ -114,7 +114,7 @@ struct WeightSrc {
 
 // How a warp's groups reach its shared buffers: S stage buffers of one group each (16 rows x 8 blocks).
 // kernels_src has S = 1 only (below), the schedule `new` runs; the cp.async stages S >= 2, measured slower
-// (docs/PERF_NOTES.md, v7), are experiments/mmvq_mma's (kernels/mma_stages.cuh defines this template).
+// (docs/PERF_NOTES.md, v7), are experiments/mmvq_mma's (experiments/mmvq_mma/kernels/mma_stages.cuh defines this template).
 template <class F, int S>
 struct WeightPipe;
 

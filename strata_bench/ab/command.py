@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from strata_bench.ab.arms import Arm, RunFailed, Sample
 from strata_bench.ab.errorline import first_error_line
-from strata_bench.ab.metrics import OutputMissing, OutputSpec, read_metrics, read_same
+from strata_bench.ab.metrics import OutputMissing, OutputSpec, output_text, read_metrics, read_same
 from strata_bench.ab.guard import spawn
 from strata_bench.ab.ports import holder
 from strata_bench.ab.process import Server, ServerFailed, ServerSpec, run_hook, tree
@@ -135,6 +135,7 @@ def run_command(spec: CommandSpec) -> Sample:
             server = _start_server(spec.server, env)
         proc, raw, wall = _run_client(spec, env)
         server_text = server.stop() if server else ""
+        server_read = server.output() if server else ""
         server = None
     finally:
         if server is not None:
@@ -148,7 +149,8 @@ def run_command(spec: CommandSpec) -> Sample:
         _show(_text(raw), server_text)
     if proc.returncode != 0 and not spec.ignore_failure:
         raise RunFailed(f"exit code {proc.returncode}", _with_error_line(details, _text(raw), server_text))
-    text = _text(raw) + ("\n" + server_text if server_text else "")
+    # Read undecoded, as identity compares bytes; the tails above are for display.
+    text = output_text(raw) + ("\n" + server_read if server_read else "")
     return sample_from_output(spec, text, wall, details)
 
 
@@ -230,12 +232,12 @@ def _with_error_line(details: dict[str, Any], *texts: str) -> dict[str, Any]:
 
 def sample_from_output(spec: CommandSpec, text: str, wall: float, details: Mapping[str, Any]) -> Sample:
     """The run's figure(s) and identity captures from its output (RunFailed when a metric is missing)."""
-    same = read_same(spec.same, text) if spec.same else {}
+    try:
+        same = read_same(spec.same, text) if spec.same else {}
+        values = read_metrics(spec.metrics, text) if spec.metrics else {}
+    except OutputMissing as exc:
+        raise RunFailed(str(exc), details) from None
     if spec.metrics:
-        try:
-            values = read_metrics(spec.metrics, text)
-        except OutputMissing as exc:
-            raise RunFailed(str(exc), details) from None
         return Sample(next(iter(values.values())), details, values, same)
     if spec.metric is None:
         return Sample(wall, details, {}, same)
@@ -285,5 +287,6 @@ def setup_hook(command: str | None, option: str) -> None:
         return
     code, out = run_hook(command, os.environ, None)
     if code != 0:
-        tail = out.strip().splitlines()[-1:] or [""]
-        raise InputError(f"{option} failed (exit code {code}): {command} | {tail[0][:200]}")
+        tail = out.strip().splitlines()[-1:]
+        said = f" | {tail[0][:200]}" if tail else ""  # a silent hook has no last line to show
+        raise InputError(f"{option} failed (exit code {code}): {command}{said}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from strata_bench.ab.metrics import output_bytes, printable, quoted
 from strata_bench.ab.plan import Plan
 from strata_bench.ab.records import RunRecord
 from strata_bench.stats.verdict import Comparison, compare
@@ -124,11 +125,12 @@ def identity(runs: Sequence[RunRecord]) -> tuple[IdentityRow, ...]:
 def _identity_row(name: str, done: Sequence[RunRecord]) -> IdentityRow:
     printed = [r for r in done if r.same.get(name) is not None]
     ref = printed[0] if printed else None  # none when the regex matched no run's output
-    odd = next((r for r in printed if r.same[name] != ref.same[name]), None)
+    odd = next((r for r in printed if output_bytes(r.same[name]) != output_bytes(ref.same[name])), None)
     mismatch = "" if odd is None else \
         f"{_who(ref)} printed {_show(ref.same[name])}, {_who(odd)} printed {_show(odd.same[name])}"
     missing = "; ".join(filter(None, (_missing(arm, [r for r in done if r.arm == arm], name) for arm in "AB")))
-    shown = {arm: " / ".join(dict.fromkeys(r.same[name] for r in printed if r.arm == arm)) or None for arm in "AB"}
+    shown = {arm: " / ".join(dict.fromkeys(printable(r.same[name]) for r in printed if r.arm == arm)) or None
+             for arm in "AB"}
     return IdentityRow(name, shown["A"], shown["B"], not (mismatch or missing), mismatch, missing)
 
 
@@ -146,4 +148,4 @@ def _missing(arm: str, runs: Sequence[RunRecord], name: str) -> str:
 
 
 def _show(text: str | None) -> str:
-    return "nothing" if text is None else repr(text)
+    return "nothing" if text is None else quoted(text)

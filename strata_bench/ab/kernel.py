@@ -22,7 +22,8 @@ from strata_bench.ab.plan import Plan
 from strata_bench.ab.records import AbOutcome, AbReport
 from strata_bench.ab.runner import case_progress, reject, run_ab
 from strata_bench.ab.store import finish, finish_partial
-from strata_bench.cases import FAMILIES, Case, CaseFilter
+from strata_bench.cases import Case
+from strata_bench.cases.spec import RunSpec
 from strata_bench.errors import InputError
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.graph import InputCopies
@@ -228,37 +229,38 @@ def run_case(arms: KernelArms, plan: Plan, writer, on_run=None) -> AbOutcome:
     return outcome
 
 
-def run_kernel_ab(case_filter: CaseFilter, variant_a: str, variant_b: str, plan: Plan, results_dir: Path,
-                  kernels_dir: str | None = None, cases_file: str | None = None, progress=None,
-                  device: int = 0, request=None) -> AbReport:
+def run_kernel_ab(spec: RunSpec, variant_a: str, variant_b: str, plan: Plan, results_dir: Path,
+                  progress=None, device: int = 0) -> AbReport:
     """A/B of two kernel variants on every selected case; records under results/<device>/ab-*.jsonl;
     `progress` is the command's display (ab/runner.Progress), None for none.
     The variant names are checked against the cases before a device is sought (a typo is a usage error,
     not "no GPU"), and CuPy is imported only once a device was found (none: NoGpu, exit 77)."""
-    from strata_bench.runner import loop as engine
+    from strata_bench.runs.prepare import prepare
 
-    from strata_bench.runner import devices as gpu
+    from strata_bench.gpu import devices as gpu
 
     from strata_bench.results import provenance
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import ResultsWriter
 
-    cases = list(dict.fromkeys(engine.prepare_cases(case_filter, cases_file, kernels_dir, purpose="bench",
-                                                    request=request)))
+    prepared = prepare(spec)
+    catalog, cases = prepared.catalog, list(dict.fromkeys(prepared.cases))
     check_variant_names(cases, variant_a, variant_b)
     devices = gpu.select_devices(str(device))
     import cupy
 
-    plan = replace(plan, unit="us", metric="kernel us per call")
+    # Each arm returns microseconds per call (_GraphArm): the plan says so, or every figure is shown
+    # converted from seconds (the command plan's wall time), 10^6 too large.
+    plan = replace(plan, unit="us", value_unit="us", metric="kernel us per call")
     prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
                                                      "seed": plan.seed}},
-                              families={c.family: FAMILIES[c.family] for c in cases})
+                              families={c.family: catalog[c.family] for c in cases})
     writer = ResultsWriter(device_directory(results_dir, gpu.device_name(devices[0])), "ab", prov)
     outcomes = []
     try:
         with cupy.cuda.Device(devices[0]):
             for case in cases:
-                arms = _arms_for_case(FAMILIES[case.family], case, variant_a, variant_b, devices[0])
+                arms = _arms_for_case(catalog[case.family], case, variant_a, variant_b, devices[0])
                 with case_progress(plan.total_runs, case.name, progress) as on_run:
                     outcomes.append(run_case(arms, plan, writer, on_run))
     except BaseException:

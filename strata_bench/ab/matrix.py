@@ -228,14 +228,17 @@ def _session(combos, arms, plan: Plan, writer: ResultsWriter | None, progress, s
 
     try:
         outcomes = _runs(combos, arms, plan, writer, progress, setup)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - re-raised below as AbInterrupted, after the summary
         stop = exc
         summary = finish_partial(writer) if writer is not None else None
         try:
             _cleanup(cleanup, quietly=True)  # the interruption or crash in flight is the news, not the cleanup
         except KeyboardInterrupt as again:  # a signal during the cleanup of a crash
             stop = again
-        raise _stopped(stop, writer, summary) from stop
+        stopped = _stopped(stop, writer, summary)
+        if stopped is stop:  # `raise e from e` would make e its own cause: a chain that loops for ever
+            raise stop
+        raise stopped from stop
     try:
         _cleanup(cleanup)
     except KeyboardInterrupt as exc:  # every run finished: the summary is whole, the cleanup was cut short

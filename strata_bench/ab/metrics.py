@@ -86,14 +86,102 @@ def parse_output_specs(texts: Sequence[str], option: str, stem: str, need_group:
     return specs
 
 
+def metric_label(text: str, spec: OutputSpec, limit: int = 48) -> str:
+    """What a table calls one --metric: its NAME where the text gives one, else its regex shortened to the
+    literal text it matches (`prefill \\d+ tokens in (?P<value>[0-9.]+) ms` -> `prefill ... tokens in ... ms`):
+    the whole regex was the label once."""
+    if spec.regex.pattern != text:
+        return spec.name
+    label = re.sub(r"(\.\.\.\s*)+\.\.\.", "...", "".join(_literal_parts(text))).strip()
+    if not label.strip(". "):  # nothing literal: `(?P<value>\d+)`
+        return spec.name
+    if len(label) <= limit:
+        return label
+    short = label[:limit - 4].rsplit(" ", 1)[0]  # cut at a word
+    return short if short.endswith("...") else short + " ..."
+
+
+def _literal_parts(pattern: str) -> list[str]:
+    """The pattern's literal characters; each group, class, escape class or wildcard as one "..." (quantifiers
+    dropped)."""
+    parts, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            nxt = pattern[i + 1:i + 2]
+            parts.append("..." if nxt.isalnum() else nxt)  # \d, \s, \b... a class; \. an escaped literal
+            i += 2
+        elif c in "([{":
+            i = _class_end(pattern, i) if c == "[" else _group_end(pattern, i)
+            parts.append("" if c == "{" else "...")  # {m,n} is a quantifier
+        else:
+            parts.append("..." if c == "." else "" if c in "*+?^$" else c)
+            i += 1
+    return parts
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index after the `]` that closes the class at pattern[start] (a `]` first in it is a member)."""
+    i = start + 1 + (pattern[start + 1:start + 2] == "^")
+    i += pattern[i:i + 1] == "]"
+    while i < len(pattern) and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
+def _group_end(pattern: str, start: int) -> int:
+    """The index after the bracket that closes the group (or quantifier) at pattern[start]."""
+    close, depth, i = {"(": ")", "{": "}"}[pattern[start]], 0, start
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "[":
+            i = _class_end(pattern, i)
+            continue
+        depth += (c == pattern[start]) - (c == close)
+        i += 2 if c == "\\" else 1
+        if depth == 0:
+            return i
+    return i
+
+
+def output_text(raw: bytes) -> str:
+    """A run's output as --metric and --same read it: a byte that is not UTF-8 becomes a lone surrogate
+    (surrogateescape), so outputs that differ in any byte read differently and a capture gives its bytes
+    back exactly (decoded with "replace", b'h=\\xff' and b'h=\\xfe' both read 'h=\\ufffd': identical)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def output_bytes(text: str) -> bytes:
+    """The bytes of a capture of output_text: what identity compares."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def printable(text: str) -> str:
+    """A capture for a display or a file: its bytes that are not UTF-8 shown as \\xNN."""
+    return output_bytes(text).decode("utf-8", "backslashreplace")
+
+
+def quoted(text: str) -> str:
+    """A capture in a message: its repr, or its bytes' (b'h=\\xff') where it is not UTF-8 text."""
+    return repr(text) if printable(text) == text else repr(output_bytes(text))
+
+
 def captures(spec: OutputSpec, text: str) -> dict[str, str]:
     """Entry name -> captured text of the last match per key (one entry when there is no key)."""
     out: dict[str, str] = {}
     for m in spec.regex.finditer(text):
-        name = f"{spec.name}[{m.group(KEY_GROUP)}]" if spec.keyed else spec.name
+        name = f"{spec.name}[{_key(spec, m.group(KEY_GROUP))}]" if spec.keyed else spec.name
         out.pop(name, None)  # keep first-appearance order of keys, last value
         out[name] = m.group(spec.group) or ""
     return out
+
+
+def _key(spec: OutputSpec, key: str) -> str:
+    """A key names an entry in every table: one that is not UTF-8 text is refused, not shown decoded (two
+    such keys would name one entry)."""
+    if printable(key) != key:
+        raise OutputMissing(f"{spec.name}: the key group {quoted(key)} is not UTF-8 text")
+    return key
 
 
 def read_metrics(specs: Sequence[OutputSpec], text: str) -> dict[str, float]:
@@ -107,7 +195,7 @@ def read_metrics(specs: Sequence[OutputSpec], text: str) -> dict[str, float]:
             try:
                 values[name] = float(raw)
             except ValueError:
-                raise OutputMissing(f"metric group {spec.group!r} is not a number: {raw!r}") from None
+                raise OutputMissing(f"metric group {spec.group!r} is not a number: {quoted(raw)}") from None
     return values
 
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 from strata_bench.errors import InputError
-from strata_bench.results.ab_records import MAX_PAIRS, ORDERS  # noqa: F401  (the plan's bounds, declared with its record)
+from strata_bench.results.ab_records import MAX_PAIRS, ORDERS  # the plan's bounds, declared with its record
 from strata_bench.stats.criteria import Criteria
 
 SECONDS_PER = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}  # the time units --unit converts between

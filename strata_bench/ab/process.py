@@ -187,13 +187,13 @@ class Server:
 
     def _read(self) -> None:
         for raw in iter(self.proc.stdout.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            line = raw.decode("utf-8", errors="surrogateescape").rstrip("\n")  # bytes kept for --same
             self.lines.append(line)
             if self.spec.ready is not None and self.spec.ready.search(line):
                 self._ready_line.set()
 
     def tail(self, n: int = SERVER_TAIL_LINES) -> str:
-        return "\n".join(deque(self.lines, maxlen=n))
+        return _shown("\n".join(deque(self.lines, maxlen=n)))
 
     def wait_ready(self) -> float:
         """Seconds until ready; ServerFailed when it exits first or the timeout passes."""
@@ -229,4 +229,13 @@ class Server:
         self._reader.join(timeout=2)
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=1)
+        return _shown(self.output())
+
+    def output(self) -> str:
+        """Everything it printed, undecodable bytes kept (as lone surrogates) for --metric and --same."""
         return "\n".join(self.lines)
+
+
+def _shown(text: str) -> str:
+    """Output for a tail or a display: bytes that are not UTF-8 as U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

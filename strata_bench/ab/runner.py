@@ -89,7 +89,7 @@ class CaseRun:
         slot = self.slots[index]
         try:
             record = _one_run(self.arms[slot.arm], slot, index, self.case)
-        except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised untouched
+        except BaseException as exc:  # recorded, then re-raised untouched
             _append(self.writer, {"record": "interrupted", "case": self.case, "run_index": index,
                                   "error": f"{type(exc).__name__}: {exc}".rstrip(": ")})
             raise

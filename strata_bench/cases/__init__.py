@@ -8,8 +8,18 @@ built-in ones.
 """
 from strata_bench.cases.case import Case, CaseFilter, Expected, Output
 from strata_bench.cases.family import Family, Variant
-from strata_bench.cases.fixtures import FixtureRef, fixture_ref
 from strata_bench.cases.registry import FAMILIES, load_user_cases, register_family, select_cases
 
 __all__ = ["Case", "CaseFilter", "Expected", "Output", "Family", "Variant", "FixtureRef", "fixture_ref", "FAMILIES",
            "load_user_cases", "register_family", "select_cases"]
+
+# Fixtures bring numpy: imported when first asked for, so `strata-bench --help` and a usage error never load it.
+_LAZY = {"FixtureRef": "strata_bench.cases.fixtures", "fixture_ref": "strata_bench.cases.fixtures"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

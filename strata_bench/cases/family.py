@@ -23,7 +23,7 @@ from strata_bench.cases.case import Case, Expected
 from strata_bench.errors import InputError
 
 if TYPE_CHECKING:
-    from strata_bench.cases.abi import LaunchAbi
+    from strata_bench.toml_abi.abi import LaunchAbi
     from strata_bench.cases.fixtures import FixtureRef
 
 # (family, source) -> the name expressions a variant compiles from that source ([] for one it does not use).
@@ -48,7 +48,7 @@ class Variant:
     # case -> whether the variant runs it (a TOML variant whose kernel exists for some formats or column
     # counts only); None: every case of the family.
     applies: Callable[[Case], bool] | None = None
-    # How its float64 error is judged where it is not bitwise equal to the baseline (cases/error_model.py);
+    # How its float64 error is judged where it is not bitwise equal to the baseline (toml_abi/error_model.py);
     # None: bitwise equal to the baseline, within the family's bounds.
     error_model: Any = None
     # The formats it runs (a foreign engine's kernels cover formats the built-ins lack: the family then
@@ -142,7 +142,7 @@ class Family(ABC):
         return list(dict.fromkeys(names))
 
     def launch_abi(self) -> "LaunchAbi | None":
-        """The launch ABI a variant declared in TOML follows (cases/abi.py, docs/ABI.md): argument names,
+        """The launch ABI a variant declared in TOML follows (toml_abi/abi.py, docs/ABI.md): argument names,
         case fields, name placeholders. Default None: the family takes no TOML variants."""
         return None
 
@@ -169,6 +169,17 @@ class Family(ABC):
             self.__dict__.setdefault("_source_options", {})[source] = tuple(options)
             if build is not None:
                 self.__dict__.setdefault("_source_builds", {})[source] = build
+
+    def copy(self) -> "Family":
+        """This family for one run's catalog: the same instance state, its own variant table and source maps,
+        so a variant a run adds (add_variant) stays in that run."""
+        import copy
+
+        twin = copy.copy(self)
+        for key, value in self.__dict__.items():
+            if isinstance(value, dict):  # add_variant's and TOML's maps (a cache copied so is shared, as before)
+                twin.__dict__[key] = dict(value)
+        return twin
 
     def launch(self, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
                outs: Mapping[str, Any], stream: Any = None) -> None:

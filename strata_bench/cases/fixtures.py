@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from strata_bench.cases.case import Case, CaseFilter
-from strata_bench.data.fixture import FixtureRef, ref_from_entry  # noqa: F401  (FixtureRef: part of the kit)
+from strata_bench.data.fixture import FixtureRef, ref_from_entry  # FixtureRef: part of the kit
 from strata_bench.errors import InputError
 
 if TYPE_CHECKING:

@@ -1,9 +1,12 @@
-"""The family registry: one instance per registered name, fed by the built-in modules and users' case files;
-parity, bench and ab all select their cases from it."""
+"""The family registry: one instance per registered name. The built-in modules fill FAMILIES when they
+are imported; a user's case file registers into the catalog of the run that loads it (runs/catalog.py),
+so no run changes what the next one sees."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from strata_bench.cases.case import Case, CaseFilter
 from strata_bench.errors import InputError, RegistryError
@@ -12,6 +15,18 @@ if TYPE_CHECKING:
     from strata_bench.cases.family import Family
 
 FAMILIES: dict[str, "Family"] = {}
+# Where a class statement registers its family: a run's catalog while its case file runs, else FAMILIES.
+_TARGET: ContextVar[dict[str, "Family"] | None] = ContextVar("strata_family_target", default=None)
+
+
+@contextmanager
+def registering_into(catalog: dict[str, "Family"]) -> Iterator[None]:
+    """Family classes defined inside the block register into `catalog` instead of FAMILIES."""
+    token = _TARGET.set(catalog)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
 
 
 def _origin(cls: type) -> tuple[str, str]:
@@ -34,11 +49,21 @@ def register_family(cls: type) -> None:
         return
     if not name:
         return
-    held = FAMILIES.get(name)
+    target = _TARGET.get()
+    target = FAMILIES if target is None else target
+    held = target.get(name)
     if held is not None and _origin(type(held)) != _origin(cls):
         raise RegistryError(f"family name {name!r} is taken: {type(held).__module__}.{type(held).__qualname__} "
                             f"holds it, {cls.__module__}.{cls.__qualname__} cannot register it too")
-    FAMILIES[name] = cls()
+    target[name] = cls()
+
+
+_USER_FILES: set[str] = set()  # every case file loaded, resolved: an exception raised in one is bad input
+
+
+def user_case_files() -> frozenset[str]:
+    """The resolved paths of the case files this process has executed."""
+    return frozenset(_USER_FILES)
 
 
 def _user_module_name(path: str) -> str:
@@ -51,8 +76,10 @@ def _user_module_name(path: str) -> str:
     return f"strata_user_cases_{digest}"
 
 
-def load_user_cases(path: str, kernels_dir: str | None = None) -> list[str]:
-    """Execute a user's case file; its Family subclasses register themselves like the built-ins.
+def load_user_cases(path: str, kernels_dir: str | None = None,
+                    into: dict[str, "Family"] | None = None) -> list[str]:
+    """Execute a user's case file; its Family subclasses register themselves like the built-ins, into
+    `into` (a run's catalog; default FAMILIES, for a script of its own).
 
     Families it registers compile from `kernels_dir` (their --kernels DIR) unless the file set a
     `kernels_root` itself. Returns the names it registered."""
@@ -69,13 +96,16 @@ def load_user_cases(path: str, kernels_dir: str | None = None) -> list[str]:
     spec = importlib.util.spec_from_file_location(_user_module_name(path), path)
     if spec is None or spec.loader is None:
         raise InputError(f"cannot load case file {path!r}")
-    before = dict(FAMILIES)
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    target = FAMILIES if into is None else into
+    before = dict(target)
+    _USER_FILES.add(str(Path(path).resolve()))
+    with registering_into(target):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
     # New instances, compared by identity: loading the same file twice re-registers the same names.
-    added = [name for name, fam in FAMILIES.items() if fam is not before.get(name)]
+    added = [name for name, fam in target.items() if fam is not before.get(name)]
     for name in added:
-        if root is not None and FAMILIES[name].kernels_root is None:
-            FAMILIES[name].kernels_root = root
+        if root is not None and target[name].kernels_root is None:
+            target[name].kernels_root = root
     return added
 
 

@@ -1,15 +1,13 @@
-"""What a command asks for beyond the filters: a shape and column sweep (--shape, --cols), real weights
-(--fixtures, --gguf/--tensor/--rows) and kernel variants declared in TOML (--variants). One record,
-one function turning it into cases, shared by parity, bench and ab."""
+"""What a command asks for beyond the filters and the extensions: a shape and column sweep (--shape,
+--cols) and real weights (--fixtures, --gguf/--tensor/--rows). One record, one function turning it into
+cases, shared by parity, bench and ab."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping
 
 from strata_bench.cases.case import Case, CaseFilter
 from strata_bench.errors import InputError
-
-GGML_MAX_COLUMNS = 8  # ggml's MMVQ_MAX_BATCH_SIZE
 
 if TYPE_CHECKING:
     from strata_bench.cases.family import Family
@@ -25,14 +23,6 @@ class CaseRequest:
     gguf: str | None = None  # --gguf FILE
     tensor: str | None = None  # --tensor REGEX
     rows: tuple[int, int] | None = None  # --rows A:B
-    variants: tuple[str, ...] = ()  # --variants FILE.toml
-    ggml: str | None = None  # --ggml PATH: a ggml tree whose kernels join as variant `ggml`
-    ggml_b: str | None = None  # --ggml-b PATH: a second tree (a branch), variant `ggml_b`, held to ggml's bits
-
-    @property
-    def adds_variants(self) -> bool:
-        """True when variants join the families' tables (--variants, --ggml): --list then shows each case's."""
-        return bool(self.variants or self.ggml)
 
     @property
     def real_weights(self) -> bool:
@@ -45,14 +35,28 @@ class CaseRequest:
             raise InputError(f"{'--tensor' if self.tensor is not None else '--rows'} needs --gguf FILE")
         if self.gguf is not None and not self.tensor:
             raise InputError(f"--gguf {self.gguf} needs --tensor REGEX naming the tensors to read")
-        if self.ggml_b is not None and self.ggml is None:
-            raise InputError(f"--ggml-b {self.ggml_b} needs --ggml PATH, the tree it is held to")
-        if self.ggml is not None and self.cols and max(self.cols) > GGML_MAX_COLUMNS:
-            raise InputError(f"--cols {max(self.cols)}: ggml's mul_mat_vec_q takes 1 to {GGML_MAX_COLUMNS} columns "
-                             f"(MMVQ_MAX_BATCH_SIZE; above it ggml uses another kernel)")
         if self.shape is not None and self.real_weights:
             raise InputError("--shape replaces a case's rows and inputs; real weights (--fixtures, --gguf) bring "
                              "their own: use --cols alone with them")
+
+
+    def argv(self) -> list[str]:
+        """The options as a command line gives them (cli/options.py parses them back into this record)."""
+        words = [] if self.shape is None else ["--shape", f"{self.shape[0]}x{self.shape[1]}"]
+        words += [w for pattern in self.fixtures for w in ("--fixtures", pattern)]
+        words += [] if self.gguf is None else ["--gguf", self.gguf]
+        words += [] if self.tensor is None else ["--tensor", self.tensor]
+        words += [] if self.rows is None else ["--rows", f"{self.rows[0]}:{self.rows[1]}"]
+        return words + ([] if self.cols is None else ["--cols", ",".join(str(n) for n in self.cols)])
+
+    def narrowed(self, case: Case) -> "CaseRequest":
+        """The request that makes `case` alone once -k has picked its default: a sweep's --cols narrowed to
+        the case's own count (else each selected default becomes one case per count). Real weights are kept
+        as given: a family may make a fixture's cases from --cols in its own way (pfgemm's entries do not
+        follow it), and their cases are filtered by -k after they are made."""
+        if self.real_weights or self.cols is None:
+            return self
+        return replace(self, cols=(case.ncols,))
 
 
 def check_shape_fits(case: Case, shape: tuple[int, int]) -> None:
@@ -82,4 +86,4 @@ def request_cases(flt: CaseFilter, request: CaseRequest, families: Mapping[str, 
     if request.shape is not None:
         for case in cases:
             check_shape_fits(case, request.shape)
-    return sweep_cases(cases, request.shape, request.cols)
+    return sweep_cases(cases, request.shape, request.cols, families)

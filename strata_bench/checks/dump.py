@@ -31,6 +31,8 @@ _MAX_STEM = 160  # well inside the 255 bytes a file name may take
 def check_dump_folder(folder: str | os.PathLike) -> Path:
     """The folder, if it is one that can be written or made; InputError naming it otherwise (checked
     before the run, so a bad folder costs no GPU work). Nothing is created here."""
+    if not os.fspath(folder):  # Path("") is ".": the working directory, unasked
+        raise InputError("--dump-failures '': the path is empty")
     path = Path(folder)
     if path.exists() and not path.is_dir():
         raise InputError(f"--dump-failures {folder}: exists and is not a folder")

@@ -20,7 +20,7 @@ from strata_bench.checks.outcome import CaseResult, CheckResult, Status
 from strata_bench.checks.phases import PhaseTimes, maybe
 from strata_bench.checks.refcache import cached_references
 from strata_bench.errors import InputError
-from strata_bench.runner.launch import VariantRun, run_variant
+from strata_bench.gpu.launch import VariantRun, run_variant
 
 
 def _written_checks(family: Family, case: Case, run: VariantRun) -> list[CheckResult]:
@@ -54,7 +54,7 @@ def _finite_checks(family: Family, case: Case, run: VariantRun) -> list[CheckRes
 
 
 def _error_model(family: Family, case: Case, variant: str) -> Any:
-    """The variant's error model where it judges this case's format (cases/error_model.py), else None."""
+    """The variant's error model where it judges this case's format (toml_abi/error_model.py), else None."""
     lookup = getattr(family, "variant", None)  # a stand-in family may have no table
     try:
         model = None if lookup is None else getattr(lookup(variant), "error_model", None)
@@ -268,11 +268,25 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
 def _own_tolerance(family: Family, case: Case, variant: str, exp: Expected) -> Expected | None:
     """`exp` with the per-element bound of the variant's error model, where the model gives one
     (ggml/error.py: the family's bound plus ggml's arithmetic, output by output); else None."""
-    if case.baseline == variant:
-        return None  # the baseline is held to the family's bounds
     model = _error_model(family, case, variant)
+    if case.baseline == variant and not _baseline_own_bounds(model):
+        return None  # the baseline is held to the family's bounds
     tolerance = getattr(model, "tolerance", None)
     return None if tolerance is None else replace(exp, tol=tolerance(case, exp), why=model.describe())
+
+
+def error_model_notes(catalog: Mapping[str, Family], cases: Iterable[Case]) -> list[str]:
+    """What each error model that judges some of `cases` says every report must carry (its `note`: a
+    documented difference the check allows, as ggml's q4_0 zero sign), once each, in first-use order."""
+    notes = (getattr(_error_model(catalog[c.family], c, v), "note", None) for c in cases for v in c.variants)
+    return list(dict.fromkeys(n for n in notes if n))
+
+
+def _baseline_own_bounds(model: Any) -> bool:
+    """A baseline is held to its model's own per-element bounds where it has them (ggml's q4_0 dequantization,
+    the baseline where no built-in runs the format); a model relative to a baseline's error cannot judge the
+    baseline itself, which the family's bounds then hold."""
+    return hasattr(model, "tolerance")
 
 
 def _judged_by_models(family: Family, case: Case, exp: Expected, checks: list[CheckResult]) -> list[CheckResult]:
@@ -283,7 +297,9 @@ def _judged_by_models(family: Family, case: Case, exp: Expected, checks: list[Ch
     base_err = None if base is None else base.max_err
     out = []
     for c in checks:
-        model = _error_model(family, case, c.variant) if c in mine and c.variant != case.baseline else None
+        model = _error_model(family, case, c.variant) if c in mine else None
+        if c.variant == case.baseline and not _baseline_own_bounds(model):
+            model = None  # the baseline sets the others' bounds, by the family's
         out.append(c if model is None else _model_check(c, model, case, base_err, exp))
     return out
 

@@ -42,7 +42,8 @@ MAX_ENTRY_BYTES = 192 << 20
 _PACKAGE = Path(__file__).resolve().parents[1]
 # Package folders no reference is computed in (families, formats, numerics, data, cases, kernels and the
 # kit are hashed).
-_NOT_REFERENCE_CODE = ("checks", "cli", "report", "results", "stats", "ab", "timing", "runner", "workloads")
+_NOT_REFERENCE_CODE = ("checks", "cli", "report", "results", "stats", "ab", "timing", "gpu", "runs", "workloads",
+                       "engine")
 
 
 def cache_dir() -> Path:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import (FiniteFloat, case_filter_options, case_request_options, list_option,
-                                      make_filter, output_option, quiet_option, results_option)
+from strata_bench.cli.options import FiniteFloat, list_option, output_option, quiet_option, results_option, run_options
 from strata_bench.cli.ab_extras import extras_options, write_exports
 from strata_bench.ab.plan import ORDERS  # light: the plan module imports neither scipy nor numpy
 from strata_bench.cases.request import CaseRequest
@@ -16,8 +15,7 @@ from strata_bench.errors import InputError
 
 
 @click.command("ab", context_settings={"allow_interspersed_args": False})
-@case_filter_options
-@case_request_options
+@run_options("bench")
 @list_option
 @click.option("--order", type=click.Choice(ORDERS), default="abba", show_default=True,
               help="abba: pair p runs A,B when p is even and B,A when odd; ab: always A,B; "
@@ -39,6 +37,10 @@ from strata_bench.errors import InputError
                    "a group (?P<key>...) gives one metric per key (NAME[key]); the last match counts. "
                    "NAME:higher= marks that metric higher-is-better, NAME:UNIT= (prefill:ms=, "
                    "decode:higher:tok/s=) the unit it is printed in. Default: wall time of the process.")
+@click.option("--metric-json", "metric_json", multiple=True, metavar="llama-bench|[NAME[:higher][:UNIT]=]FIELD[@KEY]",
+              help="Read figures from JSON objects in the output (repeatable): FIELD of each object, one metric per "
+                   "KEY (llama-bench: its test name, pp512, tg128; or a template, pp{n_prompt}). 'llama-bench' "
+                   "is avg_ts:higher:t/s=avg_ts@llama-bench, for llama-bench -o json.")
 @click.option("--same", "same", multiple=True, metavar="[NAME=]REGEX",
               help="Output that must be identical in every run of both arms (repeatable; group value, the only "
                    "group, or the whole match; a key group checks per key). A difference exits 1, and so does an "
@@ -85,10 +87,10 @@ from strata_bench.errors import InputError
 @quiet_option
 @extras_options
 @click.argument("command_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
-def command(families, formats, pattern, kernels_dir, cases_file, request, list_only, order, pairs, warmup, seed,
+def command(spec, list_only, order, pairs, warmup, seed,
             env_a, env_b, a_spec, b_spec, metrics, same, unit, higher_is_better, timeout, shell, fail_pct, band_pct,
             until_decided, prepare, conclude, setup, cleanup, server, ready, ready_port, ready_timeout, params,
-            max_failures, allow_missing,
+            max_failures, allow_missing, metric_json,
             results_dir, output, quiet, extras, command_args):
     """Compare A and B run by run in ABBA order and judge B with paired statistics.
 
@@ -125,7 +127,7 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
     """
     # Nothing imported here brings scipy: a usage error returns before the statistics are loaded.
     from strata_bench.ab.matrix import CommandLines, make_combinations, run_matrix
-    from strata_bench.ab.metrics import parse_output_specs
+    from strata_bench.ab.metrics import metric_label, parse_output_specs
     from strata_bench.ab.process import AbInterrupted
     from strata_bench.ab.plan import make_plan
     from strata_bench.stats.criteria import Criteria
@@ -133,26 +135,33 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, list_o
     criteria = Criteria(higher_is_better=higher_is_better, same_band=band_pct / 100,
                         fail_on_regression=None if fail_pct is None else fail_pct / 100)
     metric_specs = parse_output_specs(metrics, "--metric", "metric")
+    if metric_json:
+        from strata_bench.ab.json_metrics import parse_json_metrics
+
+        metric_specs += parse_json_metrics(metric_json, [" ".join(command_args), a_spec or "", b_spec or ""],
+                                           [m.name for m in metric_specs])
     same_specs = parse_output_specs(same, "--same", "output", need_group=False)
+    from strata_bench.ab.llama_args import check_models
+
+    check_models([" ".join(command_args), a_spec, b_spec, server, setup, prepare])
     unit = _display_unit(unit, metric_specs)
     directions = [(m.name, m.higher_is_better) for m in metric_specs if m.higher_is_better is not None]
     plan = make_plan(order, pairs, warmup, seed, max_failures, criteria, unit,
-                     metrics[0] if len(metrics) == 1 else (metric_specs[0].name if metric_specs else "wall time"),
+                     metric_label(metrics[0], metric_specs[0]) if len(metrics) == 1 else (
+                         metric_specs[0].name if metric_specs else "wall time"),
                      directions, until_decided, allow_missing, [(m.name, m.unit) for m in metric_specs if m.unit],
                      None if metric_specs else "s")
-    if not families and (list_only or request != CaseRequest()):
-        raise InputError("--list, --shape, --cols, --fixtures, --gguf and --variants apply to kernel variants: "
-                         "add --family NAME")
+    if not spec.filter.families and (list_only or spec.request != CaseRequest() or spec.extensions):
+        raise InputError(f"{_first_kernel_option(list_only, spec)} applies to kernel variants: add --family NAME")
     extras.check()
-    if families:
-        _reject_command_options(env_a, env_b, metrics or same, shell, command_args,
+    if spec.filter.families:
+        _reject_command_options(env_a, env_b, metrics or metric_json or same, shell, command_args,
                                 prepare or conclude or setup or cleanup or server or params,
                                 extras.scans or extras.names or extras.ignore_failure or extras.show_output)
         if list_only:
-            _list_cases(make_filter(families, formats, pattern), kernels_dir, cases_file, request)
+            _list_cases(spec)
             return
-        report = _kernel_ab(make_filter(families, formats, pattern), a_spec, b_spec, plan, results_dir,
-                            kernels_dir, cases_file, quiet, request)
+        report = _kernel_ab(spec, a_spec, b_spec, plan, results_dir, quiet)
     else:
         lines = CommandLines(a_spec, b_spec, tuple(command_args), env_a, env_b, shell, prepare, conclude, server,
                              ready, ready_port, ready_timeout, extras.names, extras.ignore_failure,
@@ -212,14 +221,20 @@ def _reject_command_options(env_a, env_b, metric, shell, command_args, hooks=Non
         raise InputError(f"{used[0]} applies to command A/B, not to kernel variants (--family)")
 
 
-def _list_cases(case_filter, kernels_dir, cases_file, request) -> None:
+def _first_kernel_option(list_only: bool, spec) -> str:
+    """The first option given that only kernel A/B takes, as the command line spells it."""
+    words = [*(["--list"] if list_only else []), *spec.request.argv(), *(w for e in spec.extensions for w in e.argv())]
+    return next(w for w in words if w.startswith("-"))
+
+
+def _list_cases(spec) -> None:
     from strata_bench.cli.listing import echo_cases
-    from strata_bench.runner import loop as engine
+    from strata_bench.runs.prepare import prepare
 
-    echo_cases(engine.prepare_cases(case_filter, cases_file, kernels_dir, "bench", request), request.adds_variants)
+    echo_cases(prepare(spec).cases, spec.adds_variants)
 
 
-def _kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, quiet, request=None):
+def _kernel_ab(spec, variant_a, variant_b, plan, results_dir, quiet):
     """Kernel variants in one process, through strata_bench.ab.kernel (imported only here)."""
     if not (variant_a and variant_b):
         raise InputError("--family needs --a VARIANT and --b VARIANT (for example --a old --b new)")
@@ -231,11 +246,8 @@ def _kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir
         raise InputError("kernel A/B is unavailable: strata_bench.ab.kernel is missing from this build") from None
     from strata_bench.cli.gpu_run import compilers_for_gpu_run
 
-    extra = {} if request in (None, CaseRequest()) else {"request": request}
     with compilers_for_gpu_run():
-        return kernel_ab.run_kernel_ab(case_filter=case_filter, variant_a=variant_a, variant_b=variant_b, plan=plan,
-                                       results_dir=Path(results_dir), kernels_dir=kernels_dir, cases_file=cases_file,
-                                       progress=_progress(quiet), **extra)
+        return kernel_ab.run_kernel_ab(spec, variant_a, variant_b, plan, Path(results_dir), progress=_progress(quiet))
 
 
 def _progress(quiet: bool):

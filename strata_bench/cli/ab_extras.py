@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from strata_bench.errors import InputError
+from strata_bench.files import write_problem
 
 EXPORTS = (("export_markdown", "--export-markdown", "md"), ("export_json", "--export-json", "json"),
            ("export_csv", "--export-csv", "csv"))
@@ -32,9 +33,9 @@ class Extras:
         if self.step is not None and not self.scans:
             raise InputError("--step applies to a -P NAME MIN MAX scan")
         for fmt, path in self.exports:
-            folder = Path(path).parent
-            if not folder.is_dir():
-                raise InputError(f"cannot export {fmt} to {path}: {folder} is not a folder")
+            why = write_problem(path)
+            if why is not None:  # found now: the whole run would be spent before its export failed
+                raise InputError(f"cannot export {fmt} to {path or repr(path)}: {why}")
 
 
 _OPTIONS = (
@@ -57,7 +58,7 @@ def extras_options(func):
 
     @functools.wraps(func)
     def wrapper(*args, scans, step, names, ignore_failure, show_output, **kwargs):
-        exports = tuple((fmt, kwargs.pop(key)) for key, _, fmt in EXPORTS if kwargs.get(key))
+        exports = tuple((fmt, kwargs.pop(key)) for key, _, fmt in EXPORTS if kwargs.get(key) is not None)
         for key, _, _ in EXPORTS:
             kwargs.pop(key, None)
         return func(*args, extras=Extras(tuple(scans), step, tuple(names), ignore_failure, show_output, exports),
@@ -79,5 +80,8 @@ def write_exports(extras: Extras, report) -> None:
             text = render_file(report.summary_path, "csv") if report.summary_path else ""
         else:
             text = render_ab(report.outcomes, fmt)
-        Path(path).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        try:
+            Path(path).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        except OSError as exc:  # what the check before the run could not foresee (a full disk, /proc)
+            raise InputError(f"cannot export {fmt} to {path}: {exc.strerror or exc}") from None
         click.echo(f"exported {fmt}: {path}", err=True)

@@ -7,13 +7,12 @@ import click
 
 from strata_bench.cli.devices import chosen_devices, device_names, progress
 from strata_bench.cli.gpu_run import compilers_for_gpu_run
-from strata_bench.cli.options import (FiniteFloat, case_filter_options, case_request_options, device_option,
-                                      list_option, make_filter, output_option, quiet_option, results_option)
+from strata_bench.cli.options import (FiniteFloat, device_option, list_option, output_option, quiet_option,
+                                      results_option, run_options)
 
 
 @click.command("bench")
-@case_filter_options
-@case_request_options
+@run_options("bench")
 @click.option("--hot", is_flag=True, help="Time with warm caches (one input copy) instead of rotating cold copies.")
 @click.option("--budget", type=FiniteFloat(min=0, min_open=True), default=2.0, show_default=True,
               help="Seconds of trials per variant at most.")
@@ -24,8 +23,7 @@ from strata_bench.cli.options import (FiniteFloat, case_filter_options, case_req
 @results_option()
 @list_option
 @quiet_option
-def command(families, formats, pattern, kernels_dir, cases_file, request, hot, budget, rel_ci,
-            device_spec, output, results_dir, list_only, quiet):
+def command(spec, hot, budget, rel_ci, device_spec, output, results_dir, list_only, quiet):
     """Time kernel variants: us per call, GB/s, fraction of the measured ceiling that bounds them.
 
     Each case runs its variants once at the timed shape and must agree bitwise before it is timed.
@@ -49,19 +47,19 @@ def command(families, formats, pattern, kernels_dir, cases_file, request, hot, b
         strata-bench bench --variants examples/toml_variant/variants.toml --family mmvq --shape 131072x8192 --cols 1,8
         strata-bench bench --gguf model.gguf --tensor 'blk\\.0\\.ffn_down' --rows 0:4096 --family mmvq --cols 1,8
     """
-    from strata_bench.runner import loop as engine
+    from strata_bench.runs.prepare import prepare
     from strata_bench.runs import Selection
     from strata_bench.runs.bench import BenchPlan, run_bench
     from strata_bench.timing.bench import TimingConfig
 
-    cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, purpose="bench",
-                                 request=request)
+    prepared = prepare(spec)
+    cases = prepared.cases
     if list_only:
         from strata_bench.cli.listing import echo_cases
 
-        return echo_cases(cases, request.adds_variants)
+        return echo_cases(cases, spec.adds_variants)
     devices = chosen_devices(device_spec, len(cases), "timed")
-    plan = BenchPlan(Selection(cases, devices, device_names(devices), Path(results_dir)),
+    plan = BenchPlan(Selection(prepared.catalog, cases, devices, device_names(devices), Path(results_dir), spec),
                      TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget))
     with compilers_for_gpu_run():  # a variant's missing nvcc skips the run (77), as a missing GPU does
         report = run_bench(plan, None if quiet else progress)

@@ -6,25 +6,20 @@ from typing import Sequence
 
 import click
 
-from strata_bench.cli.options import _split, variants_option
+from strata_bench.cli.options import _split, extension_options
 
 
 @click.command("compile")
 @click.option("--arch", "archs", multiple=True, metavar="SM[,SM]",
               help="Architectures, e.g. 75,80,86,89,90,120 (default: the local GPU's).")
 @click.option("--family", "families", multiple=True, metavar="NAME[,NAME]", help="Only these kernel families.")
-@click.option("--kernels", "kernels_dir", type=click.Path(file_okay=False),
-              help="Directory of the kernel sources the --cases file's families compile.")
-@click.option("--cases", "cases_file", type=click.Path(dir_okay=False),
-              help="Python file declaring extra families (same API as the built-ins).")
 @click.option("--resources", is_flag=True, help="Also print registers, spills, shared memory and stack per kernel.")
 @click.option("--no-cache", is_flag=True, help="Compile again even where the cubin cache has the result.")
-@variants_option
+@extension_options
 @click.option("-j", "--jobs", "workers", type=click.IntRange(1, 64), default=None,
               help="Parallel NVRTC compiles (default: CPU count).")
-def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | None, cases_file: str | None,
-            resources: bool, no_cache: bool, variant_files: Sequence[str], ggml_tree: str | None,
-            ggml_b_tree: str | None, workers: int | None) -> None:
+def command(archs: Sequence[str], families: Sequence[str], resources: bool, no_cache: bool,
+            extensions: tuple, workers: int | None) -> None:
     """Compile kernel sources through NVRTC with the options results record.
 
     Without --arch it builds for the local GPU (exit 77 if there is none); with --arch it needs no GPU,
@@ -46,23 +41,15 @@ def command(archs: Sequence[str], families: Sequence[str], kernels_dir: str | No
     from strata_bench.cli.console import stdout_console
 
     from strata_bench.kernels import jobs as buildplan
-    from strata_bench.runner.devices import local_archs
-    from strata_bench.runner.loop import load_families
+    from strata_bench.gpu.devices import local_archs
+    from strata_bench.runs.catalog import build_catalog
+    from strata_bench.cases.spec import RunSpec
+    from strata_bench.runs.prepare import select_families
 
     arch_list = buildplan.parse_archs(archs) if archs else None  # bad --arch fails before any import
-    chosen = load_families(_split(tuple(families)), cases_file, kernels_dir)
-    if variant_files:
-        from strata_bench.cases import FAMILIES
-        from strata_bench.cases.toml_variant import load_variant_files
-
-        load_variant_files(tuple(variant_files), FAMILIES)
-    if ggml_tree is not None or ggml_b_tree is not None:
-        from strata_bench.cases import FAMILIES
-        from strata_bench.cases.request import CaseRequest
-        from strata_bench.ggml import load
-
-        CaseRequest(ggml=ggml_tree, ggml_b=ggml_b_tree).check()
-        load(FAMILIES, ggml_tree, ggml_b_tree)
+    spec = RunSpec(extensions=extensions)
+    spec.check()
+    chosen = select_families(build_catalog(spec), _split(tuple(families)))
     arch_list = arch_list or local_archs()
     jobs = buildplan.plan(chosen, arch_list)
     outcomes = _run_with_progress(jobs, not no_cache, workers or os.cpu_count() or 1)

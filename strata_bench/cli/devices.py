@@ -7,7 +7,7 @@ from strata_bench.errors import NoGpu
 
 def chosen_devices(device_spec: str, selected: int, verb: str) -> list[int]:
     """--device N|all against the GPUs present; without one, NoGpu says '{selected} cases selected, none {verb}'."""
-    from strata_bench.runner import devices as gpu
+    from strata_bench.gpu import devices as gpu
 
     try:
         return gpu.select_devices(device_spec)
@@ -16,7 +16,7 @@ def chosen_devices(device_spec: str, selected: int, verb: str) -> list[int]:
 
 
 def device_names(devices: list[int]) -> dict[int, str]:
-    from strata_bench.runner import devices as gpu
+    from strata_bench.gpu import devices as gpu
 
     return {d: gpu.device_name(d) for d in devices}
 

@@ -23,7 +23,7 @@ def command(output: str) -> None:
     from strata_bench.cli.console import stdout_console
 
     from strata_bench.report import env as envinfo
-    from strata_bench.runner.devices import require_gpu
+    from strata_bench.gpu.devices import require_gpu
 
     prov = envinfo.collect()
     if output == "json":

@@ -37,7 +37,21 @@ class StrataGroup(click.Group):
         except click.UsageError as exc:
             raise OneLineUsageError(exc) from None
 
-    def invoke(self, ctx: click.Context):  # noqa: D401
+    def invoke(self, ctx: click.Context):
+        try:
+            return self._invoke_mapped(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            from strata_bench.cli.crash import crash_line
+
+            line, code = crash_line(exc)
+            click.echo(line, err=True)
+            ctx.exit(code)
+
+    def _invoke_mapped(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
@@ -100,9 +114,12 @@ def _required_modules() -> set[str]:
 def _context_poisoned(exc: BaseException) -> bool:
     from strata_bench.errors import KernelFault
 
-    while exc is not None:
+    seen: set[int] = set()
+    # A chain can loop (an exception raised from itself, or two that name each other): stop at a repeat.
+    while exc is not None and id(exc) not in seen:
         if isinstance(exc, KernelFault):
             return True
+        seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return False
 
@@ -117,7 +134,8 @@ def _one_line(exc: StrataError) -> str:
 
 @click.group(cls=StrataGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="strata-bench")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help="Show the traceback of an unexpected error (else one line).")
+def cli(debug: bool) -> None:
     """Parity and benchmark harness for CUDA kernels over GGUF-style quantized weights.
 
     Exit codes: 0 ok, 1 a check failed or a regression was found, 2 usage or input error,

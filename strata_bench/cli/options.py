@@ -6,7 +6,7 @@ import math
 
 import click
 
-from strata_bench.cases import CaseFilter
+from strata_bench.cases.case import CaseFilter
 from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError
 
@@ -26,20 +26,6 @@ class FiniteFloat(click.FloatRange):
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
-
-
-def case_filter_options(func):
-    """--family, --format, -k REGEX, --kernels DIR, --cases FILE.py (filters into `case_filter`)."""
-    func = click.option("--cases", "cases_file", type=click.Path(dir_okay=False),
-                        help="Python file declaring extra families/cases (same API as the built-ins).")(func)
-    func = click.option("--kernels", "kernels_dir", type=click.Path(file_okay=False),
-                        help="Directory of extra kernel sources the --cases file compiles.")(func)
-    func = click.option("-k", "pattern", metavar="REGEX", help="Only cases whose name matches REGEX.")(func)
-    func = click.option("--format", "formats", multiple=True, metavar="FMT[,FMT]",
-                        help="Only these quant formats.")(func)
-    func = click.option("--family", "families", multiple=True, metavar="NAME[,NAME]",
-                        help="Only these kernel families.")(func)
-    return func
 
 
 def make_filter(families: tuple[str, ...], formats: tuple[str, ...], pattern: str | None) -> CaseFilter:
@@ -119,6 +105,12 @@ def parse_cols(value: str | None) -> tuple[int, ...] | None:
     return cols
 
 
+_FILTER_OPTIONS = (
+    click.option("--family", "families", multiple=True, metavar="NAME[,NAME]", help="Only these kernel families."),
+    click.option("--format", "formats", multiple=True, metavar="FMT[,FMT]", help="Only these quant formats."),
+    click.option("-k", "pattern", metavar="REGEX", help="Only cases whose name matches REGEX."),
+)
+
 _REQUEST_OPTIONS = (
     click.option("--shape", metavar="ROWSxCOLS",
                  help="Replace each case's shape (e.g. 131072x8192, the DRAM shape); exit 2 where a format's "
@@ -133,14 +125,6 @@ _REQUEST_OPTIONS = (
                  help="Run every selected family's cases over rows read from this GGUF file (with --tensor)."),
     click.option("--tensor", "tensor_regex", metavar="REGEX", help="With --gguf: the tensors to read (re.search)."),
     click.option("--rows", "rows_spec", metavar="A:B", help="With --gguf: rows A to B of each tensor (default 0:64)."),
-    click.option("--ggml", "ggml_tree", metavar="PATH",
-                 help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec, dequantization and "
-                      "q8_1 kernels, built unchanged (nvcc, else NVRTC), join mmvq, dequant and q8_1 as variant ggml."),
-    click.option("--ggml-b", "ggml_b_tree", metavar="PATH",
-                 help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
-    click.option("--variants", "variant_files", multiple=True, type=click.Path(dir_okay=False),
-                 metavar="FILE.toml", help="Kernel variants declared in TOML against a family's ABI "
-                                          "(docs/ABI.md); they join the family's variant table."),
 )
 
 
@@ -152,28 +136,56 @@ def _rows(spec: str | None) -> tuple[int, int] | None:
     return parse_rows(spec)
 
 
-def case_request_options(func):
-    """--shape, --cols, --fixtures, --gguf, --tensor, --rows, --variants, parsed into `request`
-    (a CaseRequest) before the command runs."""
+def _extension_options() -> list:
+    from strata_bench.cases.extensions import extension_types
+
+    return [option for ext in extension_types() for option in ext.options]
+
+
+def _pop_extensions(kwargs: dict) -> tuple:
+    """The extensions the command line asked for; their options' values leave `kwargs`."""
+    from strata_bench.cases.extensions import extension_types, extensions_from, option_names
+
+    names = [n for ext in extension_types() for n in option_names(ext)]
+    return extensions_from({n: kwargs.pop(n) for n in names})
+
+
+def run_options(purpose: str = "parity"):
+    """Every option that declares a run's cases (the filters, the sweep and real weights, every extension's
+    own), parsed into `spec` (a cases/spec.RunSpec) before the command runs; the command's --device N|all,
+    where it has one, is read into the spec too. Each option is declared once, here or in its extension."""
+
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, families, formats, pattern, shape, cols_spec, fixture_patterns, gguf_file,
+                    tensor_regex, rows_spec, **kwargs):
+            from strata_bench.cases.spec import RunSpec
+
+            request = CaseRequest(parse_shape(shape), parse_cols(cols_spec), tuple(fixture_patterns), gguf_file,
+                                  tensor_regex, _rows(rows_spec))
+            spec = RunSpec(make_filter(families, formats, pattern), request, str(kwargs.get("device_spec", "0")),
+                           _pop_extensions(kwargs), purpose)
+            return func(*args, spec=spec, **kwargs)
+
+        for option in reversed((*_FILTER_OPTIONS, *_extension_options(), *_REQUEST_OPTIONS)):
+            wrapper = option(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def extension_options(func):
+    """Every extension's options alone (compile: no cases, only the families and variant tables), parsed into
+    `extensions` (a tuple)."""
 
     @functools.wraps(func)
-    def wrapper(*args, shape, cols_spec, fixture_patterns, gguf_file, tensor_regex, rows_spec, ggml_tree,
-                ggml_b_tree, variant_files, **kwargs):
-        request = CaseRequest(parse_shape(shape), parse_cols(cols_spec), tuple(fixture_patterns), gguf_file,
-                              tensor_regex, _rows(rows_spec), tuple(variant_files), ggml_tree, ggml_b_tree)
-        return func(*args, request=request, **kwargs)
+    def wrapper(*args, **kwargs):
+        extensions = _pop_extensions(kwargs)
+        return func(*args, extensions=extensions, **kwargs)
 
-    for option in reversed(_REQUEST_OPTIONS):
+    for option in reversed(_extension_options()):
         wrapper = option(wrapper)
     return wrapper
-
-
-def variants_option(func):
-    """--variants FILE.toml (repeatable) into `variant_files`, and --ggml/--ggml-b into `ggml_tree` and
-    `ggml_b_tree` (compile: no cases, only the variant tables)."""
-    for option in reversed(_REQUEST_OPTIONS[-3:]):
-        func = option(func)
-    return func
 
 
 def list_option(func):

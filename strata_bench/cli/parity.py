@@ -7,18 +7,17 @@ import click
 
 from strata_bench.cli.devices import chosen_devices, device_names, progress
 from strata_bench.cli.gpu_run import compilers_for_gpu_run
-from strata_bench.cli.options import (case_filter_options, case_request_options, device_option, list_option,
-                                      make_filter, output_option, quiet_option, results_option)
+from strata_bench.cli.options import (device_option, list_option, output_option, quiet_option, results_option,
+                                      run_options)
 from strata_bench.cli.sanitizing import sanitize_option
 from strata_bench.errors import CheckFailed, KernelFault
 
 
 @click.command("parity")
-@case_filter_options
+@run_options("parity")
 @device_option()
 @output_option()
 @results_option("Where to keep the raw records and the summary (results/<device>/parity-*.json).")
-@case_request_options
 @list_option
 @click.option("--profile", is_flag=True,
               help="Print the seconds spent per phase (inputs, references, launches, comparisons; the compile "
@@ -30,8 +29,7 @@ from strata_bench.errors import CheckFailed, KernelFault
                    "written when every case passes; the end of the run says where they went.")
 @sanitize_option
 @quiet_option
-def command(families, formats, pattern, kernels_dir, cases_file, device_spec, output, results_dir, request, list_only,
-            quiet, profile, dump_dir, sanitize):
+def command(spec, device_spec, output, results_dir, list_only, quiet, profile, dump_dir, sanitize):
     """Check bitwise and float64 parity of kernel variants, case by case.
 
     Every variant runs twice over two poisons (an unwritten element fails), every variant is compared
@@ -67,25 +65,27 @@ def command(families, formats, pattern, kernels_dir, cases_file, device_spec, ou
     off, so every array is its own allocation): one line per finding, `TOOL: CASE: KERNEL: ERROR`, then
     each tool's cases and findings; the full reports are in results/<device>/sanitize-TOOL-*.log.
     """
-    from strata_bench.runner import loop as engine
+    from strata_bench.runs.prepare import prepare
     from strata_bench.runs import Selection
     from strata_bench.runs.parity import ParityPlan, run_parity
 
-    rerun = _rerun_command(request, cases_file, kernels_dir)
+    rerun = _rerun_command(spec)
     dump = _failure_dump(dump_dir, rerun)  # a bad folder is refused before any case is made or run
-    cases = engine.prepare_cases(make_filter(families, formats, pattern), cases_file, kernels_dir, request=request)
+    prepared = prepare(spec)
+    cases = prepared.cases
     # Said on stderr (never in --list's stdout): a lost fixtures folder or family shows as a smaller count.
     click.echo(_selection_line(cases), err=True)
     if list_only:
         from strata_bench.cli.listing import echo_cases
 
-        return echo_cases(cases, request.adds_variants)
+        return echo_cases(cases, spec.adds_variants)
     if sanitize:
         from strata_bench.cli.sanitizing import run_sanitize
 
-        return run_sanitize(click.get_current_context(), sanitize, cases, device_spec, results_dir, quiet)
+        return run_sanitize(spec, sanitize, cases, results_dir, quiet)
     devices = chosen_devices(device_spec, len(cases), "run")
-    plan = ParityPlan(Selection(cases, devices, device_names(devices), Path(results_dir)), rerun, dump, profile)
+    selection = Selection(prepared.catalog, cases, devices, device_names(devices), Path(results_dir), spec)
+    plan = ParityPlan(selection, rerun, dump, profile)
     with compilers_for_gpu_run():  # a variant's missing nvcc skips the run (77), as a missing GPU does
         report = run_parity(plan, None if quiet else progress, warn=lambda text: click.echo(text, err=True))
     _render(report, devices, output, rerun)
@@ -119,11 +119,11 @@ def _selection_line(cases) -> str:
     return f"{len(cases)} cases selected, {real} of them on real weights ({fixtures} fixtures)"
 
 
-def _rerun_command(request, cases_file, kernels_dir):
+def _rerun_command(spec):
     """result -> the command line that reruns its case alone, on its device, selected as this run did."""
     from strata_bench.cases.rerun import rerun_command
 
-    return lambda result: rerun_command(result.case, request, result.device, cases_file, kernels_dir)
+    return lambda result: rerun_command(result.case, spec, result.device)
 
 
 def _failure_dump(dump_dir, rerun):
@@ -169,6 +169,8 @@ def _render(report, devices, output, rerun=None) -> None:
             click.echo(c.text())
         if sources:
             click.echo(sources_markdown(sources))
+    for note in report.notes:
+        click.echo(f"\nnote: {note}" if output == "md" else f"note: {note}")
     line = (f"{len(run.results)} cases, {run.failures} failures on {len(devices)} device"
             f"{'s' if len(devices) != 1 else ''}; results: {report.summary_path}")
     click.echo(line, err=output == "md")

@@ -1,6 +1,8 @@
 """`strata-bench report FILE`: render any stored results file."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from strata_bench.cli.options import output_option
@@ -9,9 +11,9 @@ from strata_bench.cli.options import output_option
 @click.command("report")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.")
-@click.option("--peer", "peer_csv", type=click.Path(dir_okay=False), default=None, metavar="ggml|CSV",
-              help="Set an mmvq bench file against a peer's figures: `ggml`, the file's own ggml rows (bench "
-                   "--ggml times llama.cpp's kernel in the same run), or a CSV (format, ncols, us[, rows, cols]): "
+@click.option("--peer", "peer_csv", type=click.Path(dir_okay=False), default=None, metavar="VARIANT|CSV",
+              help="Set an mmvq bench file against a peer's figures: a VARIANT of the file (another engine's "
+                   "kernel timed in the same run), or a CSV (format, ncols, us[, rows, cols]): "
                    "per format and column count each variant's us and GB/s, the best's share of the read "
                    "ceiling, the peer's us, peer/best and the issue-14 target, met or missed.")
 def command(path, output, peer_csv):
@@ -31,7 +33,8 @@ def command(path, output, peer_csv):
     """
     if peer_csv is not None:
         from strata_bench.results.load import load
-        from strata_bench.report.peer import load_peer, own_records, peer_in_records, peer_rows, render_peer
+        from strata_bench.report.peer import (foreign_variants, load_peer, own_records, peer_in_records, peer_rows,
+                                              render_peer)
 
         loaded = load(path)
         if loaded.kind != "bench":
@@ -39,8 +42,11 @@ def command(path, output, peer_csv):
 
             raise InputError(f"--peer needs a bench results file; {loaded.path.name} is a {loaded.kind} file")
         records = list(loaded.records)
-        peer = peer_in_records(records) if peer_csv == "ggml" else load_peer(peer_csv)
-        rows = peer_rows(own_records(records), peer)
+        foreign = foreign_variants((loaded.summary or {}).get("provenance") or {})
+        named = peer_csv in foreign or (not Path(peer_csv).exists() and any(r.get("variant") == peer_csv
+                                                                             for r in records))
+        peer = peer_in_records(records, peer_csv) if named else load_peer(peer_csv)
+        rows = peer_rows(own_records(records, foreign | ({peer_csv} if named else set())), peer)
         click.echo(render_peer(rows, output), nl=False if output == "csv" else True)
         return
     from strata_bench.report.render import render_file

@@ -1,5 +1,5 @@
 """`parity --sanitize TOOL[,TOOL]`: the option, and the run that starts parity again under compute-sanitizer
-once per tool with the same selection (the reading of the report is runner/sanitize.py's)."""
+once per tool with the same selection (the reading of the report is gpu/sanitize.py's)."""
 from __future__ import annotations
 
 import sys
@@ -9,17 +9,11 @@ from typing import Any, Sequence
 
 import click
 
-from strata_bench.cli.options import check_quant_formats
 from strata_bench.errors import CheckFailed, InputError, NoGpu
-
-# The options of parity that select what runs; the child gets them as given, and nothing else (no
-# output format, no --results, no --sanitize: the child must not start the sanitizer again).
-SELECTION = ("families", "formats", "pattern", "kernels_dir", "cases_file", "device_spec", "shape", "cols_spec",
-             "fixture_patterns", "gguf_file", "tensor_regex", "rows_spec", "ggml_tree", "ggml_b_tree", "variant_files")
 
 
 def _parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
-    from strata_bench.runner import sanitize
+    from strata_bench.gpu import sanitize
 
     if value is None:
         return ()
@@ -43,37 +37,19 @@ def sanitize_option(func):
              "finding, 77 where compute-sanitizer or a GPU is missing.")(func)
 
 
-def selection_args(ctx: click.Context, names: Sequence[str] = SELECTION) -> list[str]:
-    """The selecting options of this command line as the child's arguments (each option's own spelling)."""
-    params = {p.name: p for p in ctx.command.params if isinstance(p, click.Option)}
-    args: list[str] = []
-    for name in names:
-        param, value = params.get(name), ctx.params.get(name)
-        if param is None or value is None or value == () or value == "":
-            continue
-        flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
-        values = value if param.multiple else (value,)
-        if name == "formats":
-            quant = check_quant_formats(tuple(values))
-            values = [",".join(quant)] if quant else []
-        for v in values:
-            args += [flag, str(v)]
-    return args
-
-
-def run_sanitize(ctx: click.Context, tools: Sequence[str], cases: Sequence[Any], device_spec: str, results_dir: str,
-                 quiet: bool) -> None:
-    """Each tool over the selected cases in a child parity; findings and a summary line per tool on stdout.
+def run_sanitize(spec: Any, tools: Sequence[str], cases: Sequence[Any], results_dir: str, quiet: bool) -> None:
+    """Each tool over the selected cases in a child parity, given the run's own declared options
+    (spec.argv()); findings and a summary line per tool on stdout.
     ToolMissing or NoGpu (exit 77) where compute-sanitizer or a GPU is missing; CheckFailed on any
     finding or a run that went wrong."""
     from strata_bench.results.paths import device_directory
     from strata_bench.results.store import utc_stamp
-    from strata_bench.runner import devices as gpu
-    from strata_bench.runner import sanitize
+    from strata_bench.gpu import devices as gpu
+    from strata_bench.gpu import sanitize
 
     sanitizer = sanitize.find_sanitizer()
     try:
-        devices = gpu.select_devices(device_spec)
+        devices = gpu.select_devices(spec.device)
     except NoGpu as exc:
         raise NoGpu(f"sanitize skipped: {str(exc).removeprefix('skipped: ')}; {len(cases)} cases selected, "
                     "none run") from None
@@ -82,7 +58,7 @@ def run_sanitize(ctx: click.Context, tools: Sequence[str], cases: Sequence[Any],
     stamp = utc_stamp()
     findings = problems = 0
     with tempfile.TemporaryDirectory(prefix="strata-sanitize-") as scratch:
-        child = [sys.executable, "-m", "strata_bench", "parity", *selection_args(ctx), "-q", "--results", scratch]
+        child = [sys.executable, "-m", "strata_bench", "parity", *spec.argv(), "-q", "--results", scratch]
         for tool in tools:
             if not quiet:
                 click.echo(f"{tool}: {len(cases)} cases under {sanitizer} ...", err=True)

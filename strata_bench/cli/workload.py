@@ -32,7 +32,7 @@ def command(tokens_spec, decode_tokens, layers, fmt, device):
             --metric 'prefill=prefill (?P<key>\\d+) tokens in (?P<value>[0-9.]+) ms' \\
             --same 'logits=logits sha256 (?P<key>\\d+): (?P<value>\\w+)' -- strata-bench workload --tokens 128,512
     """
-    from strata_bench.runner import devices as gpu
+    from strata_bench.gpu import devices as gpu
     from strata_bench.workloads import decoder as workload
 
     sizes = parse_sizes(tokens_spec)

@@ -18,7 +18,7 @@ import numpy as np
 
 from strata_bench.data.fixture import Fixture, FixtureRef, ref_from_entry
 from strata_bench.data.gguf_layout import GgufLayout, TensorInfo, read_layout
-from strata_bench.data.store import gguf_cache_root as cache_root  # noqa: F401  (this module's own name for it)
+from strata_bench.data.store import gguf_cache_root as cache_root  # this module's own name for it
 from strata_bench.errors import InputError
 
 DEFAULT_ROWS = 64  # rows read from each tensor when no --rows is given (as `fixtures from-gguf`)

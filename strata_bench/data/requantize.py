@@ -118,7 +118,7 @@ class GgmlQuantizer:
         if written != out.nbytes:
             raise InputError(f"ggml_quantize_chunk wrote {written} bytes for {fmt.name}, expected {out.nbytes}")
         if not self.lib.ggml_validate_row_data(qtype, out.ctypes.data, out.nbytes):
-            raise InputError(f"ggml_validate_row_data rejected the {fmt.name} rows ggml just made")
+            raise InputError(f"ggml_validate_row_data rejected the {fmt.name} rows the quantizer just made")
         return out
 
     def requires_imatrix(self, fmt: QuantFormat) -> bool:

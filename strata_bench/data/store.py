@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import tempfile
 import zipfile
@@ -155,6 +156,7 @@ def _fixture_arrays(fix: Fixture) -> dict[str, np.ndarray]:
 
 def _read_npz(path: Path, name: str) -> Fixture:
     try:
+        _check_members(path, name)
         with np.load(path, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
     except ValueError as exc:
@@ -172,6 +174,25 @@ def _read_npz(path: Path, name: str) -> Fixture:
                        meta.get("provenance", {}), arrays.get("activations"))
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"fixture {name!r}: {path.name} has bad metadata ({exc})") from None
+
+
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _check_members(path: Path, name: str) -> None:
+    """Every .npy member holds the bytes its header declares: np.load allocates the declared shape before
+    it reads (a header of 10**15 values in a file of 100 bytes was a MemoryError)."""
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            with archive.open(info) as member:
+                header = _NPY_HEADERS.get(np.lib.format.read_magic(member))
+                if header is None:
+                    continue  # a version np.load refuses itself, in one line
+                shape, _fortran, dtype = header(member)
+            declared = math.prod(shape) * dtype.itemsize
+            if declared > info.file_size:
+                raise InputError(f"fixture {name!r}: {path.name}: {info.filename} declares {declared} bytes "
+                                 f"(shape {list(shape)}, {dtype}) but holds {info.file_size} bytes")
 
 
 # --- the manifest ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, AbiArg, Case, Expect
                               Variant, ceil_div, check_shape, fixture_ref, padded, padded_row_args, parse_data,
                               row_stride, traits, weights)
 
-from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS  # noqa: E402
+from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS
 VARIANTS = ("dequant",)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from strata_bench.kit import (AbiArg, Case, CheckFailed, Expected, Family, FixtureRef, InputError, LaunchAbi, Variant,
                               ceil_div, parse_data)
 
-from strata_bench.kernels.constants import BLOCK_SHAPES, FP16DEQ_THREADS as THREADS  # noqa: E402
+from strata_bench.kernels.constants import BLOCK_SHAPES, FP16DEQ_THREADS as THREADS
 GENERIC, VEC16 = "generic", "vec16"
 FORMATS = {fmt: BLOCK_SHAPES[fmt] for fmt in ("q8_0", "iq4_xs")}  # values and bytes per block
 SRC_ALIGN = {"q8_0": 2, "iq4_xs": 8}  # source alignment the 16-byte kernel's loads need

@@ -33,8 +33,8 @@ from strata_bench.kit import (Q8_1_BYTES, U32, U64, AbiArg, Case, Expected, Fami
                               q8_1_deviation, q8_1_staging_bytes, q8_1_value_error, quantize_q8_1, row_stride,
                               traits, weights)
 
-from strata_bench.kernels.constants import GROUPED_WARPS as WARPS  # noqa: E402
-from strata_bench.kernels.constants import GROUPED_ENTRIES as ENTRIES_PER_PASS  # noqa: E402
+from strata_bench.kernels.constants import GROUPED_WARPS as WARPS
+from strata_bench.kernels.constants import GROUPED_ENTRIES as ENTRIES_PER_PASS
 ROWS_PER_WARP = 2    # R of the new kernels
 GATE_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_m", "iq4_xs", "q2_0")
 DOWN_FORMATS = ("iq4_nl", "q2_0", "iq4_xs")

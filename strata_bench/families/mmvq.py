@@ -37,12 +37,12 @@ from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, 
                               q8_1_staging_bytes, quantize_q8_1, resident_blocks, row_stride, shared_optin, traits,
                               weights)
 
-from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS  # noqa: E402
-from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS  # noqa: E402
-from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN_BLOCKS_WIDE  # noqa: E402
-from strata_bench.families.mmvq_foreign import FOREIGN_FIXTURE_NCOLS, foreign_expected, foreign_shapes  # noqa: E402
-from strata_bench.families.mmvq_decoders import DECODERS, Decoder, decoder_table_bytes, decoder_traits  # noqa: E402
-from strata_bench.families.mmvq_mma import (MMA_SOURCE, MmaConfig, launch_mma_pass, mma_config,  # noqa: E402
+from strata_bench.kernels.constants import MMVQ_OLD_WARPS as OLD_WARPS
+from strata_bench.kernels.constants import MMVQ_NEW_WARPS as NEW_WARPS
+from strata_bench.kernels.constants import MMVQ_NEW_MIN_BLOCKS_ONE, MMVQ_NEW_MIN_BLOCKS_WIDE
+from strata_bench.families.mmvq_foreign import FOREIGN_FIXTURE_NCOLS, foreign_expected, foreign_shapes
+from strata_bench.families.mmvq_decoders import DECODERS, Decoder, decoder_table_bytes, decoder_traits
+from strata_bench.families.mmvq_mma import (MMA_SOURCE, MmaConfig, launch_mma_pass, mma_config,
                                             mma_kernels)
 
 
@@ -195,6 +195,17 @@ class Mmvq(Family):
         shipped = fixture_ref(fixture_name(fmt))
         if shipped is not None:
             cases += self.fixture_cases(shipped, FOREIGN_FIXTURE_NCOLS, fmt=fmt)
+        return cases
+
+    def grid_cases(self, formats: Iterable[str], shapes: Iterable[tuple[int, int]],
+                   ncols: tuple[int, ...]) -> list[Case]:
+        """Each format's seeded cases over every shape x column count, then its edge and fixture cases at
+        the same counts (an extending family's parity grid)."""
+        shapes = tuple(shapes)
+        cases = []
+        for fmt in formats:
+            cases += [self.case(fmt, rows, cols, n, "seed:1") for rows, cols in shapes for n in ncols]
+            cases += self.edge_and_fixture_cases(fmt, ncols, ncols)
         return cases
 
     def edge_and_fixture_cases(self, fmt: str, edge_ncols: tuple[int, ...],

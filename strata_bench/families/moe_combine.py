@@ -31,8 +31,8 @@ import numpy as np
 from strata_bench.kit import (U32, U64, AbiArg, Case, Expected, Family, InputError, LaunchAbi, Variant, fp16_half_ulp,
                               gamma, parse_data)
 
-from strata_bench.kernels.constants import MOE_THREADS as THREADS  # noqa: E402
-from strata_bench.kernels.constants import MOE_RESIDUAL_ROWS as RESIDUAL_ROWS  # noqa: E402
+from strata_bench.kernels.constants import MOE_THREADS as THREADS
+from strata_bench.kernels.constants import MOE_RESIDUAL_ROWS as RESIDUAL_ROWS
 FUSED_TOPK = (8,)  # fused kernel instances: TOPK x EPT (H = 256 * EPT)
 FUSED_EPT = (8, 16)
 DEFAULT_EPS = 1e-6

@@ -32,8 +32,8 @@ import numpy as np
 from strata_bench.kit import (Case, Expected, Family, FixtureRef, InputError, LaunchAbi, Variant, ceil_div,
                               parse_data)
 
-from strata_bench.families.pfgemm_groups import FAMILY, GROUPS_A, group_sizes, group_sizes_of, token_tiles  # noqa: E402,F401
-from strata_bench.kernels.constants import PFGEMM_FORMAT_IDS as FORMAT_IDS  # noqa: E402
+from strata_bench.families.pfgemm_groups import FAMILY, GROUPS_A, group_sizes, group_sizes_of, token_tiles
+from strata_bench.kernels.constants import PFGEMM_FORMAT_IDS as FORMAT_IDS
 NEW_FORMATS = {"iq2_s": 512, "iq4_nl": 128}  # format -> K multiple the new kernel needs
 from strata_bench.kernels.constants import PFGEMM_OLD_ROWS as OLD_ROWS, PFGEMM_OLD_TILE_ROWS as OLD_TILE_ROWS  # noqa: E402
 from strata_bench.kernels.constants import PFGEMM_NEW_ROWS as NEW_ROWS, PFGEMM_NEW_TILE_ROWS as NEW_TILE_ROWS  # noqa: E402

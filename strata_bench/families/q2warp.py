@@ -28,7 +28,7 @@ from strata_bench.kit import (Q8_1_BYTES, U64, AbiArg, Case, Expected, Family, F
                               allow_dynamic_shared, ceil_div, dequantize_q8_1, gamma, parse_data, quantize_q8_1,
                               unpack_q8_1)
 
-from strata_bench.kernels.constants import BLOCK_SHAPES, Q2WARP_STATIC_SHARED_BYTES  # noqa: E402
+from strata_bench.kernels.constants import BLOCK_SHAPES, Q2WARP_STATIC_SHARED_BYTES
 BLOCK_VALUES, BLOCK_BYTES = BLOCK_SHAPES["q2_0"]
 GRANULE_BYTES = 16  # q2warp_new reads its buffers as aligned 16-byte granules (q2warp.cu, MEMORY CONTRACT)
 from strata_bench.kernels.constants import Q2WARP_OLD_THREADS as OLD_THREADS  # noqa: E402

@@ -9,7 +9,7 @@ has the format), and how to make seeded random and edge-case blocks. Subclasses 
 from __future__ import annotations
 
 from strata_bench.errors import InputError
-from strata_bench.formats.base import FORMATS, QuantFormat  # noqa: F401  (the package's public names)
+from strata_bench.formats.base import FORMATS, QuantFormat  # the package's public names
 
 
 def get_format(name: str) -> QuantFormat:

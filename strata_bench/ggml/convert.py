@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from strata_bench.cases.c_types import CType
-from strata_bench.cases.toml_args import fastdiv_values as fastdiv  # ggml's init_fastdiv_values
+from strata_bench.toml_abi.c_types import CType
+from strata_bench.toml_abi.args import fastdiv_values as fastdiv  # ggml's init_fastdiv_values
 from strata_bench.ggml.launch import FLOAT_P, I32, I64, U32, UINT3, VOID_P, Launch, Argument
 from strata_bench.ggml.tree import TYPE_NAMES
 from strata_bench.kernels.launch import ceil_div

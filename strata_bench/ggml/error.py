@@ -29,7 +29,7 @@ EXTRA_ROUNDINGS = 4 + 8 + 5  # per term, over the warps, the butterfly
 
 @dataclass(frozen=True)
 class GgmlErrorModel:
-    """ErrorModel-like (cases/error_model.py) for ggml's mul_mat_vec_q over the formats in `formats`: each
+    """ErrorModel-like (toml_abi/error_model.py) for ggml's mul_mat_vec_q over the formats in `formats`: each
     output is held to its own bound, the family's plus ggml's allowance for it (checks/parity.py asks
     `tolerance`)."""
 
@@ -46,6 +46,41 @@ class GgmlErrorModel:
 
     def describe(self) -> str:
         return "the family's bound + ggml's truncations, iq1_s's raw sum and fp32 order (docs/GGML.md)"
+
+
+NEGATIVE_ZERO_BITS = 0x80000000
+# ggml's dequantize_q4_0 forms d * q + (-8 d), which is +0.0 for the code 8; gguf-py's d * (q - 8) is -0.0 where
+# d < 0. The same value: only the bits of that zero differ (docs/GGML.md, "q4_0's zero").
+ZERO_SIGN_FORMATS = ("q4_0",)
+
+
+@dataclass(frozen=True)
+class ZeroSignModel:
+    """ggml's dequantization where it differs from gguf-py only in a zero's sign (`formats`): the reference of
+    the float32 bits allows a zero of either sign where gguf-py's value is a zero, and nothing else; the value
+    references keep their tolerance of 0, so any other difference still fails."""
+
+    formats: tuple[str, ...]
+    bits_label: str = "gguf f32 bits"
+
+    def applies(self, fmt: str) -> bool:
+        return fmt in self.formats
+
+    def tolerance(self, case: Any, exp: Any) -> Any:
+        if exp.label != self.bits_label:
+            return exp.tol
+        ref = np.asarray(exp.ref)
+        own = np.broadcast_to(np.asarray(exp.tol, dtype=np.float64), ref.shape)
+        # The two zeros' bit patterns are 0 and 2^31 apart: allow exactly that where the reference is a zero.
+        return np.where((ref == 0) | (ref == NEGATIVE_ZERO_BITS), float(NEGATIVE_ZERO_BITS), own)
+
+    def describe(self) -> str:
+        return "gguf-py's float32 bits, a zero's sign aside (values compared exactly)"
+
+    @property
+    def note(self) -> str:
+        return (f"ggml's {', '.join(self.formats)} dequantization stores +0.0 where gguf-py stores -0.0 "
+                "(d*q + (-8d) against d*(q-8), d < 0): the sign of a zero is not compared, every value is")
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,5 +1,5 @@
 """One launch of a ggml kernel: its name expression, geometry and arguments, each argument with the C type
-ggml's kernel declares, so the launch is checked against the cubin's parameter table (cases/abi_check.py)
+ggml's kernel declares, so the launch is checked against the cubin's parameter table (toml_abi/abi_check.py)
 before anything runs, as a TOML variant's is.
 
 ggml's kernels take packed rows (a row stride in whole blocks, every row of a CUDA block readable, since
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from strata_bench.cases.abi_check import check_params
-from strata_bench.cases.c_types import CType, as_argument, parse_ctype, struct_type
+from strata_bench.toml_abi.abi_check import check_params
+from strata_bench.toml_abi.c_types import CType, as_argument, parse_ctype, struct_type
 
 U32 = parse_ctype("uint32_t")
 I32 = parse_ctype("int")

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from strata_bench.cases.c_types import CType
-from strata_bench.cases.toml_args import fastdiv_values as fastdiv  # ggml's init_fastdiv_values
+from strata_bench.toml_abi.c_types import CType
+from strata_bench.toml_abi.args import fastdiv_values as fastdiv  # ggml's init_fastdiv_values
 from strata_bench.errors import InputError
 from strata_bench.ggml.launch import FLOAT_P, FUSION, INT_P, NO_FUSION, U32, UINT3, VOID_P, Launch, Argument
 from strata_bench.ggml.tree import GgmlTree

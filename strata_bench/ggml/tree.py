@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,8 +92,15 @@ def locate(path: str | Path, option: str = "--ggml") -> GgmlTree:
                     _read_macros(root / "src/ggml-cuda/vecdotq.cuh", r"VDR_", _VDR_SPELLING, "_Q8_1_MMVQ"))
 
 
+UNKNOWN_VERSION = "unknown"
+
+
 def read_version(root: Path, option: str = "--ggml") -> str:
-    """MAJOR.MINOR.PATCH from ggml's CMakeLists.txt."""
+    """MAJOR.MINOR.PATCH from ggml's CMakeLists.txt; "unknown", said in one line on stderr, for a tree without
+    one (a copy of the sources alone: the file only names the version, which provenance records)."""
+    if not (root / "CMakeLists.txt").exists():
+        print(f"{option} {root}: no CMakeLists.txt, so its version is recorded as {UNKNOWN_VERSION}", file=sys.stderr)
+        return UNKNOWN_VERSION
     text = _read(root / "CMakeLists.txt", option)
     parts = [re.search(rf"set\(GGML_VERSION_{p}\s+(\d+)\)", text) for p in ("MAJOR", "MINOR", "PATCH")]
     if not all(parts):
@@ -103,7 +111,7 @@ def read_version(root: Path, option: str = "--ggml") -> str:
 def tree_hash(root: Path) -> str:
     """sha256 over every file a build of the three sources can read (path and bytes, in sorted order)."""
     digest = hashlib.sha256()
-    files = [root / "CMakeLists.txt"]
+    files = [root / "CMakeLists.txt"] if (root / "CMakeLists.txt").is_file() else []
     files += [p for p in (root / "include").rglob("*") if p.is_file() and p.suffix in _HASHED]
     files += [p for p in (root / "src").glob("*") if p.is_file() and p.suffix in _HASHED]
     files += [p for p in (root / "src/ggml-cuda").rglob("*") if p.is_file() and p.suffix in _HASHED]
@@ -148,6 +156,8 @@ def _squash(text: str) -> str:
 
 
 def _read(path: Path, option: str) -> str:
+    if path.exists() and not path.is_file():  # a FIFO or a device would block the read for ever
+        raise InputError(f"{option} {path.parent}: {path.name} is not a regular file")
     try:
         return path.read_text(errors="replace")
     except OSError as exc:

@@ -18,7 +18,7 @@ from strata_bench.cases.family import Variant
 from strata_bench.errors import InputError
 from strata_bench.ggml import convert, mmvq
 from strata_bench.ggml.build import source_build
-from strata_bench.ggml.error import GgmlErrorModel
+from strata_bench.ggml.error import ZERO_SIGN_FORMATS, GgmlErrorModel, ZeroSignModel
 from strata_bench.ggml.launch import checker, lookup_in, needs_packing, packed_rows
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, GgmlTree
 
@@ -102,8 +102,10 @@ def _attach_dequant(family: Any, tree: GgmlTree, name: str, formats: tuple[str, 
         plan = convert.dequant_plan(case.fmt, case.rows * case.cols, dev.get(key, dev["w"]), outs["y"])
         plan.run(lookup_in(kernels_, unit), stream)
 
+    signed = tuple(f for f in ZERO_SIGN_FORMATS if f in formats)
+    zero_sign = ZeroSignModel(signed) if signed else None
     variant = Variant(name, kernels, launch, f"llama.cpp's dequantize_block kernels, ggml {tree.version}",
-                      formats=formats, prepare=prepare, same_as=same_as)
+                      formats=formats, prepare=prepare, same_as=same_as, error_model=zero_sign)
     build = source_build(tree, CONVERT, f"--ggml variant {name!r}",
                          checker(lambda e: convert.dequant_signature(names[e]), name))
     family.add_variant(variant, unit, (), build)

@@ -23,7 +23,8 @@ from typing import Any, Iterable, Sequence
 
 from strata_bench.errors import CompileError, InputError
 from strata_bench.kernels import closure, nvrtc
-from strata_bench.kernels.sources import kernels_dir, kernels_src_hash
+from strata_bench.kernels import cubin as cubin_module
+from strata_bench.kernels.sources import is_builtin_source, kernels_dir, kernels_src_hash
 
 # Deliberate numerics: IEEE division and sqrt, denormals kept (no FTZ), FMA contraction on (as production
 # builds have it; the arithmetic contracts in kernels_src are written for it). NVRTC's own cache ignores
@@ -217,7 +218,8 @@ def _nvrtc_compile(path: Path, source: str, exprs: Sequence[str], arch: str,
     try:
         cubin, lowered, log = nvrtc.compile_program(path.read_text(encoding="utf-8"), source, exprs, options)
     except nvrtc.NvrtcError as exc:
-        raise CompileError(f"compile failed: {source} for {arch}\n{(exc.log or str(exc)).strip()}") from None
+        raise CompileError(f"compile failed: {source} for {arch}\n{(exc.log or str(exc)).strip()}",
+                           own=is_builtin_source(path)) from None
     return CompiledSource(source, arch, options, cubin, lowered, log)
 
 
@@ -228,8 +230,8 @@ def _cache_load(key: str, source: str, arch: str, options: tuple[str, ...]) -> C
         cubin = base.with_suffix(".cubin").read_bytes()
     except (OSError, ValueError):
         return None
-    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
-        return None  # a torn write: rebuild
+    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256") or not cubin_module.built_for(cubin, arch):
+        return None  # a torn write, or an entry of another architecture: rebuild
     return CompiledSource(source, arch, options, cubin, meta["lowered"], meta["log"], cache_hit=True)
 
 
@@ -320,12 +322,19 @@ def device_arch(device_id: int) -> str:
     return f"sm_{props['major']}{props['minor']}"
 
 
-_LOADED: dict[tuple[str, int], Kernels] = {}
+_LOADED: dict[tuple, Kernels] = {}
+
+
+def _loaded_key(family: Any, device_id: int) -> tuple:
+    """What a family's loaded modules depend on: each run's catalog holds its own copy of a family, with
+    the variants that run added (their sources, options and builds), so the name alone is not enough."""
+    sources = tuple((s, family.source_options(s), family.source_build(s)) for s in family.sources)
+    return family.name, device_id, family.kernels_root, sources
 
 
 def load_kernels(family: Any, device_id: int) -> Kernels:
     """Compile (or fetch from cache) every source of a family for this device's arch and load it there."""
-    key = (family.name, device_id)
+    key = _loaded_key(family, device_id)
     if key not in _LOADED:
         import cupy
 

@@ -10,8 +10,10 @@ architecture; its uncompressed ELF entries are read, a compressed one is refused
 """
 from __future__ import annotations
 
+import contextlib
 import struct
 from dataclasses import dataclass
+from typing import Iterator
 
 from strata_bench.errors import InputError
 
@@ -24,6 +26,8 @@ _EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
 _EIATTR_KPARAM_INFO = 0x17
 _EIATTR_CBANK_PARAM_SIZE = 0x19
 _FATBIN_ELF = 2
+_FATBIN_HEADER = 16  # magic, version, header size, then the size of the entries that follow
+_FATBIN_ENTRY_HEADER = 64  # kind, version, header size, body size, ..., arch at 28, flags at 40
 _FATBIN_COMPRESSED = 0x2000  # entry flag: the payload is compressed (not readable here)
 
 
@@ -72,9 +76,17 @@ def elf_arch(data: bytes) -> int:
     return (flags >> 8) & 0xFF if data[8] >= 8 else flags & 0xFF
 
 
+def built_for(data: bytes, arch: str) -> bool:
+    """Whether `data` is an ELF cubin for `arch` ("sm_90"): a cache entry that is not is built again."""
+    try:
+        return data[:4] == ELF_MAGIC and elf_arch(data) == int(arch.removeprefix("sm_"))
+    except (CubinError, ValueError):
+        return False
+
+
 def _sections(data: bytes) -> list[tuple[str, int, int, int, int]]:
     """(name, type, offset, size, link) of every section of a 64-bit little-endian ELF."""
-    if data[:4] != ELF_MAGIC or data[4] != 2 or data[5] != 1:
+    if data[:4] != ELF_MAGIC or data[4:6] != b"\x02\x01":
         raise CubinError("not a 64-bit little-endian ELF file (a cubin is one)")
     shoff = _u("<Q", data, 0x28)[0]
     entsize, count, strndx = _u("<HHH", data, 0x3A)
@@ -92,6 +104,9 @@ def _symbols(data: bytes, sections) -> list[tuple[str, int, int, int]]:
     """(name, info, other, section index) of every .symtab entry."""
     for name, kind, offset, size, link in sections:
         if kind == 2:  # SHT_SYMTAB
+            if link >= len(sections):
+                raise CubinError(f"corrupt ELF: the symbol table's strings are in section {link}, "
+                                 f"of {len(sections)}")
             strings = sections[link][2]
             out = []
             for i in range(size // 24):
@@ -143,10 +158,13 @@ def fatbin_elves(data: bytes) -> list[tuple[int, bytes | None]]:
     magic, _version, header = _u("<IHH", data, 0)
     if magic != FATBIN_MAGIC:
         raise CubinError("not a fatbin (bad magic)")
+    if header < _FATBIN_HEADER:
+        raise CubinError(f"corrupt fatbin: header size {header} (at least {_FATBIN_HEADER})")
     total = _u("<Q", data, 8)[0]
     out, offset, end = [], header, min(len(data), header + total)
-    while offset + 64 <= end:
+    while offset + _FATBIN_ENTRY_HEADER <= end:
         kind, _ver, head, size = _u("<HHIQ", data, offset)
+        _check_entry(offset, head, size, end)  # so that every entry moves `offset` on, inside the file
         arch = _u("<I", data, offset + 28)[0]
         flags = _u("<Q", data, offset + 40)[0]
         if kind == _FATBIN_ELF:
@@ -156,22 +174,47 @@ def fatbin_elves(data: bytes) -> list[tuple[int, bytes | None]]:
     return out
 
 
+def _check_entry(offset: int, head: int, size: int, end: int) -> None:
+    """A fatbin entry's header holds at least its own fields, and its body ends inside the container: an
+    entry of header and size 0 would be read again for ever (and, an ELF one, listed without end)."""
+    if head < _FATBIN_ENTRY_HEADER:
+        raise CubinError(f"corrupt fatbin: the entry at byte {offset} has a header of {head} bytes "
+                         f"(at least {_FATBIN_ENTRY_HEADER})")
+    if offset + head + size > end:
+        raise CubinError(f"corrupt fatbin: the entry at byte {offset} ({head} + {size} bytes) runs past "
+                         f"the end of the fatbin at byte {end}")
+
+
 def elf_for_arch(data: bytes, arch: int, what: str) -> bytes:
     """The ELF image of `data` (a cubin, or a fatbin's entry) built for `arch`; CubinError naming the
     architectures it has otherwise (`what` names the file in the message)."""
+    with named(what):
+        return _select(data, arch)
+
+
+@contextlib.contextmanager
+def named(what: str) -> Iterator[None]:
+    """CubinErrors of the block start with `what` (the file), whichever reader found the problem."""
+    try:
+        yield
+    except CubinError as exc:
+        raise CubinError(f"{what}: {exc}") from None
+
+
+def _select(data: bytes, arch: int) -> bytes:
     if data[:4] == ELF_MAGIC:
         have = elf_arch(data)
         if have != arch:
-            raise CubinError(f"{what}: a cubin for sm_{have}, not sm_{arch}")
+            raise CubinError(f"a cubin for sm_{have}, not sm_{arch}")
         return data
     if len(data) >= 4 and _u("<I", data, 0)[0] == FATBIN_MAGIC:
         entries = fatbin_elves(data)
         for have, body in entries:
             if have == arch:
                 if body is None:
-                    raise CubinError(f"{what}: its sm_{arch} entry is compressed (rebuild the fatbin with "
+                    raise CubinError(f"its sm_{arch} entry is compressed (rebuild the fatbin with "
                                      "-Xfatbin=-compress-all=false, or give the cubin)")
                 return body
         archs = ", ".join(f"sm_{a}" for a, _ in entries) or "none"
-        raise CubinError(f"{what}: a fatbin without an sm_{arch} cubin (it has: {archs})")
-    raise CubinError(f"{what}: neither a cubin (ELF) nor a fatbin")
+        raise CubinError(f"a fatbin without an sm_{arch} cubin (it has: {archs})")
+    raise CubinError("neither a cubin (ELF) nor a fatbin")

@@ -53,6 +53,7 @@ class CompileOutcome:
     resources: tuple[build.KernelResources, ...] = ()
     error: str | None = field(default=None, repr=False)  # the NVRTC log of a failed compile
     skipped: str | None = None  # why this host cannot compile it (a missing toolkit header)
+    own_source: bool = False  # a failed compile of kernels_src/ (exit 1), not of a user's source (exit 2)
 
     @property
     def ok(self) -> bool:
@@ -94,7 +95,7 @@ def run_job(job: CompileJob, use_cache: bool = True) -> CompileOutcome:
     except build.ToolkitHeadersMissing as exc:
         return CompileOutcome(job, time.perf_counter() - start, skipped=str(exc))
     except CompileError as exc:
-        return CompileOutcome(job, time.perf_counter() - start, error=str(exc))
+        return CompileOutcome(job, time.perf_counter() - start, error=str(exc), own_source=exc.own)
     resources = tuple(build.parse_resources(compiled.log, compiled.lowered))
     return CompileOutcome(job, time.perf_counter() - start, compiled.cache_hit, resources)
 
@@ -119,4 +120,5 @@ def raise_for_failures(outcomes: Sequence[CompileOutcome]) -> None:
     failed = [o for o in outcomes if o.error is not None]
     if failed:
         logs = "\n\n".join(o.error or "" for o in failed)
-        raise CompileError(f"{len(failed)} of {len(outcomes)} compile(s) failed\n{logs}")
+        raise CompileError(f"{len(failed)} of {len(outcomes)} compile(s) failed\n{logs}",
+                           own=any(o.own_source for o in failed))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from strata_bench.errors import CompileError, InputError
+from strata_bench.kernels import cubin
 
 ERROR_LINES = 12  # lines of nvcc's output a compile error shows
 
@@ -91,7 +92,7 @@ def compile_cubin(source: Path, arch: str, options: Sequence[str], cache: Path |
     version = nvcc_version(nvcc)
     recorded = tuple(command(nvcc, source, arch, options))  # exact, but for the temporary output's name
     key = nvcc_cache_key(source, options, version, arch, inputs_hash)
-    if cache is not None and (hit := _load(cache, key)) is not None:
+    if cache is not None and (hit := _load(cache, key, arch)) is not None:
         return hit
     with tempfile.TemporaryDirectory(prefix="strata-nvcc-") as tmp:
         out = Path(tmp, "out.cubin")
@@ -101,20 +102,30 @@ def compile_cubin(source: Path, arch: str, options: Sequence[str], cache: Path |
             head = "\n".join(log.splitlines()[:ERROR_LINES])
             raise CompileError(f"nvcc failed: {label or source} for {arch} (exit {done.returncode})\n{head}")
         built = NvccOutput(out.read_bytes(), recorded, version, log)
+    if not cubin.built_for(built.cubin, arch):  # never cached, never used: another arch would load and fault
+        raise CompileError(f"nvcc built {label or source} for another architecture than {arch} "
+                           f"(sm_{_arch_of(built.cubin)}): an option overrides -arch")
     if cache is not None:
         _store(cache, key, built)
     return built
 
 
-def _load(cache: Path, key: str) -> NvccOutput | None:
+def _arch_of(data: bytes) -> str:
+    try:
+        return str(cubin.elf_arch(data))
+    except cubin.CubinError:
+        return "?"
+
+
+def _load(cache: Path, key: str, arch: str) -> NvccOutput | None:
     try:
         meta = json.loads((cache / f"{key}.json").read_text())
-        cubin = (cache / f"{key}.cubin").read_bytes()
+        image = (cache / f"{key}.cubin").read_bytes()
     except (OSError, ValueError):
         return None
-    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
-        return None  # a torn write: build again
-    return NvccOutput(cubin, tuple(meta["command"]), meta["version"], meta["log"], cache_hit=True)
+    if hashlib.sha256(image).hexdigest() != meta.get("cubin_sha256") or not cubin.built_for(image, arch):
+        return None  # a torn write, or an entry of another architecture: build again
+    return NvccOutput(image, tuple(meta["command"]), meta["version"], meta["log"], cache_hit=True)
 
 
 def _store(cache: Path, key: str, built: NvccOutput) -> None:

@@ -5,7 +5,7 @@ Why: a TOML variant's kernel name and argument list are checked when the file is
 `compile`), so a mistyped name is one line naming the TOML key instead of a compiler's page of
 `__nv_name_map` errors, and a short argument list is caught before a launch reads past it. This is a
 text scan, not a parser: a kernel it cannot see (made by a macro) is not refused here, and the cubin's
-parameter table (kernels/param_check.py) checks every launch exactly once it is compiled.
+parameter table (toml_abi/abi_check.py) checks every launch exactly once it is compiled.
 """
 from __future__ import annotations
 

@@ -19,6 +19,16 @@ def builtin_data(name: str) -> Path:
     return PACKAGE_DIR / f"builtin_{name}"
 
 
+def builtin_kernels_dir() -> Path:
+    """This project's own kernels_src (a checkout's, or the wheel's package data), whatever
+    $STRATA_KERNELS_SRC says: a compile error there is a defect of the tool, not the user's input."""
+    return Path(builtin_data("kernels_src")).resolve()
+
+
+def is_builtin_source(path: Path) -> bool:
+    return Path(path).resolve().is_relative_to(builtin_kernels_dir())
+
+
 def kernels_dir() -> Path:
     """$STRATA_KERNELS_SRC, else the built-in kernels_src (a checkout's, or the wheel's package data)."""
     return Path(os.environ.get("STRATA_KERNELS_SRC") or builtin_data("kernels_src")).resolve()

@@ -3,7 +3,7 @@ engine's own `.cu` with host code and standard headers) or a prebuilt cubin/fatb
 
 Whatever the compiler, the result is a build.CompiledSource (cubin + name expression -> symbol), so
 loading and launching do not change; and every kernel a variant launches is then checked against the
-cubin's parameter table (kernels/param_check.py), on the CPU, before anything runs.
+cubin's parameter table (toml_abi/abi_check.py), on the CPU, before anything runs.
 """
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from strata_bench.errors import InputError
+from strata_bench.files import read_regular
 from strata_bench.kernels import build, cubin, cubin_symbols, nvcc
 
 COMPILERS = ("nvrtc", "nvcc")
+MAX_BINARY_BYTES = 1 << 30  # a prebuilt cubin/fatbin is read whole: past this it is not one a variant needs
 
 # name expression -> (cubin kernel, its symbol) -> None; raises InputError naming the TOML key.
 KernelCheck = Callable[[str, cubin.Kernel], None]
@@ -66,8 +68,8 @@ class SourceBuild:
         """What provenance keeps of this build for `arch`: the compiler, its version and the exact command
         (nvcc), the options (NVRTC), or the binary's sha256."""
         if self.compiler == "binary":
-            return {"compiler": "binary", "binary": str(self.path),
-                    "sha256": hashlib.sha256(self.path.read_bytes()).hexdigest()}
+            data = read_regular(self.path, _binary_name(self), MAX_BINARY_BYTES)
+            return {"compiler": "binary", "binary": str(self.path), "sha256": hashlib.sha256(data).hexdigest()}
         if self.compiler == "nvcc":
             try:
                 tool = nvcc.find_nvcc()
@@ -112,16 +114,23 @@ def _foreign(spec: SourceBuild, unit: str, exprs: Sequence[str], arch: str,
     in it by demangled name."""
     number = int(arch.removeprefix("sm_"))
     if spec.compiler == "binary":
-        elf = cubin.elf_for_arch(spec.path.read_bytes(), number, f"{spec.where}: binary {spec.path.name}")
+        what = _binary_name(spec)
+        elf = cubin.elf_for_arch(read_regular(spec.path, what, MAX_BINARY_BYTES), number, what)
         options, log, hit = (f"binary={spec.path}",), "", False
     else:
+        what = f"{spec.where} ({spec.path})"
         built = nvcc.compile_cubin(spec.path, arch, spec.build_options(), build.cache_dir() if use_cache else None,
-                                   spec.inputs_hash, label=f"{spec.where} ({spec.path})")
+                                   spec.inputs_hash, label=what)
         elf, options, log, hit = built.cubin, built.command, built.log, built.cache_hit
-    image = cubin.read_elf(elf)
+    with cubin.named(what):
+        image = cubin.read_elf(elf)
     names = cubin_symbols.demangle(image.kernels)
     lowered = {e: cubin_symbols.find_kernel(e, image.kernels, f"{spec.where}: kernel", names) for e in exprs}
     return build.CompiledSource(unit, arch, tuple(options), elf, lowered, log, cache_hit=hit), image
+
+
+def _binary_name(spec: SourceBuild) -> str:
+    return f"{spec.where}: binary {spec.path.name}"
 
 
 def source_build(family: Any, source: str) -> SourceBuild | None:

@@ -150,7 +150,7 @@ def render(records: list[dict[str, Any]], output: str, ceilings: Iterable[str] =
     footer = footer_lines(records, ceilings)
     if output == "md":
         return ("Old / new per call (speedup, new's GB/s and fraction of the ceiling that bounds it)\n\n"
-                + pivot.to_markdown() + "\n\n" + detail.to_markdown(index=False, floatfmt=".2f")
+                + pivot.to_markdown() + "\n\n" + _mixed_rounded(detail).to_markdown(index=False, floatfmt=".2f")
                 + ("\n\n" + "\n".join(f"- {line}" for line in footer) if footer else ""))
     buf = io.StringIO()
     console = Console(file=buf, width=200, force_terminal=False)
@@ -159,6 +159,16 @@ def render(records: list[dict[str, Any]], output: str, ceilings: Iterable[str] =
     for line in footer:
         console.print(line, markup=False, highlight=False)
     return buf.getvalue().rstrip()
+
+
+def _mixed_rounded(frame: pd.DataFrame) -> pd.DataFrame:
+    """The figures of a column that also holds text (`%ceiling`: 29.95 beside ">100") as the table shows
+    them: tabulate's floatfmt skips a column with any text, which then printed 29.95230584604026."""
+    out = frame.copy()
+    for col in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[col]):
+            out[col] = frame[col].map(lambda v: _fmt(v) if isinstance(v, float) else v)
+    return out
 
 
 def _rich(frame: pd.DataFrame, title: str, index: bool) -> Table:

@@ -68,25 +68,28 @@ class PeerRow:
         return "" if self.ncols != 1 else ("met" if self.best_frac_read >= READ_TARGET else "missed")
 
 
-PEER_VARIANTS = ("ggml", "ggml_b")  # a foreign engine's variants (--ggml, --ggml-b): the peer, not ours
+def foreign_variants(provenance: Mapping[str, Any]) -> set[str]:
+    """The variants a results file declares as another engine's (each extension's `foreign_variants` in the
+    run's provenance): the peer's rows, never this project's."""
+    extensions = (provenance.get("run") or {}).get("extensions") or {}
+    return {str(v) for record in extensions.values() if isinstance(record, Mapping)
+            for v in record.get("foreign_variants") or ()}
 
 
-def peer_in_records(records: Iterable[Mapping[str, Any]],
-                    variant: str = "ggml") -> dict[tuple[int, int, str, int], float]:
-    """(rows, cols, format, ncols) -> us of `variant`'s timed rows in a bench file (`bench --ggml` times
-    llama.cpp's own kernel beside old and new in one run); InputError where the file has none."""
+def peer_in_records(records: Iterable[Mapping[str, Any]], variant: str) -> dict[tuple[int, int, str, int], float]:
+    """(rows, cols, format, ncols) -> us of `variant`'s timed rows in a bench file (a foreign engine's kernel
+    timed beside old and new in one run); InputError where the file has none."""
     peer = {(int(r["rows"]), int(r["cols"]), r["format"], int(r["ncols"])): round(float(r["median_us"]), 1)
             for r in records if r.get("family") == "mmvq" and r.get("variant") == variant
             and r.get("status") == "timed" and r.get("median_us")}
     if not peer:
-        raise InputError(f"--peer {variant}: the file has no timed mmvq rows of variant {variant} "
-                         f"(bench --ggml PATH --family mmvq times them)")
+        raise InputError(f"--peer {variant}: the file has no timed mmvq rows of variant {variant}")
     return peer
 
 
-def own_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The records of this project's variants (a foreign engine's rows are the peer column)."""
-    return [r for r in records if r.get("variant") not in PEER_VARIANTS]
+def own_records(records: Iterable[Mapping[str, Any]], foreign: set[str]) -> list[Mapping[str, Any]]:
+    """The records of this project's variants (every foreign engine's rows are left out: the peer column)."""
+    return [r for r in records if r.get("variant") not in foreign]
 
 
 def load_peer(path: str | Path) -> dict[tuple[int, int, str, int], float]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from strata_bench.errors import InputError
+from strata_bench.files import write_problem
 
 ARM_STYLE = {"A": ("tab:blue", "o"), "B": ("tab:orange", "s")}
 
@@ -29,13 +30,15 @@ def plot_file(path: str | Path, out: str | Path | None = None) -> Path:
     from strata_bench.ab.store import outcomes_from_records
     from strata_bench.results.load import load
 
+    if out is not None and not str(out):  # Path("") is ".": the default name beside the input, unasked
+        raise InputError("plot: cannot write '': the path is empty")
     loaded = load(path)
     if loaded.kind != "ab":
         raise InputError(f"plot draws A/B results; {loaded.path.name} is a {loaded.kind!r} file")
     outcomes = outcomes_from_records(loaded.records)
     if not outcomes:
         raise InputError(f"{loaded.path} holds no A/B runs")
-    target = Path(out) if out else loaded.path.with_suffix(".png")
+    target = Path(out) if out is not None else loaded.path.with_suffix(".png")
     plt = _pyplot()
     _check_target(target, plt)
     panels = [(o, m) for o in outcomes for m in (o.metrics or (None,))]
@@ -64,13 +67,9 @@ def _check_target(target: Path, plt) -> None:
     if kind not in types:
         raise InputError(f"plot: cannot write {target}: {target.suffix or 'no extension'} is not an image type "
                          f"matplotlib writes ({', '.join(sorted(types))})")
-    folder = target.parent
-    try:
-        if not folder.is_dir():
-            why = "is not a folder" if folder.exists() else "does not exist"
-            raise InputError(f"plot: cannot write {target}: {folder} {why}")
-    except OSError as exc:
-        raise InputError(f"plot: cannot write {target}: {exc.strerror or exc}") from None
+    why = write_problem(target)
+    if why is not None:
+        raise InputError(f"plot: cannot write {target}: {why}")
 
 
 class MetricView:

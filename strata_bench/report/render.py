@@ -27,7 +27,12 @@ def render_file(path: str | Path, fmt: str, console=None) -> str | None:
     df = frame(loaded, all_columns=fmt in ("csv", "json") and loaded.kind not in VIEWS)
     if df.empty:
         raise InputError(f"{loaded.path} holds no records to show")
+    inner = (loaded.summary or {}).get("summary") or {}
+    notes = [f"note: {n}" for n in (inner.get("notes") or () if isinstance(inner, dict) else ()) if isinstance(n, str)]
     if fmt == "table":
         print_frame(df, f"{loaded.kind}: {loaded.path.name}", console)
+        for note in notes:
+            (console.print if console is not None else print)(note)
         return None
-    return frame_text(df, fmt)
+    text = frame_text(df, fmt)
+    return text if not notes or fmt in ("csv", "json") else "\n\n".join([text.rstrip("\n"), *notes])

@@ -13,6 +13,9 @@ from strata_bench.errors import InputError
 
 ORDERS = ("abba", "ab", "random")  # the run orders an A/B plan may record
 MAX_PAIRS = 100_000  # a schedule is built before the first run: 4e9 pairs took 930 MB before anything ran
+# Measured pairs (pairs, then until_decided's) index from 0, warm-ups are pair -1; two runs a pair, warm-ups too.
+MAX_PAIR = 2 * MAX_PAIRS
+MAX_RUN = 2 * (MAX_PAIR + MAX_PAIRS)
 
 
 def _int(v: Any) -> bool:
@@ -21,6 +24,11 @@ def _int(v: Any) -> bool:
 
 def _number(v: Any) -> bool:
     return (_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+def _index(low: int, high: int) -> Callable[[Any], bool]:
+    """A run's place in the schedule: judging builds the schedule up to it (a pair of 10**30 never ended)."""
+    return lambda v: _int(v) and low <= v <= high
 
 
 def _count(v: Any) -> bool:
@@ -69,8 +77,10 @@ _PLAN = {"case": (_str, "a string"), "order": (lambda v: v in ORDERS, " or ".joi
          "until_decided": _COUNT, "allow_missing": (_bool, "true or false"),
          "value_unit": (_optional(_str), "a string or null"), "criteria": (_mapping(lambda v: True), "an object"),
          "arms": (_mapping(_mapping(lambda v: True)), "an object of objects")}
-_RUN = {"case": (_str, "a string"), "arm": (lambda v: v in ("A", "B"), '"A" or "B"'), "pair": (_int, "an integer"),
-        "position": (_int, "an integer"), "run_index": (_int, "an integer"), "warmup": (_bool, "true or false"),
+_RUN = {"case": (_str, "a string"), "arm": (lambda v: v in ("A", "B"), '"A" or "B"'),
+        "pair": (_index(-1, MAX_PAIR), f"an integer from -1 to {MAX_PAIR}"),
+        "position": (_index(0, MAX_RUN), f"an integer from 0 to {MAX_RUN}"),
+        "run_index": (_index(0, MAX_RUN), f"an integer from 0 to {MAX_RUN}"), "warmup": (_bool, "true or false"),
         "value": (_optional(_number), "a finite number or null"), "failure": (_optional(_str), "a string or null"),
         "started": (_str, "a string"), "ended": (_str, "a string"),
         "metrics": (_mapping(_number), "an object of finite numbers"),

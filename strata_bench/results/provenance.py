@@ -18,8 +18,8 @@ import socket
 import sys
 from typing import Any, Callable
 
-from strata_bench.runner.nvml import Unavailable, nvml, nvml_device_info  # noqa: F401  (Unavailable: raised by readers here)
-from strata_bench.runner.nvml import fill as _fill, pci_bus_id as _pci_bus_id, reason as _reason, text as _text
+from strata_bench.gpu.nvml import Unavailable, nvml, nvml_device_info  # noqa: F401  (Unavailable: raised by readers here)
+from strata_bench.gpu.nvml import fill as _fill, pci_bus_id as _pci_bus_id, reason as _reason, text as _text
 
 PROVENANCE_SCHEMA = 1
 PACKAGES = ("strata-bench", "click", "numpy", "cupy-cuda13x", "cupy-cuda12x", "gguf", "scipy", "rich",
@@ -63,7 +63,7 @@ def collect(device_ids: list[int] | None = None, extra: dict | None = None,
         "devices_reason": devices_reason,
         "kernels_src_hash": sources.kernels_src_hash(),
         "compile_options": {arch: _guarded(lambda a=arch: _recorded_options(a)) for arch in archs},
-        "variant_builds": {arch: _guarded(lambda a=arch: variant_builds(a)) for arch in archs},
+        "variant_builds": {arch: _guarded(lambda a=arch: variant_builds(a, families or {})) for arch in archs},
         "git": git_state(sources.REPO_ROOT),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIX)},
         "extra": dict(extra or {}),
@@ -146,27 +146,27 @@ def _recorded_options(arch: str) -> list[str]:
     return recorded_options(arch)
 
 
-def variant_builds(arch: str) -> list[dict[str, Any]]:
-    """How every TOML variant loaded in this process is built for `arch`: its family and source, the
-    compiler and its options (NVRTC), its exact command and version (nvcc) or its binary's sha256
-    (kernels/variant_build.py SourceBuild.record). Empty where none is loaded."""
-    from strata_bench.cases.registry import FAMILIES
+def variant_builds(arch: str, families: dict[str, Any]) -> list[dict[str, Any]]:
+    """How every variant of `families` with a build of its own (TOML, a foreign engine's) is built for
+    `arch`: its family and source, the compiler and its options (NVRTC), its exact command and version
+    (nvcc) or its binary's sha256 (kernels/variant_build.py SourceBuild.record). Empty where none is."""
     from strata_bench.kernels.variant_build import builds_of
 
     records = [{"family": family, "source": source, **spec.record(arch)}
-               for family, source, spec in builds_of(FAMILIES)]
-    return [_inside_relative(r, os.getcwd().rstrip("/") + "/") for r in records]
+               for family, source, spec in builds_of(families)]
+    return [inside_relative(r, os.getcwd().rstrip("/") + "/") for r in records]
 
 
-def _inside_relative(value: Any, cwd: str) -> Any:
+def inside_relative(value: Any, cwd: str | None = None) -> Any:
     """`value` with every path under the working directory written relative to it (a variant's source, a
     ggml tree and their -I folders are held as absolute paths): results name no path of the host that ran."""
+    cwd = cwd or os.getcwd().rstrip("/") + "/"
     if isinstance(value, str):
         return value.replace(cwd, "")
     if isinstance(value, list):
-        return [_inside_relative(v, cwd) for v in value]
+        return [inside_relative(v, cwd) for v in value]
     if isinstance(value, dict):
-        return {k: _inside_relative(v, cwd) for k, v in value.items()}
+        return {k: inside_relative(v, cwd) for k, v in value.items()}
     return value
 
 
@@ -174,7 +174,7 @@ def _inside_relative(value: Any, cwd: str) -> Any:
 
 def device_info(device_ids: list[int] | None) -> tuple[list[dict[str, Any]], str]:
     """(one dict per device, reason when there are none). Never raises for a missing GPU."""
-    from strata_bench.runner.devices import probe
+    from strata_bench.gpu.devices import probe
 
     status = probe()
     if not status.usable:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from strata_bench.errors import InputError
+from strata_bench.results import numbers
 
 SCHEMA_VERSION = 1
 
@@ -152,7 +153,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     records = []
     for index, (lineno, line) in enumerate(lines):
         try:
-            record = json.loads(line.decode("utf-8"))
+            record = numbers.loads(line.decode("utf-8"), f"{path}: record {index + 1} (line {lineno})")
         except (UnicodeDecodeError, json.JSONDecodeError):
             if index == len(lines) - 1 and index > 0:
                 break  # a crash can cut the last line; every complete line before it is kept
@@ -177,7 +178,7 @@ def read_summary(path: Path) -> dict[str, Any]:
     """A summary .json, checked: an object whose schema is a known integer version and which names its
     records file beside it; InputError otherwise."""
     try:
-        body = json.loads(Path(path).read_bytes().decode("utf-8"))
+        body = numbers.loads(Path(path).read_bytes().decode("utf-8"), str(path))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path} is not a results summary: {exc}") from None
     if not isinstance(body, dict) or "schema" not in body:

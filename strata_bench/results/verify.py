@@ -67,7 +67,7 @@ def read_info(path: Path, directory: Path) -> SummaryInfo:
     try:
         body = read_summary(path)
     except InputError as exc:
-        return SummaryInfo(path, name, unreadable=str(exc).removeprefix(f"{path} "))
+        return SummaryInfo(path, name, unreadable=str(exc).removeprefix(f"{path}: ").removeprefix(f"{path} "))
     prov = body.get("provenance") or {}
     records = body.get("records_file")
     try:

@@ -6,21 +6,27 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from strata_bench.cases import FAMILIES, Case
+from strata_bench.cases import Case
 
 Progress = Callable[[str, int], AbstractContextManager]  # (label, total) -> context giving advance()
 
 
 @dataclass(frozen=True)
 class Selection:
-    """The cases a run goes over, the devices it runs them on, and where it keeps the records."""
+    """The cases a run goes over, the run's catalog of families they come from, the devices it runs them
+    on, and where it keeps the records."""
 
+    catalog: Mapping[str, Any]
     cases: Sequence[Case]
     devices: Sequence[int]
     names: dict[int, str]  # device -> product name (results/<device>/ is named after the first)
     results_dir: Path
+    spec: Any = None  # the cases/spec.RunSpec that declared the run, recorded in the provenance
+
+    def families_used(self) -> dict[str, Any]:
+        return {c.family: self.catalog[c.family] for c in self.cases}
 
     def progress_bar(self, progress: Progress | None, label: str) -> AbstractContextManager:
         """The run's progress display over every (case, device), or one that shows nothing."""
@@ -35,6 +41,8 @@ class Selection:
         from strata_bench.results.paths import device_directory
         from strata_bench.results.store import ResultsWriter
 
-        prov = provenance.collect(list(self.devices), families={c.family: FAMILIES[c.family] for c in self.cases})
+        prov = provenance.collect(list(self.devices), families=self.families_used())
+        if self.spec is not None:
+            prov["run"] = provenance.inside_relative(self.spec.provenance())
         prov.update(provenance_extra)
         return ResultsWriter(device_directory(self.results_dir, self.names[self.devices[0]]), kind, prov)

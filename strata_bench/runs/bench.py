@@ -1,5 +1,5 @@
 """run_bench: every selected case timed on every device (timing/bench.py's named steps through the
-runner's device loop), against that device's own ceilings, measured in its context before its first case
+the device loop (gpu/loop.py)), against that device's own ceilings, measured in its context before its first case
 and re-measured when a variant beats them; each timing appended to the results file as it arrives, the
 summary written even when a device faults or the run is interrupted."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from strata_bench.cases import Case
-from strata_bench.runner import loop
+from strata_bench.gpu import loop
 from strata_bench.runs import Progress, Selection
 from strata_bench.timing import bench as steps, ceilings as card  # called through the modules: tests stand in
 from strata_bench.timing.bench import Timing, TimingConfig
@@ -64,7 +64,7 @@ def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
 
     with sel.progress_bar(progress, "bench") as advance:
         try:
-            loop.run_on_devices(list(sel.cases), list(sel.devices), per_case, keep, on_fault, advance)
+            loop.run_on_devices(list(sel.cases), list(sel.devices), sel.catalog, per_case, keep, on_fault, advance)
         finally:
             # Each device reached has its ceilings in this process (re-measured ones included), so
             # measure_ceilings only reads them back here; a device never reached has none.

@@ -1,5 +1,5 @@
 """run_parity: every selected case checked on every device (checks/parity.py's CaseChecker through the
-runner's device loop), each result appended to the results file as it arrives, the summary written even
+the device loop (gpu/loop.py)), each result appended to the results file as it arrives, the summary written even
 when a run is cut short, the phases timed when asked."""
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from strata_bench.cases import FAMILIES
 from strata_bench.checks.outcome import ParityRun, fault_result
-from strata_bench.checks.parity import CaseChecker
+from strata_bench.checks.parity import CaseChecker, error_model_notes
 from strata_bench.checks.phases import PhaseTimes
 from strata_bench.checks.refpool import ReferencePool
-from strata_bench.runner import loop
+from strata_bench.gpu import loop
 from strata_bench.runs import Progress, Selection
 
 
@@ -38,6 +37,7 @@ class ParityReport:
     sources: tuple = ()  # the real weights' file, sha256, tensor and rows
     times: PhaseTimes | None = None
     wall: float = 0.0
+    notes: tuple[str, ...] = ()  # what the error models that judged some case allow (checks/parity.py)
 
     @property
     def faults(self) -> list:
@@ -53,17 +53,18 @@ def run_parity(plan: ParityPlan, progress: Progress | None = None,
     sel = plan.selection
     writer = sel.results_writer("parity")
     report = ParityReport(ParityRun(), sources=tuple(fixture_sources(sel.cases)),
-                          times=PhaseTimes() if plan.profile else None)
+                          times=PhaseTimes() if plan.profile else None,
+                          notes=tuple(error_model_notes(sel.catalog, sel.cases)))
 
     def keep(result) -> None:
         report.run.results.append(result)
         writer.append(record(result, plan.rerun))
 
     started = time.perf_counter()
-    with sel.progress_bar(progress, "parity") as advance, ReferencePool(sel.cases, FAMILIES, warn=warn) as pool:
+    with sel.progress_bar(progress, "parity") as advance, ReferencePool(sel.cases, sel.catalog, warn=warn) as pool:
         try:
             checker = CaseChecker(report.times, pool=pool, on_failure=plan.dump)
-            loop.run_on_devices(list(sel.cases), list(sel.devices), checker, keep, fault_result, advance,
+            loop.run_on_devices(list(sel.cases), list(sel.devices), sel.catalog, checker, keep, fault_result, advance,
                                 compiled=_compile_timer(report.times))
         finally:
             if report.times is not None and pool.seconds is not None:
@@ -89,7 +90,7 @@ def summary(report: ParityReport, devices: Sequence[int]) -> dict:
     """The run's summary record, with the counts per device (cases, failures, faults, not run) and the real
     weights' sources."""
     return {**report.run.summary(list(devices)), "per_device": [c.to_record() for c in report.counts],
-            "fixtures": list(report.sources)}
+            "fixtures": list(report.sources), "notes": list(report.notes)}
 
 
 def record(result, rerun) -> dict:

@@ -162,7 +162,7 @@ def device_key(device: int) -> str:
     """name | PCI bus id | driver: a new card or driver measures again."""
     from cupy_backends.cuda.api import runtime
 
-    from strata_bench.runner import nvml
+    from strata_bench.gpu import nvml
 
     props = runtime.getDeviceProperties(device)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
@@ -280,7 +280,7 @@ def _peak_bps(device: int, props: dict[str, Any]) -> float:
     """From NVML's maximum memory clock where it is readable, else the CUDA device attributes."""
     from cupy_backends.cuda.api import runtime
 
-    from strata_bench.runner import nvml
+    from strata_bench.gpu import nvml
 
     info = nvml.nvml_device_info(nvml.pci_bus_id(props), device)
     mhz = info.get("max_memory_clock_mhz")

@@ -125,12 +125,12 @@ class ClockReader:
         try:
             self._open()
         except Exception as exc:  # noqa: BLE001 - no pynvml, no driver, a handle NVML cannot find
-            from strata_bench.runner.nvml import reason as _reason
+            from strata_bench.gpu.nvml import reason as _reason
 
             self.unavailable = _reason(exc)
 
     def _open(self) -> None:
-        from strata_bench.runner import nvml
+        from strata_bench.gpu import nvml
 
         nv = nvml.nvml()
         pci = None

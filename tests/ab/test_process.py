@@ -32,6 +32,15 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _all_gone(pids, timeout: float = 10.0) -> bool:
+    """Whether every pid has ended, polled for up to `timeout` s: a signalled process is reaped a moment
+    after the command that ended it returns, later on a loaded host (asserted at once, this once failed)."""
+    deadline = time.time() + timeout
+    while not all(_gone(pid) for pid in pids) and time.time() < deadline:
+        time.sleep(0.05)
+    return all(_gone(pid) for pid in pids)
+
+
 def _wait_for(path: Path, timeout: float = 10.0) -> str:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -45,7 +54,7 @@ def test_timeout_ends_a_descendant_that_left_the_process_group(tmp_path):
     pid_file = tmp_path / "pid"
     with pytest.raises(RunFailed, match="timed out after 1 s"):
         run_command(CommandSpec((PY, "-c", ESCAPE, str(pid_file)), timeout=1.0))
-    assert _gone(int(_wait_for(pid_file)))
+    assert _all_gone([int(_wait_for(pid_file))])
 
 
 def test_end_tree_ends_every_descendant():
@@ -59,7 +68,7 @@ def test_end_tree_ends_every_descendant():
     assert len(procs) == 2
     end_tree(proc.pid)
     proc.wait(timeout=5)
-    assert all(_gone(p.pid) for p in procs)
+    assert _all_gone([p.pid for p in procs])
 
 
 def test_sigterm_ends_the_run_keeps_records_and_writes_the_summary(tmp_path):
@@ -80,7 +89,7 @@ def test_sigterm_ends_the_run_keeps_records_and_writes_the_summary(tmp_path):
     assert json.loads(summary.read_text())["summary"]["interrupted"] is True
     kinds = [json.loads(line)["record"] for line in records.read_text().splitlines()]
     assert kinds == ["plan", "run", "interrupted"]
-    assert all(_gone(pid) for pid in hung)
+    assert _all_gone(hung)
 
 
 def _listener():
@@ -196,7 +205,7 @@ def test_a_signal_during_setup_ends_its_tree_runs_cleanup_and_writes_the_summary
     assert f"{why}: records kept in {records}; summary (interrupted: true) in {summary}" in err
     body = json.loads(summary.read_text())["summary"]
     assert body["interrupted"] is True and [c["runs"] for c in body["cases"]] == [0]
-    assert all(_gone(pid) for pid in hung) and cleaned.exists()
+    assert _all_gone(hung) and cleaned.exists()
 
 
 def test_sighup_during_a_run_ends_its_tree_and_writes_the_summary(tmp_path):
@@ -209,4 +218,15 @@ def test_sighup_during_a_run_ends_its_tree_and_writes_the_summary(tmp_path):
     assert ab.returncode == 129, err
     summary = next((tmp_path / "res").rglob("ab-*.json"))
     assert json.loads(summary.read_text())["summary"]["interrupted"] is True
-    assert all(_gone(pid) for pid in hung)
+    assert _all_gone(hung)
+
+
+def test_a_failing_setup_is_one_line_exit_2_and_the_summary_is_written(tmp_path):
+    ab = _start_ab(tmp_path, "--a", "true", "--b", "true", "--pairs", "2", "--setup", "exit 7")
+    try:
+        out, err = ab.communicate(timeout=60)  # the session ended in a crash raised from itself: it hung here
+    finally:
+        ab.kill()  # a hung ab must not outlive the test
+    assert (ab.returncode, err) == (2, "--setup failed (exit code 7): exit 7\n")
+    summary = next((tmp_path / "res").rglob("ab-*.json"))
+    assert json.loads(summary.read_text())["summary"]["interrupted"] is True

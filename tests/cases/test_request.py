@@ -11,18 +11,19 @@ from strata_bench.errors import InputError
 
 
 
-def test_shape_and_cols_sweep_every_default_case(families):
+def test_shape_and_cols_sweep_every_default_case(families, capsys):
     flt = CaseFilter(("mmvq",), ("iq3_s",))
     got = request_cases(flt, CaseRequest(shape=(4096, 14336), cols=(1, 8)), families)
-    # Every default case takes the shape and the columns, keeping its variants; those that then coincide
-    # collapse into one per data source and column count, in the defaults' order.
+    # Every default case but the fixture's (its real rows keep their shape: left out, in one line) takes the
+    # shape and the columns, keeping its variants; those that then coincide collapse into one per data source
+    # and column count, in the defaults' order.
     assert {(c.family, c.fmt, c.rows, c.cols, c.variants, c.params) for c in got} == {
         ("mmvq", "iq3_s", 4096, 14336, ("old", "new"), ())}
     assert [c.name for c in got] == [
         "mmvq/iq3_s/4096x14336/n1/seed:1", "mmvq/iq3_s/4096x14336/n8/seed:1",
-        "mmvq/iq3_s/4096x14336/n1/edge:2", "mmvq/iq3_s/4096x14336/n8/edge:2",
-        "mmvq/iq3_s/4096x14336/n1/fixture:smollm2-ffn_down.iq3_s",
-        "mmvq/iq3_s/4096x14336/n8/fixture:smollm2-ffn_down.iq3_s"]
+        "mmvq/iq3_s/4096x14336/n1/edge:2", "mmvq/iq3_s/4096x14336/n8/edge:2"]
+    assert capsys.readouterr().err == ("--shape 4096x14336: 2 fixture cases left out (real weights keep their own "
+                                       "shape: --fixtures with --cols runs them)\n")
 
 
 def test_no_request_is_the_default_list(families):

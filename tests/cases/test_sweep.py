@@ -3,13 +3,14 @@ from __future__ import annotations
 
 from strata_bench.cases import Case, CaseFilter
 from strata_bench.cases.sweep import sweep, sweep_cases
-from strata_bench.runner.loop import prepare_cases
+from strata_bench.cases.spec import RunSpec
+from strata_bench.runs.prepare import prepare
 
 MMVQ_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "q8_0", "q2_0")
 
 
 def _mmvq(formats=()):
-    return prepare_cases(CaseFilter(families=("mmvq",), formats=formats), purpose="bench")
+    return prepare(RunSpec(CaseFilter(families=("mmvq",), formats=formats), purpose="bench")).cases
 
 
 def test_sweep_replaces_the_shape_and_the_column_count():
@@ -38,3 +39,40 @@ def test_the_issue_sweep_is_every_mmvq_format_at_one_and_eight_columns():
     cases = sweep_cases(_mmvq(), (131072, 8192), (1, 8))
     assert [c.name for c in cases] == [f"mmvq/{fmt}/131072x8192/n{n}/seed:1" for fmt in MMVQ_FORMATS for n in (1, 8)]
     assert {c.variants for c in cases} == {("old", "new")}
+
+
+# --shape over fixture cases: their real rows keep their own shape, so the sweep leaves them out, in one line
+# (the README's `parity --family mmvq --shape 2560x12288 --cols 1,8` relabelled 22 of them and exited 2 on the GPU)
+
+def _list(*args):
+    from click.testing import CliRunner
+
+    from strata_bench.cli.main import cli
+
+    return CliRunner().invoke(cli, ["parity", "--family", "mmvq", *args, "--list"])
+
+
+def test_a_shape_sweep_leaves_the_fixture_cases_out_and_says_how_many():
+    result = _list("--shape", "2560x12288", "--cols", "1,8")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [f"mmvq/{fmt}/2560x12288/n{n}/{data}" for fmt in MMVQ_FORMATS
+                                          for data in ("seed:1", "edge:2") for n in (1, 8)]
+    assert result.stderr.splitlines() == [
+        "--shape 2560x12288: 22 fixture cases left out (real weights keep their own shape: --fixtures with --cols "
+        "runs them)",
+        "44 cases selected, 0 of them on real weights (0 fixtures)"]
+
+
+def test_the_fixture_cases_keep_their_shape_under_cols_alone():
+    result = _list("--cols", "1,8", "-k", "iq2_xxs")
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stdout.splitlines() if "fixture:" in line] == [
+        f"mmvq/iq2_xxs/64x1536/n{n}/fixture:smollm2-ffn_down.iq2_xxs" for n in (1, 8)]
+
+
+def test_a_shape_sweep_of_fixture_cases_alone_is_a_usage_error():
+    result = _list("--shape", "2560x12288", "-k", "fixture")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "--shape 2560x12288: every selected case is on a fixture's real weights, whose shape is their own; leave "
+        "out --shape (--cols alone sweeps them)"]

@@ -13,7 +13,7 @@ import pytest
 
 from strata_bench.checks.diagnosis import as_uint, diagnose, hex_bits, ulp_distance
 from strata_bench.kernels.sources import kernels_dir
-from strata_bench.runner.devices import probe
+from strata_bench.gpu.devices import probe
 
 f32, f16 = np.float32, np.float16
 

@@ -13,7 +13,7 @@ from strata_bench.cases import Case, Expected
 from strata_bench.checks.dump import FailureDump, check_dump_folder, dump_arrays, safe_stem
 from strata_bench.checks.outcome import CaseResult, CheckResult, Status
 from strata_bench.errors import InputError
-from strata_bench.runner.launch import VariantRun
+from strata_bench.gpu.launch import VariantRun
 
 CASE = Case("mmvq", "iq2_xs", 4, 64, 2, "edge:2", params=(("col", 1),))
 HOST = {"raw": np.arange(12, dtype=np.uint8).reshape(2, 6), "x": np.ones((2, 64), np.float32),

@@ -1,4 +1,4 @@
-"""Parity with a variant's own error model (cases/error_model.py): not required to be bitwise equal to the
+"""Parity with a variant's own error model (toml_abi/error_model.py): not required to be bitwise equal to the
 baseline, its max|err| judged by its bound (per format, or k times the baseline's max|err|), and its ratio
 to the baseline's max|err| recorded."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from strata_bench.cases import Expected, Variant
-from strata_bench.cases.error_model import ErrorModel, parse_error_model
+from strata_bench.toml_abi.error_model import ErrorModel, parse_error_model
 from strata_bench.checks.parity import _bitwise_checks, _reference_checks
 from strata_bench.errors import InputError
-from strata_bench.runner.launch import VariantRun
+from strata_bench.gpu.launch import VariantRun
 
 
 def _run(variant, y):

@@ -8,7 +8,7 @@ import numpy as np
 
 from strata_bench.cases import Expected, Variant
 from strata_bench.checks.parity import _reference_checks
-from strata_bench.runner.launch import VariantRun
+from strata_bench.gpu.launch import VariantRun
 
 REF = np.array([1.0, 100.0], np.float64)
 FAMILY_TOL = np.array([1e-3, 1e-3])

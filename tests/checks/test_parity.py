@@ -6,7 +6,7 @@ import pytest
 
 from strata_bench.cases import Expected
 from strata_bench.checks.parity import _bitwise_checks, _error_equal_checks, _reference_checks, _written_checks
-from strata_bench.runner.launch import VariantRun, _differs
+from strata_bench.gpu.launch import VariantRun, _differs
 
 
 

@@ -13,7 +13,7 @@ from strata_bench.cases import Case, Expected
 from strata_bench.families import load_builtin_families
 from strata_bench.checks import refcache
 from strata_bench.checks.parity import _error_equal_checks, _reference_checks
-from strata_bench.runner.launch import VariantRun
+from strata_bench.gpu.launch import VariantRun
 
 # Small default cases of families whose outputs are checked as they are (output_values is the output).
 CASES = [("mmvq", "q8_0", 64, 1536, 3, "fixture:smollm2-ffn_down.q8_0"), ("mmvq", "iq2_xxs", 512, 2560, 4, "edge:2"),

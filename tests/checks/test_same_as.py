@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from strata_bench.cases import Variant
-from strata_bench.cases.error_model import ErrorModel
+from strata_bench.toml_abi.error_model import ErrorModel
 from strata_bench.checks.parity import _bitwise_against, _bitwise_checks
-from strata_bench.runner.launch import VariantRun
+from strata_bench.gpu.launch import VariantRun
 
 BASE = np.array([1.0, -2.0, 4.0], np.float32)
 OTHER = np.array([1.0 + 2**-12, -2.0, 4.0], np.float32)  # not a's bits

@@ -8,8 +8,9 @@ import os
 import sys
 from types import SimpleNamespace
 
-from strata_bench.runner import devices as gpu
-from strata_bench.runner import loop
+from strata_bench.gpu import devices as gpu
+from strata_bench.gpu import loop
+from strata_bench.runs import prepare as preparing
 
 
 def fake_three_devices(monkeypatch, family_registry, device_name, cases) -> None:
@@ -22,9 +23,9 @@ def fake_three_devices(monkeypatch, family_registry, device_name, cases) -> None
     monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=device)))
     monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(True, 3, ""))
     monkeypatch.setattr(gpu, "device_name", device_name)
-    # bench applies --shape/--cols in prepare_cases (its sweep): here it hands back the given cases
-    monkeypatch.setattr(loop, "prepare_cases", lambda *a, **k: list(cases))
-    monkeypatch.setattr(loop, "precompile", lambda c, d: None)
+    # bench applies --shape/--cols in prepare (its sweep): here it hands back the given cases
+    monkeypatch.setattr(preparing, "prepare", lambda spec: preparing.Prepared(spec, family_registry, list(cases)))
+    monkeypatch.setattr(loop, "precompile", lambda c, d, catalog: None)
     monkeypatch.setattr("strata_bench.kernels.build.load_kernels", lambda fam, dev: None)
     # After a kernel fault the CLI leaves with os._exit (the context is gone); here it must return.
     monkeypatch.setattr(os, "_exit", lambda code: sys.exit(code))

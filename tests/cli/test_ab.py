@@ -71,6 +71,18 @@ def test_markdown_output(tmp_path):
     assert "an A/A run" in res.stdout
 
 
+@pytest.mark.parametrize("metric, label", [
+    (r"prefill \d+ tokens in (?P<value>[0-9.]+) ms", "prefill ... tokens in ... ms"),  # its literal text, short
+    (r"prefill:ms=prefill \d+ tokens in (?P<value>[0-9.]+) ms", "prefill"),  # its name
+])
+def test_one_metric_is_labelled_by_its_name_or_its_literal_text_never_its_whole_regex(tmp_path, metric, label):
+    res = _run(["--pairs", "2", "--warmup", "0", "-o", "md", "--metric", metric, "--a",
+                "echo prefill 512 tokens in 1.5 ms", "--b", "echo prefill 512 tokens in 1.5 ms"], tmp_path)
+    assert res.exit_code == 0, res.output
+    assert [line for line in res.stdout.splitlines() if line.startswith("| **metric**")] == [
+        f"| **metric** | {label} (lower is better) |"]
+
+
 def test_failing_command_too_many_failures_exit_1(tmp_path):
     res = _run(["--pairs", "4", "--warmup", "0", "--", PY, "-c", "import sys; print('nope'); sys.exit(2)"], tmp_path)
     assert res.exit_code == 1
@@ -123,11 +135,11 @@ def test_kernel_ab_hook_contract(tmp_path, monkeypatch):
 
     seen = {}
 
-    def run_kernel_ab(case_filter, variant_a, variant_b, plan, results_dir, kernels_dir, cases_file, progress):
-        seen.update(families=case_filter.families, formats=case_filter.formats, a=variant_a, b=variant_b,
+    def run_kernel_ab(spec, variant_a, variant_b, plan, results_dir, progress):
+        seen.update(families=spec.filter.families, formats=spec.filter.formats, a=variant_a, b=variant_b,
                     pairs=plan.pairs)
         values = iter([10.0, 11.0, 10.1, 11.1, 9.9, 10.9] * 2)
-        arm = lambda label: Arm(label, lambda: next(values), {"variant": label})  # noqa: E731
+        arm = lambda label: Arm(label, lambda: next(values), {"variant": label})
         outcome = run_ab(arm(variant_a), arm(variant_b), plan, None, case="mmvq/iq2_xxs")
         return AbReport((outcome,), None, None)
 
@@ -179,7 +191,7 @@ def test_ctrl_c_keeps_records_and_writes_a_partial_summary(tmp_path, monkeypatch
 
 def _no_gpu(monkeypatch):
     """A host where CuPy cannot be imported: the probe says so, and any `import cupy` fails."""
-    from strata_bench.runner import devices as gpu
+    from strata_bench.gpu import devices as gpu
 
     monkeypatch.setitem(sys.modules, "cupy", None)
     monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(False, 0, "cupy not importable (cupy)"))
@@ -208,7 +220,7 @@ def test_kernel_ab_help_example_names_a_real_variant():
     import re
 
     from strata_bench.cases import FAMILIES
-    from strata_bench.cases.toml_variant import parse_variant_file
+    from strata_bench.toml_abi.variant import parse_variant_file
 
     help_text = CliRunner().invoke(cli, ["ab", "--help"]).output
     m = re.search(r"--variants (\S+) --a (\S+) --b (\S+)", help_text)

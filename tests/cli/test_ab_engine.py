@@ -92,6 +92,26 @@ def test_identity_mismatch_exits_1_naming_runs_and_values(tmp_path):
     assert "output 'logits[128]' differs: run 0 (A, pair 0)" in res.output
 
 
+def test_outputs_that_differ_in_bytes_that_are_not_utf8_are_not_identical(tmp_path):
+    # Decoded with "replace", both read 'h=\ufffd': the table said "yes", exit 0.
+    res = _ab(tmp_path, "--pairs", "1", "--same", "h=(.*)", "--a", r"printf 'h=\377'", "--b", r"printf 'h=\376'",
+              "-o", "md")
+    assert res.exit_code == 1, res.output
+    assert ("| output | `\\xff` | `\\xfe` | NO: run 0 (A, pair 0) printed b'\\xff', run 1 (B, pair 0) printed "
+            "b'\\xfe' |") in res.stdout
+    assert res.output.strip().splitlines()[-1] == ("command: output 'output' differs: run 0 (A, pair 0) printed "
+                                                   "b'\\xff', run 1 (B, pair 0) printed b'\\xfe'")
+    runs = [json.loads(line) for line in next(tmp_path.rglob("ab-*.jsonl")).read_text().splitlines()][1:]
+    assert [r["same"]["output"] for r in runs] == ["\udcff", "\udcfe"]  # the bytes, back exactly
+
+
+def test_the_same_bytes_that_are_not_utf8_are_identical(tmp_path):
+    res = _ab(tmp_path, "--pairs", "1", "--same", "h=(.*)", "--a", r"printf 'h=\377'", "--b", r"printf 'h=\377'",
+              "-o", "md")
+    assert res.exit_code == 0, res.output
+    assert "| output | `\\xff` | `\\xff` | yes |" in res.stdout
+
+
 def test_a_key_b_never_printed_is_missing_and_exits_1_unless_allowed(tmp_path):
     a, b = f"{PY} {ENGINE} run --prompts 128,512", f"{PY} {ENGINE} run --prompts 128"
     args = ["--pairs", "2", "--metric", DECODE, "--same", LOGITS, "--a", a, "--b", b, "-o", "md"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shlex
 import sys
 
@@ -60,9 +61,14 @@ def test_a_scan_expands_into_one_case_per_value_substituted(tmp_path):
     (["-P", "n", "1", "2", "--param", "n=5"], "-P n and --param n both give 'n' values"),
     (["--step", "2"], "--step applies to a -P NAME MIN MAX scan"),
     (["-n", "a", "-n", "b", "-n", "c"], "-n/--name names A and B: give it at most twice, got 3"),
-    (["--export-csv", "{tmp}/missing/x.csv"], "cannot export csv to {tmp}/missing/x.csv: {tmp}/missing is not a folder"),
+    (["--export-csv", "{tmp}/missing/x.csv"], "cannot export csv to {tmp}/missing/x.csv: {tmp}/missing does not exist"),
+    # Only the folder was checked: these failed after the whole run, with a traceback.
+    (["--export-json", ""], "cannot export json to '': the path is empty"),
+    (["--export-csv", "{tmp}"], "cannot export csv to {tmp}: it is a folder"),
+    (["--export-markdown", "{tmp}/fifo"], "cannot export md to {tmp}/fifo: No such device or address"),
 ])
 def test_convenience_misuse_is_one_line_exit_2(tmp_path, args, line):
+    os.mkfifo(tmp_path / "fifo")  # no reader: a write would block, or fail at the end
     res = _ab(tmp_path, *(a.format(tmp=tmp_path) for a in args), "--", "true")
     assert res.exit_code == 2
     assert res.stderr.splitlines() == [line.format(tmp=tmp_path)]

@@ -112,6 +112,13 @@ def test_parity_dump_failures_into_a_file_is_refused_before_any_case(cwd, target
     assert sorted(p.name for p in cwd.iterdir()) == ["taken"]  # no results folder: nothing ran
 
 
+def test_parity_dump_failures_to_an_empty_path_is_a_usage_error(cwd):
+    result = CliRunner().invoke(cli, ["parity", "--dump-failures", ""])  # it was the working folder: exit 77
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["--dump-failures '': the path is empty"]
+    assert list(cwd.iterdir()) == []
+
+
 @pytest.mark.parametrize("command", ["parity", "bench", "ab"])
 def test_an_output_format_given_as_a_quant_format_names_the_output_option(cwd, command):
     """--format is only the quant-format filter; the output format is -o/--output on every command."""

@@ -51,24 +51,64 @@ def _edit(summary, kind, key, value):
 @pytest.mark.parametrize("kind,key,value,why", [
     ("run", "value", '"abc"', "record 2 (run): 'value' is \"abc\", not a finite number or null"),
     ("run", "value", "NaN", "record 2 (run): 'value' is NaN, not a finite number or null"),
-    ("run", "pair", '"x"', "record 2 (run): 'pair' is \"x\", not an integer"),
+    ("run", "pair", '"x"', "record 2 (run): 'pair' is \"x\", not an integer from -1 to 200000"),
+    # Judging builds the schedule up to the pair: 10**15 never ended (report, plot).
+    ("run", "pair", "1000000000000000", "record 2 (run): 'pair' is 1000000000000000, not an integer from -1 to "
+                                        "200000"),
     ("run", "metrics", "[1, 2]", "record 2 (run): 'metrics' is [1, 2], not an object of finite numbers"),
     ("run", "same", "5", "record 2 (run): 'same' is 5, not an object of strings"),
     ("plan", "criteria", "5", "record 1 (plan): 'criteria' is 5, not an object"),
     ("plan", "pairs", "1000000000000", "record 1 (plan): 'pairs' is 1000000000000, not an integer from 0 to 100000"),
     ("plan", "arms", '{"A": 5}', "record 1 (plan): 'arms' is {\"A\": 5}, not an object of objects"),
 ])
-@pytest.mark.parametrize("command", ["report", "report-md", "compare", "plot"])
+@pytest.mark.parametrize("command", ["report", "report-md", "report-csv", "compare", "plot"])
 def test_a_results_file_with_a_field_of_the_wrong_type(ab_summary, kind, key, value, why, command, tmp_path):
     records = _edit(ab_summary, kind, key, value)
     before = _files(tmp_path)
-    args = {"report": ["report", ab_summary], "report-md": ["report", records, "-o", "md"],
-            "compare": ["compare", ab_summary, ab_summary], "plot": ["plot", ab_summary]}[command]
-    result = _run(*args)
+    result = _run(*_reading(command, ab_summary, records))
     assert result.exit_code == 2
-    path = ab_summary if command != "report-md" else records
+    path = ab_summary if command in ("report", "compare", "plot") else records
     assert result.stderr.splitlines() == [f"{path}: {why}"]
     assert _files(tmp_path) == before
+
+
+def _reading(command, summary, records):
+    return {"report": ["report", summary], "report-md": ["report", records, "-o", "md"],
+            "report-csv": ["report", records, "-o", "csv"], "compare": ["compare", summary, summary],
+            "plot": ["plot", summary]}[command]
+
+
+@pytest.mark.parametrize("kind,key,value,record,why", [
+    ("run", "pair", "1" + "0" * 30, 2, "'pair' is an integer of 31 digits (at most 20)"),
+    ("run", "value", "1e308", 2, "'value' is 1e308, beyond +/-1e+150"),  # a variance of it is inf
+    ("plan", "criteria", '{"seed": ' + "9" * 5000 + "}", 1,  # past Python's int-string limit: a ValueError
+     "'criteria.seed' is an integer of 5000 digits (at most 20)"),
+])
+@pytest.mark.parametrize("command", ["report", "report-csv", "compare", "plot"])
+def test_a_number_out_of_range_names_the_record_and_the_field(ab_summary, kind, key, value, record, why, command,
+                                                              tmp_path):
+    records = _edit(ab_summary, kind, key, value)
+    before = _files(tmp_path)
+    result = _run(*_reading(command, ab_summary, records))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"{records}: record {record} (line {record}): {why}"]
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", [["report", "{s}"], ["compare", "{s}", "{s}"], ["plot", "{s}"]])
+def test_a_summary_with_a_number_out_of_range(ab_summary, command):
+    ab_summary.write_text(ab_summary.read_text().replace('"failures": 0', '"failures": ' + "9" * 5000))
+    result = _run(*(a.format(s=ab_summary) for a in command))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"{ab_summary}: 'failures' is an integer of 5000 digits (at most 20)"]
+
+
+def test_results_verify_names_a_summary_with_a_number_out_of_range(ab_summary):
+    ab_summary.write_text(ab_summary.read_text().replace('"failures": 0', '"failures": ' + "9" * 5000))
+    result = _run("results", "verify", ab_summary.parent)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"results verify: 1 of 1 summaries not current (first: {ab_summary.name}: "
+                                          "'failures' is an integer of 5000 digits (at most 20))"]
 
 
 @pytest.mark.parametrize("key,value,why", [("provenance", 5, "provenance 5 is not an object"),
@@ -105,6 +145,14 @@ def test_plot_targets_are_checked_before_drawing(ab_summary, tmp_path, target, w
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert line.startswith(f"plot: cannot write {tmp_path / target}: {why.format(root=tmp_path)}")
+    assert _files(tmp_path) == before
+
+
+def test_plot_to_an_empty_path_is_one_line(ab_summary, tmp_path):
+    before = _files(tmp_path)
+    result = _run("plot", ab_summary, "-o", "")  # it wrote the default png beside the input, exit 0
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["plot: cannot write '': the path is empty"]
     assert _files(tmp_path) == before
 
 
@@ -172,7 +220,7 @@ def test_nan_and_inf_options(ab_summary, tmp_path, monkeypatch, args, option, va
                                     "iq2_xxs, iq3_s, iq3_xxs, iq4_xs, q2_0), got 'missing.gguf'"),
 ])
 def test_workload_numbers_are_checked_before_the_gpu(monkeypatch, args, line):
-    from strata_bench.runner import devices
+    from strata_bench.gpu import devices
 
     monkeypatch.setattr(devices, "probe", lambda: devices.GpuProbe(False, 0, "no GPU (test)"))
     result = _run("workload", *args)

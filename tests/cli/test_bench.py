@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from strata_bench.cases import Case
 from strata_bench.cli.main import cli
-from strata_bench.runner import devices as gpu
+from strata_bench.gpu import devices as gpu
 from strata_bench.timing.bench import Timing
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.status import BenchStatus, Status

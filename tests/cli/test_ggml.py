@@ -24,12 +24,13 @@ def _run(*args):
     return result
 
 
-def _fresh():
-    """What a new process starts with: no variant a previous in-process command added."""
-    from strata_bench.cases import FAMILIES
-    from strata_bench.cases.toml_variant import remove_toml_variants
-
-    remove_toml_variants(FAMILIES)
+def test_q2warp_is_said_to_have_no_ggml_counterpart(tree):
+    result = _run("parity", "--ggml", tree, "--family", "q2warp", "--list")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == ("--ggml: q2warp has no ggml counterpart (ggml's Q2_0, type 42, is "
+                                             "another format than this project's q2_0): its cases run the built-ins "
+                                             "alone")
+    assert all("ggml" not in line for line in result.stdout.splitlines())
 
 
 def _listed(result):
@@ -56,7 +57,6 @@ def test_parity_list_shows_ggml_beside_the_built_ins(tree):
 def test_ggml_b_joins_every_case_ggml_runs(tree, tmp_path, command):
     write_fake_tree(tmp_path / "branch" / "ggml")
     one = _listed(_run(*command, "--ggml", tree, "--family", FAMILIES, "--list"))
-    _fresh()
     both = _listed(_run(*command, "--ggml", tree, "--ggml-b", tmp_path / "branch", "--family", FAMILIES, "--list"))
     assert one.keys() == both.keys()
     assert both == {name: v + ",ggml_b" if "ggml" in v.split(",") else v for name, v in one.items()}

@@ -1,12 +1,14 @@
 """Every command has help with an example; GPU commands exit 77 with one reason line on a GPU-less host."""
 from __future__ import annotations
 
+import threading
+
 import click
 import pytest
 from click.testing import CliRunner
 
 from strata_bench.cli.main import cli
-from strata_bench.runner.devices import probe
+from strata_bench.gpu.devices import probe
 
 
 def _all_commands(group: click.Group, prefix=()):
@@ -66,17 +68,21 @@ def test_usage_errors_are_one_line_exit_2(args, expected):
     assert result.stderr.splitlines() == [expected]
 
 
-def _invoke_raising(exc: BaseException):
-    """Run a throw-away command that raises `exc`, through the real group's error mapping."""
+def _invoke_raising(exc: BaseException, *before: str):
+    """Run a throw-away command that raises `exc`, through the real group's error mapping (`before`: the
+    group's own options)."""
     @click.command("explode")
     def explode():
         raise exc
 
     cli.add_command(explode)
     try:
-        return CliRunner().invoke(cli, ["explode"])
+        return CliRunner().invoke(cli, [*before, "explode"])
     finally:
         cli.commands.pop("explode")
+
+
+RAISED_AT = next(n for n, line in enumerate(open(__file__), 1) if line.strip() == "raise exc")
 
 
 def test_a_missing_required_package_is_one_line_exit_2():
@@ -88,4 +94,41 @@ def test_a_missing_required_package_is_one_line_exit_2():
 
 def test_a_missing_module_that_is_not_a_requirement_is_not_hidden():
     result = _invoke_raising(ModuleNotFoundError("No module named 'nope'", name="nope"))
-    assert isinstance(result.exception, ModuleNotFoundError) and result.exit_code == 1
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"internal error at {__file__}:{RAISED_AT}: ModuleNotFoundError: No module "
+                                          "named 'nope' (strata-bench --debug ... shows the traceback)"]
+
+
+def test_an_unexpected_exception_is_one_line_exit_1_and_its_traceback_only_under_debug():
+    result = _invoke_raising(RuntimeError("boom\nsecond line"))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"internal error at {__file__}:{RAISED_AT}: RuntimeError: boom "
+                                          "(strata-bench --debug ... shows the traceback)"]
+    debug = _invoke_raising(RuntimeError("boom"), "--debug")
+    assert isinstance(debug.exception, RuntimeError) and debug.exit_code == 1
+
+
+@pytest.mark.parametrize("body,line,why", [
+    ('x = 1\nraise ValueError("boom")\n', 2, "ValueError: boom"),
+    ("import json\n\njson.loads(5)\n", 3, "TypeError: the JSON object must be str, bytes or bytearray, not int"),
+])
+def test_a_case_file_that_raises_is_one_line_naming_it_exit_2(tmp_path, body, line, why):
+    cases = tmp_path / "my_cases.py"
+    cases.write_text(body)
+    result = CliRunner().invoke(cli, ["parity", "--cases", str(cases), "--list"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"{cases}:{line}: the case file raised {why}"]
+
+
+def test_an_error_whose_cause_chain_loops_is_one_line_exit_2():
+    from strata_bench.errors import InputError
+
+    first, second = InputError("bad value: 7"), InputError("the other")
+    first.__cause__, second.__context__ = second, first  # a chain that names itself again
+    outcome = []
+    # A daemon thread: a walk that loops must fail this test, not hang the suite.
+    worker = threading.Thread(target=lambda: outcome.append(_invoke_raising(first)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert outcome, "the exception-chain walk did not end"
+    assert outcome[0].exit_code == 2 and outcome[0].output == "bad value: 7\n"

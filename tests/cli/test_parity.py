@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from strata_bench.cases import Case
 from strata_bench.checks.outcome import CaseResult, CheckResult, Status
 from strata_bench.cli.main import cli
-from strata_bench.runner import loop
+from strata_bench.gpu import loop
+from strata_bench.runs import prepare as preparing
 
 from tests.cli.fake_devices import fake_three_devices
 
@@ -100,7 +101,7 @@ def _dumping_check_case(family, case, kernels, device, times=None, shared_runs=N
     import numpy as np
 
     from strata_bench.cases import Expected
-    from strata_bench.runner.launch import VariantRun
+    from strata_bench.gpu.launch import VariantRun
 
     result = fake_check_case(family, case, kernels, device)
     if result.status is Status.FAIL and on_failure is not None:
@@ -122,9 +123,9 @@ def test_dump_failures_writes_each_failing_case_and_says_where(three_devices, tm
     assert "--dump-failures DIR" in CliRunner().invoke(cli, ["parity", "--help"]).output
 
 
-def test_dump_failures_writes_nothing_when_every_case_passes(three_devices, tmp_path, monkeypatch):
+def test_dump_failures_writes_nothing_when_every_case_passes(three_devices, tmp_path, monkeypatch, family_registry):
     passing = [c for c in CASES if c is not CASES[2]]
-    monkeypatch.setattr(loop, "prepare_cases", lambda *a, **k: list(passing))
+    monkeypatch.setattr(preparing, "prepare", lambda spec: preparing.Prepared(spec, family_registry, list(passing)))
     folder = tmp_path / "fails"
     result = CliRunner().invoke(cli, ["parity", "--device", "0", "--results", str(tmp_path / "r"), "-q",
                                       "--dump-failures", str(folder)])
@@ -167,9 +168,9 @@ def test_a_filter_changes_the_count():
 
 # --- --profile (the loop faked) and the reference cache on the GPU -------------------------------------
 def _fake_loop(monkeypatch, seen, compile_seconds=None):
-    from strata_bench.runner import devices
+    from strata_bench.gpu import devices
 
-    def run_on_devices(cases, devs, per_case, on_result, on_fault, progress=None, compiled=None):
+    def run_on_devices(cases, devs, catalog, per_case, on_result, on_fault, progress=None, compiled=None):
         seen.append(per_case)
         if compile_seconds is not None and compiled is not None:
             compiled(compile_seconds)

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from strata_bench.cli.main import cli
-from strata_bench.runner import devices as gpu
-from strata_bench.runner import sanitize
+from strata_bench.gpu import devices as gpu
+from strata_bench.gpu import sanitize
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -28,7 +28,7 @@ def cwd(tmp_path, monkeypatch):
 @pytest.mark.parametrize("spec,what", [("memchek", "unknown tool 'memchek'"),
                                        ("memcheck,racechek", "unknown tool 'racechek'")])
 def test_an_unknown_tool_is_one_usage_line_before_anything_runs(cwd, spec, what, monkeypatch):
-    monkeypatch.setattr("strata_bench.runner.loop.prepare_cases", lambda *a, **k: pytest.fail("cases selected"))
+    monkeypatch.setattr("strata_bench.runs.prepare.prepare", lambda *a, **k: pytest.fail("cases selected"))
     result = CliRunner().invoke(cli, ["parity", "--sanitize", spec, "--family", "dequant"], prog_name="strata-bench")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
@@ -133,7 +133,7 @@ def test_findings_one_line_each_and_a_summary_per_tool(cwd, monkeypatch, one_gpu
     assert argv[:cut] == sanitize.sanitizer_command("cs", "initcheck", [])[1:]
     child = argv[cut:]
     assert child[:-1] == [sys.executable, "-m", "strata_bench", "parity", "--family", "dequant", "--format", "iq2_xs",
-                          "-k", "iq2", "--device", "0", "-q", "--results"]
+                          "-k", "iq2", "-q", "--results"]  # --device 0 is the default: not repeated
     assert Path(child[-1]).name.startswith("strata-sanitize-") and not Path(child[-1]).exists()
     assert initcheck_log.read_text().splitlines()[1:] == FOUND.splitlines()
 

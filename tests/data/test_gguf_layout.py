@@ -5,7 +5,6 @@ imported bytes equal to the bytes at that parse's offsets."""
 from __future__ import annotations
 
 import struct
-import time
 from collections import Counter
 
 import numpy as np
@@ -140,15 +139,17 @@ def _independent_check(path, fixtures) -> str | None:
     return None
 
 
-@pytest.mark.slow  # about 28 s on 2 cores: 2,400 mutants
+FUZZ_MUTANTS = 2400  # about 28 s on 2 idle cores: the test is bounded by this count, never by its seconds
+
+
+@pytest.mark.slow
 def test_fuzz_from_gguf_never_crashes_and_never_accepts_an_invalid_file(tmp_path):
     data = ROWS_GGUF.read_bytes()
     header_end = read_layout(ROWS_GGUF).tensors[0].offset
     rng = np.random.default_rng(20261201)
     outcomes, findings = Counter(), []
-    start = time.perf_counter()
     path = tmp_path / "m.gguf"
-    for kind, mutant in _mutants(data, header_end, 2400, rng):
+    for kind, mutant in _mutants(data, header_end, FUZZ_MUTANTS, rng):
         path.write_bytes(mutant)
         try:
             fixtures = fixture_from_gguf(path, ".")
@@ -163,8 +164,6 @@ def test_fuzz_from_gguf_never_crashes_and_never_accepts_an_invalid_file(tmp_path
         outcomes["accepted, valid" if problem is None else "accepted, INVALID"] += 1
         if problem is not None:
             findings.append(f"{kind}: {problem}")
-    elapsed = time.perf_counter() - start
-    print(f"\nfuzz: {sum(outcomes.values())} mutants in {elapsed:.1f} s: {dict(outcomes)}")
-    assert sum(outcomes.values()) >= 2000
+    print(f"\nfuzz: {sum(outcomes.values())} mutants: {dict(outcomes)}")
+    assert sum(outcomes.values()) == FUZZ_MUTANTS  # every mutant tried, each with one outcome
     assert not findings, findings[:10]
-    assert elapsed < 60

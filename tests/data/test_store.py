@@ -73,9 +73,7 @@ def test_sha256_mismatch_is_refused_and_verify_reports_it(tmp_path):
 def _rewrite_with_manifest_sha(tmp_path, name, arrays):
     path = tmp_path / f"{name}.npz"
     np.savez(path, **arrays)
-    manifest = read_manifest(tmp_path)
-    manifest["fixtures"][name]["sha256"] = sha256_file(path)
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    _rewrite_sha(tmp_path, name)
 
 
 def test_pickled_objects_are_refused_even_with_a_matching_sha(tmp_path):
@@ -85,6 +83,30 @@ def test_pickled_objects_are_refused_even_with_a_matching_sha(tmp_path):
                                                     "meta": np.array("{}")})
     with pytest.raises(InputError, match="pickled objects"):
         load_fixture(fix.name, tmp_path)
+
+
+def test_an_array_header_declaring_more_than_the_file_holds_is_one_line(tmp_path):
+    import io
+    import zipfile
+
+    fix = make_synthetic("q4_0", 2, 64, seed=1)
+    save_fixture(fix, tmp_path)
+    member = io.BytesIO()
+    np.lib.format.write_array_header_1_0(member, {"descr": "<f8", "fortran_order": False, "shape": (10**15,)})
+    path = tmp_path / f"{fix.name}.npz"
+    with zipfile.ZipFile(path, "w") as archive:  # np.load allocated 7 PiB for it: a MemoryError
+        archive.writestr("raw.npy", member.getvalue() + bytes(16))
+    _rewrite_sha(tmp_path, fix.name)
+    with pytest.raises(InputError) as err:
+        load_fixture(fix.name, tmp_path)
+    assert str(err.value) == (f"fixture {fix.name!r}: {path.name}: raw.npy declares 8000000000000000 bytes "
+                              f"(shape [1000000000000000], float64) but holds {len(member.getvalue()) + 16} bytes")
+
+
+def _rewrite_sha(tmp_path, name):
+    manifest = read_manifest(tmp_path)
+    manifest["fixtures"][name]["sha256"] = sha256_file(tmp_path / f"{name}.npz")
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
 
 
 def test_verify_recomputes_the_dequantized_values(tmp_path):

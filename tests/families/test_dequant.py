@@ -14,7 +14,7 @@ from strata_bench.data.synthetic import synthetic_weights
 from strata_bench.formats import get_format
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from iq_host import harness  # noqa: E402
+from iq_host import harness
 
 FAMILY = load_builtin_families()["dequant"]
 

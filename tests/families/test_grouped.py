@@ -13,7 +13,7 @@ from strata_bench.families import grouped as mod
 from strata_bench.kit import quantize_q8_1
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from iq_host import harness  # noqa: E402
+from iq_host import harness
 
 FAMILY = load_builtin_families()["grouped"]
 

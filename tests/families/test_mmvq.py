@@ -17,7 +17,7 @@ from strata_bench.families import mmvq as mod
 from strata_bench.kit import Q8_1_BYTES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from iq_host import harness  # noqa: E402
+from iq_host import harness
 
 FAMILY = load_builtin_families()["mmvq"]
 ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_120")

@@ -15,7 +15,7 @@ from strata_bench.families.mmvq import NEW_CONFIGS, NewConfig
 from strata_bench.families.mmvq_decoders import DECODERS, Decoder, decoder_table_bytes, decoder_traits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from iq_host import decoder_checks  # noqa: E402
+from iq_host import decoder_checks
 
 MMVQ = load_builtin_families()["mmvq"]
 PAIRS = [(fmt, name) for name, d in DECODERS.items() for fmt in d.formats]

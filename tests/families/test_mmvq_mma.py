@@ -22,7 +22,7 @@ import pytest
 from strata_bench.families import load_builtin_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from iq_host import harness  # noqa: E402
+from iq_host import harness
 
 FAMILY = load_builtin_families()["mmvq"]
 FORMATS = ("iq4_nl", "q8_0", "iq4_xs", "iq1_s")  # the formats mmvq_mma has an MmaFrag for in kernels_src
@@ -75,6 +75,7 @@ def test_dot_mma_refuses_formats_it_has_no_schedule_for(tmp_path, fmt):
     assert proc.returncode == 2 and "no mma schedule" in proc.stderr and "(iq4_nl, q8_0, iq4_xs, iq1_s)" in proc.stderr
 
 
+@pytest.mark.slow  # host emulation: a harness build per partner lane (6-7 s each)
 @pytest.mark.parametrize("xor", [2, 3])
 def test_iq1_s_with_a_wrong_partner_lane_fails_the_fragment_check(xor):
     """The lane pair's exchange with lane t ^ 2 or t ^ 3 (the other row half's group, or the wrong one) gives words

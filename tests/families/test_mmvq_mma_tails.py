@@ -20,7 +20,7 @@ from strata_bench.families.mmvq_mma import MMA_WIDTH, mma_config
 from tests.stub_kernels import H200_SHARED_OPTIN
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from iq_host import harness  # noqa: E402
+from iq_host import harness
 
 FAMILY = load_builtin_families()["mmvq"]
 TAILS = ["mmvq/iq4_nl/32773x288/n8/seed:1", "mmvq/iq4_xs/32773x256/n8/seed:1", "mmvq/q8_0/131077x288/n8/seed:1"]

@@ -120,7 +120,7 @@ def test_derived_output_is_hi_plus_lo():
     exps = {e.output: e for e in FAMILY.reference(case, host)}
     assert set(exps) == {"R_out", "rs", "xn16", "xn16+lo"}
     r, rs, hi, lo = emulate(host, 256, mod.DEFAULT_EPS)
-    pad = lambda a: mod._padded(a, 272, fill=np.nan)  # noqa: E731 - unwritten padding reads as poison NaN
+    pad = lambda a: mod._padded(a, 272, fill=np.nan)  # unwritten padding reads as poison NaN
     got = FAMILY.output_values(case, "xn16+lo", {"xn16": pad(hi.astype(np.float32)).astype(np.float16),
                                                   "xn16_lo": pad(lo.astype(np.float32)).astype(np.float16)})
     ref = exps["xn16+lo"].ref

@@ -354,7 +354,7 @@ def test_token_tiles_cover_every_group_row_once(tile_rows):
 @pytest.mark.gpu
 def test_environment_switch_changes_what_auto_launches(monkeypatch):
     from strata_bench.kernels.build import load_kernels
-    from strata_bench.runner.launch import run_variant
+    from strata_bench.gpu.launch import run_variant
 
     case = small_case("iq4_nl", 128, 256, "17,40")
     kernels = load_kernels(FAMILY, 0)

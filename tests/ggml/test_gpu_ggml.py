@@ -29,19 +29,6 @@ def tree(request) -> Path:
     return request.getfixturevalue("real_tree")
 
 
-@pytest.fixture(autouse=True)
-def fresh_families():
-    """Each command adds ggml's variants to the families of this process: start and end without them."""
-    from strata_bench.cases.registry import FAMILIES
-    from strata_bench.families import load_builtin_families
-
-    load_builtin_families()
-    yield
-    for family in FAMILIES.values():
-        for key in ("variants", "sources", "_source_options", "_source_builds"):
-            family.__dict__.pop(key, None)
-
-
 def _parity(tmp_path, *args):
     return CliRunner().invoke(cli, ["parity", "-q", "--results", str(tmp_path / "results"), *args])
 

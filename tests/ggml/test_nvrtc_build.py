@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from strata_bench.errors import CompileError, InputError
-from strata_bench.families import load_builtin_families
+from strata_bench.cases.spec import RunSpec
+from strata_bench.runs.catalog import build_catalog
 from strata_bench.ggml import build, nvrtc_prelude
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, locate
 from strata_bench.kernels import build as kbuild
@@ -80,7 +81,7 @@ def test_with_nvrtc_each_source_is_one_program_of_every_kernel_it_launches(fake_
     from strata_bench.ggml.variants import attach
 
     monkeypatch.setenv(build.COMPILER_ENV, "nvrtc")
-    families = load_builtin_families()
+    families = build_catalog(RunSpec())  # a run's own catalog: ggml's variants stay in it
     tree = locate(fake_tree)
     attach(families, tree)
     for name, source in (("mmvq", MMVQ), ("dequant", CONVERT), ("q8_1", QUANTIZE)):
@@ -148,7 +149,7 @@ def test_the_real_trees_q8_1_and_dequant_kernels_compile_with_and_without_a_tool
     folders = [str(_poisoned_toolkit(tmp_path)), *real] if headers == "toolkit first" else wheels
     monkeypatch.setattr(kbuild, "cuda_include_dirs", lambda: folders)
     monkeypatch.setenv(build.COMPILER_ENV, "nvrtc")
-    families = load_builtin_families()
+    families = build_catalog(RunSpec())  # a run's own catalog: ggml's variants stay in it
     from strata_bench.ggml.variants import attach
 
     tree = locate(real_tree)

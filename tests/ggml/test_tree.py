@@ -118,6 +118,23 @@ def test_no_version_in_cmakelists(fake_tree):
                                  f"GGML_VERSION_MAJOR/MINOR/PATCH")
 
 
+def test_a_tree_without_cmakelists_is_taken_with_its_version_unknown(fake_tree, capsys):
+    (fake_tree / "CMakeLists.txt").unlink()
+    tree = locate(fake_tree)
+    assert tree.version == "unknown" and tree.formats == FAKE["formats"]
+    assert capsys.readouterr().err == (f"--ggml {fake_tree.resolve()}: no CMakeLists.txt, so its version is "
+                                       "recorded as unknown\n")
+
+
+def test_a_source_that_is_a_fifo_is_refused_not_read(fake_tree):
+    import os
+
+    path = fake_tree / CONVERT
+    path.unlink()
+    os.mkfifo(path)
+    assert _error(fake_tree) == f"--ggml {path.parent}: convert.cu is not a regular file"
+
+
 # --- the real tree of the pinned sdist -------------------------------------------------------------------
 REAL_FORMATS = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs",
                 "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs")

@@ -1,6 +1,6 @@
 """variants.attach on a written tree (no nvcc, no GPU): the variant each family gets, the kernels it lists
 from its own source, the weights it packs for itself, the launch it makes; ggml_b held to ggml's bits.
-tests/conftest.py drops the variants from the registered families after every test."""
+Each test attaches to a run's own catalog (tests/conftest.py `families`)."""
 from __future__ import annotations
 
 import sys
@@ -10,15 +10,11 @@ import numpy as np
 import pytest
 
 from strata_bench.errors import InputError
-from strata_bench.families import load_builtin_families
 from strata_bench.ggml import convert, mmvq
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, locate
 from strata_bench.ggml.variants import attach
 
 
-@pytest.fixture
-def families():
-    return load_builtin_families()
 
 
 @pytest.fixture

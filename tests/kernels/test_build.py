@@ -2,13 +2,19 @@
 an empty folder) skips the wmma sources with the reason and compiles every other one."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
 from strata_bench.cli.main import cli
 from strata_bench.errors import InputError
-from strata_bench.kernels import build, jobs
+from strata_bench.kernels import build, cubin, jobs
 from strata_bench.kernels.sources import kernels_dir
+
+DATA = Path(__file__).parent / "data"
+SM90_CUBIN = (DATA / "params_sm90.cubin").read_bytes()
+SM80_CUBIN = cubin.elf_for_arch((DATA / "params.fatbin").read_bytes(), 80, "params.fatbin")
 
 
 @pytest.fixture
@@ -148,7 +154,7 @@ def test_an_edit_in_a_family_include_dir_is_a_new_compile(tmp_path, cubin_cache)
 def test_a_cache_entry_cut_short_is_never_served(cubin_cache, monkeypatch):
     # The metadata (with the cubin's sha256) is written last, each file under a temporary name of its own:
     # a crash between the two, or a torn cubin, leaves an entry the loader rebuilds, and no .tmp behind.
-    compiled = build.CompiledSource("k.cu", "sm_90", (), b"cubin", {"k": "k"}, "")
+    compiled = build.CompiledSource("k.cu", "sm_90", (), SM90_CUBIN, {"k": "k"}, "")
     real_replace = build.os.replace
 
     def crash_on_metadata(src, dst):
@@ -166,6 +172,14 @@ def test_a_cache_entry_cut_short_is_never_served(cubin_cache, monkeypatch):
     assert build._cache_load("key", "k.cu", "sm_90", ()).cache_hit
     (cubin_cache / "key.cubin").write_bytes(b"cub")  # torn
     assert build._cache_load("key", "k.cu", "sm_90", ()) is None
+
+
+def test_a_cache_entry_of_another_architecture_is_built_again(cubin_cache):
+    # An entry whose cubin is not for the key's architecture (a flag that overrode it, a copied cache) would
+    # load, and fault or run other code, on the GPU asked for.
+    build._cache_store("key", build.CompiledSource("k.cu", "sm_90", (), SM80_CUBIN, {"k": "k"}, ""))
+    assert build._cache_load("key", "k.cu", "sm_90", ()) is None
+    assert build._cache_load("key", "k.cu", "sm_80", ()).cache_hit
 
 
 @pytest.mark.parametrize("extra,dropped", [

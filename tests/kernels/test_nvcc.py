@@ -74,3 +74,11 @@ def test_cache_key_follows_source_options_version_arch_and_inputs(tmp_path):
     src.write_text("// b\n")
     others.add(nvcc.nvcc_cache_key(src, ["-O3"], "v1", "sm_90", "h"))
     assert base not in others and len(others) == 5
+
+
+@pytest.mark.parametrize("arch,hit", [("sm_90", False), ("sm_80", True)])
+def test_a_cache_entry_of_another_architecture_is_built_again(tmp_path, arch, hit):
+    sm80 = cubin.elf_for_arch((DATA / "params.fatbin").read_bytes(), 80, "params.fatbin")
+    nvcc._store(tmp_path, "key", nvcc.NvccOutput(sm80, ("nvcc",), "v", ""))
+    loaded = nvcc._load(tmp_path, "key", arch)
+    assert (loaded is not None and loaded.cache_hit) is hit

@@ -205,3 +205,12 @@ def test_each_row_shows_only_the_ceiling_that_bounds_it_and_what_the_cold_check_
         "n=1": {"mmvq/iq2_xxs/4096x4096": "10.00 / 10.00 us (1.00x, 800 GB/s, 81% copy)"}}
     gemm = [{**records[2], "variant": v} for v in ("old", "new")]
     assert bench.pivot_frame(gemm).to_dict() == {"n=1": {"mmvq/iq2_xxs/4096x4096": "10.00 / 10.00 us (1.00x, 800 GB/s)"}}
+
+
+def test_markdown_rounds_a_fraction_beside_one_over_100():
+    # tabulate's floatfmt skips a column holding any text: %ceiling printed 29.95230584604026 beside ">100".
+    records = [{**NEWER[0], "frac_read": 0.2995230584604026}, NEWER[1]]
+    detail = bench.render(records, "md").split("\n\n")[2]
+    assert detail.splitlines()[2:] == [
+        "| c1     | old       | timed    |       20.00 |    19.80 |    20.40 |   0.40 |  400.00 | read      | 29.95      |      0.50 | 1965-1980 MHz           |      0.42 |",
+        "| c1     | new       | timed    |        1.90 |     1.88 |     1.94 |   0.40 | 4200.00 | read      | >100       |      0.50 | 1965-1980 MHz THROTTLED |      0.42 |"]

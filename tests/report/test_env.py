@@ -12,8 +12,8 @@ from strata_bench.cli.main import cli
 from strata_bench.kernels.sources import kernels_src_hash
 from strata_bench.report import env as envinfo
 from strata_bench.results import provenance
-from strata_bench.runner import nvml
-from strata_bench.runner import devices as gpu
+from strata_bench.gpu import nvml
+from strata_bench.gpu import devices as gpu
 
 H200_PROPS = {
     "name": b"NVIDIA H200", "major": 9, "minor": 0, "multiProcessorCount": 132, "l2CacheSize": 62914560,
@@ -158,7 +158,7 @@ def test_env_json_without_gpu_is_valid_json_and_exits_77(no_gpu):
     assert body["devices"] == [] and body["kernels_src_hash"] == kernels_src_hash()
 
 
-@pytest.mark.skipif("__import__('strata_bench.runner.devices').runner.devices.probe().usable", reason="host has a GPU")
+@pytest.mark.skipif("__import__('strata_bench.gpu.devices').gpu.devices.probe().usable", reason="host has a GPU")
 def test_env_on_this_gpu_less_host_exits_77_with_the_real_reason():
     result = CliRunner().invoke(cli, ["env"])
     assert result.exit_code == 77

@@ -71,7 +71,16 @@ def test_the_peer_can_be_the_files_own_ggml_rows_and_they_are_not_ours():
     records = [_record("old", us=180.0), _record("new", us=138.5), _record("ggml", us=283.44),
                _record("ggml", fmt="q4_k", us=260.6), _record("ggml", ncols=8, us=9.0, status="parity failed"),
                _record("ggml_b", us=1.0)]
-    assert peer_in_records(records) == {(131072, 8192, "iq2_xxs", 1): 283.4, (131072, 8192, "q4_k", 1): 260.6}
-    assert [r["variant"] for r in own_records(records)] == ["old", "new"]
-    with pytest.raises(InputError, match=r"^--peer ggml: the file has no timed mmvq rows of variant ggml "):
-        peer_in_records(records[:2])
+    assert peer_in_records(records, "ggml") == {(131072, 8192, "iq2_xxs", 1): 283.4, (131072, 8192, "q4_k", 1): 260.6}
+    assert [r["variant"] for r in own_records(records, {"ggml", "ggml_b"})] == ["old", "new"]
+    with pytest.raises(InputError, match=r"^--peer ggml: the file has no timed mmvq rows of variant ggml$"):
+        peer_in_records(records[:2], "ggml")
+
+
+def test_the_foreign_variants_are_the_ones_the_file_declares():
+    from strata_bench.report.peer import foreign_variants
+
+    declared = {"run": {"argv": [], "extensions": {"Ggml": {"trees": {}, "foreign_variants": ["ggml", "ggml_b"]},
+                                                   "TomlVariants": {"variants": ["v.toml"]}}}}
+    assert foreign_variants(declared) == {"ggml", "ggml_b"}
+    assert foreign_variants({}) == set()

@@ -61,6 +61,18 @@ def test_parity_view_picks_its_columns(tmp_path, records_file):
     assert "FAIL" in md[3] and "checks" not in md[0]
 
 
+def test_a_parity_files_notes_end_every_view_but_the_data_ones(tmp_path):
+    from strata_bench.results.store import ResultsWriter
+
+    writer = ResultsWriter(tmp_path, "parity", {})
+    writer.append({"case": "dequant/q4_0/9x32/n1/seed:1", "status": "PASS", "device": 0, "checks": []})
+    path = writer.finish({"n": 1, "notes": ["the sign of a zero is not compared"]}, 0)
+    note = "note: the sign of a zero is not compared"
+    assert _render(path, "md").splitlines()[-1] == note
+    assert _render(path, "table").splitlines()[-1] == note
+    assert note not in _render(path, "csv") and note not in _render(path, "json")
+
+
 def test_unknown_kind_renders_generic_columns(tmp_path, records_file):
     path = records_file(tmp_path, "sweep", [{"name": "x", "nested": {"a": 1}, "tags": [1, 2]}])
     body = json.loads(_render(path, "json"))

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from strata_bench.cases import Case, Family
 from strata_bench.cli.main import cli
-from strata_bench.runner.devices import probe
+from strata_bench.gpu.devices import probe
 from strata_bench.timing import bench, graph
 from strata_bench.timing.bench import Timing, TimingConfig, bench_case
 from strata_bench.timing.status import BenchStatus, Status

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from strata_bench.cases import Case
-from strata_bench.runner import nvml
+from strata_bench.gpu import nvml
 from strata_bench.timing.bench import TimingConfig, bench_case
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.clocks import ClockReader, ClockSample, ClockSummary, reason_names, summarize

@@ -51,7 +51,7 @@ def test_trials_stop_as_soon_as_the_ci_is_tight_enough():
 
 def test_trials_run_to_the_budget_when_the_ci_stays_wide():
     noisy = count()
-    replay = lambda: (1.0 + (next(noisy) % 2)) * 1e-3  # noqa: E731 - alternating 1 ms and 2 ms: never tight
+    replay = lambda: (1.0 + (next(noisy) % 2)) * 1e-3  # alternating 1 ms and 2 ms: never tight
     cfg = TimingConfig(rel_ci=0.01, budget_s=2.0, min_trials=10, max_trials=400)
     # The clock is read once for the deadline (t=0.5 -> deadline 2.5), then once per check from the 10th
     # sample: 1.0, 1.5, 2.0, 2.5 are not past it, 3.0 is, so the 14th sample is the last.

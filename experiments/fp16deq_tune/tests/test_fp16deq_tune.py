@@ -125,6 +125,7 @@ def test_tune_family_variants_and_kernel_names():
     assert {(c.fmt, c.rows, c.cols) for c in cases} >= {("iq4_xs", 3, 256), ("q8_0", 7, 256)}
 
 
+@pytest.mark.slow  # an NVRTC compile of every candidate
 @pytest.mark.nvrtc
 def test_every_candidate_compiles_from_this_folder():
     from strata_bench.kernels.build import compile_source

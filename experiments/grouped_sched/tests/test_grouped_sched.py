@@ -35,7 +35,7 @@ def test_formats_and_variants_extend_the_built_in_family():
 def test_cases_are_the_built_in_defaults_and_bench_plus_several_windows():
     fam = SCHED.GroupedSched()
     grouped = builtin_family("grouped")()
-    key = lambda c: (c.fmt, c.rows, c.cols, c.ncols, c.params)  # noqa: E731
+    key = lambda c: (c.fmt, c.rows, c.cols, c.ncols, c.params)
     cases = fam.default_cases()
     assert [key(c) for c in cases[:24]] == [key(c) for c in grouped.default_cases()]
     windows = cases[24:]
@@ -74,6 +74,7 @@ def _groups(case):
     return tuple(int(g) for g in case.param("groups").split("-"))
 
 
+@pytest.mark.slow  # the schedule emulated over every case and grid (4-7 s each)
 @pytest.mark.parametrize("config", SCHED.SCHED_CONFIGS, ids=lambda c: c.label)
 def test_schedule_stores_every_output_once_on_every_case(config):
     fam = SCHED.GroupedSched()
@@ -141,6 +142,7 @@ def test_launch_records_the_planned_kernels_grids_and_arguments(monkeypatch):
     assert args == ("down", np.int64(ds), np.int64(ds * 4096), np.int32(4096), np.int32(448), "offsets", "hq", "Y")
 
 
+@pytest.mark.slow  # an NVRTC compile of every candidate (about 7 s)
 @pytest.mark.nvrtc
 def test_kernels_compile_for_sm_90_without_spills():
     from strata_bench.kernels.build import compile_source

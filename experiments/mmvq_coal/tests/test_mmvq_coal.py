@@ -93,6 +93,7 @@ def _kernels() -> list[str]:
     return COAL.MmvqCoal().name_expressions(COAL.OWN_SOURCE)
 
 
+@pytest.mark.slow  # an NVRTC compile of every candidate (about 9 s on 2 cores)
 @pytest.mark.nvrtc
 def test_kernels_compile_for_sm_90_without_spills():
     from strata_bench.kernels.build import compile_source
@@ -106,6 +107,7 @@ def test_kernels_compile_for_sm_90_without_spills():
 NVCC = shutil.which("nvcc")
 
 
+@pytest.mark.slow  # an nvcc compile to PTX (about 8 s)
 @pytest.mark.skipif(NVCC is None, reason="no nvcc on PATH: the PTX is not read")
 def test_ptx_reads_the_copy_from_shared_memory_and_the_weights_coalesced(tmp_path):
     exprs = _kernels()

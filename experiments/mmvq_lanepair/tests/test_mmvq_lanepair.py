@@ -39,6 +39,7 @@ def _host(tag: str, xor: int = 1):
                                    f"LANEPAIR_XOR={xor}"))
 
 
+@pytest.mark.slow  # host emulation: builds and runs the C++ harness (3-6 s for each build)
 @pytest.mark.parametrize("fmt", PAIR.FORMATS)
 @pytest.mark.parametrize("tag", ["pair", "lane"])
 @pytest.mark.parametrize("rows,cols,ncols,data", SHAPES)
@@ -50,6 +51,7 @@ def test_the_schedule_with_the_lane_pair_decoder_equals_one_warp_per_row_bitwise
         f"{int((old.view(np.uint32) != mma.view(np.uint32)).sum())} of {old.size} outputs differ"
 
 
+@pytest.mark.slow  # host emulation: a harness build per partner lane (6-7 s each)
 @pytest.mark.parametrize("fmt", PAIR.FORMATS)
 @pytest.mark.parametrize("xor", [2, 3])
 def test_a_wrong_partner_lane_fails_the_fragment_check(fmt, xor):
@@ -153,6 +155,7 @@ def _built(arch: str):
                           root=PAIR.KERNELS)
 
 
+@pytest.mark.slow  # an NVRTC compile
 @pytest.mark.nvrtc
 def test_the_kernels_compile_without_spills():
     built = _built("sm_90")
@@ -163,6 +166,7 @@ def test_the_kernels_compile_without_spills():
 CUOBJDUMP = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
 
 
+@pytest.mark.slow  # an NVRTC compile, then cuobjdump
 @pytest.mark.nvrtc
 @pytest.mark.skipif(CUOBJDUMP is None, reason="no cuobjdump (set CUOBJDUMP=path): the SASS is not read")
 def test_the_pair_exchanges_by_shuffle_and_the_control_does_not():

@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
 from iq_host import harness  # noqa: E402
 
+# Every test here builds: the host emulation's C++ harness (about 6 s), or the kernels with NVRTC.
+pytestmark = pytest.mark.slow
+
 SCRIPT = load_cases_file("experiments/mmvq_mma/cases.py")
 FORMATS = ("iq2_xxs", "iq1_s")  # the formats whose MmaFrag is this experiment's
 HOST = dict(headers=(str(SCRIPT.KERNELS / "mma_frag_grid.cuh"),),

@@ -1,0 +1,86 @@
+"""Copy a llama.cpp tree with one planted change, for the engine A/Bs of issue 36 (`gpu_suite.sh engine`).
+
+    python scripts/engine_plant.py slow-mmvq TREE OUT   # mul_mat_vec_q launched once more every 33rd call (~3%)
+    python scripts/engine_plant.py ulp-iq4_xs TREE OUT  # vec_dot_iq4_xs_q8_1's result one ulp larger
+
+slow-mmvq: mmvq.cu's `mul_mat_vec_q_switch_type` becomes `..._impl`, and a wrapper of that name (a
+variadic template, so it needs no copy of the parameter list) calls it, and every 33rd call calls it again:
+about 3% more mat-vec launches, each writing the same outputs (dst is written, not accumulated), so
+the tokens stay identical. Under CUDA graphs the repeats are captured once and replayed with the graph.
+ulp-iq4_xs: vecdotq.cuh's `return d * sumi;` inside vec_dot_iq4_xs_q8_1 gives the float one ulp above
+(its bits plus one): the logits of an IQ4_XS model move by about that much per partial dot.
+
+The copy is made fresh (OUT is replaced). Exit 1, naming the file, when the text to change is not there
+(another llama.cpp version): the plant is then not made, rather than made silently wrong.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+MMVQ = "ggml/src/ggml-cuda/mmvq.cu"
+VECDOTQ = "ggml/src/ggml-cuda/vecdotq.cuh"
+WRAPPER = """// strata-bench planted slowdown (scripts/engine_plant.py slow-mmvq): every 33rd call launches again.
+template <typename... Args>
+static void mul_mat_vec_q_switch_type(Args... args) {
+    static int strata_calls = 0;
+    mul_mat_vec_q_switch_type_impl(args...);
+    if (++strata_calls % 33 == 0) {
+        mul_mat_vec_q_switch_type_impl(args...);
+    }
+}
+
+"""
+ULP = "return __uint_as_float(__float_as_uint(d * sumi) + 1u); // strata-bench planted one ulp"
+
+
+def slow_mmvq(text: str) -> str:
+    renamed, n_def = re.subn(r"^static void mul_mat_vec_q_switch_type\(", "static void mul_mat_vec_q_switch_type_impl(",
+                             text, count=1, flags=re.MULTILINE)
+    planted, n_entry = re.subn(r"^(void ggml_cuda_mul_mat_vec_q\()", WRAPPER.replace("\\", "\\\\") + r"\1", renamed,
+                               count=1, flags=re.MULTILINE)
+    if n_def != 1 or n_entry != 1:
+        raise LookupError(f"{MMVQ}: no 'static void mul_mat_vec_q_switch_type(' and 'void ggml_cuda_mul_mat_vec_q(' "
+                          f"at a line start")
+    return planted
+
+
+def ulp_iq4_xs(text: str) -> str:
+    m = re.search(r"float vec_dot_iq4_xs_q8_1\(.*?\n}", text, flags=re.DOTALL)
+    if not m or m.group(0).count("return d * sumi;") != 1:
+        raise LookupError(f"{VECDOTQ}: vec_dot_iq4_xs_q8_1 without one 'return d * sumi;'")
+    body = m.group(0).replace("return d * sumi;", ULP)
+    return text[:m.start()] + body + text[m.end():]
+
+
+PLANTS = {"slow-mmvq": (MMVQ, slow_mmvq), "ulp-iq4_xs": (VECDOTQ, ulp_iq4_xs)}
+
+
+def plant(kind: str, tree: Path, out: Path) -> Path:
+    """Copy `tree` to `out` (replaced) with the plant `kind` made; LookupError where its text is missing."""
+    rel, change = PLANTS[kind]
+    changed = change((tree / rel).read_text())
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(tree, out, symlinks=True, ignore=shutil.ignore_patterns(".git", "build*"))
+    (out / rel).write_text(changed)
+    return out / rel
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[0] not in PLANTS:
+        print(f"usage: engine_plant.py {{{','.join(PLANTS)}}} TREE OUT", file=sys.stderr)
+        return 2
+    try:
+        path = plant(argv[0], Path(argv[1]), Path(argv[2]))
+    except (LookupError, OSError) as exc:
+        print(f"plant {argv[0]} not made: {exc}", file=sys.stderr)
+        return 1
+    print(f"planted {argv[0]}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,63 @@
+"""`--ggml PATH` and `--ggml-b PATH` as one extension of a run (cases/spec.Extension): llama.cpp's own kernels
+join the mmvq, dequant and q8_1 families of that run's catalog as variants `ggml` and `ggml_b`."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+import click
+
+from strata_bench.errors import InputError
+
+MAX_COLUMNS = 8  # ggml's MMVQ_MAX_BATCH_SIZE: above it ggml calls another kernel
+NO_COUNTERPART = "q2warp"  # this project's Q2_0 rows per warp (FORMATS.md: upstream's Q2_0 differs)
+
+
+@dataclass(frozen=True)
+class Ggml:
+    tree: str
+    tree_b: str | None = None
+
+    options: ClassVar[tuple[Any, ...]] = (
+        click.option("--ggml", "ggml_tree", metavar="PATH",
+                     help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec, dequantization and "
+                          "q8_1 kernels, built unchanged (nvcc, else NVRTC), join mmvq, dequant and q8_1 as variant "
+                          "ggml."),
+        click.option("--ggml-b", "ggml_b_tree", metavar="PATH",
+                     help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
+    )
+    order: ClassVar[int] = 20
+    adds_variants: ClassVar[bool] = True
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "Ggml | None":
+        tree, tree_b = params.get("ggml_tree"), params.get("ggml_b_tree")
+        if tree_b is not None and tree is None:
+            raise InputError(f"--ggml-b {tree_b} needs --ggml PATH, the tree it is held to")
+        return None if tree is None else cls(tree, tree_b)
+
+    def check(self, spec: Any) -> None:
+        cols = spec.request.cols
+        if cols and max(cols) > MAX_COLUMNS:
+            raise InputError(f"--cols {max(cols)}: ggml's mul_mat_vec_q takes 1 to {MAX_COLUMNS} columns "
+                             f"(MMVQ_MAX_BATCH_SIZE; above it ggml uses another kernel)")
+
+    def attach(self, catalog: dict, spec: Any) -> None:
+        from strata_bench.ggml import load
+
+        load(catalog, self.tree, self.tree_b, spec.filter.formats)
+        if NO_COUNTERPART in catalog and (not spec.filter.families or NO_COUNTERPART in spec.filter.families):
+            print(f"--ggml: {NO_COUNTERPART} has no ggml counterpart (ggml's Q2_0, type 42, is another format than "
+                  "this project's q2_0): its cases run the built-ins alone", file=sys.stderr)
+
+    def argv(self) -> list[str]:
+        return ["--ggml", self.tree] + ([] if self.tree_b is None else ["--ggml-b", self.tree_b])
+
+    def provenance(self) -> dict[str, Any]:
+        """The trees, and the variants that are llama.cpp's (a report's peer, not this project's kernels)."""
+        trees = {"ggml": self.tree, **({} if self.tree_b is None else {"ggml_b": self.tree_b})}
+        return {"trees": trees, "foreign_variants": list(trees)}
+
+
+EXTENSION = Ggml
