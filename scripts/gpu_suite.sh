@@ -9,9 +9,11 @@
 # Not in the default list, the experiments (experiments/<name>/): `tune` (mmvq launch candidates,
 # experiments/mmvq_tune; STRATA_TUNE_WIDTHS="1 8", "_decoders1" for the one-column decoder candidates),
 # `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma),
-# `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench);
-# and the profiles `ncu`, `ncu-source` and `ncu-mma`. Every step's log and exit code land in $OUT
-# (default gpu-out/), and results/ is packed into $OUT/results.tgz so a remote run brings everything back.
+# `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench),
+# `lanepair` (issue 37: new's iq1_s lane-pair pass, parity and bench beside new before it);
+# and the profiles `ncu`, `ncu-source`, `ncu-mma` and `ncu-rows` (issue 37: each row's binding resource). Every
+# step's log and exit code land in $OUT (default gpu-out/), and results/ is packed into $OUT/results.tgz so a
+# remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
 #   scripts/gpu_suite.sh parity bench-dram  # chosen steps
@@ -245,12 +247,28 @@ for s in "${steps[@]}"; do
                 --format iq2_xxs,iq1_s,q4_k,q8_0 -o md
             step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
             step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md ;;
+        lanepair)  # issue 37: new's 8-column iq1_s pass on the tensor cores with the lane-pair decode (131072 rows and
+            # more): parity of every built-in iq1_s case (the tall ones run it) and of the experiment's (iq1_s and
+            # the iq2_xxs candidate: pair, the control, new-dp4a), then 131072x8192 at 8 columns for both: new beside
+            # new-dp4a (new before the change), the candidates and old
+            step lanepair-parity sb parity -q --family mmvq --format iq1_s
+            step lanepair-parity-exp sb parity -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair
+            step lanepair-bench sb bench -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair \
+                --budget 0.5 --results results/tune -o md ;;
         speed)  # issue 28's candidates (experiments/<name>/, family <name>): resources, bitwise parity against old, bench
             for x in ${STRATA_SPEED_EXPERIMENTS:-mmvq_coal mmvq_lanepair grouped_sched}; do
                 cases="experiments/$x/cases.py"
                 step "speed-$x-resources" sb compile --arch 90 --cases "$cases" --family "$x" --resources
                 step "speed-$x-parity" sb parity -q --cases "$cases" --family "$x"
                 step "speed-$x-bench" sb bench -q --cases "$cases" --family "$x" --budget 0.3 --results results/tune -o md
+            done ;;
+        ncu-rows)  # issue 37 item 4 on real captures: the profile columns of new's mat-vec kernel (kernels/ncu.py:
+            # thread-instructions per weight, DRAM bytes against bench's model, issue and DRAM %, the bound), the CSV
+            # kept under results/ncu/; a row without a profile says why (exit 1)
+            for spec in "iq1_s 1" "iq2_xxs 1" "iq3_xxs 1" "iq1_s 8" "iq2_xxs 8"; do
+                set -- $spec
+                step "ncu-row-$1-n$2" python3 -m strata_bench.kernels.ncu --format "$1" --shape 131072x8192 --cols "$2" \
+                    --out "results/ncu/ncu-$1-n$2.csv"
             done ;;
         engine|engine-build|engine-ab)  # issue 36: two CUDA builds of a carried llama.cpp tree and a real model, the four A/Bs
             engine_step "$s" ;;

@@ -1,60 +1,59 @@
 """mmvq_lanepair (issue 28, candidate (b)): mmvq_mma's 8-column pass of iq1_s with a lane-pair fragment decode
-(kernels/mma_frag_pair.cuh), as a --cases file: a family `mmvq_lanepair`, the built-in mmvq with one variant per
-candidate launch, so that parity checks each bitwise against old and bench times them beside new in one run;
-nothing built-in changes.
+(since issue 37 the product's: kernels_src/mmvq/mma_frag.cuh, run by `new` on tall 8-column passes), as a --cases
+file: a family `mmvq_lanepair`, the built-in mmvq with one variant per candidate launch and `new-dp4a` (new's
+launch before issue 37), so that parity checks each bitwise against old and bench times them beside new in one
+run.
 
     strata-bench compile --arch 90 --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair --resources
     strata-bench parity --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair
     strata-bench bench --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair --budget 0.3
 
 A candidate runs the built-in kernel mmvq_mma<F, TG, MINB, 1> (kernels_src/mmvq/mmvq_mma.cu, included as it is
-by kernels/mmvq_lanepair.cu) for the 8-column passes of iq1_s, with F one of this folder's format tags:
-fmt_iq1_s_pair (lanes t and t ^ 1 of a row share their group selectors through one shuffle) or fmt_iq1_s_lane
-(the control: each lane computes both groups' selectors itself). Every other pass runs new's launch, so each
-variant runs every case. Only the public kit is used, and the built-in family's extension surface
+by kernels/mmvq_lanepair.cu) for the 8-column passes of iq1_s and iq2_xxs, with F fmt_<format>_pair (lanes t
+and t ^ 1 of a row share their group selectors through one shuffle; iq1_s's is the product's since issue 37:
+`new` runs pair-tg4 for 8-column passes of 131072 rows and more; iq2_xxs's is a candidate) or this folder's
+fmt_<format>_lane (the control: each lane computes both groups' selectors itself). Every other pass runs new's
+launch, so each variant runs every case. Only the public kit is used, and the built-in family's extension surface
 (docs/EXTENDING.md).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from strata_bench.kit import Variant, builtin_family, compute_major, shared_optin, traits
+from strata_bench.kit import Variant, builtin_family, compute_major, shared_optin
 
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
 OWN_SOURCE = "mmvq_lanepair.cu"  # in KERNELS
-FORMATS = ("iq1_s",)
+# iq1_s: the product's pair since issue 37 (its candidates stay for the record); iq2_xxs: the candidate of issue
+# 37 (mma_frag_iq2xxs.cuh). The other 1-3-bit formats are not: iq1_m, iq2_xs and iq2_s have a scale per 16
+# values (mmvq_mma's C is a whole 32-value chunk's integer), and iq3_xxs / iq3_s look each 4-value word up by
+# itself, so a pair would share only the sign work (docs/PERF_NOTES.md v10).
+FORMATS = ("iq1_s", "iq2_xxs")
 WIDTH = 8  # the mma's N: the pass these candidates run
 MMA_MAJOR = 8  # mma.sync m16n8k32 of int8 needs sm_80 (an older GPU runs new's pass)
 
 
 class PairConfig(Mmvq.MmaConfig):
-    """mmvq_mma's launch (tile groups, MINB, one weight stage: MmaConfig's shared bytes and threads) with this
-    folder's fragment decoder: the format's traits with the suffix `tag` ("pair" or "lane", mma_frag_pair.cuh)."""
-
-    tag = "pair"
-
-    def kernel(self, fmt: str) -> str:
-        return f"mmvq_mma<{traits(fmt)}_{self.tag}, {self.tile_groups}, {self.min_blocks}, {self.stages}>"
+    """mmvq_mma's launch (tile groups, MINB, one weight stage: MmaConfig's shared bytes and threads) with the
+    fragment decoder `frag`: "pair" (iq1_s: since issue 37 the product's, kernels_src/mmvq/mma_frag.cuh;
+    iq2_xxs: kernels/mma_frag_iq2xxs.cuh) or "lane", the control (fmt_<format>_lane)."""
 
     @property
     def label(self) -> str:
-        return f"{self.tag}-tg{self.tile_groups}"
+        return f"{self.frag}-tg{self.tile_groups}"
 
 
-class LaneConfig(PairConfig):
-    tag = "lane"
-
-
-# The candidates: the lane pair at mmvq_mma's iq1_s launch (TG = 4: 16 warps, one block an SM), the same at
-# TG = 3 (fewer warps, more registers a thread), and the control (each lane decodes both groups: mmvq_mma's
-# per-lane work, the same code without the shuffle), so that one run separates the exchange from the rest.
-CONFIGS = (PairConfig(4, 0), PairConfig(3, 0), LaneConfig(4, 0))
+# The candidates: the lane pair at mmvq_mma's iq1_s launch (TG = 4: 16 warps, one block an SM; the product's
+# default for tall 8-column iq1_s passes since issue 37), the same at TG = 3 (fewer warps, more registers a
+# thread), and the control (each lane decodes both groups: mmvq_mma's per-lane work, the same code without the
+# shuffle), so that one run separates the exchange from the rest.
+CONFIGS = (PairConfig(4, 0, frag="pair"), PairConfig(3, 0, frag="pair"), PairConfig(4, 0, frag="lane"))
 
 
 def applies(config: PairConfig, fmt: str, nc: int, nchunks: int) -> bool:
-    """Whether the candidate runs this pass: iq1_s, 8 columns, a GPU with int8 mma whose blocks may opt in to
-    the pass's shared memory (activations of 8 columns, the warps' group buffers, the tree operands)."""
+    """Whether the candidate runs this pass: a format of FORMATS, 8 columns, a GPU with int8 mma whose blocks may
+    opt in to the pass's shared memory (activations of 8 columns, the warps' group buffers, the tree operands)."""
     if fmt not in FORMATS or nc != WIDTH or compute_major() < MMA_MAJOR:
         return False
     return sum(config.shared_bytes(fmt, nchunks)) <= shared_optin()
@@ -82,10 +81,27 @@ def _launch(config: PairConfig):
 
 VARIANTS = tuple(
     Variant(c.label, _kernels(c), _launch(c),
-            f"8-column iq1_s passes: mmvq_mma TG={c.tile_groups} with the "
-            + ("lane-pair fragment decode (one shuffle a row)" if c.tag == "pair" else
+            f"8-column iq1_s and iq2_xxs passes: mmvq_mma TG={c.tile_groups} with the "
+            + ("lane-pair fragment decode (one shuffle a row)" if c.frag == "pair" else
                "per-lane fragment decode (the control)") + "; others as new")
     for c in CONFIGS)
+
+
+def _dp4a_kernels(family, source: str) -> list[str]:
+    return ([Mmvq.new_config(fmt, nc).kernel(fmt, nc) for fmt in FORMATS for nc in (1, 2, 4, 8)]
+            if source == Mmvq.sources[1] else [])
+
+
+def _launch_dp4a(family, case, kernels, dev, outs, stream=None) -> None:
+    """new's launch without the tensor cores: for iq1_s, `new` as it was before issue 37 made pair-tg4 its
+    8-column pass (mmvq_new r4m2f; 284.3 us at 131072x8192 on the H200), so one bench shows both."""
+    family.launch_new_passes(case, kernels, dev, outs, Mmvq.new_config, stream)
+
+
+# Today's product beside the candidates: new's own passes on mmvq_new's kernel (dp4a).
+DP4A = Variant("new-dp4a", _dp4a_kernels, _launch_dp4a,
+               "new's mmvq_new passes without the tensor cores (new for iq1_s before issue 37)")
+VARIANTS = (*VARIANTS, DP4A)
 
 # Parity: the 8-column pass and its tails, at 8 and 11 (= 8 + 2 + 1) columns. The built-in SHAPES (8192x2560:
 # 10 blocks a row, warps with 3 and 2 groups; 16384x512: 2 blocks, warps 2-3 idle); (37, 2304): 9 blocks, a
@@ -100,7 +116,8 @@ class MmvqLanepair(Mmvq):
     name = "mmvq_lanepair"
     sources = (*Mmvq.sources, OWN_SOURCE)
     kernels_root = KERNELS
-    description = "mmvq with a lane-pair fragment decode for iq1_s's 8-column mma passes (experiments/mmvq_lanepair)"
+    description = ("mmvq with a lane-pair fragment decode for iq1_s's and iq2_xxs's 8-column mma passes "
+                   "(experiments/mmvq_lanepair)")
     variants = (*Mmvq.variants, *VARIANTS)
 
     def default_cases(self):

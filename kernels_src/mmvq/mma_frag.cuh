@@ -24,6 +24,10 @@ struct Frag {
 template <class F>
 struct MmaFrag;  // defined only for the formats mmvq_mma runs (experiments/mmvq_mma adds iq2_xxs and iq1_s)
 
+#ifndef LANEPAIR_XOR
+#define LANEPAIR_XOR 1  // iq1_s's partner lane, t ^ 1 (tests build 2 and 3 to see the host check fail)
+#endif
+
 // 8 bytes at an 8-byte aligned address of any memory (ld_u64_a8 is the global-only form).
 __device__ __forceinline__ uint2 ld_u64_any(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
 
@@ -72,6 +76,81 @@ struct MmaFrag<fmt_iq4_xs> {
     }
 };
 
+// The lane-pair decode of a grid format whose 8-value group G gives Chunk words 2G and 2G + 1 as the two halves
+// of one selector (word 2G + h = prmt(k0, k1, sel >> 16 h), iq1_group's and iq2_group's form): iq1_s in `new`
+// (fmt_iq1_s_pair: fmt_iq1_s under another name, every trait inherited, so that mmvq_mma<fmt_iq1_s_pair, ...>
+// runs this decoder; first measured in experiments/mmvq_lanepair, which adds other formats as candidates).
+// Lane 4g + t supplies Chunk words t and 4 + t, so lane t needs half t & 1 of groups t / 2 and 2 + t / 2:
+// lanes t and t ^ 1 need the same two groups. Each lane of the pair does one group's work and the pair swaps
+// the results with one shuffle a row:
+//   - lane t owns group G(t) = t / 2 + 2 (t & 1) (even t: the group of its word t; odd t: of its word 4 + t);
+//     PairSel<F>::sel gives its selector from the same bytes, table word and sign work as the format's group
+//     decode (iq1_s: nib(index(G)) | (neg ? 0x44444444 : 0), iq1_group's; the sign mask: prmt's sign
+//     replication copies qh's bit 15 into every byte, and 0x44444444 & that is 0x44444444 exactly when the bit
+//     is set);
+//   - one __shfl_xor_sync(.., 1) gives it the partner's selector, sel(G(t ^ 1)): the other group it needs;
+//   - word t is prmt(k0, k1, s) with s's low 16 bits = sel(t / 2)'s half t & 1 (the group decode's `sel >> 16 h`:
+//     a default-mode prmt reads only the selector's low 16 bits, as iq1_group's own `lo` relies on), word
+//     4 + t likewise from sel(2 + t / 2); a lane-constant prmt of (own, partner) makes both selectors.
+// So lo, hi, dw and ls are decode()'s w[t], w[4 + t], dw and ls0 from the same bytes: this MmaFrag's contract.
+// The shuffle needs the whole warp: mma_chunk runs under warp-uniform conditions only. PAIR = false is the
+// same code with the partner's selector computed by the lane itself (no shuffle; experiments/mmvq_lanepair's
+// control), and on the host (tests/iq_host/mma_emul.h) the exchange computes the partner's selector from the
+// same block, which is what the partner lane (same row, same chunk) holds; LANEPAIR_XOR names the partner.
+template <class F>
+struct PairSel;  // head(b, j, f): dw and ls into f, returns the chunk's context word; sel(b, j, G, ctx, tab)
+
+// iq1_s, chunk j: qh is the context (3 high index bits per group, the scale, the delta's sign).
+template <>
+struct PairSel<fmt_iq1_s> {
+    using L = fmt_iq1_s::L;
+    static __device__ __forceinline__ uint32_t head(const uint8_t* b, int j, Frag& f) {
+        const uint32_t qh = ld_u16(b + L::QH + 2 * j);
+        f.dw = ld_half(b) * 0.125f;
+        f.ls = 2 * (int)((qh >> 12) & 7u) + 1;
+        return qh;
+    }
+    // iq1_group's selector of group G of chunk j of block b.
+    static __device__ __forceinline__ uint32_t sel(const uint8_t* b, int j, int G, uint32_t qh, const Tab& tab) {
+        const uint32_t index = ld_u8(b + L::QS + 4 * j + G) | (((qh >> (3 * G)) & 7u) << 8);
+        // iq1_group's `neg ? nib | 0x44444444 : nib`: prmt's sign replication copies qh's bit 15 (the top of
+        // its byte 1) into every byte, a mask of the delta's sign (one PRMT where the select takes three).
+        return tab.words[index] | (prmt(qh, 0u, 0x9999u) & 0x44444444u);
+    }
+};
+
+template <class F, bool PAIR>
+struct GridPairFrag {
+    using S = PairSel<F>;
+    // Lane t's group: t / 2 for an even t (its word t), 2 + t / 2 for an odd t (its word 4 + t).
+    static __host__ __device__ __forceinline__ int group(int t) { return t / 2 + 2 * (t & 1); }
+    // The partner's selector: its lane's sel() of the same row and chunk.
+    static __device__ __forceinline__ uint32_t partner(uint32_t own, const uint8_t* b, int j, int t, uint32_t ctx,
+                                                       const Tab& tab) {
+#ifdef __CUDA_ARCH__
+        if constexpr (PAIR) return __shfl_xor_sync(0xFFFFFFFFu, own, LANEPAIR_XOR);
+#endif
+        (void)own;
+        return S::sel(b, j, group(t ^ LANEPAIR_XOR), ctx, tab);
+    }
+    static __device__ __forceinline__ Frag load(const uint8_t* b, int j, int t, const uint32_t (&)[4], const Tab& tab) {
+        Frag f;
+        const uint32_t ctx = S::head(b, j, f);
+        const uint32_t own = S::sel(b, j, group(t), ctx, tab);
+        const uint32_t other = partner(own, b, j, t, ctx, tab);
+        // Even t: own is group t / 2 (word t: its low half), other 2 + t / 2 (word 4 + t: low half).
+        // Odd t: other is group t / 2 (word t: its high half, bytes 6-7), own 2 + t / 2 (high half, bytes 2-3).
+        const bool odd = (t & 1) != 0;
+        f.lo = (int)prmt(tab.k0, tab.k1, prmt(own, other, odd ? 0x7676u : 0x1010u));
+        f.hi = (int)prmt(tab.k0, tab.k1, prmt(own, other, odd ? 0x3232u : 0x5454u));
+        return f;
+    }
+};
+
+struct fmt_iq1_s_pair : fmt_iq1_s {};
+template <>
+struct MmaFrag<fmt_iq1_s_pair> : GridPairFrag<fmt_iq1_s, true> {};
+
 // A warp's group: chunks c0 .. c0 + 7 (c0 a multiple of 8) of 16 rows, GB bytes of each row (8 blocks of
 // a one-chunk format; one super-block of an 8-chunk one). Each row's share is copied as the 16-byte
 // granules that cover it: the group starts HEAD(c0) bytes into its first granule (rows are 16-aligned and
@@ -107,7 +186,8 @@ struct MmaGroup {
     static __host__ __device__ __forceinline__ int granule(int c0, int u) { return start(c0) - head(c0) + 16 * u; }
 };
 static_assert(MmaGroup<fmt_iq4_nl>::U4 == 9 && MmaGroup<fmt_q8_0>::U4 == 17, "aligned groups: whole rows of granules");
-// iq2_xxs and iq1_s have no MmaFrag here (experiments/mmvq_mma), but their groups' sizes stay checked here:
+// iq2_xxs's and iq1_s's per-lane MmaFrags are experiments/mmvq_mma's (iq1_s's lane pair is fmt_iq1_s_pair above),
+// but their groups' sizes stay checked here:
 // the check instantiates MmaGroup<F>, whose constants NVRTC emits into every module that includes this
 // header, so dropping it would move the built-in kernels' global data (their cubins would differ).
 static_assert(MmaGroup<fmt_iq4_xs>::U4 == 9 && MmaGroup<fmt_iq2_xxs>::U4 == 5 && MmaGroup<fmt_iq1_s>::U4 == 4,

@@ -42,15 +42,19 @@ class MmaConfig:
     """How one format's 8-column passes run mmvq_mma<F, TG, MINB, S>: `tile_groups` TG per block (4 warps
     each; as many as fit 65536 registers without spills), weight `stages` S (1: the next group in registers,
     measured fastest and the only one kernels_src has; experiments/mmvq_mma adds the cp.async stages S >= 2),
-    MINB, and the smallest row count it runs at (`min_rows`). None of them touches the arithmetic."""
+    MINB, the smallest row count it runs at (`min_rows`), and the fragment decoder `frag`: "" the format's own
+    MmaFrag, else the format tag's suffix of another (mma_frag.cuh: "pair", iq1_s's lane-pair decode,
+    fmt_iq1_s_pair). None of them touches the arithmetic: every MmaFrag gives the same words (mma_frag.cuh)."""
 
     tile_groups: int
     min_rows: int
     min_blocks: int = 1
     stages: int = 1
+    frag: str = ""
 
     def kernel(self, fmt: str) -> str:
-        return f"mmvq_mma<{traits(fmt)}, {self.tile_groups}, {self.min_blocks}, {self.stages}>"
+        tag = f"{traits(fmt)}_{self.frag}" if self.frag else traits(fmt)
+        return f"mmvq_mma<{tag}, {self.tile_groups}, {self.min_blocks}, {self.stages}>"
 
     @property
     def threads(self) -> int:
@@ -77,11 +81,14 @@ class MmaConfig:
 # Measured on the H200 (cold, 8 columns, us; PERF_NOTES v7): iq4_nl 131072x8192 229.6 against mmvq_new's
 # 324.2, 32768x8192 65.8 against 88.8, 4096x14336 36.8 against 25.7; q8_0 131072x8192 287.9 against 296.8,
 # 32768x8192 88.3 against 82.3; iq4_xs 131072x8192 268.7 against 297.9, 32768x8192 75.0 against 82.6.
-# iq2_xxs and iq1_s have fragment decoders too (experiments/mmvq_mma) but were slower than mmvq_new.
+# iq2_xxs and iq1_s have per-lane fragment decoders too (experiments/mmvq_mma) but were slower than mmvq_new.
+# iq1_s with the lane-pair decode (experiments/mmvq_lanepair, issue 37; PERF_NOTES v10): 131072x8192 235.1
+# against mmvq_new's 284.3, bitwise equal; measured at that shape only, hence min_rows 131072.
 MMA_CONFIGS: dict[str, MmaConfig] = {
     "iq4_nl": MmaConfig(tile_groups=4, min_rows=32768),
     "iq4_xs": MmaConfig(tile_groups=4, min_rows=32768),
     "q8_0": MmaConfig(tile_groups=3, min_rows=131072),
+    "iq1_s": MmaConfig(tile_groups=4, min_rows=131072, frag="pair"),
 }
 
 

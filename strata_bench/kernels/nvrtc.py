@@ -54,6 +54,7 @@ def library() -> ctypes.CDLL:
     tried = []
     for path in _candidates():
         try:
+            _preload_builtins(Path(path).parent)
             lib = ctypes.CDLL(path)
         except OSError as exc:
             tried.append(f"{path}: {exc}")
@@ -62,6 +63,16 @@ def library() -> ctypes.CDLL:
         return lib
     detail = "; ".join(tried) or "none found in pip's nvidia wheels, $CUDA_PATH or /usr/local/cuda"
     raise NvrtcUnavailable(f"NVRTC is not loadable ({detail}); install '.[dev]', '.[cuda13]' or '.[cuda12]'")
+
+
+def _preload_builtins(folder: Path) -> None:
+    """Load the libnvrtc-builtins beside libnvrtc first: NVRTC dlopens it by soname at compile time, and the
+    13.0 wheel's libnvrtc has no RPATH $ORIGIN (13.5's has), so without this a pip-only 13.0 install fails
+    every compile with 'failed to open libnvrtc-builtins.so.13.0'. An already loaded soname satisfies that
+    dlopen."""
+    for builtins in sorted(folder.glob("libnvrtc-builtins.so.*")):
+        if ".alt." not in builtins.name:
+            ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
 
 
 def _declare(lib: ctypes.CDLL) -> None:

@@ -231,6 +231,12 @@ void dot_mma_format(const std::vector<uint8_t>& w, int rows, int cols, const blo
 #define MMA_EMUL_EXTRA_NAMES ""
 #endif
 
+// iq1_s's fragment decoder: kernels_src's lane pair (fmt_iq1_s_pair); an experiment names another format tag
+// (experiments/mmvq_lanepair's control fmt_iq1_s_lane, experiments/mmvq_mma's per-lane fmt_iq1_s).
+#ifndef MMA_EMUL_IQ1_S
+#define MMA_EMUL_IQ1_S fmt_iq1_s_pair
+#endif
+
 // The dot_mma mode for the formats mmvq_mma exists for (kernels_src's, and an experiment's); false for any other.
 inline bool dot_mma_main(const char* f, const std::vector<uint8_t>& w, int rows, int cols,
                          const std::vector<uint8_t>& x, int n, FILE* out) {
@@ -242,12 +248,14 @@ inline bool dot_mma_main(const char* f, const std::vector<uint8_t>& w, int rows,
         dot_mma_format<siq::fmt_q8_0>(w, rows, cols, xb, n, y.data());
     } else if (!strcmp(f, "iq4_xs")) {
         dot_mma_format<siq::fmt_iq4_xs>(w, rows, cols, xb, n, y.data());
+    } else if (!strcmp(f, "iq1_s")) {
+        dot_mma_format<siq::MMA_EMUL_IQ1_S>(w, rows, cols, xb, n, y.data());
 #define MMA_EMUL_FORMAT(name) \
     } else if (!strcmp(f, #name)) { \
         dot_mma_format<siq::fmt_##name>(w, rows, cols, xb, n, y.data());
     MMA_EMUL_EXTRA_FORMATS(MMA_EMUL_FORMAT)
     } else {
-        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0, iq4_xs%s)\n", f, MMA_EMUL_EXTRA_NAMES);
+        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0, iq4_xs, iq1_s%s)\n", f, MMA_EMUL_EXTRA_NAMES);
         return false;
     }
     fwrite(y.data(), 4, y.size(), out);

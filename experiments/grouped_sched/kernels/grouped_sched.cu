@@ -171,6 +171,45 @@ __device__ __forceinline__ void window_passes(int wn, Run&& run) {
     if (wn & 1) run(Width<1>{}, koff);
 }
 
+// The passes of one window as window_passes runs them: run(Width<W>{}, koff) is the pass of W entries from
+// entry wfirst + koff, on the window's planes viewed from koff. Functors with a template call operator, not
+// generic lambdas: NVRTC 13.0 (the H200's 13.0.88) takes a generic lambda nested in a kernel's lambda for a host
+// function ("host functions are not allowed in JIT mode"), where 13.5 accepts it; these compile under both.
+template <class F, int R, int U, bool FCVT>
+struct GateupPasses {
+    const uint8_t* const (&g0)[R];
+    const uint8_t* const (&u0)[R];
+    int lane, nchunks;
+    const LaneWalk<F>& walk;
+    const Tab& tab;
+    uint32_t* smem;
+    int wn, row0, d_ff, wfirst;  // wn: the window's entries
+    float* __restrict__ H;
+
+    template <class Wd>
+    __device__ __forceinline__ void operator()(Wd, int koff) const {
+        const StagedActs xs = window_view(smem, wn * nchunks, koff, nchunks);
+        gateup_pass<F, Wd::value, R, U, FCVT>(g0, u0, lane, nchunks, walk, tab, xs, row0, d_ff, wfirst + koff, H);
+    }
+};
+
+template <class F, int R, int U, bool FCVT>
+struct DownPasses {
+    const uint8_t* const (&w0)[R];
+    int lane, nchunks;
+    const LaneWalk<F>& walk;
+    const Tab& tab;
+    uint32_t* smem;
+    int wn, row0, d_out, wfirst;
+    float* __restrict__ Y;
+
+    template <class Wd>
+    __device__ __forceinline__ void operator()(Wd, int koff) const {
+        const StagedActs xs = window_view(smem, wn * nchunks, koff, nchunks);
+        down_pass<F, Wd::value, R, U, FCVT>(w0, lane, nchunks, walk, tab, xs, row0, d_out, wfirst + koff, Y);
+    }
+};
+
 // The expert loop shared by both matrices: `group(row0, stage_window)` per row group, where the window loop
 // and its staging live (see the schedule above). Returns early for an expert with no entries (whole block).
 template <int NC, class Body>
@@ -220,11 +259,8 @@ grouped_sched_gateup(const uint8_t* __restrict__ gate, const uint8_t* __restrict
             g0[r] = gate + base;
             u0[r] = up + base;
         }
-        window_passes<NC>(wn, [&](auto w, int koff) {
-            constexpr int W = decltype(w)::value;
-            const StagedActs xs = window_view(smem, wn * nchunks, koff, nchunks);
-            gateup_pass<F, W, R, U, FCVT>(g0, u0, lane, nchunks, walk, tab, xs, row0, d_ff, wfirst + koff, H);
-        });
+        window_passes<NC>(wn, GateupPasses<F, R, U, FCVT>{g0, u0, lane, nchunks, walk, tab, smem, wn, row0,
+                                                          d_ff, wfirst, H});
     });
 }
 
@@ -246,10 +282,7 @@ grouped_sched_down(const uint8_t* __restrict__ down, long long row_stride, long 
         const uint8_t* w0[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) w0[r] = down + ebase + (long long)min(row0 + r, d_out - 1) * row_stride;
-        window_passes<NC>(wn, [&](auto w, int koff) {
-            constexpr int W = decltype(w)::value;
-            const StagedActs xs = window_view(smem, wn * nchunks, koff, nchunks);
-            down_pass<F, W, R, U, FCVT>(w0, lane, nchunks, walk, tab, xs, row0, d_out, wfirst + koff, Y);
-        });
+        window_passes<NC>(wn, DownPasses<F, R, U, FCVT>{w0, lane, nchunks, walk, tab, smem, wn, row0,
+                                                        d_out, wfirst, Y});
     });
 }

@@ -1,6 +1,7 @@
-"""experiments/mmvq_lanepair: the lane-pair decoder through mmvq_mma's schedule on the CPU (tests/iq_host/mma_emul.h
-built with kernels/mma_frag_pair.cuh: every lane's words against iq1_s's full decode, then y bit for bit against one
-warp per row), a wrong partner lane caught, the variant table and cases, and the kernels: they compile for sm_90
+"""experiments/mmvq_lanepair: the lane-pair decoder (the product's since issue 37, kernels_src/mmvq/mma_frag.cuh)
+and this folder's control (kernels/mma_frag_lane.cuh) through mmvq_mma's schedule on the CPU (tests/iq_host/
+mma_emul.h: every lane's words against iq1_s's full decode, then y bit for bit against one warp per row), a wrong
+partner lane caught, the variant table and cases, and the kernels: they compile for sm_90
 through the project's NVRTC path without spills, and (with cuobjdump) the pair's loop exchanges by SHFL and the
 control's does not."""
 from __future__ import annotations
@@ -28,40 +29,48 @@ PAIR = load_cases_file("experiments/mmvq_lanepair/cases.py")
 
 
 def _host(tag: str, xor: int = 1):
-    """The host build whose dot_mma runs iq1_s with this folder's decoder `tag`, the partner lane t ^ xor."""
-    return harness.binary(headers=(str(PAIR.KERNELS / "mma_frag_pair.cuh"), str(PAIR.KERNELS / "iq1_s_as.h")),
-                          defines=("MMA_EMUL_EXTRA_FORMATS(X)=X(iq1_s)", 'MMA_EMUL_EXTRA_NAMES=", iq1_s"',
-                                   f"LANEPAIR_HOST_TAG=fmt_iq1_s_{tag}", f"LANEPAIR_XOR={xor}"))
+    """The host build whose dot_mma runs iq1_s and iq2_xxs with the decoders `tag` (pair: iq1_s's the product's,
+    kernels_src/mmvq/mma_frag.cuh, iq2_xxs's kernels/mma_frag_iq2xxs.cuh; lane: the controls), the partner lane
+    t ^ xor."""
+    return harness.binary(headers=(str(PAIR.KERNELS / "mma_frag_lane.cuh"), str(PAIR.KERNELS / "mma_frag_iq2xxs.cuh"),
+                                   str(PAIR.KERNELS / "iq2_xxs_as.h")),
+                          defines=(f"MMA_EMUL_IQ1_S=fmt_iq1_s_{tag}", f"MMA_EMUL_IQ2_XXS=fmt_iq2_xxs_{tag}",
+                                   "MMA_EMUL_EXTRA_FORMATS(X)=X(iq2_xxs)", 'MMA_EMUL_EXTRA_NAMES=", iq2_xxs"',
+                                   f"LANEPAIR_XOR={xor}"))
 
 
 @pytest.mark.slow  # host emulation: builds and runs the C++ harness (3-6 s for each build)
+@pytest.mark.parametrize("fmt", PAIR.FORMATS)
 @pytest.mark.parametrize("tag", ["pair", "lane"])
 @pytest.mark.parametrize("rows,cols,ncols,data", SHAPES)
-def test_the_schedule_with_the_lane_pair_decoder_equals_one_warp_per_row_bitwise(tag, rows, cols, ncols, data):
-    cols = _whole_blocks("iq1_s", cols)
-    old, mma = _both("iq1_s", rows, cols, ncols, data, build=_host(tag))
+def test_the_schedule_with_the_lane_pair_decoder_equals_one_warp_per_row_bitwise(fmt, tag, rows, cols, ncols, data):
+    cols = _whole_blocks(fmt, cols)
+    old, mma = _both(fmt, rows, cols, ncols, data, build=_host(tag))
     assert old.shape == mma.shape == (ncols, rows)
     assert np.array_equal(old.view(np.uint32), mma.view(np.uint32)), \
         f"{int((old.view(np.uint32) != mma.view(np.uint32)).sum())} of {old.size} outputs differ"
 
 
 @pytest.mark.slow  # host emulation: a harness build per partner lane (6-7 s each)
+@pytest.mark.parametrize("fmt", PAIR.FORMATS)
 @pytest.mark.parametrize("xor", [2, 3])
-def test_a_wrong_partner_lane_fails_the_fragment_check(xor):
+def test_a_wrong_partner_lane_fails_the_fragment_check(fmt, xor):
     """The exchange with lane t ^ 2 or t ^ 3 (another row half or the wrong group) gives words decode() does not:
     dot_mma stops with exit 3 at the first lane whose fragment differs."""
     with pytest.raises(subprocess.CalledProcessError) as err:
-        _both("iq1_s", 40, 1536, 8, "seed:7", build=_host("pair", xor))
+        _both(fmt, 40, 1536, 8, "seed:7", build=_host("pair", xor))
     assert err.value.returncode == 3
 
 
 def test_the_variants_and_their_kernels():
     fam = PAIR.MmvqLanepair()
-    assert [v.name for v in fam.variants] == ["old", "new", "pair-tg4", "pair-tg3", "lane-tg4"]
+    assert [v.name for v in fam.variants] == ["old", "new", "pair-tg4", "pair-tg3", "lane-tg4", "new-dp4a"]
     assert [c.kernel("iq1_s") for c in PAIR.CONFIGS] == [
         "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>", "mmvq_mma<siq::fmt_iq1_s_pair, 3, 1, 1>",
         "mmvq_mma<siq::fmt_iq1_s_lane, 4, 1, 1>"]
-    assert fam.name_expressions(PAIR.OWN_SOURCE) == [c.kernel("iq1_s") for c in PAIR.CONFIGS]
+    assert PAIR.FORMATS == ("iq1_s", "iq2_xxs")
+    assert fam.name_expressions(PAIR.OWN_SOURCE) == [c.kernel(f) for c in PAIR.CONFIGS for f in PAIR.FORMATS]
+    assert PAIR.CONFIGS[0].kernel("iq2_xxs") == "mmvq_mma<siq::fmt_iq2_xxs_pair, 4, 1, 1>"
     # MmaConfig's launch: 128 threads a tile group; the 8 columns' activations, 16 rows x 80 bytes a warp, the tree
     assert PAIR.CONFIGS[0].threads == 512 and PAIR.CONFIGS[1].threads == 384
     assert PAIR.CONFIGS[0].shared_bytes("iq1_s", 256) == (256 * 288 + 16 * 16 * 80 + 4 * 12288, 8200)
@@ -71,8 +80,8 @@ def test_which_passes_a_candidate_runs(monkeypatch):
     monkeypatch.setattr(PAIR, "compute_major", lambda: 9)
     monkeypatch.setattr(PAIR, "shared_optin", lambda: 227 * 1024)
     pair = PAIR.CONFIGS[0]
-    assert PAIR.applies(pair, "iq1_s", 8, 256)
-    assert not PAIR.applies(pair, "iq1_s", 4, 256) and not PAIR.applies(pair, "iq2_xxs", 8, 256)
+    assert PAIR.applies(pair, "iq1_s", 8, 256) and PAIR.applies(pair, "iq2_xxs", 8, 256)
+    assert not PAIR.applies(pair, "iq1_s", 4, 256) and not PAIR.applies(pair, "iq3_xxs", 8, 256)
     assert not PAIR.applies(pair, "iq1_s", 8, 1024)  # 32768 inputs: the activations alone are 288 KiB
     monkeypatch.setattr(PAIR, "compute_major", lambda: 7)
     assert not PAIR.applies(pair, "iq1_s", 8, 256)
@@ -104,21 +113,46 @@ def test_a_candidate_launches_its_kernel_for_the_8_column_pass_and_new_for_the_r
     assert args[2] == 1000 and args[3] == 48 and args[4].shape == (8, 48 * 36) and args[5].shape == (8, 1000)
 
 
+def test_new_dp4a_is_news_launch_before_issue_37(monkeypatch):
+    """The bench's baseline beside the pair: every pass on mmvq_new's kernel as new_config says (r4m2f for the
+    8-column pass), where `new` now runs pair-tg4's kernel for the tall 8-column pass."""
+    from strata_bench.families import mmvq as family_mod
+    from strata_bench.families import mmvq_mma
+    from tests.stub_kernels import RecordingKernels, stub_launch_helpers
+
+    stub_launch_helpers(monkeypatch, PAIR, family_mod, mmvq_mma)
+    fam = PAIR.MmvqLanepair()
+    case = fam.case("iq1_s", 131072, 8192, 8, "seed:1")
+    dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((8, 8192), np.float32), "xq": np.zeros((8, 256 * 36), np.uint8)}
+    names = {}
+    for variant in ("new", "new-dp4a"):
+        kernels = RecordingKernels()
+        fam.launch(case, variant, kernels, dev, {"y": np.zeros((8, 131072), np.float32)})
+        names[variant] = kernels.names
+    assert names == {"new": ["quantize_q8_1", "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>"],
+                     "new-dp4a": ["quantize_q8_1", "mmvq_new<siq::fmt_iq1_s, 8, 4, 2, 0, true>"]}
+    # its kernels are new's own mmvq_new instances: nothing more to compile
+    dp4a = PAIR.DP4A.kernels(fam, "mmvq/mmvq.cu")
+    assert len(dp4a) == 4 * len(PAIR.FORMATS) and set(dp4a) <= set(fam.variant("new").kernels(fam, "mmvq/mmvq.cu"))
+
+
 def test_the_cases():
     fam = PAIR.MmvqLanepair()
     cases = fam.default_cases()
-    assert {c.fmt for c in cases} == {"iq1_s"} and {c.ncols for c in cases} == {8, 11}
+    assert {c.fmt for c in cases} == {"iq1_s", "iq2_xxs"} and {c.ncols for c in cases} == {8, 11}
     shapes = {(c.rows, c.cols) for c in cases if c.data == "seed:1"}
     assert shapes == {(8192, 2560), (16384, 512), (37, 2304), (24, 4352), (1000, 8192)}
     assert any(c.data.startswith("edge") for c in cases) and any(c.data.startswith("fixture") for c in cases)
-    assert [(c.fmt, c.rows, c.cols, c.ncols) for c in fam.bench_cases()] == [("iq1_s", 131072, 8192, 8)]
+    assert [(c.fmt, c.rows, c.cols, c.ncols) for c in fam.bench_cases()] == [("iq1_s", 131072, 8192, 8),
+                                                                              ("iq2_xxs", 131072, 8192, 8)]
 
 
 @functools.lru_cache(maxsize=None)
 def _built(arch: str):
     from strata_bench.kernels.build import compile_source
 
-    return compile_source(PAIR.OWN_SOURCE, [c.kernel("iq1_s") for c in PAIR.CONFIGS], arch, root=PAIR.KERNELS)
+    return compile_source(PAIR.OWN_SOURCE, PAIR.MmvqLanepair().name_expressions(PAIR.OWN_SOURCE), arch,
+                          root=PAIR.KERNELS)
 
 
 @pytest.mark.slow  # an NVRTC compile
@@ -126,7 +160,7 @@ def _built(arch: str):
 def test_the_kernels_compile_without_spills():
     built = _built("sm_90")
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", built.log)
-    assert len(spills) >= len(PAIR.CONFIGS) and all(s == ("0", "0") for s in spills), built.log
+    assert len(spills) >= len(PAIR.CONFIGS) * len(PAIR.FORMATS) and all(s == ("0", "0") for s in spills), built.log
 
 
 CUOBJDUMP = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
@@ -142,5 +176,6 @@ def test_the_pair_exchanges_by_shuffle_and_the_control_does_not():
         f.flush()
         sass = subprocess.run([CUOBJDUMP, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
     shfl = {fn.split()[0]: fn.count("SHFL.BFLY") for fn in re.split(r"Function : ", sass)[1:]}
-    counts = {c.tag + str(c.tile_groups): shfl[built.lowered[c.kernel("iq1_s")]] for c in PAIR.CONFIGS}
-    assert counts["pair4"] > 0 and counts["pair3"] > 0 and counts["lane4"] == 0, counts
+    for fmt in PAIR.FORMATS:
+        counts = {c.frag + str(c.tile_groups): shfl[built.lowered[c.kernel(fmt)]] for c in PAIR.CONFIGS}
+        assert counts["pair4"] > 0 and counts["pair3"] > 0 and counts["lane4"] == 0, (fmt, counts)
