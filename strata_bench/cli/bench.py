@@ -1,14 +1,15 @@
 """`strata-bench bench`: micro-benchmarks of kernel variants (us/call, GB/s, fraction of the ceilings)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
 from strata_bench.cli.devices import chosen_devices, device_names, progress
 from strata_bench.cli.gpu_run import compilers_for_gpu_run
-from strata_bench.cli.options import (FiniteFloat, device_option, list_option, output_option, quiet_option,
-                                      results_option, run_options)
+from strata_bench.cli.options import (FiniteFloat, device_option, junit_option, list_option, output_option,
+                                      quiet_option, results_option, run_options)
 
 
 @click.command("bench")
@@ -22,8 +23,9 @@ from strata_bench.cli.options import (FiniteFloat, device_option, list_option, o
 @output_option()
 @results_option()
 @list_option
+@junit_option
 @quiet_option
-def command(spec, hot, budget, rel_ci, device_spec, output, results_dir, list_only, quiet):
+def command(spec, hot, budget, rel_ci, device_spec, output, results_dir, list_only, quiet, junit_path):
     """Time kernel variants: us per call, GB/s, fraction of the measured ceiling that bounds them.
 
     Each case runs its variants once at the timed shape and must agree bitwise before it is timed.
@@ -44,6 +46,7 @@ def command(spec, hot, budget, rel_ci, device_spec, output, results_dir, list_on
         strata-bench bench --family mmvq --format iq2_xxs --cols 1,4,8
         strata-bench bench --family mmvq --shape 131072x8192 --cols 1,8 -o md
         strata-bench bench --family mmvq --format q8_0 --device all   # each GPU timed on its own
+        strata-bench bench --family q8_1 --junit bench.xml   # for a CI's test report
         strata-bench bench --variants examples/toml_variant/variants.toml --family mmvq --shape 131072x8192 --cols 1,8
         strata-bench bench --gguf model.gguf --tensor 'blk\\.0\\.ffn_down' --rows 0:4096 --family mmvq --cols 1,8
     """
@@ -64,6 +67,7 @@ def command(spec, hot, budget, rel_ci, device_spec, output, results_dir, list_on
     with compilers_for_gpu_run():  # a variant's missing nvcc skips the run (77), as a missing GPU does
         report = run_bench(plan, None if quiet else progress)
     _render(report, output)
+    _ci_outputs(report, junit_path)
     click.echo(f"{len(cases)} cases timed on {len(devices)} device(s); results: {report.summary_path}", err=True)
     _raise_for_fault(report.timings, report.summary_path)
     _raise_for_rejected([t for _, t in report.timings], [d for d, _ in report.timings])
@@ -76,6 +80,17 @@ def _render(report, output: str) -> None:
                                  [f"device {d}: {c.text()}" for d, c in report.ceilings.items()]))
     for line in benchtable.device_lines(report.provenance.get("devices") or [], report.per_device):
         click.echo(line, err=True)
+
+
+def _ci_outputs(report, junit_path) -> None:
+    """--junit FILE, and the markdown table appended to $GITHUB_STEP_SUMMARY where it is set."""
+    from strata_bench.report import bench as benchtable
+    from strata_bench.report import junit
+
+    if junit_path is not None:
+        junit.write_junit(junit_path, "strata-bench bench", junit.bench_cases(report.records()))
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        junit.append_step_summary("### strata-bench bench\n\n" + benchtable.render(report.records(), "md"))
 
 
 def _raise_for_fault(timings, path) -> None:

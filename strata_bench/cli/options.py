@@ -65,6 +65,27 @@ def output_option(choices=("table", "md", "json"), help: str = OUTPUT_HELP):
                         help=help)
 
 
+def _writable(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An output file a run writes at its end, checked before the run: one usage line where it cannot be."""
+    if value is None:
+        return None
+    from strata_bench.files import write_problem
+
+    problem = write_problem(value)
+    if problem is not None:
+        raise InputError(f"--junit {value!r}: cannot be written: {problem}")
+    return value
+
+
+def junit_option(func):
+    """--junit FILE into `junit_path`: the run's cases and variants as JUnit XML for a CI's test report, checked
+    writable before anything runs."""
+    return click.option("--junit", "junit_path", metavar="FILE", callback=_writable,
+                        help="Also write the results as JUnit XML (a test case per case and variant, a failure's "
+                             "diagnosis as its message); GitHub Actions' $GITHUB_STEP_SUMMARY, where set, gets "
+                             "the markdown table.")(func)
+
+
 OUTPUT_FORMATS = ("table", "md", "csv", "json")
 
 

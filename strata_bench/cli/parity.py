@@ -7,8 +7,8 @@ import click
 
 from strata_bench.cli.devices import chosen_devices, device_names, progress
 from strata_bench.cli.gpu_run import compilers_for_gpu_run
-from strata_bench.cli.options import (device_option, list_option, output_option, quiet_option, results_option,
-                                      run_options)
+from strata_bench.cli.options import (device_option, junit_option, list_option, output_option, quiet_option,
+                                      results_option, run_options)
 from strata_bench.cli.sanitizing import sanitize_option
 from strata_bench.errors import CheckFailed, KernelFault
 
@@ -28,8 +28,9 @@ from strata_bench.errors import CheckFailed, KernelFault
                    "and a .json beside it (the case, the failed checks, the command that reruns it). Nothing is "
                    "written when every case passes; the end of the run says where they went.")
 @sanitize_option
+@junit_option
 @quiet_option
-def command(spec, device_spec, output, results_dir, list_only, quiet, profile, dump_dir, sanitize):
+def command(spec, device_spec, output, results_dir, list_only, quiet, profile, dump_dir, sanitize, junit_path):
     """Check bitwise and float64 parity of kernel variants, case by case.
 
     Every variant runs twice over two poisons (an unwritten element fails), every variant is compared
@@ -53,6 +54,7 @@ def command(spec, device_spec, output, results_dir, list_only, quiet, profile, d
         strata-bench parity --gguf model.gguf --tensor 'blk\\.(0|1|2|3|20|47)\\.ffn_(gate|up|down)'
         strata-bench parity --variants examples/toml_variant/variants.toml --family mmvq
         strata-bench parity --profile -q
+        strata-bench parity -q --family q8_1 --junit parity.xml   # for a CI's test report
         strata-bench parity --family mmvq --dump-failures failures/   # then np.load('failures/<case>.npz')
         strata-bench parity -q --sanitize memcheck,racecheck,initcheck,synccheck
         strata-bench parity --sanitize initcheck --family dequant --format iq2_xs
@@ -89,11 +91,24 @@ def command(spec, device_spec, output, results_dir, list_only, quiet, profile, d
     with compilers_for_gpu_run():  # a variant's missing nvcc skips the run (77), as a missing GPU does
         report = run_parity(plan, None if quiet else progress, warn=lambda text: click.echo(text, err=True))
     _render(report, devices, output, rerun)
+    _ci_outputs(report, devices, rerun, junit_path)
     if dump is not None:
         click.echo(_dump_line(dump, report.run), err=output != "table")
     if report.times is not None:
         _echo_profile(report)
     _raise_for_failures(report)
+
+
+def _ci_outputs(report, devices, rerun, junit_path) -> None:
+    """--junit FILE, and the markdown table appended to $GITHUB_STEP_SUMMARY where it is set."""
+    from strata_bench.report import junit
+    from strata_bench.report.live import parity_markdown
+
+    if junit_path is not None:
+        junit.write_junit(junit_path, "strata-bench parity", junit.parity_cases(report.run.results))
+    notes = "".join(f"\n\nnote: {n}" for n in report.notes)
+    junit.append_step_summary(f"### strata-bench parity: {len(report.run.results)} cases, {report.run.failures} "
+                              f"failures\n\n{parity_markdown(report.run.results, report.counts, rerun)}{notes}")
 
 
 def _echo_profile(report) -> None:

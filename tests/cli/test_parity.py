@@ -111,6 +111,42 @@ def _dumping_check_case(family, case, kernels, device, times=None, shared_runs=N
     return result
 
 
+def test_junit_has_a_test_case_per_case_variant_and_device_and_the_step_summary_the_table(three_devices, tmp_path,
+                                                                                          monkeypatch):
+    from junitparser import Error, Failure, JUnitXml
+
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result, _, _ = _run(tmp_path / "results", "--junit", str(tmp_path / "parity.xml"))
+    assert result.exit_code == 1
+    suite = next(iter(JUnitXml.fromfile(str(tmp_path / "parity.xml"))))
+    outcomes = [(c.classname, c.name, [type(r).__name__ for r in c.result]) for c in suite]
+    old_new = [("old", []), ("new", [])]
+    assert outcomes == [
+        *((c.name, v, r) for c in CASES for v, r in old_new),  # device 0: every case passes
+        *((CASES[0].name, f"{v} (device 1)", r) for v, r in old_new),
+        (CASES[1].name, "old (device 1)", ["Error"]), (CASES[1].name, "new (device 1)", ["Error"]),  # its fault
+        *((c.name, f"{v} (device 2)", r) for c in CASES[:2] for v, r in old_new),
+        (CASES[2].name, "old (device 2)", []), (CASES[2].name, "new (device 2)", ["Failure"])]  # new's check failed
+    (failure,) = [r for c in suite for r in c.result if isinstance(r, Failure)]
+    errors = [r for c in suite for r in c.result if isinstance(r, Error)]
+    assert failure.message == "3 of 32 outputs differ; first at row 0"
+    assert len(errors) == 2 and all("illegal memory access" in e.message for e in errors)
+    assert (suite.tests, suite.failures, suite.errors) == (16, 1, 2)
+    text = summary.read_text()
+    assert text.startswith("earlier step\n### strata-bench parity: 8 cases, 2 failures\n\n| ")
+
+
+def test_an_unwritable_junit_file_is_refused_before_anything_runs(three_devices, tmp_path):
+    result = CliRunner().invoke(cli, ["parity", "--results", str(tmp_path / "r"), "--junit",
+                                      str(tmp_path / "missing" / "x.xml")])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"--junit '{tmp_path}/missing/x.xml': cannot be written: "
+                                          f"{tmp_path}/missing does not exist"]
+    assert not (tmp_path / "r").exists()
+
+
 def test_dump_failures_writes_each_failing_case_and_says_where(three_devices, tmp_path, monkeypatch):
     monkeypatch.setattr("strata_bench.checks.parity.check_case", _dumping_check_case)
     folder = tmp_path / "fails"
