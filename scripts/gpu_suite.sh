@@ -37,7 +37,7 @@ steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests readme quality bench-families peer
                                  devices workload)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
-BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261202T015650Z.json}
+BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261202T102412Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
 
 sb() { python3 -m strata_bench "$@"; }

@@ -28,8 +28,8 @@ def command(path, output, peer_csv):
         strata-bench report results/nvidia-h200/ab-20250101T120000Z.json
         strata-bench report results/nvidia-h200/bench-20250101T120000Z.jsonl -o md
         strata-bench report results/nvidia-h200/parity-20250101T120000Z.json -o csv > parity.csv
-        strata-bench report --peer ggml results/nvidia-h200/bench-20261202T023419Z.json -o md
-        strata-bench report --peer docs/peer_llamacpp_h200.csv results/nvidia-h200/bench-20261202T015650Z.json -o md
+        strata-bench report --peer ggml results/nvidia-h200/bench-20250101T120000Z.json -o md   # of bench --ggml
+        strata-bench report --peer docs/peer_llamacpp_h200.csv results/nvidia-h200/bench-20261202T102412Z.json -o md
     """
     if peer_csv is not None:
         from strata_bench.results.load import load
