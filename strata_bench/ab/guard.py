@@ -7,11 +7,16 @@ where no handler of `ab` runs:
     that reaches the direct child only, a shell wrapper, not the server the wrapper started;
   - a watchdog process (strata_bench/ab/watchdog.py), told every process id `ab` starts, ends their
     groups and descendants when `ab`'s end of a pipe closes.
+Every process `ab` starts carries TAG_ENV=<this run's tag> in its environment, which its descendants
+inherit, sessions of their own included: the watchdog ends every process that carries it, so a daemon that
+called setsid an instant before `ab` was killed (its parent gone, no longer anyone's descendant) is ended
+too. The tag is the only variable the A/B adds, the same in both arms.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -21,6 +26,8 @@ from typing import Callable, Mapping, Sequence
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 WATCHDOG = Path(__file__).with_name("watchdog.py")
+TAG_ENV = "STRATA_AB_TAG"
+TAG = f"{os.getpid()}-{secrets.token_hex(8)}"  # this process's: a child `ab` draws its own
 
 _watchdog: subprocess.Popen | None = None
 _lock = threading.Lock()
@@ -60,8 +67,9 @@ def spawn(args: str | Sequence[str], env: Mapping[str, str], shell: bool = False
     # The watchdog first: its start takes a while, and a signal then must not find a child it was not told of.
     with _lock:
         _ensure_watchdog()
-    proc = subprocess.Popen(args, shell=shell, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_preexec())
+    proc = subprocess.Popen(args, shell=shell, env={**env, TAG_ENV: TAG}, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_preexec())
     try:
         _tell_watchdog(proc.pid)
     except BaseException:  # a signal between the start and the caller's own handling: end it here
@@ -95,8 +103,8 @@ def _tell_watchdog(pid: int) -> None:
 def _start_watchdog() -> subprocess.Popen | None:
     """The watchdog, or None where it cannot start (then the death signal alone remains)."""
     try:
-        return subprocess.Popen([sys.executable, str(WATCHDOG)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen([sys.executable, str(WATCHDOG), TAG_ENV, TAG], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return None
 

@@ -12,6 +12,10 @@ wrapper itself dies with `ab` (strata_bench.ab.guard asks the kernel for that), 
 is no longer its descendant, but it is still in its group. Every second the watchdog also notes each
 guarded process's descendants, so one that left the group (a daemon that called setsid) is known too.
 
+At end-of-file it also ends every process whose environment carries the run's tag (argv: NAME VALUE; guard.py
+sets it in every process `ab` starts, and descendants inherit it): a daemon that called setsid an instant
+before `ab` died, and whose parent died with `ab`, is nobody's descendant any more, but it still has the tag.
+
 Process ids: psutil.Process objects carry their start time, so a reused id is never signalled; a group
 is forgotten at the first look that finds it empty, and Linux gives no new process the id of a group
 that still has members, so a group id signalled is the guarded group.
@@ -34,9 +38,10 @@ GRACE_S = 2.0  # after SIGTERM, how long before SIGKILL
 class Guarded:
     """The processes `ab` started (group leaders) and every descendant seen so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, tag: tuple[str, str] | None = None) -> None:
         self.roots: dict[int, psutil.Process] = {}
         self.seen: dict[int, psutil.Process] = {}
+        self.tag = tag  # (variable, value) every process `ab` started carries
 
     def add(self, pid: int) -> None:
         with contextlib.suppress(psutil.Error):
@@ -53,6 +58,7 @@ class Guarded:
 
     def end_all(self) -> None:
         self.refresh()
+        self.seen.update(tagged(self.tag) if self.tag else {})
         groups = list(self.roots)
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pgid in groups:
@@ -65,6 +71,17 @@ class Guarded:
             if sig == signal.SIGTERM:
                 psutil.wait_procs(list(self.seen.values()), timeout=GRACE_S)
                 self.refresh()
+
+
+def tagged(tag: tuple[str, str]) -> dict[int, psutil.Process]:
+    """Every process (of this user: another's environment cannot be read) whose environment carries `tag`."""
+    name, value = tag
+    found = {}
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if p.pid != os.getpid() and p.environ().get(name) == value:
+                found[p.pid] = p
+    return found
 
 
 def _running(p: psutil.Process) -> bool:
@@ -108,7 +125,7 @@ def main() -> None:
     # Signals meant for `ab` (a terminal's Ctrl-C, a hang-up) must not end the one process that cleans up.
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    guarded = Guarded()
+    guarded = Guarded(tuple(sys.argv[1:3]) if len(sys.argv) >= 3 else None)
     watch(sys.stdin.fileno(), guarded)
     guarded.end_all()
 

@@ -25,7 +25,8 @@ from strata_bench.errors import InputError
               help="Warm-up pairs run first: recorded and reported, left out of the statistics.")
 @click.option("--seed", type=int, default=None, help="Seed of --order random (default: drawn and recorded).")
 @click.option("--env-a", "env_a", multiple=True, metavar="K=V",
-              help="Set K=V for arm A only (repeatable; a bare K unsets K). Nothing else in the environment changes.")
+              help="Set K=V for arm A only (repeatable; a bare K unsets K). Nothing else in the environment changes "
+                   "but STRATA_AB_TAG, the same in both arms (how the watchdog finds what the run started).")
 @click.option("--env-b", "env_b", multiple=True, metavar="K=V", help="Set K=V for arm B only (as --env-a).")
 @click.option("--a", "a_spec", metavar="CMD|VARIANT",
               help="Command line of arm A (split like a shell, run without one), or with --family the baseline "

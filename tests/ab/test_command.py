@@ -97,9 +97,12 @@ def test_env_switch_changes_only_the_named_variables(monkeypatch, tmp_path):
     spec = _spec(code, env={"STRATA_TEST_SWITCH": "1", "STRATA_TEST_DROP": None})
     run_command(spec)
     child = json.loads(dump.read_text())
+    from strata_bench.ab.guard import TAG, TAG_ENV
+
     expected = dict(os.environ)
     expected.pop("STRATA_TEST_DROP")
     expected["STRATA_TEST_SWITCH"] = "1"
+    expected[TAG_ENV] = TAG  # the one variable the A/B adds, the same in both arms: the watchdog's tag (guard.py)
     assert child == expected
 
 

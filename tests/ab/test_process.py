@@ -184,6 +184,18 @@ def test_sigkill_of_ab_leaves_no_server_wrapper_client_or_worker(tmp_path):
     assert holder(port) is None
 
 
+def test_sigkill_of_ab_leaves_no_setsid_grandchild_started_just_before(tmp_path):
+    """A daemon that leaves its session an instant before `ab` is killed is nobody's descendant by the time
+    the watchdog looks; it still carries the run's tag, so the watchdog ends it (issue 34: it outlived ab)."""
+    pids = tmp_path / "pids"
+    ab = _start_ab(tmp_path, "--pairs", "2", "--warmup", "0", "--shell", "--a",
+                   f"setsid sleep 600 & echo $! > {pids}; sleep 600", "--b", "true")
+    daemon = int(_wait_for(pids, timeout=60))
+    ab.kill()  # at once: no refresh of the watchdog has seen the daemon
+    ab.wait(timeout=10)
+    assert _all_gone([daemon], timeout=15), psutil.Process(daemon).cmdline()
+
+
 def _start_ab(tmp_path, *args, env=None):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **(env or {})}
     return subprocess.Popen([PY, "-m", "strata_bench", "ab", "--results", str(tmp_path / "res"), "-q", *args],
