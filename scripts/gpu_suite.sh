@@ -33,6 +33,8 @@ if ! python3 -c "import gguf" 2>/dev/null && [ -d .whl ]; then
 fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
+# The suite's command A/Bs are evidence to commit: into results/ (a user's own go to their cache by default).
+export STRATA_RESULTS_DIR=${STRATA_RESULTS_DIR:-$PWD/results}
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests readme quality bench-families peer
                                  devices workload)

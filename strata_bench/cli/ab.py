@@ -83,7 +83,10 @@ from strata_bench.errors import InputError
                    "server and --env-a/--env-b values; the combinations are interleaved pair by pair.")
 @click.option("--max-failures", default="25%", show_default=True, metavar="N|P%",
               help="Stop with exit 1 once more runs than this have failed (count, or share of all runs).")
-@results_option("Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json.")
+@results_option("Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json. "
+                "Default results, or, for command A/B inside a checkout whose results/ git tracks, "
+                "$STRATA_RESULTS_DIR or ~/.cache/strata-bench/results (a user's runs never dirty the tree).",
+                default=None)
 @output_option(help="Rich table (default), markdown for a pull request, or JSON.")
 @quiet_option
 @extras_options
@@ -162,14 +165,15 @@ def command(spec, list_only, order, pairs, warmup, seed,
         if list_only:
             _list_cases(spec)
             return
-        report = _kernel_ab(spec, a_spec, b_spec, plan, results_dir, quiet)
+        report = _kernel_ab(spec, a_spec, b_spec, plan, results_dir or "results", quiet)
     else:
         lines = CommandLines(a_spec, b_spec, tuple(command_args), env_a, env_b, shell, prepare, conclude, server,
                              ready, ready_port, ready_timeout, extras.names, extras.ignore_failure,
                              extras.show_output)
         combos = make_combinations(lines, _param_values(params, extras), timeout, metric_specs, same_specs)
         try:
-            report = run_matrix(combos, plan, Path(results_dir), _provenance, _progress(quiet), setup, cleanup)
+            report = run_matrix(combos, plan, _command_results(results_dir), _provenance, _progress(quiet), setup,
+                                cleanup)
         except AbInterrupted as stop:
             why = f"terminated ({signal.Signals(stop.signum).name})" if stop.terminated else "interrupted"
             click.echo(f"{why}: records kept in {stop.records}; summary (interrupted: true) in {stop.summary}",
@@ -186,6 +190,20 @@ def command(spec, list_only, order, pairs, warmup, seed,
         click.echo(f"results: {report.summary_path}", err=True)
     write_exports(extras, report)
     report.raise_for_status()
+
+
+def _command_results(given: str | None) -> Path:
+    """--results as given; without it, results/, unless git tracks that folder here (this project's checkout,
+    whose results/ holds committed evidence): then the user's cache, said in one line."""
+    from strata_bench.results.paths import untracked_results_root
+
+    if given is not None:
+        return Path(given)
+    root = untracked_results_root(Path("results"))
+    if root != Path("results"):
+        click.echo(f"results/ here is tracked by git: this A/B's records go to {root} (--results DIR to choose)",
+                   err=True)
+    return root
 
 
 def _param_values(params, extras) -> dict[str, list[str]]:

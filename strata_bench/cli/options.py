@@ -47,10 +47,10 @@ def device_option(help: str = DEVICE_HELP, single: bool = False):
     return click.option("--device", "device_spec", default="0", show_default=True, metavar="N|all", help=help)
 
 
-def results_option(help: str = RESULTS_HELP):
-    """--results DIR (default results) into `results_dir`."""
-    return click.option("--results", "results_dir", type=click.Path(file_okay=False), default="results",
-                        show_default=True, help=help)
+def results_option(help: str = RESULTS_HELP, default: str | None = "results"):
+    """--results DIR (default results; None: the command decides, e.g. command A/B) into `results_dir`."""
+    return click.option("--results", "results_dir", type=click.Path(file_okay=False), default=default,
+                        show_default=default is not None, help=help)
 
 
 def quiet_option(func):

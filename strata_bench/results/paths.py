@@ -9,6 +9,21 @@ from strata_bench.results.store import slug
 NO_DEVICE = "cpu"  # the folder of results recorded without a GPU (command A/B on a CPU host)
 
 
+def untracked_results_root(default: Path) -> Path:
+    """`default`, unless git tracks files under it (a checkout whose results/ is committed evidence): then
+    $STRATA_RESULTS_DIR, else ~/.cache/strata-bench/results, so a user's own runs never dirty the tree."""
+    import os
+    import subprocess
+
+    try:
+        listed = subprocess.run(["git", "ls-files", "--", str(default)], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return default
+    if listed.returncode != 0 or not listed.stdout.strip():
+        return default
+    return Path(os.environ.get("STRATA_RESULTS_DIR") or Path.home() / ".cache" / "strata-bench" / "results")
+
+
 def device_directory(root: str | Path, device_name: str | None) -> Path:
     """root/<slug of the device name>, e.g. results/nvidia-h200; root/cpu when device_name is None."""
     return Path(root) / slug(NO_DEVICE if device_name is None else device_name)

@@ -248,3 +248,28 @@ def test_a_usage_error_never_imports_scipy_stats(tmp_path):
                          text=True, cwd=Path(__file__).resolve().parents[2], check=True).stdout
     assert json.loads(out) == [[2] * len(USAGE_ERRORS), []]
     assert not (tmp_path / "res").exists()
+
+
+def test_command_ab_in_a_checkout_keeps_its_runs_out_of_the_tracked_results(tmp_path, monkeypatch):
+    import subprocess
+
+    repo = tmp_path / "checkout"
+    (repo / "results").mkdir(parents=True)
+    (repo / "results" / "kept.json").write_text("{}")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "results"], check=True)
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("STRATA_RESULTS_DIR", str(tmp_path / "mine"))
+    res = CliRunner().invoke(cli, ["ab", "-q", "--a", "true", "--b", "true", "--pairs", "2", "--warmup", "0"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.splitlines()[0] == (f"results/ here is tracked by git: this A/B's records go to "
+                                          f"{tmp_path / 'mine'} (--results DIR to choose)")
+    assert sorted(p.name for p in (repo / "results").iterdir()) == ["kept.json"]
+    assert list((tmp_path / "mine").rglob("ab-*.json"))
+
+
+def test_command_ab_outside_a_checkout_keeps_results_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["ab", "-q", "--a", "true", "--b", "true", "--pairs", "2", "--warmup", "0"])
+    assert res.exit_code == 0, res.output
+    assert list((tmp_path / "results").rglob("ab-*.json"))
