@@ -48,8 +48,8 @@ class Variant:
     # case -> whether the variant runs it (a TOML variant whose kernel exists for some formats or column
     # counts only); None: every case of the family.
     applies: Callable[[Case], bool] | None = None
-    # How its float64 error is judged where it is not bitwise equal to the baseline (toml_abi/error_model.py);
-    # None: bitwise equal to the baseline, within the family's bounds.
+    # How its float64 error is judged where it is not bitwise equal to the baseline (cases/error_model.py, the
+    # protocol: a TOML variant's, llama.cpp's); None: bitwise equal to the baseline, within the family's bounds.
     error_model: Any = None
     # The formats it runs (a foreign engine's kernels cover formats the built-ins lack: the family then
     # makes cases of those formats for it alone); None: the family's own formats (`Family.own_formats`).

@@ -236,24 +236,27 @@ def _bound_detail(exp: Expected, worst: Mapping[str, Any]) -> str:
 
 
 def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
-                      refs: Iterable[Expected]) -> list[CheckResult]:
+                      refs: Iterable[Expected], host: Mapping[str, Any] | None = None) -> list[CheckResult]:
     """Each variant's values against each float64 reference. The reference's own statistics are computed
     once; a variant whose values have the same bits as an earlier variant's gets that variant's numbers
-    (the same inputs give the same results), so bitwise-equal variants cost one comparison."""
+    (the same inputs give the same results), so bitwise-equal variants cost one comparison. A variant
+    judged by its error model (cases/error_model.py) is checked element by element against the model's
+    bounds instead, an err-model check with its max|err| over the baseline's."""
     out = []
     values: dict[tuple[str, str], np.ndarray] = {}
     for exp in refs:
         stats = _RefStats(exp)
         done: list[tuple[np.ndarray, CheckResult]] = []
+        base_err = None
         for variant, run in runs.items():
             key = (variant, exp.output)
             if key not in values:
                 values[key] = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
             got = values[key]
             describe = partial(_describe, family, case, exp.output)
-            own = _own_tolerance(family, case, variant, exp)
-            if own is not None:  # its error model's bound, element by element (never shared with others)
-                out.append(_f64_check(own, _RefStats(own), variant, got, describe))
+            model = _judging_model(family, case, variant)
+            if model is not None:  # its own bounds, element by element (never shared with others)
+                out.append(_model_check(model, case, host or {}, exp, variant, got, describe, base_err))
                 continue
             same = next((r for g, r in done if g.shape == got.shape and g.strides == got.strides
                          and np.array_equal(as_uint(g), as_uint(got))), None)
@@ -261,18 +264,27 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
                       else _f64_check(exp, stats, variant, got, describe))
             done.append((got, result))
             out.append(result)
-        out = _judged_by_models(family, case, exp, out)
+            if variant == case.baseline:
+                base_err = result.max_err
     return out
 
 
-def _own_tolerance(family: Family, case: Case, variant: str, exp: Expected) -> Expected | None:
-    """`exp` with the per-element bound of the variant's error model, where the model gives one
-    (ggml/error.py: the family's bound plus ggml's arithmetic, output by output); else None."""
+def _judging_model(family: Family, case: Case, variant: str) -> Any:
+    """The error model that judges `variant` in `case`: its own where it applies to the format, and, for
+    the baseline (whose error the others' are set against), only a model that may judge a baseline."""
     model = _error_model(family, case, variant)
-    if case.baseline == variant and not _baseline_own_bounds(model):
-        return None  # the baseline is held to the family's bounds
-    tolerance = getattr(model, "tolerance", None)
-    return None if tolerance is None else replace(exp, tol=tolerance(case, exp), why=model.describe())
+    if model is not None and variant == case.baseline and not model.judges_baseline:
+        return None
+    return model
+
+
+def _model_check(model: Any, case: Case, host: Mapping[str, Any], exp: Expected, variant: str, got: np.ndarray,
+                 describe: Callable[[tuple[int, ...]], str], base_err: float | None) -> CheckResult:
+    why = f"error model: {model.describe()}" + ("" if base_err is None else f"; the baseline's max|err| {base_err:.3e}")
+    own = replace(exp, tol=model.bounds(case, host, exp, base_err), why=why)
+    check = _f64_check(own, _RefStats(own), variant, got, describe)
+    ratio = _ratio(check.max_err, base_err) if base_err is not None and check.max_err is not None else None
+    return replace(check, check="err-model", baseline_ratio=ratio)
 
 
 def error_model_notes(catalog: Mapping[str, Family], cases: Iterable[Case]) -> list[str]:
@@ -280,41 +292,6 @@ def error_model_notes(catalog: Mapping[str, Family], cases: Iterable[Case]) -> l
     documented difference the check allows, as ggml's q4_0 zero sign), once each, in first-use order."""
     notes = (getattr(_error_model(catalog[c.family], c, v), "note", None) for c in cases for v in c.variants)
     return list(dict.fromkeys(n for n in notes if n))
-
-
-def _baseline_own_bounds(model: Any) -> bool:
-    """A baseline is held to its model's own per-element bounds where it has them (ggml's q4_0 dequantization,
-    the baseline where no built-in runs the format); a model relative to a baseline's error cannot judge the
-    baseline itself, which the family's bounds then hold."""
-    return hasattr(model, "tolerance")
-
-
-def _judged_by_models(family: Family, case: Case, exp: Expected, checks: list[CheckResult]) -> list[CheckResult]:
-    """Each f64 check of `exp` whose variant declares an error model, replaced by an err-model check: its
-    max|err| against the model's bound and against the baseline's max|err| (baseline_ratio)."""
-    mine = [c for c in checks if c.check == "f64" and c.label == exp.label]
-    base = next((c for c in mine if c.variant == case.baseline), None)
-    base_err = None if base is None else base.max_err
-    out = []
-    for c in checks:
-        model = _error_model(family, case, c.variant) if c in mine else None
-        if c.variant == case.baseline and not _baseline_own_bounds(model):
-            model = None  # the baseline sets the others' bounds, by the family's
-        out.append(c if model is None else _model_check(c, model, case, base_err, exp))
-    return out
-
-
-def _model_check(c: CheckResult, model: Any, case: Case, base_err: float | None, exp: Expected) -> CheckResult:
-    ratio = _ratio(c.max_err, base_err) if base_err is not None and c.max_err is not None else None
-    if hasattr(model, "tolerance"):  # already checked element by element against the model's own bounds
-        return replace(c, check="err-model", baseline_ratio=ratio)
-    bound, why = model.bound(case.fmt, c.max_ref or 0.0, base_err)
-    err = c.max_err if c.max_err is not None else math.inf
-    ok = math.isfinite(err) and err <= bound and "non-finite" not in c.detail
-    detail = "" if ok else (f"{c.label}: max|err| {err:.3e} > bound {bound:.3e} (error model: {why})"
-                            if "non-finite" not in c.detail else c.detail)
-    return replace(c, check="err-model", ok=ok, detail=detail, tol=bound, bound_ratio=_ratio(err, bound),
-                   bound_index=None, bound_at="", baseline_ratio=ratio)
 
 
 def _describe(family: Family, case: Case, output: str, index: tuple[int, ...]) -> str:
@@ -402,7 +379,7 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
             checks += _written_checks(family, case, run) + _finite_checks(family, case, run)
         checks += _bitwise_checks(family, case, runs)
         checks += _related_checks(family, case, runs, related_done)
-        checks += _reference_checks(family, case, runs, refs)
+        checks += _reference_checks(family, case, runs, refs, host)
         checks += _error_equal_checks(family, case, checks)
     status = Status.PASS if all(c.ok for c in checks) else Status.FAIL
     result = CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)

@@ -67,7 +67,7 @@ def _attach_mmvq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...
         w, stride = (dev[key], f["row_bytes"]) if key in dev else (dev["w"], f["stride"])
         mmvq.plan(tree, case.fmt, f, w, stride, dev["xq"], outs["y"]).run(lookup_in(kernels_, unit), stream)
 
-    model = GgmlErrorModel(tuple(f for f in formats if f in own), family)
+    model = GgmlErrorModel(tuple(f for f in formats if f in own))
     variant = Variant(name, kernels, launch, f"llama.cpp's mul_mat_vec_q, ggml {tree.version}",
                       applies=lambda case: case.ncols <= mmvq.MAX_COLUMNS, error_model=model, formats=formats,
                       prepare=prepare, same_as=same_as)

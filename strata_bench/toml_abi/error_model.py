@@ -14,15 +14,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from strata_bench.cases.error_model import max_abs_finite
 from strata_bench.errors import InputError
 
 
 @dataclass(frozen=True)
-class ErrorModel:
+class TomlErrorModel:
+    """cases/error_model.ErrorModel from a TOML [variant.error] table: one bound for every element."""
+
     per_format: tuple[tuple[str, float], ...] = ()
     baseline_factor: float | None = None
+    judges_baseline: ClassVar[bool] = False  # declared against the baseline: it never judges the baseline
+
+    def bounds(self, case: Any, host: Any, exp: Any, baseline_err: float | None) -> float:
+        return self.bound(case.fmt, max_abs_finite(exp.ref), baseline_err)[0]
 
     def applies(self, fmt: str) -> bool:
         """True where the model judges this format (else the family's own bound does)."""
@@ -48,7 +55,7 @@ class ErrorModel:
         return "; ".join(parts)
 
 
-def parse_error_model(value: Any, formats: tuple[str, ...], where: str) -> ErrorModel:
+def parse_error_model(value: Any, formats: tuple[str, ...], where: str) -> TomlErrorModel:
     if not isinstance(value, dict) or not value or set(value) - {"per_format", "baseline_factor"}:
         raise InputError(f"{where}: expected a table with per_format = {{ FORMAT = bound, ... }} and/or "
                          f"baseline_factor = k, got {value!r}")
@@ -66,4 +73,4 @@ def parse_error_model(value: Any, formats: tuple[str, ...], where: str) -> Error
     if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))
                                or not 0 < factor < math.inf):
         raise InputError(f"{where}.baseline_factor: expected a number > 0, got {factor!r}")
-    return ErrorModel(tuple(pairs), None if factor is None else float(factor))
+    return TomlErrorModel(tuple(pairs), None if factor is None else float(factor))

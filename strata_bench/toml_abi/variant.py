@@ -36,7 +36,7 @@ from typing import Any, Mapping
 from strata_bench.toml_abi.abi import LaunchAbi
 from strata_bench.toml_abi.abi_check import check_params
 from strata_bench.toml_abi.c_types import CType
-from strata_bench.toml_abi.error_model import ErrorModel, parse_error_model
+from strata_bench.toml_abi.error_model import TomlErrorModel, parse_error_model
 from strata_bench.toml_abi.args import parse_structs
 from strata_bench.toml_abi.placeholders import PlaceholderRule, name_sets, names_for, parse_rules
 from strata_bench.toml_abi.launch import LAUNCH_KEYS, LAUNCH_REQUIRED, TomlLaunch, parse_launch
@@ -71,7 +71,7 @@ class TomlVariant:
     compiler: str = "nvrtc"  # "nvrtc" (the default), "nvcc", or "binary" (`source` is a prebuilt cubin/fatbin)
     flags: tuple[str, ...] = ()  # the compiler's own options, as given (NVRTC's or nvcc's)
     rules: tuple[PlaceholderRule, ...] = ()  # its own placeholders ([variant.placeholders])
-    error_model: ErrorModel | None = None  # [variant.error]: judged by its own bound, not bitwise
+    error_model: TomlErrorModel | None = None  # [variant.error]: judged by its own bound, not bitwise
 
     # The first launch's keys (a one-launch variant's, as its table spells them).
     kernel = property(lambda self: self.launches[0].kernel)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from strata_bench.cases import Variant
-from strata_bench.toml_abi.error_model import ErrorModel
+from strata_bench.toml_abi.error_model import TomlErrorModel
 from strata_bench.checks.parity import _bitwise_against, _bitwise_checks
 from strata_bench.gpu.launch import VariantRun
 
@@ -23,7 +23,7 @@ def _run(variant, y):
 
 @pytest.fixture
 def family(toy_family):
-    model = ErrorModel(baseline_factor=1e6)
+    model = TomlErrorModel(baseline_factor=1e6)
     none = (lambda f, s: [], lambda *a: None)
     toy_family.variants = (Variant("a", *none), Variant("b", *none, error_model=model),
                            Variant("c", *none, error_model=model, same_as="b"))

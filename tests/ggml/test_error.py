@@ -82,11 +82,12 @@ def test_what_ggml_arithmetic_adds(mmvq, fmt, type_size, term):
 def test_each_output_is_held_to_its_own_family_bound_plus_its_own_allowance(mmvq):
     case = mmvq.case("iq2_xxs", 6, 512, 2)
     host = mmvq.make_inputs(case)
-    model = GgmlErrorModel(("iq2_xxs", "iq1_s"), mmvq)
+    model = GgmlErrorModel(("iq2_xxs", "iq1_s"))
     assert model.applies("iq2_xxs") and not model.applies("q4_k")
     tol = np.array([[1e-3, 2e-3, 0, 0, 0, 0], [0, 0, 0, 0, 0, 5e-3]])
     exp = Expected("y", np.zeros((2, 6)), tol, why="t")
     extra = allowance("iq2_xxs", host["raw"], host["act"], 512)
-    np.testing.assert_array_equal(model.tolerance(case, exp), tol + extra)
+    np.testing.assert_array_equal(model.bounds(case, host, exp, None), tol + extra)
     scalar = Expected("y", np.zeros((2, 6)), 1e-3, why="t")  # a scalar family bound is broadcast
-    np.testing.assert_array_equal(model.tolerance(case, scalar), 1e-3 + extra)
+    np.testing.assert_array_equal(model.bounds(case, host, scalar, None), 1e-3 + extra)
+    assert model.judges_baseline

@@ -171,11 +171,11 @@ def _cli():
 
 
 def test_an_error_model_joins_the_variant(families, folder):
-    from strata_bench.toml_abi.error_model import ErrorModel
+    from strata_bench.toml_abi.error_model import TomlErrorModel
 
     text = TOML + '\n[variant.error]\nper_format = { iq2_xxs = 2e-4 }\nbaseline_factor = 8\n'
     load_variant_files((str(_write(folder, text)),), families)
-    assert families["mmvq"].variant("eng").error_model == ErrorModel((("iq2_xxs", 2e-4),), 8.0)
+    assert families["mmvq"].variant("eng").error_model == TomlErrorModel((("iq2_xxs", 2e-4),), 8.0)
     bad = TOML + '\n[variant.error]\nper_format = { iq9 = 2e-4 }\n'
     with pytest.raises(InputError, match=r"variant 'eng': error.per_format.iq9: not a format of the family \(iq2_xxs, "):
         load_variant_files((str(_write(folder, bad)),), families)
