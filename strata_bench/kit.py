@@ -27,7 +27,7 @@ from typing import Any
 from strata_bench.cases import Case, CaseFilter, Expected, Family, FixtureRef, Output, Variant, fixture_ref
 from strata_bench.toml_abi.abi import AbiArg, LaunchAbi, padded_row_args
 from strata_bench.data.source import DataSource, parse_data
-from strata_bench.data.weights import (ACT_SEED_OFFSET, FORMATS, OUTLIER, Q2_0_FIXTURE_SOURCE, ROW_ALIGN,
+from strata_bench.data.weights import (ACT_SEED_OFFSET, KERNEL_FORMATS, OUTLIER, Q2_0_FIXTURE_SOURCE, ROW_ALIGN,
                                        TAIL_SLACK, activations, check_shape, chunks_per_row, padded, row_stride,
                                        traits, weights)
 from strata_bench.errors import CheckFailed, InputError
@@ -51,7 +51,7 @@ __all__ = [
     # an extending family may use of it beyond the Family contract
     "AbiArg", "LaunchAbi", "builtin_family", "extend_builtin", "padded_row_args", "FAMILY_SURFACE",
     # data: where weights and activations come from, and their device layout
-    "DataSource", "parse_data", "ACT_SEED_OFFSET", "FORMATS", "OUTLIER", "Q2_0_FIXTURE_SOURCE", "ROW_ALIGN",
+    "DataSource", "parse_data", "ACT_SEED_OFFSET", "KERNEL_FORMATS", "OUTLIER", "Q2_0_FIXTURE_SOURCE", "ROW_ALIGN",
     "TAIL_SLACK", "activations", "check_shape", "chunks_per_row", "padded", "row_stride", "traits", "weights",
     # the kernels' launch constants (kernels/constants.py, also generated into a CUDA header): constants.MMVQ_NEW_WARPS
     "constants",

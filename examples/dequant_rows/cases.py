@@ -13,7 +13,7 @@ The same variant needs no Python at all when it follows dequant's launch ABI (do
 """
 import numpy as np
 
-from strata_bench.kit import FORMATS, Variant, builtin_family, ceil_div, row_stride, traits
+from strata_bench.kit import KERNEL_FORMATS, Variant, builtin_family, ceil_div, row_stride, traits
 
 Dequant = builtin_family("dequant")
 
@@ -22,7 +22,7 @@ WARPS_PER_BLOCK = 8
 
 def rows_kernels(family, source):
     """my_dequant_rows<F> for every format, from this folder's source."""
-    return [f"my_dequant_rows<{traits(fmt)}>" for fmt in FORMATS] if source == "my_dequant.cu" else []
+    return [f"my_dequant_rows<{traits(fmt)}>" for fmt in KERNEL_FORMATS] if source == "my_dequant.cu" else []
 
 
 def launch_rows(family, case, kernels, dev, outs, stream=None):

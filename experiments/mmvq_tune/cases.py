@@ -17,7 +17,7 @@ Only the public kit is used (strata_bench.kit; Mmvq's extension surface: docs/EX
 """
 from __future__ import annotations
 
-from strata_bench.kit import FORMATS, Variant, builtin_family
+from strata_bench.kit import KERNEL_FORMATS, Variant, builtin_family
 
 Mmvq = builtin_family("mmvq")
 NewConfig, Decoder = Mmvq.NewConfig, Mmvq.Decoder
@@ -67,7 +67,7 @@ DECODER_FORMATS = tuple(dict.fromkeys(f for name in DECODER_SHAPES for f in DECO
 PLAIN_SHAPES = ((4, 3, 4), (4, 3, 2), (2, 4, 2), (2, 4, 8))
 
 
-def candidate(config, width: int, formats: tuple[str, ...] = FORMATS) -> Variant:
+def candidate(config, width: int, formats: tuple[str, ...] = KERNEL_FORMATS) -> Variant:
     """The new kernel with `config` for passes of `width` columns of `formats`, the family's table for the
     others (Mmvq.launch_new_passes, without the tensor-core passes: a candidate times its own config)."""
     def config_of(fmt: str, nc: int):
@@ -91,7 +91,7 @@ def decoder_candidates() -> list[tuple]:
                     for name, shapes in DECODER_SHAPES.items() for r, m, u in shapes]
 
 
-def tune_family(width: int, configs: list[tuple], formats: tuple[str, ...] = FORMATS, tag: str = "") -> type:
+def tune_family(width: int, configs: list[tuple], formats: tuple[str, ...] = KERNEL_FORMATS, tag: str = "") -> type:
     """A family `mmvq_tune<tag><width>`: old, new and one candidate per (config, its formats), its bench cases
     the DRAM shape in `formats`."""
     def bench_cases(self):
@@ -103,7 +103,7 @@ def tune_family(width: int, configs: list[tuple], formats: tuple[str, ...] = FOR
         "variants": (*Mmvq.variants, *(candidate(c, width, f) for c, f in configs))})
 
 
-TUNE_FAMILIES = [tune_family(w, [(c, FORMATS) for c in cs]) for w, cs in (
+TUNE_FAMILIES = [tune_family(w, [(c, KERNEL_FORMATS) for c in cs]) for w, cs in (
     (1, ONE_COLUMN), (2, TWO_FOUR_COLUMNS), (4, TWO_FOUR_COLUMNS), (8, EIGHT_COLUMNS))]
 TUNE_FAMILIES.append(tune_family(1, decoder_candidates(), DECODER_FORMATS, "_decoders"))
 

@@ -10,7 +10,7 @@ from strata_bench.cases import Case
 from strata_bench.errors import KernelFault
 
 
-class Status(str, enum.Enum):
+class CaseStatus(str, enum.Enum):
     """A case's outcome."""
 
     PASS = "PASS"
@@ -49,7 +49,7 @@ class CaseResult:
 
     case: Case
     device: int
-    status: Status
+    status: CaseStatus
     checks: tuple[CheckResult, ...]
     seconds: float
     error: str = ""
@@ -73,7 +73,7 @@ class CaseResult:
 
 def fault_result(case: Case, device: int, exc: KernelFault, seconds: float) -> CaseResult:
     """The result of a case whose kernel faulted: no checks, the fault as its error."""
-    return CaseResult(case, device, Status.FAULT, (), seconds, error=str(exc))
+    return CaseResult(case, device, CaseStatus.FAULT, (), seconds, error=str(exc))
 
 
 @dataclass
@@ -84,12 +84,12 @@ class ParityRun:
 
     @property
     def failures(self) -> int:
-        return sum(r.status is not Status.PASS for r in self.results)
+        return sum(r.status is not CaseStatus.PASS for r in self.results)
 
     def summary(self, devices: list[int]) -> dict[str, Any]:
         """The run's summary record: case and failure counts, devices, the cases that faulted."""
         return {"cases": len(self.results), "failures": self.failures, "devices": devices,
-                "faults": [r.case.name for r in self.results if r.status is Status.FAULT]}
+                "faults": [r.case.name for r in self.results if r.status is CaseStatus.FAULT]}
 
 
 @dataclass(frozen=True)

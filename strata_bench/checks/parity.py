@@ -16,7 +16,7 @@ import numpy as np
 
 from strata_bench.cases import Case, Expected, Family
 from strata_bench.checks.diagnosis import as_uint, diagnose
-from strata_bench.checks.outcome import CaseResult, CheckResult, Status
+from strata_bench.checks.outcome import CaseResult, CheckResult, CaseStatus
 from strata_bench.checks.phases import PhaseTimes, maybe
 from strata_bench.checks.refcache import cached_references
 from strata_bench.errors import InputError
@@ -381,9 +381,9 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
         checks += _related_checks(family, case, runs, related_done)
         checks += _reference_checks(family, case, runs, refs, host)
         checks += _error_equal_checks(family, case, checks)
-    status = Status.PASS if all(c.ok for c in checks) else Status.FAIL
+    status = CaseStatus.PASS if all(c.ok for c in checks) else CaseStatus.FAIL
     result = CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
-    if status is Status.FAIL and on_failure is not None:
+    if status is CaseStatus.FAIL and on_failure is not None:
         on_failure(result, host, runs, tuple(refs))
     return result
 

@@ -12,7 +12,8 @@ from strata_bench.data.source import DataSource
 from strata_bench.errors import InputError
 
 # Formats of kernels_src/iq, in the order the case lists use; value = the CUDA traits struct.
-FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "q8_0", "q2_0")
+KERNEL_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "q8_0",
+                  "q2_0")
 ROW_ALIGN = 16  # device rows start 16-byte aligned (row stride rounded up)
 TAIL_SLACK = 16  # readable bytes after the last row: the kernels' aligned word loads may touch them
 ACT_SEED_OFFSET = 104729  # activations get their own random stream, independent of the weights
@@ -22,8 +23,8 @@ Q2_0_FIXTURE_SOURCE = "q8_0"  # q2_0 has no GGUF type: its fixture rows are the 
 
 def traits(fmt: str) -> str:
     """The CUDA traits struct of a format, as used in name expressions."""
-    if fmt not in FORMATS:
-        raise InputError(f"format {fmt!r} has no i-quant kernel; formats: {', '.join(FORMATS)}")
+    if fmt not in KERNEL_FORMATS:
+        raise InputError(f"format {fmt!r} has no i-quant kernel; formats: {', '.join(KERNEL_FORMATS)}")
     return f"siq::fmt_{fmt}"
 
 

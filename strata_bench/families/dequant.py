@@ -17,9 +17,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, AbiArg, Case, Expected, Family, FixtureRef, LaunchAbi,
-                              Variant, ceil_div, check_shape, fixture_ref, padded, padded_row_args, parse_data,
-                              row_stride, traits, weights)
+from strata_bench.kit import (KERNEL_FORMATS, Q2_0_FIXTURE_SOURCE, AbiArg, Case, Expected, Family, FixtureRef,
+                              LaunchAbi, Variant, ceil_div, check_shape, fixture_ref, padded, padded_row_args,
+                              parse_data, row_stride, traits, weights)
 
 from strata_bench.kernels.constants import DEQUANT_THREADS as THREADS
 VARIANTS = ("dequant",)
@@ -35,13 +35,13 @@ class Dequant(Family):
     ceiling = 'copy'
     sources = ("dequant/dequant.cu",)
     description = "quantized rows -> float32, bitwise against gguf-py (numpy reference for q2_0)"
-    own_formats = FORMATS  # a variant declaring others (an engine's q4_k) gets cases of those for itself
+    own_formats = KERNEL_FORMATS  # a variant declaring others (an engine's q4_k) gets cases of those for itself
 
     def default_cases(self) -> Iterable[Case]:
         from strata_bench.formats import get_format
 
         cases = []
-        for fmt in FORMATS:
+        for fmt in KERNEL_FORMATS:
             cases += self._format_cases(fmt)
         for fmt in self.foreign_formats():
             # The same, and rows of one block (32 or 256 values): a format only a foreign variant runs.
@@ -65,13 +65,13 @@ class Dequant(Family):
 
         fmt = fmt or fixture.fmt
         takes = fmt == fixture.fmt or (fmt == "q2_0" and fixture.fmt == Q2_0_FIXTURE_SOURCE)
-        known = fmt in FORMATS or (fmt == fixture.fmt and fmt in self.foreign_formats())
+        known = fmt in KERNEL_FORMATS or (fmt == fixture.fmt and fmt in self.foreign_formats())
         if not known or not takes or fixture.cols % get_format(fmt).block_size:
             return []
         return [self.case(fmt, fixture.rows, fixture.cols, 1, fixture.data)]
 
     def bench_cases(self) -> Iterable[Case]:
-        return [self.case(fmt, 8192, 8192, 1, "seed:1") for fmt in (*FORMATS, *self.foreign_formats())]
+        return [self.case(fmt, 8192, 8192, 1, "seed:1") for fmt in (*KERNEL_FORMATS, *self.foreign_formats())]
 
     def make_inputs(self, case: Case) -> dict[str, Any]:
         check_shape(case.fmt, case.cols)
@@ -91,7 +91,7 @@ class Dequant(Family):
 
     def _dequant_kernels(self, source: str) -> list[str]:
         """dequant_f32<F> for every format, from dequant's own source (a subclass may add others)."""
-        return [f"dequant_f32<{traits(fmt)}>" for fmt in FORMATS] if source in Dequant.sources else []
+        return [f"dequant_f32<{traits(fmt)}>" for fmt in KERNEL_FORMATS] if source in Dequant.sources else []
 
     def _launch_dequant(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                         stream: Any = None) -> None:
@@ -120,7 +120,7 @@ class Dequant(Family):
             Expected("y", oracle.astype(np.float64), 0.0, label="gguf f32", why="bit-identical to gguf-py"),
             Expected("y", exact, 2.0 ** -24 * float(np.abs(exact).max()), label="f64 exact",
                      why="one fp32 rounding at most: 2^-24 max|ref| " + (
-                         "(the products are exact: error 0)" if case.fmt in FORMATS else
+                         "(the products are exact: error 0)" if case.fmt in KERNEL_FORMATS else
                          "(a scaled code plus or minus a min rounds once: q4_1, q5_1, K-quants)")),
         ]
 
@@ -154,7 +154,7 @@ DEQUANT_ABI = LaunchAbi(
     ),
     field_names=("rows", "cols", "nchunks", "stride", "block_bytes", "block_values"),
     fields=_abi_fields,
-    placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in FORMATS),
+    placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in KERNEL_FORMATS),
     placeholders=lambda case: {"traits": traits(case.fmt), "fmt": case.fmt},
     baseline=VARIANTS[0],
     writes="y: rows x cols floats, bit for bit gguf-py's dequantization",

@@ -30,8 +30,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from strata_bench.kit import (FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, Case, Expected, Family, FixtureRef,
-                              InputError, LaunchAbi, MatvecRef, padded_row_args, fixture_ref, Variant, activations,
+from strata_bench.kit import (KERNEL_FORMATS, Q2_0_FIXTURE_SOURCE, Q8_1_BYTES, AbiArg, Case, Expected, Family,
+                              FixtureRef, InputError, LaunchAbi, MatvecRef, padded_row_args, fixture_ref, Variant,
+                              activations,
                               allow_dynamic_shared, ceil_div, check_shape, compute_major, exact_weights,
                               foreign_matvec_reference, launch_quantize_q8_1, matvec_reference, padded, parse_data,
                               q8_1_staging_bytes, quantize_q8_1, resident_blocks, row_stride, shared_optin, traits,
@@ -158,7 +159,7 @@ def fixture_name(fmt: str) -> str:
 class Mmvq(Family):
     name = "mmvq"
     sources = ("q8_1/q8_1.cu", "mmvq/mmvq.cu", MMA_SOURCE)
-    own_formats = FORMATS  # a variant declaring others (an engine's q4_k) gets cases of those for itself
+    own_formats = KERNEL_FORMATS  # a variant declaring others (an engine's q4_k) gets cases of those for itself
     description = "i-quant/q8_0/q2_0 mat-vec over q8_1, 1-11 columns: dot per column (old) vs decode once (new)"
 
     # --- what a family extending mmvq builds on (kit.builtin_family("mmvq"); docs/EXTENDING.md, "Extending a
@@ -175,7 +176,7 @@ class Mmvq(Family):
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
         cases = []
-        for fmt in FORMATS:
+        for fmt in KERNEL_FORMATS:
             for rows, cols in SHAPES:
                 cases += [self.case(fmt, rows, cols, n, "seed:1") for n in DEFAULT_NCOLS]
             cases += self.edge_and_fixture_cases(fmt, EDGE_NCOLS)
@@ -225,7 +226,7 @@ class Mmvq(Family):
         most)."""
         fmt = fmt or fixture.fmt
         takes = fmt == fixture.fmt or (fmt == "q2_0" and fixture.fmt == Q2_0_FIXTURE_SOURCE)
-        known = fmt in FORMATS or (fmt == fixture.fmt and fmt in self.foreign_formats())
+        known = fmt in KERNEL_FORMATS or (fmt == fixture.fmt and fmt in self.foreign_formats())
         if not known or not takes or fixture.cols % 32:
             return []
         if fmt != fixture.fmt:
@@ -236,12 +237,12 @@ class Mmvq(Family):
         for n in ncols or ():
             if not 1 <= n <= MAX_COLUMNS:
                 raise InputError(f"mmvq: --cols {n}: 1 to {MAX_COLUMNS} columns")
-        default = FIXTURE_NCOLS if fmt in FORMATS else FOREIGN_FIXTURE_NCOLS
+        default = FIXTURE_NCOLS if fmt in KERNEL_FORMATS else FOREIGN_FIXTURE_NCOLS
         return [self.case(fmt, fixture.rows, fixture.cols, n, fixture.data) for n in ncols or default]
 
     def bench_cases(self) -> Iterable[Case]:
         """The built-in formats', then each foreign format's, at BENCH_SHAPES (multiples of 256) x BENCH_NCOLS."""
-        return [self.case(fmt, r, k, n, "seed:1") for fmt in (*FORMATS, *self.foreign_formats())
+        return [self.case(fmt, r, k, n, "seed:1") for fmt in (*KERNEL_FORMATS, *self.foreign_formats())
                 for r, k in BENCH_SHAPES for n in BENCH_NCOLS]
 
     def related_cases(self, case: Case) -> list[tuple[Case, str, Any]]:
@@ -251,7 +252,7 @@ class Mmvq(Family):
         depend on the shape; the tall and edge cases still compare old and new bitwise). Not for a format only
         a foreign variant runs: no contract of this project says how an engine's kernel treats columns."""
         checked = (case.rows, case.cols) == SHAPES[0] or case.data.startswith("fixture")
-        if case.fmt not in FORMATS or case.ncols == 1 or case.param("col") is not None or not checked:
+        if case.fmt not in KERNEL_FORMATS or case.ncols == 1 or case.param("col") is not None or not checked:
             return []
         out = []
         for j in range(case.ncols):
@@ -292,14 +293,14 @@ class Mmvq(Family):
         return []
 
     def _old_kernels(self, source: str) -> list[str]:
-        return [f"mmvq_old<{traits(fmt)}>" for fmt in FORMATS] if source == Mmvq.sources[1] else []
+        return [f"mmvq_old<{traits(fmt)}>" for fmt in KERNEL_FORMATS] if source == Mmvq.sources[1] else []
 
     def _new_kernels(self, source: str) -> list[str]:
         if source == MMA_SOURCE:
             return mma_kernels(source)
         if source != Mmvq.sources[1]:
             return []
-        return [new_config(fmt, nc).kernel(fmt, nc) for fmt in FORMATS for nc in (1, 2, 4, 8)]
+        return [new_config(fmt, nc).kernel(fmt, nc) for fmt in KERNEL_FORMATS for nc in (1, 2, 4, 8)]
 
     def quantize_activations(self, case: Case, kernels: Any, dev: Mapping[str, Any], stream: Any = None) -> None:
         """quantize_q8_1 of all the case's columns (dev["x"] -> dev["xq"]): every variant's first launch."""
@@ -380,7 +381,7 @@ class Mmvq(Family):
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         ref = _matvec(case.fmt, case.rows, case.cols, case.data)
         cols = host["cols"]
-        if case.fmt not in FORMATS:
+        if case.fmt not in KERNEL_FORMATS:
             return foreign_expected(ref, cols)
         # Each output against its own bound (they differ by orders of magnitude between rows).
         return [
@@ -432,7 +433,7 @@ MMVQ_ABI = LaunchAbi(
     ),
     field_names=("rows", "cols", "ncols", "nchunks", "stride", "row_bytes", "block_bytes", "block_values"),
     fields=_abi_fields,
-    placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in FORMATS),
+    placeholder_sets=tuple({"traits": traits(f), "fmt": f} for f in KERNEL_FORMATS),
     placeholders=lambda case: {"traits": traits(case.fmt), "fmt": case.fmt},
     prelude=lambda family, case, kernels, dev, stream: family.quantize_activations(case, kernels, dev, stream),
     baseline="old",
@@ -459,7 +460,7 @@ def _matvec(fmt: str, rows: int, cols: int, data: str) -> MatvecRef:
     """The float64 references of all 11 columns, computed only when a parity check asks (bench never
     does: at 131072 x 8192 the float64 weights alone would take 8.6 GB)."""
     d = _weight_data(fmt, rows, cols, data)
-    if fmt not in FORMATS:
+    if fmt not in KERNEL_FORMATS:
         return foreign_matvec_reference(fmt, d["raw"], d["x"], d["act"])
     return matvec_reference(exact_weights(fmt, d["raw"]), d["x"], d["act"])
 

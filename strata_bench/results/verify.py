@@ -51,7 +51,7 @@ class SummaryInfo:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FileVerdict:
     info: SummaryInfo
     hash_ok: bool | None  # its sources are unchanged (closures, else kernels_src hash); None: no record
     problems: tuple[str, ...]
@@ -103,11 +103,11 @@ def find_summaries(directory: Path) -> list[SummaryInfo]:
 Rescan = Callable[[tuple[closures.Unit, ...]], closures.ClosureRecord]
 
 
-def judge(info: SummaryInfo, current_hash: str, rescan: Rescan = closures.scan_units) -> Verdict:
+def judge(info: SummaryInfo, current_hash: str, rescan: Rescan = closures.scan_units) -> FileVerdict:
     """The problems that make one summary not current (none: it is current). `rescan` gives the closure
     of recorded units as the sources stand now (verify shares one cache of them across summaries)."""
     if info.unreadable:
-        return Verdict(info, None, (info.unreadable,))
+        return FileVerdict(info, None, (info.unreadable,))
     if info.sources is not None:
         stale = stale_sources(info, rescan)
         hash_ok, problems = not stale, [f"{key}: {', '.join(found)}" for key, found in stale]
@@ -122,7 +122,7 @@ def judge(info: SummaryInfo, current_hash: str, rescan: Rescan = closures.scan_u
         problems.append("no records file named")
     elif not info.records_present:
         problems.append(f"records file missing: {info.records_file.name}")
-    return Verdict(info, hash_ok, tuple(problems), stale)
+    return FileVerdict(info, hash_ok, tuple(problems), stale)
 
 
 def _judge_hash(recorded: str | None, current_hash: str) -> tuple[bool | None, list[str]]:
@@ -145,7 +145,7 @@ def stale_sources(info: SummaryInfo, rescan: Rescan = closures.scan_units
     return tuple(out)
 
 
-def verify(directory: Path) -> tuple[str, list[Verdict]]:
+def verify(directory: Path) -> tuple[str, list[FileVerdict]]:
     """(the current kernels_src hash, a verdict per summary under directory)."""
     infos = find_summaries(directory)
     if not infos:

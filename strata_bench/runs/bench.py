@@ -15,7 +15,7 @@ from strata_bench.runs import Progress, Selection
 from strata_bench.timing import bench as steps, ceilings as card  # called through the modules: tests stand in
 from strata_bench.timing.bench import Timing, TimingConfig
 from strata_bench.timing.ceilings import Ceilings
-from strata_bench.timing.status import BenchStatus, Status
+from strata_bench.timing.status import BenchStatus, TimingStatus
 
 
 
@@ -79,7 +79,7 @@ def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
 
 def fault_timings(case: Case, exc: BaseException) -> list[Timing]:
     """A row per variant of a case whose kernel faulted: no samples, the fault as its status."""
-    status = Status(BenchStatus.KERNEL_FAULT, str(exc))
+    status = TimingStatus(BenchStatus.KERNEL_FAULT, str(exc))
     return [Timing(case, v, (), 0, 0, 0, 0, Ceilings(math.nan, math.nan), status=status) for v in case.variants]
 
 

@@ -30,7 +30,7 @@ from strata_bench.checks.parity import bitwise_target
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.clocks import ClockReader, ClockSummary
 from strata_bench.timing.coldness import measure as measure_coldness
-from strata_bench.timing.status import TIMED, BenchStatus, Status
+from strata_bench.timing.status import TIMED, BenchStatus, TimingStatus
 from strata_bench.timing.coldness import WARM, ColdCheck
 from strata_bench.timing.graph import GRAPH_TARGET_S, InputCopies, capture, launch_count, prepare_copies, replay_seconds
 from strata_bench.timing.l2 import reset_persisting_l2
@@ -67,7 +67,7 @@ class Timing:
     bytes_moved: int
     flops: int
     ceilings: Ceilings
-    status: Status = TIMED  # or why not (timing/status.py): a rejected one has samples that are not results
+    status: TimingStatus = TIMED  # or why not (timing/status.py): a rejected one has samples that are not results
     ci_rel: float = math.nan
     clocks: ClockSummary | None = None  # NVML readings during the trials
     rotation: Mapping[str, Any] | None = None  # copies x bytes per copy against the L2 (InputCopies.rotation)
@@ -254,7 +254,7 @@ def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: Timin
     problem, checked = check_variants(family, case, kernels, prep)
     if problem:
         return [Timing(case, v, (), 0, len(prep.devs), family.bytes_moved(case), family.flops(case), ceilings,
-                       status=Status(BenchStatus.PARITY_FAILED, problem.removeprefix(f"{PARITY_FAILED}: ")),
+                       status=TimingStatus(BenchStatus.PARITY_FAILED, problem.removeprefix(f"{PARITY_FAILED}: ")),
                        rotation=prep.rotation(cfg.hot), bound=family.ceiling) for v in case.variants]
     clocks = clocks if clocks is not None else ClockReader(device)
     timings = [time_variant(family, case, v, kernels, prep, ceilings, cfg, checked[v], clocks)

@@ -16,7 +16,7 @@ class BenchStatus(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Status:
+class TimingStatus:
     kind: BenchStatus = BenchStatus.TIMED
     reason: str = ""
 
@@ -33,8 +33,8 @@ class Status:
         return self.kind in (BenchStatus.OUTPUT_DIFFERS, BenchStatus.IMPOSSIBLE)
 
     @classmethod
-    def parse(cls, text: str) -> "Status":
-        """The Status a record's text holds (records read back); an unknown kind is a ValueError."""
+    def parse(cls, text: str) -> "TimingStatus":
+        """The TimingStatus a record's text holds (records read back); an unknown kind is a ValueError."""
         for kind in BenchStatus:
             if text == kind.value:
                 return cls(kind)
@@ -43,4 +43,4 @@ class Status:
         raise ValueError(f"not a bench status: {text!r}")
 
 
-TIMED = Status()
+TIMED = TimingStatus()

@@ -26,7 +26,7 @@ from strata_bench.cases import Case, Family
 from strata_bench.checks.diagnosis import diagnose
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.graph import InputCopies
-from strata_bench.timing.status import BenchStatus, Status
+from strata_bench.timing.status import BenchStatus, TimingStatus
 
 POISON = 0xFF
 TIMED_OUTPUT_DIFFERS = BenchStatus.OUTPUT_DIFFERS.value  # the record's text begins with these
@@ -53,7 +53,7 @@ def _host(a: Any) -> np.ndarray:
 
 
 def timed_output_problem(family: Family, case: Case, variant: str, prep: InputCopies,
-                         checked: Mapping[str, Any], copies: int | None = None) -> Status | None:
+                         checked: Mapping[str, Any], copies: int | None = None) -> TimingStatus | None:
     """None when every copy's outputs equal `checked` bitwise, else the "timed output differs" status
     naming the copy and, from checks/diagnosis.py, the first (and worst) differing element. `copies`
     limits the check to the first copies (those the timed graph launched)."""
@@ -67,7 +67,7 @@ def timed_output_problem(family: Family, case: Case, variant: str, prep: InputCo
             if bool(cupy.array_equal(want.view(cupy.uint8), got.view(cupy.uint8))):
                 continue
             detail = diagnose(family, case, name, _host(want), _host(got), "checked", "timed")
-            return Status(BenchStatus.OUTPUT_DIFFERS, f"{variant} copy {k} of {len(prep.outs)}: {detail}")
+            return TimingStatus(BenchStatus.OUTPUT_DIFFERS, f"{variant} copy {k} of {len(prep.outs)}: {detail}")
     return None
 
 
@@ -76,7 +76,7 @@ def roofline_seconds(bytes_moved: int, ceilings: Ceilings) -> float:
     return bytes_moved / ceilings.read_bps
 
 
-def roofline_problem(variant: str, seconds: float, bytes_moved: int, ceilings: Ceilings) -> Status | None:
+def roofline_problem(variant: str, seconds: float, bytes_moved: int, ceilings: Ceilings) -> TimingStatus | None:
     """None when `seconds` per call is possible, else the "impossible" status with the fraction of the ceiling:
     faster than the read ceiling by more than ROOFLINE_SLACK, or faster than the theoretical peak."""
     floor = roofline_seconds(bytes_moved, ceilings)
@@ -87,7 +87,7 @@ def roofline_problem(variant: str, seconds: float, bytes_moved: int, ceilings: C
     if seconds * (1 + ROOFLINE_SLACK) >= floor and not beats_peak:
         return None
     also = f", above the theoretical peak {peak / 1e12:.2f} TB/s" if beats_peak else ""
-    return Status(BenchStatus.IMPOSSIBLE,
+    return TimingStatus(BenchStatus.IMPOSSIBLE,
                   f"{variant} at {seconds * 1e6:.3f} us moves {bytes_moved} bytes at {floor / seconds:.0%} of the "
                   f"measured read ceiling ({ceilings.read_bps / 1e12:.2f} TB/s, least {floor * 1e6:.3f} us{also})")
 

@@ -41,11 +41,11 @@ def test_every_built_in_family_has_default_cases():
 @pytest.mark.gpu
 @pytest.mark.parametrize(("family_name", "case"), CASES)
 def test_default_case_passes_parity_on_gpu(family_name, case):
-    from strata_bench.checks.parity import Status, check_case
+    from strata_bench.checks.parity import CaseStatus, check_case
     from strata_bench.kernels.build import load_kernels
 
     family = FAMILIES[family_name]
     result = check_case(family, case, load_kernels(family, 0), 0)
-    assert result.status is Status.PASS, [c.detail for c in result.checks if not c.ok]
+    assert result.status is CaseStatus.PASS, [c.detail for c in result.checks if not c.ok]
     if family_name in EXTRA:
         EXTRA[family_name](family, case, result)

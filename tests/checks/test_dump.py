@@ -11,7 +11,7 @@ import pytest
 
 from strata_bench.cases import Case, Expected
 from strata_bench.checks.dump import FailureDump, check_dump_folder, dump_arrays, safe_stem
-from strata_bench.checks.outcome import CaseResult, CheckResult, Status
+from strata_bench.checks.outcome import CaseResult, CheckResult, CaseStatus
 from strata_bench.errors import InputError
 from strata_bench.gpu.launch import VariantRun
 
@@ -36,7 +36,7 @@ KEYS = ["input/groups", "input/parts/0", "input/raw", "input/sub/k", "input/sub/
 
 def _failed(device=0):
     check = CheckResult("f64", "new", False, "y vs f64(q8_1 acts): worst |err|/bound 1e+06 at column 0, row 0 (...)")
-    return CaseResult(CASE, device, Status.FAIL, (CheckResult("bitwise", "new", True), check), 0.1)
+    return CaseResult(CASE, device, CaseStatus.FAIL, (CheckResult("bitwise", "new", True), check), 0.1)
 
 
 def test_dump_arrays_keys_and_the_inputs_that_are_not_numbers():

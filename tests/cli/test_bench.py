@@ -14,7 +14,7 @@ from strata_bench.cli.main import cli
 from strata_bench.gpu import devices as gpu
 from strata_bench.timing.bench import Timing
 from strata_bench.timing.ceilings import Ceilings
-from strata_bench.timing.status import BenchStatus, Status
+from strata_bench.timing.status import BenchStatus, TimingStatus
 
 from tests.cli.fake_devices import fake_three_devices
 
@@ -106,7 +106,7 @@ def test_a_rejected_variant_names_its_device():
     from strata_bench.timing.verify import TIMED_OUTPUT_DIFFERS
 
     good = fake_bench_case(None, CASES[0], None, 0, None, CEILINGS[0])
-    bad = Timing(CASES[1], "new", (5.0,), 1, 3, 40_000, 0, CEILINGS[2], status=Status(BenchStatus.OUTPUT_DIFFERS, "copy 1"))
+    bad = Timing(CASES[1], "new", (5.0,), 1, 3, 40_000, 0, CEILINGS[2], status=TimingStatus(BenchStatus.OUTPUT_DIFFERS, "copy 1"))
     with pytest.raises(CheckFailed, match=rf"^1 timed variant\(s\) rejected; first: {CASES[1].name} on device 2: "
                                           rf"{TIMED_OUTPUT_DIFFERS}: copy 1$"):
         _raise_for_rejected(good + [bad], [0, 0, 2])

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from strata_bench.cases import Case
-from strata_bench.checks.outcome import CaseResult, CheckResult, Status
+from strata_bench.checks.outcome import CaseResult, CheckResult, CaseStatus
 from strata_bench.cli.main import cli
 from strata_bench.gpu import loop
 from strata_bench.runs import prepare as preparing
@@ -32,7 +32,7 @@ def fake_check_case(family, case, kernels, device, *loop_state):
         raise IllegalAddress("cudaErrorIllegalAddress: an illegal memory access was encountered")
     ok = not (device == 2 and case is CASES[2])
     check = CheckResult("bitwise", "new", ok, "" if ok else "3 of 32 outputs differ; first at row 0")
-    return CaseResult(case, device, Status.PASS if ok else Status.FAIL, (check,), 0.01)
+    return CaseResult(case, device, CaseStatus.PASS if ok else CaseStatus.FAIL, (check,), 0.01)
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def _dumping_check_case(family, case, kernels, device, times=None, shared_runs=N
     from strata_bench.gpu.launch import VariantRun
 
     result = fake_check_case(family, case, kernels, device)
-    if result.status is Status.FAIL and on_failure is not None:
+    if result.status is CaseStatus.FAIL and on_failure is not None:
         y = np.zeros(4, np.float32)
         on_failure(result, {"x": np.arange(4.0)}, {"new": VariantRun("new", {"y": y}, {"y": y == 1})},
                    (Expected("y", np.ones(4), 1e-6, "t"),))
@@ -213,7 +213,7 @@ def _fake_loop(monkeypatch, seen, compile_seconds=None):
         for case in cases:
             if per_case.times is not None:
                 per_case.times.seconds["references"] += 0.25
-            on_result(CaseResult(case, devs[0], Status.PASS, (), 0.0))
+            on_result(CaseResult(case, devs[0], CaseStatus.PASS, (), 0.0))
 
     monkeypatch.setattr(devices, "select_devices", lambda spec: [0])
     monkeypatch.setattr(devices, "device_name", lambda d: "Fake GPU")

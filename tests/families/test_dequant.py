@@ -26,7 +26,7 @@ def _blocks(fmt: str, seed: int = 3) -> np.ndarray:
 
 
 # --- the decoders, run on the CPU -----------------------------------------------------------------------
-@pytest.mark.parametrize("fmt", kit.FORMATS)
+@pytest.mark.parametrize("fmt", kit.KERNEL_FORMATS)
 def test_host_dequant_is_bit_identical_to_gguf(fmt):
     blocks = _blocks(fmt)
     nchunks = blocks.shape[0] * get_format(fmt).block_size // 32
@@ -38,7 +38,7 @@ def test_host_dequant_is_bit_identical_to_gguf(fmt):
     assert np.signbit(oracle).any() or fmt in ("q2_0",), "edge data should contain negative values"
 
 
-@pytest.mark.parametrize("fmt", kit.FORMATS)
+@pytest.mark.parametrize("fmt", kit.KERNEL_FORMATS)
 def test_decode_contract_holds_exactly(fmt):
     """dw * ls_half * w equals gguf's value exactly, and isum is the exact integer sum."""
     blocks = _blocks(fmt, seed=5)
@@ -54,7 +54,7 @@ def test_decode_contract_holds_exactly(fmt):
     assert np.abs(out["isum"]).max() < 2 ** 24
 
 
-@pytest.mark.parametrize("fmt", kit.FORMATS)
+@pytest.mark.parametrize("fmt", kit.KERNEL_FORMATS)
 @pytest.mark.parametrize("codes", ["random", "max", "min"])
 def test_isum_f_is_the_float_of_isum_bit_for_bit(fmt, codes):
     """chunk_isum_f (the dp4a chains started at the bits of 1.5 * 2^23) gives exactly (float)isum, at the
@@ -88,8 +88,8 @@ def test_source_compiles_for_sm90_without_spills(cubin_cache):
 
 def test_cases_cover_every_format_and_data_kind():
     cases = list(FAMILY.default_cases())
-    assert {c.fmt for c in cases} == set(kit.FORMATS)
-    for fmt in kit.FORMATS:
+    assert {c.fmt for c in cases} == set(kit.KERNEL_FORMATS)
+    for fmt in kit.KERNEL_FORMATS:
         kinds = {c.data.split(":")[0] for c in cases if c.fmt == fmt}
         assert {"seed", "edge"} <= kinds
     assert any(c.data.startswith("fixture") for c in cases)

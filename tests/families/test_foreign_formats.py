@@ -8,7 +8,7 @@ import pytest
 
 from strata_bench.families import load_builtin_families
 from strata_bench.formats import get_format
-from strata_bench.kit import FORMATS, Variant
+from strata_bench.kit import KERNEL_FORMATS, Variant
 from strata_bench.numerics.bounds import U64
 
 FOREIGN = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
@@ -42,9 +42,9 @@ def test_the_built_in_cases_are_those_of_the_family_without_the_stand_in(name):
     registered = load_builtin_families()[name]
     with_engine = _with_engine(name)
     assert registered.foreign_formats() == () and with_engine.foreign_formats() == FOREIGN
-    assert [c for c in with_engine.default_cases() if c.fmt in FORMATS] == list(registered.default_cases())
-    assert [c for c in with_engine.bench_cases() if c.fmt in FORMATS] == list(registered.bench_cases())
-    assert {c.fmt for c in registered.default_cases()} == set(FORMATS)
+    assert [c for c in with_engine.default_cases() if c.fmt in KERNEL_FORMATS] == list(registered.default_cases())
+    assert [c for c in with_engine.bench_cases() if c.fmt in KERNEL_FORMATS] == list(registered.bench_cases())
+    assert {c.fmt for c in registered.default_cases()} == set(KERNEL_FORMATS)
 
 
 @pytest.mark.parametrize("name", ["mmvq", "dequant"])

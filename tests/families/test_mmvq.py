@@ -41,7 +41,7 @@ def test_every_architecture_compiles_a_sample(arch, cubin_cache):
 # --- cases ----------------------------------------------------------------------------------------------------
 def test_default_cases_cover_every_format_column_count_and_shape():
     cases = list(FAMILY.default_cases())
-    for fmt in kit.FORMATS:
+    for fmt in kit.KERNEL_FORMATS:
         for shape in mod.SHAPES:
             got = sorted(c.ncols for c in cases if c.fmt == fmt and (c.rows, c.cols) == shape and c.data == "seed:1")
             assert got == [1, 2, 3, 4, 5, 6, 7, 8, 11], (fmt, shape)
@@ -54,7 +54,7 @@ def test_default_cases_cover_every_format_column_count_and_shape():
 
 def test_default_cases_end_every_format_in_a_partial_row_group():
     cases = list(FAMILY.default_cases())
-    for fmt in kit.FORMATS:
+    for fmt in kit.KERNEL_FORMATS:
         tails = [c.ncols for c in cases if c.fmt == fmt and c.rows % 16 and c.rows < 32768]
         assert tails == [4, 11], fmt  # passes 4 and 8 + 2 + 1; 37 rows: 5 past 2 groups of 16 (or 1 of 32)
     assert mod.TAIL_SHAPE == (37, 1280) and (1280 // 32) % 32 == 8  # lanes 8-31 one chunk fewer
@@ -64,7 +64,7 @@ def test_bench_cases_include_the_dram_shape():
     bench = list(FAMILY.bench_cases())
     assert {(c.rows, c.cols) for c in bench} >= {(131072, 8192)}
     assert {c.ncols for c in bench} == {1, 2, 4, 8}
-    assert {c.fmt for c in bench} == set(kit.FORMATS)
+    assert {c.fmt for c in bench} == set(kit.KERNEL_FORMATS)
 
 
 @pytest.mark.parametrize("ncols,passes", [(1, [1]), (3, [2, 1]), (7, [4, 2, 1]), (8, [8]), (11, [8, 2, 1]),
@@ -113,7 +113,7 @@ def _emulated(case: Case) -> tuple[np.ndarray, dict[str, object]]:
     return y, {r.label: r for r in FAMILY.reference(case, host)}
 
 
-@pytest.mark.parametrize("fmt", kit.FORMATS)
+@pytest.mark.parametrize("fmt", kit.KERNEL_FORMATS)
 @pytest.mark.parametrize("data", ["seed:7", "edge:2"])
 def test_kernel_arithmetic_is_within_both_tolerances(fmt, data):
     # 1536 inputs: 48 chunks, so lanes 0-15 chain two chunks and lanes 16-31 one.

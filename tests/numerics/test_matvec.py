@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from strata_bench.data.synthetic import synthetic_weights
-from strata_bench.data.weights import FORMATS
+from strata_bench.data.weights import KERNEL_FORMATS
 from strata_bench.formats import get_format
 from strata_bench.numerics.matvec import exact_weights
 
@@ -16,7 +16,7 @@ def _blocks(fmt: str, seed: int = 3) -> np.ndarray:
     return synthetic_weights(fmt, 6, f.block_size * 16, seed, edge=True).reshape(-1, f.type_size)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", KERNEL_FORMATS)
 def test_float32_dequantization_is_exact(fmt):
     """The references widen gguf's float32 values: that must equal the format's exact float64 values."""
     blocks = _blocks(fmt, seed=9)

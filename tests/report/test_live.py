@@ -8,21 +8,21 @@ from collections import namedtuple
 
 from rich.console import Console
 
-from strata_bench.checks.parity import CaseResult, CheckResult, Status
+from strata_bench.checks.parity import CaseResult, CheckResult, CaseStatus
 from strata_bench.report.live import DeviceCounts, device_counts, parity_markdown, print_parity_table
 
 # parity_markdown reads only a case's name and variants.
 Case = namedtuple("Case", "name variants")
 
-PASSED = CaseResult(Case("mmvq/iq2_xxs/64x512/n1/seed:1", ("old", "new")), 0, Status.PASS,
+PASSED = CaseResult(Case("mmvq/iq2_xxs/64x512/n1/seed:1", ("old", "new")), 0, CaseStatus.PASS,
                     (CheckResult("written", "old", True), CheckResult("bitwise", "new", True),
                      CheckResult("f64", "old", True, max_err=2e-6, max_ref=4.0),
                      CheckResult("f64", "new", True, max_err=3e-6, max_ref=4.0)), 0.1)
-FAILED = CaseResult(Case("mmvq/q8_0/64x256/n8/seed:1", ("old", "new")), 0, Status.FAIL,
+FAILED = CaseResult(Case("mmvq/q8_0/64x256/n8/seed:1", ("old", "new")), 0, CaseStatus.FAIL,
                     (CheckResult("written", "old", True),
                      CheckResult("bitwise", "new", False, "3 of 512 outputs differ; first at row 7"),
                      CheckResult("columns", "new", True)), 0.2)
-FAULTED = CaseResult(Case("grouped/iq3_s/64x512/n2/seed:1", ("old",)), 0, Status.FAULT, (), 0.0,
+FAULTED = CaseResult(Case("grouped/iq3_s/64x512/n2/seed:1", ("old",)), 0, CaseStatus.FAULT, (), 0.0,
                      "CUDA_ERROR_ILLEGAL_ADDRESS in old")
 
 # The worst ratio is 3e-6 / 4.0 = 7.5e-7; a failed check kind is in capitals; a fault has no checks,
@@ -143,7 +143,7 @@ def test_each_failure_gives_the_command_that_reruns_it():
 
 
 # A variant judged by its error model: its max|err| and ratio to the baseline's in a column of their own.
-MODELLED = CaseResult(Case("mmvq/iq2_xxs/64x512/n1/seed:1", ("old", "new", "ggml")), 0, Status.PASS,
+MODELLED = CaseResult(Case("mmvq/iq2_xxs/64x512/n1/seed:1", ("old", "new", "ggml")), 0, CaseStatus.PASS,
                       (CheckResult("bitwise", "ggml", True, "y: not bitwise equal to old (judged by its error model)"),
                        CheckResult("f64", "old", True, max_err=2e-6, max_ref=4.0, label="a"),
                        CheckResult("err-model", "ggml", True, max_err=8.4e-6, max_ref=4.0, tol=8e-5, label="a",

@@ -15,7 +15,7 @@ from strata_bench.cli.main import cli
 from strata_bench.gpu.devices import probe
 from strata_bench.timing import bench, graph
 from strata_bench.timing.bench import Timing, TimingConfig, bench_case
-from strata_bench.timing.status import BenchStatus, Status
+from strata_bench.timing.status import BenchStatus, TimingStatus
 from strata_bench.timing.ceilings import Ceilings
 
 # The mmvq bench cases' formats, in the order the family declares them.
@@ -49,7 +49,7 @@ def test_timing_record_of_a_timed_variant():
 
 
 def test_timing_record_of_a_variant_that_was_not_timed():
-    record = Timing(CASE, "old", (), 0, 12, 8_000_000, 0, CEILINGS, status=Status(BenchStatus.PARITY_FAILED, "x")).to_record()
+    record = Timing(CASE, "old", (), 0, 12, 8_000_000, 0, CEILINGS, status=TimingStatus(BenchStatus.PARITY_FAILED, "x")).to_record()
     assert record["status"] == "parity failed: x" and record["trials"] == 0 and record["samples_us"] == []
     assert all(math.isnan(record[k]) for k in ("median_us", "min_us", "max_us", "ci_rel", "gbps"))
     assert record["frac_read"] is record["frac_copy"] is record["tflops"] is None
@@ -176,6 +176,6 @@ def test_the_cold_check_replays_the_fastest_timed_variant():
 
     old = Timing(CASE, "old", (751.0, 750.0), 1, 1, 1, 0, CEILINGS)
     new = Timing(CASE, "new", (43.0, 44.0), 1, 1, 1, 0, CEILINGS)
-    rejected = Timing(CASE, "lazy", (), 1, 1, 1, 0, CEILINGS, status=Status(BenchStatus.PARITY_FAILED, "x"))
+    rejected = Timing(CASE, "lazy", (), 1, 1, 1, 0, CEILINGS, status=TimingStatus(BenchStatus.PARITY_FAILED, "x"))
     assert fastest([old, new, rejected]) == "new"
     assert fastest([rejected]) == "lazy"  # nothing timed: the check does not run, any name will do

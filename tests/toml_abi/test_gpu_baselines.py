@@ -35,7 +35,7 @@ def test_toml_baseline_compiles_for_sm90(with_toml, cubin_cache):
 @pytest.mark.gpu
 @pytest.mark.parametrize("with_toml", FAMILIES, indirect=True)
 def test_toml_baseline_passes_parity(with_toml):
-    from strata_bench.checks.parity import Status, check_case
+    from strata_bench.checks.parity import CaseStatus, check_case
     from strata_bench.kernels.build import load_kernels
 
     family = with_toml
@@ -46,4 +46,4 @@ def test_toml_baseline_passes_parity(with_toml):
     assert cases and all(c.variants[-1] == variant for c in cases)
     for case in cases:
         result = check_case(family, case, kernels, 0)
-        assert result.status is Status.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
+        assert result.status is CaseStatus.PASS, (case.name, [c.detail for c in result.checks if not c.ok])

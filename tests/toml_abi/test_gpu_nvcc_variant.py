@@ -33,7 +33,7 @@ def dequant_with(tmp_path, monkeypatch):
 
 
 def _check_all(dequant, variant):
-    from strata_bench.checks.parity import Status, check_case
+    from strata_bench.checks.parity import CaseStatus, check_case
     from strata_bench.kernels.build import load_kernels
 
     kernels = load_kernels(dequant, 0)
@@ -41,7 +41,7 @@ def _check_all(dequant, variant):
     for case in dequant.default_cases():
         assert case.variants == ("dequant", variant)
         result = check_case(dequant, case, kernels, 0)
-        assert result.status is Status.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
+        assert result.status is CaseStatus.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
         results.append(result)
     return results
 

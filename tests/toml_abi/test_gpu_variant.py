@@ -21,7 +21,7 @@ def mmvq_with_row8(families):
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", ["iq2_xxs", "iq3_s", "iq1_m", "iq4_xs", "q8_0", "q2_0"])
 def test_row8_passes_parity(mmvq_with_row8, fmt):
-    from strata_bench.checks.parity import Status, check_case
+    from strata_bench.checks.parity import CaseStatus, check_case
     from strata_bench.kernels.build import load_kernels
 
     mmvq = mmvq_with_row8
@@ -30,7 +30,7 @@ def test_row8_passes_parity(mmvq_with_row8, fmt):
     kernels = load_kernels(mmvq, 0)
     for case in cases:
         result = check_case(mmvq, case, kernels, 0)
-        assert result.status is Status.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
+        assert result.status is CaseStatus.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
 
 
 @pytest.mark.gpu
@@ -38,7 +38,7 @@ def test_row8_passes_parity_on_other_gguf_rows(mmvq_with_row8, tmp_path, monkeyp
     from strata_bench.cases import CaseFilter
     from strata_bench.cases.fixtures import fixture_request_cases
     from strata_bench.cases.request import CaseRequest
-    from strata_bench.checks.parity import Status, check_case
+    from strata_bench.checks.parity import CaseStatus, check_case
     from strata_bench.kernels.build import load_kernels
 
     monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path))
@@ -48,7 +48,7 @@ def test_row8_passes_parity_on_other_gguf_rows(mmvq_with_row8, tmp_path, monkeyp
     kernels = load_kernels(mmvq_with_row8, 0)
     for case in cases:
         result = check_case(mmvq_with_row8, case, kernels, 0)
-        assert result.status is Status.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
+        assert result.status is CaseStatus.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
 
 
 @pytest.mark.gpu
@@ -57,7 +57,7 @@ def test_other_gguf_rows_pass_every_family_that_takes_them(tmp_path, monkeypatch
     from strata_bench.families import load_builtin_families
     from strata_bench.cases.fixtures import fixture_request_cases
     from strata_bench.cases.request import CaseRequest
-    from strata_bench.checks.parity import Status, check_case
+    from strata_bench.checks.parity import CaseStatus, check_case
     from strata_bench.kernels.build import load_kernels
 
     monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path))
@@ -68,13 +68,13 @@ def test_other_gguf_rows_pass_every_family_that_takes_them(tmp_path, monkeypatch
     for case in cases:
         family = families[case.family]
         result = check_case(family, case, load_kernels(family, 0), 0)
-        assert result.status is Status.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
+        assert result.status is CaseStatus.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
 
 
 @pytest.mark.gpu
 def test_dequant_rows_toml_passes_parity(families):
     from strata_bench.toml_abi.variant import load_variant_files
-    from strata_bench.checks.parity import Status, check_case
+    from strata_bench.checks.parity import CaseStatus, check_case
     from strata_bench.kernels import build
 
     load_variant_files((str(REPO_ROOT / "examples" / "dequant_rows" / "variants.toml"),), families)
@@ -83,4 +83,4 @@ def test_dequant_rows_toml_passes_parity(families):
     for case in dequant.default_cases():
         assert case.variants == ("dequant", "rows")
         result = check_case(dequant, case, kernels, 0)
-        assert result.status is Status.PASS, (case.name, [c.detail for c in result.checks if not c.ok])
+        assert result.status is CaseStatus.PASS, (case.name, [c.detail for c in result.checks if not c.ok])

@@ -54,7 +54,7 @@ def test_tune_candidates_are_every_shape_for_their_pass_width():
     assert [v.name for v in family.variants][:4] == ["old", "new", "r4m3u4", "r4m3u4f"]
     assert len(family.variants) == 2 + len(TUNE.ONE_COLUMN)
     kernels = family.variants[2].kernels(family(), "mmvq/mmvq.cu")
-    assert kernels == [f"mmvq_new<siq::fmt_{f}, 1, 4, 3, 4>" for f in kit.FORMATS]
+    assert kernels == [f"mmvq_new<siq::fmt_{f}, 1, 4, 3, 4>" for f in kit.KERNEL_FORMATS]
     assert [f.name for f in TUNE.TUNE_FAMILIES] == ["mmvq_tune1", "mmvq_tune2", "mmvq_tune4", "mmvq_tune8",
                                                     "mmvq_tune_decoders1", "mmvq_tune_rep1", "mmvq_tune_rep8"]
 
