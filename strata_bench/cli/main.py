@@ -81,6 +81,12 @@ class StrataGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted: results written so far are kept", err=True)
             ctx.exit(130)
+        except BrokenPipeError:
+            # The reader went away (`report FILE | head`): what it read is what it wanted; no message, and
+            # stdout pointed at /dev/null so the interpreter's last flush does not fail again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(141)  # 128 + SIGPIPE, as a shell reports a reader that closed the pipe
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(super().list_commands(ctx))

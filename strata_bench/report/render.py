@@ -9,7 +9,7 @@ from pathlib import Path
 
 from strata_bench.errors import InputError
 from strata_bench.report.ab import render_ab
-from strata_bench.report.frame import frame_text, print_frame
+from strata_bench.report.frame import count_line, frame_text, print_frame
 from strata_bench.results.views import VIEWS, frame
 from strata_bench.results.load import load
 
@@ -31,8 +31,8 @@ def render_file(path: str | Path, fmt: str, console=None) -> str | None:
     notes = [f"note: {n}" for n in (inner.get("notes") or () if isinstance(inner, dict) else ()) if isinstance(n, str)]
     if fmt == "table":
         print_frame(df, f"{loaded.kind}: {loaded.path.name}", console)
-        for note in notes:
-            (console.print if console is not None else print)(note)
+        for line in (*notes, count_line(df)):
+            (console.print if console is not None else print)(line)
         return None
     text = frame_text(df, fmt)
-    return text if not notes or fmt in ("csv", "json") else "\n\n".join([text.rstrip("\n"), *notes])
+    return text if fmt in ("csv", "json") else "\n\n".join([text.rstrip("\n"), *notes, count_line(df)])
