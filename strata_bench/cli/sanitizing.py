@@ -46,6 +46,7 @@ def run_sanitize(spec: Any, tools: Sequence[str], cases: Sequence[Any], results_
     from strata_bench.results.store import utc_stamp
     from strata_bench.gpu import devices as gpu
     from strata_bench.gpu import sanitize
+    from strata_bench.report.progress import progress_bar
 
     sanitizer = sanitize.find_sanitizer()
     try:
@@ -62,7 +63,9 @@ def run_sanitize(spec: Any, tools: Sequence[str], cases: Sequence[Any], results_
         for tool in tools:
             if not quiet:
                 click.echo(f"{tool}: {len(cases)} cases under {sanitizer} ...", err=True)
-            report = sanitize.run_tool(sanitizer, tool, child, logs / f"sanitize-{tool}-{stamp}.log")
+            with progress_bar(tool, len(cases), enabled=not quiet) as advance:
+                report = sanitize.run_tool(sanitizer, tool, child, logs / f"sanitize-{tool}-{stamp}.log",
+                                           on_case=lambda case: advance(f"{tool}: {case}"))
             sanitize.raise_for_child(report)
             lines = sanitize.problems(report)
             for finding in report.findings:

@@ -371,9 +371,10 @@ def parse_report(tool: str, text: str | Iterable[str]) -> ToolReport:
 
 # --- running one tool ----------------------------------------------------------------------------------
 def run_tool(sanitizer: Path | str, tool: str, child: Sequence[str], log_path: Path | None = None,
-             env: Mapping[str, str] | None = None) -> ToolReport:
+             env: Mapping[str, str] | None = None, on_case: Callable[[str], None] | None = None) -> ToolReport:
     """Run `child` under one tool, reading its merged output as it comes (and writing it to log_path);
-    the report with the exit code and the seconds taken."""
+    the report with the exit code and the seconds taken. `on_case(name)` is told of each case as its
+    marker arrives (a progress bar: the four tools take minutes)."""
     command = sanitizer_command(sanitizer, tool, child)
     reader = ReportReader(tool)
     started = time.perf_counter()
@@ -387,7 +388,10 @@ def run_tool(sanitizer: Path | str, tool: str, child: Sequence[str], log_path: P
             for line in proc.stdout:
                 if log is not None:
                     log.write(line)
+                seen = len(reader.report.cases)
                 reader.feed(line)
+                if on_case is not None and len(reader.report.cases) > seen:
+                    on_case(reader.report.cases[-1])
             code = proc.wait()
     finally:
         if log is not None:

@@ -335,8 +335,10 @@ def test_run_tool_reads_a_stand_in_sanitizer_as_it_prints(tmp_path):
                     "sys.exit(86)\n")
     fake.chmod(0o755)
     log = tmp_path / "sanitize-memcheck.log"
-    report = sanitize.run_tool(fake, "memcheck", ["child", "--x"], log)
+    told = []
+    report = sanitize.run_tool(fake, "memcheck", ["child", "--x"], log, on_case=told.append)
     assert report.exit_code == 86 and report.log == log
+    assert [c.removesuffix(" @0") for c in told] == report.cases and told  # each case as its marker came
     assert lines(report) == lines(parse_report("memcheck", MEMCHECK))
     assert report.tail[-1] == "child env: memcheck argv: --tool memcheck"
     text = log.read_text()
