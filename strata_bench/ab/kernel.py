@@ -235,13 +235,9 @@ def run_kernel_ab(spec: RunSpec, variant_a: str, variant_b: str, plan: Plan, res
     `progress` is the command's display (ab/runner.Progress), None for none.
     The variant names are checked against the cases before a device is sought (a typo is a usage error,
     not "no GPU"), and CuPy is imported only once a device was found (none: NoGpu, exit 77)."""
-    from strata_bench.runs.prepare import prepare
-
     from strata_bench.gpu import devices as gpu
-
-    from strata_bench.results import provenance
-    from strata_bench.results.paths import device_directory
-    from strata_bench.results.store import ResultsWriter
+    from strata_bench.runs import Selection
+    from strata_bench.runs.prepare import prepare
 
     prepared = prepare(spec)
     catalog, cases = prepared.catalog, list(dict.fromkeys(prepared.cases))
@@ -252,10 +248,10 @@ def run_kernel_ab(spec: RunSpec, variant_a: str, variant_b: str, plan: Plan, res
     # Each arm returns microseconds per call (_GraphArm): the plan says so, or every figure is shown
     # converted from seconds (the command plan's wall time), 10^6 too large.
     plan = replace(plan, unit="us", value_unit="us", metric="kernel us per call")
-    prov = provenance.collect(devices, extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
-                                                     "seed": plan.seed}},
-                              families={c.family: catalog[c.family] for c in cases})
-    writer = ResultsWriter(device_directory(results_dir, gpu.device_name(devices[0])), "ab", prov)
+    # One selection as parity's and bench's: the same provenance (the run's declaration, its families' closures).
+    selection = Selection(catalog, cases, devices, {d: gpu.device_name(d) for d in devices}, results_dir, spec)
+    writer = selection.results_writer("ab", extra={"ab": {"A": variant_a, "B": variant_b, "order": plan.order,
+                                                          "seed": plan.seed}})
     outcomes = []
     try:
         with cupy.cuda.Device(devices[0]):
