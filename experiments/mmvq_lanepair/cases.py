@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from strata_bench.kit import Variant, builtin_family, compute_major, shared_optin
+from strata_bench.kit import Variant, builtin_family, compute_major, extend_builtin, shared_optin
 
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
@@ -112,21 +112,13 @@ PARITY_NCOLS = (8, 11)
 BENCH_SHAPE = (131072, 8192)  # PEER.md's DRAM shape, where the 2.5x target is set
 
 
-class MmvqLanepair(Mmvq):
+class MmvqLanepair(extend_builtin("mmvq", OWN_SOURCE, KERNELS, VARIANTS)):
     name = "mmvq_lanepair"
-    sources = (*Mmvq.sources, OWN_SOURCE)
-    kernels_root = KERNELS
     description = ("mmvq with a lane-pair fragment decode for iq1_s's and iq2_xxs's 8-column mma passes "
                    "(experiments/mmvq_lanepair)")
-    variants = (*Mmvq.variants, *VARIANTS)
 
     def default_cases(self):
-        cases = []
-        for fmt in FORMATS:
-            for rows, cols in (*Mmvq.SHAPES, *PARITY_SHAPES):
-                cases += [self.case(fmt, rows, cols, n, "seed:1") for n in PARITY_NCOLS]
-            cases += self.edge_and_fixture_cases(fmt, PARITY_NCOLS, PARITY_NCOLS)
-        return cases
+        return self.grid_cases(FORMATS, (*Mmvq.SHAPES, *PARITY_SHAPES), PARITY_NCOLS)
 
     def bench_cases(self):
         return [self.case(fmt, *BENCH_SHAPE, WIDTH, "seed:1") for fmt in FORMATS]
