@@ -264,7 +264,7 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
                       else _f64_check(exp, stats, variant, got, describe))
             done.append((got, result))
             out.append(result)
-            if variant == case.baseline:
+            if case.baseline == variant:
                 base_err = result.max_err
     return out
 
@@ -273,7 +273,7 @@ def _judging_model(family: Family, case: Case, variant: str) -> Any:
     """The error model that judges `variant` in `case`: its own where it applies to the format, and, for
     the baseline (whose error the others' are set against), only a model that may judge a baseline."""
     model = _error_model(family, case, variant)
-    if model is not None and variant == case.baseline and not model.judges_baseline:
+    if model is not None and case.baseline == variant and not model.judges_baseline:
         return None
     return model
 
