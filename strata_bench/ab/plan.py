@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 from strata_bench.errors import InputError
-from strata_bench.results.ab_records import MAX_PAIRS, ORDERS  # the plan's bounds, declared with its record
+# The plan's bounds and time units, declared with its record (results/ab_records.py).
+from strata_bench.results.ab_records import MAX_PAIRS, ORDERS, SECONDS_PER
 from strata_bench.stats.criteria import Criteria
 
-SECONDS_PER = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}  # the time units --unit converts between
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 from strata_bench.errors import InputError
 
 ORDERS = ("abba", "ab", "random")  # the run orders an A/B plan may record
+SECONDS_PER = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}  # the time units --unit converts between
 MAX_PAIRS = 100_000  # a schedule is built before the first run: 4e9 pairs took 930 MB before anything ran
 # Measured pairs (pairs, then until_decided's) index from 0, warm-ups are pair -1; two runs a pair, warm-ups too.
 MAX_PAIR = 2 * MAX_PAIRS

@@ -24,6 +24,7 @@ from strata_bench.results.guard import Difference, ProvenanceMismatch, check_con
 from strata_bench.stats.criteria import Criteria
 from strata_bench.stats.intervals import Interval
 from strata_bench.stats.ratio import GeometricMean, RatioEstimate, benjamini_hochberg, geometric_mean, sample_ratio
+from strata_bench.results.ab_records import SECONDS_PER
 from strata_bench.stats.verdict import Verdict, signed_percent, unsigned_percent
 
 VERDICT_ORDER = ("FASTER", "SLOWER", "SAME", "UNDECIDED")
@@ -144,8 +145,8 @@ def _compare_loaded(old: Loaded, new: Loaded, criteria: Criteria, higher_is_bett
         higher_is_better = _file_direction(old) if old.kind == "ab" else view.higher_is_better
     crit = Criteria(higher_is_better, criteria.same_band, criteria.fail_on_regression, criteria.confidence)
     unit = _file_unit(old) if old.kind == "ab" else ""
-    old_s = _samples(old_df, key, column, _raw_samples(old, view))
-    new_s = _samples(new_df, key, column, _raw_samples(new, view))
+    old_s = _scaled(_samples(old_df, key, column, _raw_samples(old, view)), _to_unit(old, unit))
+    new_s = _scaled(_samples(new_df, key, column, _raw_samples(new, view)), _to_unit(new, unit))
     matched = [(k, old_s[k], new_s[k], higher_is_better) for k in old_s if k in new_s]
     return _judged(old.kind, column, matched, crit, _names(old_s, new_s), _names(new_s, old_s), unit)
 
@@ -202,7 +203,23 @@ def _file_direction(loaded: Loaded) -> bool:
 
 
 def _file_unit(loaded: Loaded) -> str:
+    """The unit an A/B's figures are shown in (its plan's --unit)."""
     return str(_plan_record(loaded).get("unit", ""))
+
+
+def _to_unit(loaded: Loaded, unit: str) -> float:
+    """The factor from the unit a file's run values are recorded in (its plan's value_unit: a command A/B's
+    wall time in s, a kernel A/B's us) to `unit`; 1 where either is not a time unit. Labelled with `unit`
+    unconverted, a command A/B with --unit ms showed 0.07685 ms for 76.85 ms."""
+    plan = _plan_record(loaded)
+    own = plan.get("value_unit") or plan.get("unit", "")
+    if own in SECONDS_PER and unit in SECONDS_PER:
+        return SECONDS_PER[own] / SECONDS_PER[unit]
+    return 1.0
+
+
+def _scaled(samples: dict[tuple[str, ...], list[float]], factor: float) -> dict[tuple[str, ...], list[float]]:
+    return samples if factor == 1.0 else {k: [v * factor for v in vs] for k, vs in samples.items()}
 
 
 def _raw_samples(loaded: Loaded, view: View) -> list[Any]:

@@ -219,3 +219,21 @@ def test_threshold_option_and_its_older_name(tmp_path, records_file):
         assert res.exit_code == 0 and data["counts"]["SAME"] == 1 and data["threshold"] == 0.05
     res = CliRunner().invoke(cli, ["compare", str(old), str(new), "--threshold", "1", "-o", "json"])
     assert json.loads(res.stdout)["cases"][0]["verdict"] == "SLOWER"
+
+
+def _ms_file(root, seconds):
+    """A command A/B whose runs are wall seconds and whose plan shows them in ms (--unit ms)."""
+    writer = ResultsWriter(root, "ab", {"devices": []})
+    plan = make_plan("abba", pairs=4, warmup=0, seed=5, unit="ms", value_unit="s")
+    values = iter(seconds * 2)
+    arm = lambda label: Arm(label, lambda: next(values), {"argv": ["prog"], "env": {}})
+    return finish(writer, [run_ab(arm("A"), arm("B"), plan, writer, case="c")])
+
+
+def test_compare_shows_a_command_ab_in_its_plans_unit(tmp_path):
+    old = _ms_file(tmp_path / "o", [0.07685, 0.07685, 0.07685, 0.07685])
+    new = _ms_file(tmp_path / "n", [0.07685, 0.07685, 0.07685, 0.07685])
+    result = compare_files(old, new, Criteria())
+    assert result.unit == "ms"
+    assert {d.name: d.old for d in result.deltas} == {"c / A": pytest.approx((76.85,) * 4),
+                                                      "c / B": pytest.approx((76.85,) * 4)}  # not 0.07685 "ms"
