@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from strata_bench.errors import InputError
+
 from strata_bench.cli.options import output_option
 
 
@@ -38,13 +40,15 @@ def command(path, output, peer_csv):
 
         loaded = load(path)
         if loaded.kind != "bench":
-            from strata_bench.errors import InputError
-
             raise InputError(f"--peer needs a bench results file; {loaded.path.name} is a {loaded.kind} file")
         records = list(loaded.records)
         foreign = foreign_variants((loaded.summary or {}).get("provenance") or {})
         named = peer_csv in foreign or (not Path(peer_csv).exists() and any(r.get("variant") == peer_csv
                                                                              for r in records))
+        if not named and not Path(peer_csv).exists():
+            variants = sorted({str(r.get("variant")) for r in records if r.get("variant")})
+            raise InputError(f"--peer {peer_csv}: neither a variant of {loaded.path.name} "
+                             f"({', '.join(variants) or 'none'}) nor a peer CSV file")
         peer = peer_in_records(records, peer_csv) if named else load_peer(peer_csv)
         rows = peer_rows(own_records(records, foreign | ({peer_csv} if named else set())), peer)
         click.echo(render_peer(rows, output), nl=False if output == "csv" else True)

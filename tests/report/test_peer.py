@@ -84,3 +84,15 @@ def test_the_foreign_variants_are_the_ones_the_file_declares():
                                                    "TomlVariants": {"variants": ["v.toml"]}}}}
     assert foreign_variants(declared) == {"ggml", "ggml_b"}
     assert foreign_variants({}) == set()
+
+
+def test_a_peer_that_is_neither_a_variant_nor_a_file_is_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from strata_bench.cli.main import cli
+
+    bench = next((ROOT / "results/nvidia-h200").glob("bench-*.json"))
+    res = CliRunner().invoke(cli, ["report", "--peer", "nosuch", str(bench)])
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [f"--peer nosuch: neither a variant of {bench.name} (new, old) nor a peer CSV "
+                                       "file"]
