@@ -2,6 +2,7 @@
 the parity counts per device (a run with `--device all` shows each device's cases, failures and faults)."""
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Sequence
 
 from rich.console import Console
@@ -14,9 +15,13 @@ PIPED_WIDTH = 200  # wide enough that case names and hashes stay on one line in 
 
 
 def stdout_console() -> Console:
-    """A console on stdout: the terminal's width on a terminal, PIPED_WIDTH when piped or captured."""
+    """A console on stdout: the terminal's width on a terminal; piped or captured, $COLUMNS where it is set
+    (the width a user asks for), else PIPED_WIDTH."""
     console = Console()
-    return console if console.is_terminal else Console(width=PIPED_WIDTH)
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH)
 
 
 def _checks_text(result) -> str:

@@ -163,3 +163,14 @@ def test_error_model_column_in_markdown_and_table():
     out = io.StringIO()
     print_parity_table([MODELLED], Console(file=out, width=200))
     assert "max|err| vs baseline" in out.getvalue() and "ggml 1.00e-06 = inf x old" in out.getvalue()
+
+
+def test_a_piped_console_takes_the_width_columns_asks_for(monkeypatch):
+    from strata_bench.report.live import PIPED_WIDTH, stdout_console
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert stdout_console().width == 80  # pytest captures stdout: not a terminal
+    monkeypatch.delenv("COLUMNS")
+    assert stdout_console().width == PIPED_WIDTH
+    monkeypatch.setenv("COLUMNS", "wide")
+    assert stdout_console().width == PIPED_WIDTH
