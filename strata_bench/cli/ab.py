@@ -2,6 +2,7 @@
 two kernel variants, in ABBA (or AB, random) order, with paired statistics and a verdict."""
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -84,8 +85,8 @@ from strata_bench.errors import InputError
 @click.option("--max-failures", default="25%", show_default=True, metavar="N|P%",
               help="Stop with exit 1 once more runs than this have failed (count, or share of all runs).")
 @results_option("Where records (appended per run) and the summary go: DIR/<device>/ab-<stamp>.jsonl/.json. "
-                "Default results, or, for command A/B inside a checkout whose results/ git tracks, "
-                "$STRATA_RESULTS_DIR or ~/.cache/strata-bench/results (a user's runs never dirty the tree).",
+                "Default results; for command A/B, $STRATA_RESULTS_DIR where set, else ~/.cache/strata-bench/results "
+                "inside a checkout whose results/ git tracks (a user's runs never dirty the tree).",
                 default=None)
 @output_option(help="Rich table (default), markdown for a pull request, or JSON.")
 @quiet_option
@@ -200,7 +201,7 @@ def _command_results(given: str | None) -> Path:
     if given is not None:
         return Path(given)
     root = untracked_results_root(Path("results"))
-    if root != Path("results"):
+    if root != Path("results") and not os.environ.get("STRATA_RESULTS_DIR"):
         click.echo(f"results/ here is tracked by git: this A/B's records go to {root} (--results DIR to choose)",
                    err=True)
     return root

@@ -43,9 +43,9 @@ def command(path, output, peer_csv):
             raise InputError(f"--peer needs a bench results file; {loaded.path.name} is a {loaded.kind} file")
         records = list(loaded.records)
         foreign = foreign_variants((loaded.summary or {}).get("provenance") or {})
-        named = peer_csv in foreign or (not Path(peer_csv).exists() and any(r.get("variant") == peer_csv
-                                                                             for r in records))
-        if not named and not Path(peer_csv).exists():
+        is_file = Path(peer_csv).exists()
+        named = peer_csv in foreign or (not is_file and any(r.get("variant") == peer_csv for r in records))
+        if not named and not is_file:
             variants = sorted({str(r.get("variant")) for r in records if r.get("variant")})
             raise InputError(f"--peer {peer_csv}: neither a variant of {loaded.path.name} "
                              f"({', '.join(variants) or 'none'}) nor a peer CSV file")

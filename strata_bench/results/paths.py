@@ -10,18 +10,20 @@ NO_DEVICE = "cpu"  # the folder of results recorded without a GPU (command A/B o
 
 
 def untracked_results_root(default: Path) -> Path:
-    """`default`, unless git tracks files under it (a checkout whose results/ is committed evidence): then
-    $STRATA_RESULTS_DIR, else ~/.cache/strata-bench/results, so a user's own runs never dirty the tree."""
+    """$STRATA_RESULTS_DIR where set; else `default`, unless git tracks files under it (a checkout whose
+    results/ is committed evidence): then ~/.cache/strata-bench/results, so a user's runs never dirty the tree."""
     import os
     import subprocess
 
+    if os.environ.get("STRATA_RESULTS_DIR"):
+        return Path(os.environ["STRATA_RESULTS_DIR"])
     try:
         listed = subprocess.run(["git", "ls-files", "--", str(default)], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return default
     if listed.returncode != 0 or not listed.stdout.strip():
         return default
-    return Path(os.environ.get("STRATA_RESULTS_DIR") or Path.home() / ".cache" / "strata-bench" / "results")
+    return Path.home() / ".cache" / "strata-bench" / "results"
 
 
 def device_directory(root: str | Path, device_name: str | None) -> Path:

@@ -259,17 +259,28 @@ def test_command_ab_in_a_checkout_keeps_its_runs_out_of_the_tracked_results(tmp_
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "add", "results"], check=True)
     monkeypatch.chdir(repo)
-    monkeypatch.setenv("STRATA_RESULTS_DIR", str(tmp_path / "mine"))
+    monkeypatch.delenv("STRATA_RESULTS_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     res = CliRunner().invoke(cli, ["ab", "-q", "--a", "true", "--b", "true", "--pairs", "2", "--warmup", "0"])
     assert res.exit_code == 0, res.output
-    assert res.stderr.splitlines()[0] == (f"results/ here is tracked by git: this A/B's records go to "
-                                          f"{tmp_path / 'mine'} (--results DIR to choose)")
+    mine = tmp_path / "home" / ".cache" / "strata-bench" / "results"
+    assert res.stderr.splitlines()[0] == (f"results/ here is tracked by git: this A/B's records go to {mine} "
+                                          "(--results DIR to choose)")
     assert sorted(p.name for p in (repo / "results").iterdir()) == ["kept.json"]
-    assert list((tmp_path / "mine").rglob("ab-*.json"))
+    assert list(mine.rglob("ab-*.json"))
+
+
+def test_command_ab_keeps_its_records_where_strata_results_dir_says(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STRATA_RESULTS_DIR", str(tmp_path / "mine"))
+    res = CliRunner().invoke(cli, ["ab", "-q", "--a", "true", "--b", "true", "--pairs", "2", "--warmup", "0"])
+    assert res.exit_code == 0 and "tracked by git" not in res.stderr
+    assert list((tmp_path / "mine").rglob("ab-*.json")) and not (tmp_path / "results").exists()
 
 
 def test_command_ab_outside_a_checkout_keeps_results_here(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("STRATA_RESULTS_DIR", raising=False)
     res = CliRunner().invoke(cli, ["ab", "-q", "--a", "true", "--b", "true", "--pairs", "2", "--warmup", "0"])
     assert res.exit_code == 0, res.output
     assert list((tmp_path / "results").rglob("ab-*.json"))
