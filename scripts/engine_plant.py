@@ -1,14 +1,19 @@
 """Copy a llama.cpp tree with one planted change, for the engine A/Bs of issue 36 (`gpu_suite.sh engine`).
 
     python scripts/engine_plant.py slow-mmvq TREE OUT   # mul_mat_vec_q launched once more every 33rd call (~3%)
-    python scripts/engine_plant.py ulp-iq4_xs TREE OUT  # vec_dot_iq4_xs_q8_1's result one ulp larger
+    python scripts/engine_plant.py ulp-iq4_xs TREE OUT  # mul_mat_vec_q's iq4_xs dot one ulp larger
 
 slow-mmvq: mmvq.cu's `mul_mat_vec_q_switch_type` becomes `..._impl`, and a wrapper of that name (a
 variadic template, so it needs no copy of the parameter list) calls it, and every 33rd call calls it again:
 about 3% more mat-vec launches, each writing the same outputs (dst is written, not accumulated), so
 the tokens stay identical. Under CUDA graphs the repeats are captured once and replayed with the graph.
-ulp-iq4_xs: vecdotq.cuh's `return d * sumi;` inside vec_dot_iq4_xs_q8_1 gives the float one ulp above
-(its bits plus one): the logits of an IQ4_XS model move by about that much per partial dot.
+ulp-iq4_xs: mul_mat_vec_q's iq4_xs dot (mmvq.cu's `get_vec_dot_q_cuda` entry) returns vecdotq.cuh's
+vec_dot_iq4_xs_q8_1 one ulp above (its float's bits plus one): the mat-vec outputs of an IQ4_XS model move by
+about that much per partial dot. The wrapper lives in mmvq.cu, not vecdotq.cuh, because every mmq and
+flash-attention instance includes vecdotq.cuh (a rebuild of most of ggml-cuda) while only mmvq.cu launches
+this dot (mmq converts iq4_xs tiles to int8 and uses its own dots): one file rebuilds. Only batches of at most
+8 columns take mul_mat_vec_q, so llama-perplexity sees the change with `-ub 8` or less, not with mmq's
+batches.
 
 The copy is made fresh (OUT is replaced). Exit 1, naming the file, when the text to change is not there
 (another llama.cpp version): the plant is then not made, rather than made silently wrong.
@@ -21,7 +26,6 @@ import sys
 from pathlib import Path
 
 MMVQ = "ggml/src/ggml-cuda/mmvq.cu"
-VECDOTQ = "ggml/src/ggml-cuda/vecdotq.cuh"
 WRAPPER = """// strata-bench planted slowdown (scripts/engine_plant.py slow-mmvq): every 33rd call launches again.
 template <typename... Args>
 static void mul_mat_vec_q_switch_type(Args... args) {
@@ -33,7 +37,13 @@ static void mul_mat_vec_q_switch_type(Args... args) {
 }
 
 """
-ULP = "return __uint_as_float(__float_as_uint(d * sumi) + 1u); // strata-bench planted one ulp"
+ULP_DOT = """// strata-bench planted one ulp (scripts/engine_plant.py ulp-iq4_xs): the iq4_xs dot's float, bits plus one.
+static __device__ __forceinline__ float strata_vec_dot_iq4_xs_q8_1_ulp(
+    const void * __restrict__ vbq, const block_q8_1 * __restrict__ bq8_1, const int & kbx, const int & iqs) {
+    return __uint_as_float(__float_as_uint(vec_dot_iq4_xs_q8_1(vbq, bq8_1, kbx, iqs)) + 1u);
+}
+
+"""
 
 
 def slow_mmvq(text: str) -> str:
@@ -48,14 +58,17 @@ def slow_mmvq(text: str) -> str:
 
 
 def ulp_iq4_xs(text: str) -> str:
-    m = re.search(r"float vec_dot_iq4_xs_q8_1\(.*?\n}", text, flags=re.DOTALL)
-    if not m or m.group(0).count("return d * sumi;") != 1:
-        raise LookupError(f"{VECDOTQ}: vec_dot_iq4_xs_q8_1 without one 'return d * sumi;'")
-    body = m.group(0).replace("return d * sumi;", ULP)
-    return text[:m.start()] + body + text[m.end():]
+    planted, n_case = re.subn(r"(case GGML_TYPE_IQ4_XS:\s*return )vec_dot_iq4_xs_q8_1;",
+                              r"\1strata_vec_dot_iq4_xs_q8_1_ulp;", text)
+    planted, n_table = re.subn(r"^(static constexpr __device__ vec_dot_q_cuda_t get_vec_dot_q_cuda\()",
+                               ULP_DOT.replace("\\", "\\\\") + r"\1", planted, count=1, flags=re.MULTILINE)
+    if n_case != 1 or n_table != 1:
+        raise LookupError(f"{MMVQ}: no 'case GGML_TYPE_IQ4_XS: return vec_dot_iq4_xs_q8_1;' inside "
+                          f"'static constexpr __device__ vec_dot_q_cuda_t get_vec_dot_q_cuda(' at a line start")
+    return planted
 
 
-PLANTS = {"slow-mmvq": (MMVQ, slow_mmvq), "ulp-iq4_xs": (VECDOTQ, ulp_iq4_xs)}
+PLANTS = {"slow-mmvq": (MMVQ, slow_mmvq), "ulp-iq4_xs": (MMVQ, ulp_iq4_xs)}
 
 
 def plant(kind: str, tree: Path, out: Path) -> Path:

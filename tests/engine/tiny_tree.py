@@ -20,7 +20,7 @@ add_subdirectory(tools)
 def write_tiny_tree(root: Path, answer: int = 1, tools=TOOLS, fake: tuple[str, str] | None = None) -> Path:
     """Write the tree at `root` (returned); `answer` is what ggml_answer() returns. With `fake` (python, script),
     each executable runs `python script <tool> ARGS...` instead (tests/engine/llama-fake.py: llama-bench runs its
-    `bench`), and mmvq.cu and vecdotq.cuh hold the lines scripts/engine_plant.py changes."""
+    `bench`), and mmvq.cu holds the lines scripts/engine_plant.py changes."""
     files = {
         "CMakeLists.txt": ROOT_CMAKE,
         "ggml/CMakeLists.txt": "add_library(ggml SHARED src/ggml.c)\n"
@@ -41,10 +41,10 @@ def write_tiny_tree(root: Path, answer: int = 1, tools=TOOLS, fake: tuple[str, s
     if fake is not None:
         for tool in tools:
             files[f"tools/{tool.removeprefix('llama-')}/main.c"] = _exec_main(*fake, FAKE_TOOL.get(tool, "bench"))
-        files["ggml/src/ggml-cuda/mmvq.cu"] = ("static void mul_mat_vec_q_switch_type(int x) {}\n\n"
+        files["ggml/src/ggml-cuda/mmvq.cu"] = ("static constexpr __device__ vec_dot_q_cuda_t get_vec_dot_q_cuda(int t) {\n"
+                                               "        case GGML_TYPE_IQ4_XS:  return vec_dot_iq4_xs_q8_1;\n}\n\n"
+                                               "static void mul_mat_vec_q_switch_type(int x) {}\n\n"
                                                "void ggml_cuda_mul_mat_vec_q(int x) { mul_mat_vec_q_switch_type(x); }\n")
-        files["ggml/src/ggml-cuda/vecdotq.cuh"] = ("static __device__ float vec_dot_iq4_xs_q8_1(int sumi) {\n"
-                                                   "    return d * sumi;\n}\n")
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
