@@ -3,6 +3,7 @@ folder of its own, under a time limit), and judged by the CLI's rules: no traceb
 0, 1, 2 or 77, a usage error in one stderr line, nothing written by a refused command, no process left.
 
     PYTHONPATH=$PWD python scripts/bad_input_battery.py [--tree DIR] [--jobs N] [--csv FILE] [--md FILE]
+        [--only OPTION ...] [--value VALUE ...]
 
 --tree runs another checkout's strata_bench (e.g. `git archive` of an earlier commit) for a before/after table.
 The values are generated from each command's click parameters, so a new option is tried without an edit here.
@@ -108,6 +109,13 @@ def trials(tree: Path) -> list[Trial]:
     return out
 
 
+def selected(trial: Trial, options: list[str], values: list[str]) -> bool:
+    """Whether `trial` tries one of `options` (flags, or argument names) with one of `values`; an empty list
+    selects all."""
+    option, shown = trial.label.split("=", 1)
+    return (not options or option in options) and (not values or shown in {repr(v[:12]) for v in values})
+
+
 def fill(value: str, work: Path) -> str:
     places = {"{fifo}": work / "pipe", "{folder}": work / "dir", "{empty}": work / "empty.json",
               "{binary}": work / "bin.json"}
@@ -194,9 +202,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--csv", type=Path, help="every input and its outcome")
     parser.add_argument("--md", type=Path, help="the per-command table")
+    parser.add_argument("--only", action="append", default=[], metavar="OPTION",
+                        help="only the trials of this option or argument name, e.g. --only=--results (repeatable)")
+    parser.add_argument("--value", action="append", default=[], metavar="VALUE",
+                        help="only the trials of this bad value, e.g. --value='' (repeatable)")
     args = parser.parse_args()
     tree = args.tree.resolve()
-    planned = trials(tree)
+    planned = [t for t in trials(tree) if selected(t, args.only, args.value)]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         outcomes = list(pool.map(lambda t: run(t, tree), planned))
     text = table(outcomes)

@@ -1,13 +1,16 @@
 """A user's input file is read only when it is a regular file of a bounded size.
 
 A FIFO where a file is expected blocks open() until a writer comes, for ever; a device, or a file of many
-GB, fills memory. Both are refused from the file's metadata before a byte is read, in one line.
+GB, fills memory. Both are refused from the file's metadata before a byte is read, in one line. A path
+option's type refuses the empty string before any command runs.
 """
 from __future__ import annotations
 
 import os
 import stat
 from pathlib import Path
+
+import click
 
 from strata_bench.errors import InputError
 
@@ -77,3 +80,21 @@ def _probe(target: Path) -> None:
     except FileNotFoundError:
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         target.unlink()
+
+
+class UserPath(click.Path):
+    """The type of every path option and argument: click.Path, less the empty string. click takes '' as a
+    path and Path('') is '.', so `ab --results ''` wrote into the working folder and `--cases ''` was taken
+    as no file at all; here it is one usage line naming the option, before anything runs."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value:
+            raise InputError(f"{_spelled(param)} '': the path is empty")
+        return super().convert(value, param, ctx)
+
+
+def _spelled(param: click.Parameter | None) -> str:
+    """An option by its long flag (--results), an argument by its name in the usage line (FILE)."""
+    if isinstance(param, click.Option):
+        return next((o for o in param.opts if o.startswith("--")), param.opts[0])
+    return param.human_readable_name if param is not None else "path"

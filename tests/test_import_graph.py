@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "strata_bench"
 # Bottom to top: a module may import its own package and the packages listed before it.
-LAYERS = ("errors", "files", "formats", "numerics", "kernels", "data", "cases", "toml_abi", "kit", "families", "ggml",
+LAYERS = ("errors", "literals", "files", "formats", "numerics", "kernels", "data", "cases", "toml_abi", "kit", "families", "ggml",
           "gpu", "checks", "timing", "stats", "results", "runs", "ab", "engine", "report", "workloads", "cli",
           "__main__")
 

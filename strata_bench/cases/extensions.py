@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Mapping
 import click
 
 from strata_bench.errors import InputError
+from strata_bench.files import UserPath
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,9 @@ class CaseFile:
     kernels_dir: str | None = None
 
     options: ClassVar[tuple[Any, ...]] = (
-        click.option("--cases", "cases_file", type=click.Path(dir_okay=False),
+        click.option("--cases", "cases_file", type=UserPath(dir_okay=False),
                      help="Python file declaring extra families/cases (same API as the built-ins)."),
-        click.option("--kernels", "kernels_dir", type=click.Path(file_okay=False),
+        click.option("--kernels", "kernels_dir", type=UserPath(file_okay=False),
                      help="Directory of extra kernel sources the --cases file compiles."),
     )
     order: ClassVar[int] = 0

@@ -7,11 +7,12 @@ import click
 from strata_bench.cli.options import FiniteFloat, output_option
 
 from strata_bench.errors import CheckFailed
+from strata_bench.files import UserPath
 
 
 @click.command("compare")
-@click.argument("old", type=click.Path(dir_okay=False))
-@click.argument("new", type=click.Path(dir_okay=False))
+@click.argument("old", type=UserPath(dir_okay=False))
+@click.argument("new", type=UserPath(dir_okay=False))
 @click.option("--fail-on-regression", "fail_pct", type=FiniteFloat(min=0), default=None, metavar="PCT",
               help="Exit 1 when a case is worse by more than PCT percent (its whole 95% CI beyond PCT and "
                    "the case a discovery after Benjamini-Hochberg; the bare ratio for single values; "

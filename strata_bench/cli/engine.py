@@ -8,6 +8,7 @@ import click
 
 from strata_bench.cli.options import output_option, quiet_option
 from strata_bench.errors import InputError
+from strata_bench.files import UserPath
 
 
 @click.group("engine")
@@ -21,7 +22,7 @@ def command() -> None:
 
 
 @command.command("build")
-@click.argument("tree", type=click.Path(file_okay=False))
+@click.argument("tree", type=UserPath(file_okay=False))
 @click.option("--arch", default=None, metavar="SM[,SM]",
               help="CUDA architectures (CMAKE_CUDA_ARCHITECTURES), e.g. 90 (default: the local GPU's, else 90).")
 @click.option("-j", "--jobs", type=click.IntRange(1, 512), default=None, help="Parallel build jobs (default: CPUs).")
@@ -101,8 +102,8 @@ def _progress(quiet: bool, label: str):
 
 
 @command.command("pack")
-@click.argument("tree", type=click.Path(file_okay=False))
-@click.argument("out", type=click.Path(dir_okay=False))
+@click.argument("tree", type=UserPath(file_okay=False))
+@click.argument("out", type=UserPath(dir_okay=False))
 def pack(tree: str, out: str) -> None:
     """Pack the files a build of TREE reads into the gzip tarball OUT, to carry to an offline GPU host.
 
@@ -128,7 +129,7 @@ def pack(tree: str, out: str) -> None:
 @click.option("--port", type=click.IntRange(1, 65535), required=True, help="The llama-server's port.")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--prompt", default=None, help="The prompt text.")
-@click.option("--prompt-file", type=click.Path(dir_okay=False, exists=True), default=None,
+@click.option("--prompt-file", type=UserPath(dir_okay=False, exists=True), default=None,
               help="Read the prompt from this file.")
 @click.option("-n", "--n-predict", type=click.IntRange(1, 1 << 20), default=64, show_default=True,
               help="Tokens to generate.")

@@ -6,11 +6,12 @@ import re
 import click
 
 from strata_bench.errors import CheckFailed, InputError
+from strata_bench.files import UserPath
 
 
 def root_option(func):
     """--root DIR: the fixtures folder (default $STRATA_FIXTURES, else ./fixtures, then the built-in set)."""
-    return click.option("--root", type=click.Path(file_okay=False), default=None,
+    return click.option("--root", type=UserPath(file_okay=False), default=None,
                         help="Fixtures folder (default: writes go to $STRATA_FIXTURES, else ./fixtures; "
                              "reads look there, then in the built-in set).")(func)
 
@@ -65,7 +66,7 @@ def make(fmt, shape, seed, edge, activation_rows, name, force, root) -> None:
 
 
 @command.command("from-gguf")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=UserPath(dir_okay=False))
 @click.option("--tensor", "tensor_regex", required=True, metavar="REGEX",
               help="Tensors whose name matches (re.search); a broad one skips unquantized tensors.")
 @click.option("--rows", "rows_spec", default=None, metavar="A:B", help="Row range (default: the first 64 rows).")
@@ -175,7 +176,7 @@ def verify(root) -> None:
 
 
 @command.command("requantize")
-@click.argument("source", type=click.Path(dir_okay=False), required=False)
+@click.argument("source", type=UserPath(dir_okay=False), required=False)
 @root_option
 def requantize(source, root) -> None:
     """Regenerate smollm2-rows.gguf and its .npz fixtures with llama.cpp's reference quantizer.

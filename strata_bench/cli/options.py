@@ -9,6 +9,7 @@ import click
 from strata_bench.cases.case import CaseFilter
 from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError
+from strata_bench.files import UserPath
 
 
 class FiniteFloat(click.FloatRange):
@@ -33,7 +34,9 @@ def make_filter(families: tuple[str, ...], formats: tuple[str, ...], pattern: st
 
 
 # Shared options. Each is defined here once; a command may give its own help sentence where the
-# option means something more specific there (parity's --results names parity files).
+# option means something more specific there (parity's --results names parity files). Every path option
+# and argument has the type files.UserPath, which refuses '' (it lives below cli/ so that the extensions'
+# own options, --cases, --variants and --ggml, share it).
 
 DEVICE_HELP = "GPU index, or 'all' to run every case on each GPU."
 RESULTS_HELP = "Where to keep the raw records and the summary (DIR/<device>/<command>-*.json)."
@@ -49,7 +52,7 @@ def device_option(help: str = DEVICE_HELP, single: bool = False):
 
 def results_option(help: str = RESULTS_HELP, default: str | None = "results"):
     """--results DIR (default results; None: the command decides, e.g. command A/B) into `results_dir`."""
-    return click.option("--results", "results_dir", type=click.Path(file_okay=False), default=default,
+    return click.option("--results", "results_dir", type=UserPath(file_okay=False), default=default,
                         show_default=default is not None, help=help)
 
 
@@ -142,7 +145,7 @@ _REQUEST_OPTIONS = (
     click.option("--fixtures", "fixture_patterns", multiple=True, metavar="PATTERN",
                  help="Run every selected family's cases over the fixtures whose names match the glob "
                       "(repeatable), instead of the default cases."),
-    click.option("--gguf", "gguf_file", type=click.Path(dir_okay=False),
+    click.option("--gguf", "gguf_file", type=UserPath(dir_okay=False),
                  help="Run every selected family's cases over rows read from this GGUF file (with --tensor)."),
     click.option("--tensor", "tensor_regex", metavar="REGEX", help="With --gguf: the tensors to read (re.search)."),
     click.option("--rows", "rows_spec", metavar="A:B", help="With --gguf: rows A to B of each tensor (default 0:64)."),

@@ -11,6 +11,7 @@ from strata_bench.cli.options import (device_option, junit_option, list_option, 
                                       results_option, run_options)
 from strata_bench.cli.sanitizing import sanitize_option
 from strata_bench.errors import CheckFailed, KernelFault
+from strata_bench.files import UserPath
 
 
 @click.command("parity")
@@ -22,7 +23,7 @@ from strata_bench.errors import CheckFailed, KernelFault
 @click.option("--profile", is_flag=True,
               help="Print the seconds spent per phase (inputs, references, launches, comparisons; the compile "
                    "before the loop and the references' pool beside it) to stderr.")
-@click.option("--dump-failures", "dump_dir", type=click.Path(), metavar="DIR",
+@click.option("--dump-failures", "dump_dir", type=UserPath(), metavar="DIR",
               help="For each failing case, write DIR/<case name, / and : as _>.npz (its host inputs, each "
                    "variant's outputs, the float64 references and their bounds; np.load(..., allow_pickle=False)) "
                    "and a .json beside it (the case, the failed checks, the command that reruns it). Nothing is "

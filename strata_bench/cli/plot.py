@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import click
 
+from strata_bench.files import UserPath
+
 
 @click.command("plot")
-@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
-@click.option("-o", "--out", "out", type=click.Path(dir_okay=False), default=None,
+@click.argument("path", metavar="FILE", type=UserPath(dir_okay=False))
+@click.option("-o", "--out", "out", type=UserPath(dir_okay=False), default=None,
               help="PNG to write (default: FILE with .png beside it).")
 def command(path, out):
     """Plot an A/B results file: each arm's values by run index, failures and warm-ups marked, and

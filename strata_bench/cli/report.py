@@ -8,12 +8,13 @@ import click
 from strata_bench.errors import InputError
 
 from strata_bench.cli.options import output_option
+from strata_bench.files import UserPath
 
 
 @click.command("report")
-@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@click.argument("path", metavar="FILE", type=UserPath(dir_okay=False))
 @output_option(("table", "md", "csv", "json"), "Terminal table, markdown, CSV or JSON.")
-@click.option("--peer", "peer_csv", type=click.Path(dir_okay=False), default=None, metavar="VARIANT|CSV",
+@click.option("--peer", "peer_csv", type=UserPath(dir_okay=False), default=None, metavar="VARIANT|CSV",
               help="Set an mmvq bench file against a peer's figures: a VARIANT of the file (another engine's "
                    "kernel timed in the same run), or a CSV (format, ncols, us[, rows, cols]): "
                    "per format and column count each variant's us and GB/s, the best's share of the read "

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from strata_bench.cli.options import output_option
+from strata_bench.files import UserPath
 
 DEFAULT_DIR = "results"
 
@@ -23,7 +24,7 @@ def command() -> None:
 
 
 @command.command("verify")
-@click.argument("directory", required=False, default=DEFAULT_DIR, type=click.Path(file_okay=False))
+@click.argument("directory", required=False, default=DEFAULT_DIR, type=UserPath(file_okay=False))
 @output_option(("table", "json"), "How to print the result.")
 def verify(directory: str, output: str) -> None:
     """Check that stored results are current (exit 1 if any is not).
@@ -84,7 +85,7 @@ def _verdicts_json(current: str, verdicts) -> dict:
 
 
 @command.command("list")
-@click.argument("directory", required=False, default=DEFAULT_DIR, type=click.Path(file_okay=False))
+@click.argument("directory", required=False, default=DEFAULT_DIR, type=UserPath(file_okay=False))
 def list_results(directory: str) -> None:
     """List stored results summaries.
 

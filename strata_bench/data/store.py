@@ -180,9 +180,11 @@ _NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.form
 
 
 def _check_members(path: Path, name: str) -> None:
-    """Every .npy member holds the bytes its header declares: np.load allocates the declared shape before
-    it reads (a header of 10**15 values in a file of 100 bytes was a MemoryError)."""
+    """The members fit in the file, and every .npy member holds the bytes its header declares: np.load
+    allocates the declared shape before it reads (a header of 10**15 values in a file of 100 bytes was a
+    MemoryError)."""
     with zipfile.ZipFile(path) as archive:
+        _check_inflated(archive.infolist(), path, name)
         for info in archive.infolist():
             with archive.open(info) as member:
                 header = _NPY_HEADERS.get(np.lib.format.read_magic(member))
@@ -193,6 +195,18 @@ def _check_members(path: Path, name: str) -> None:
             if declared > info.file_size:
                 raise InputError(f"fixture {name!r}: {path.name}: {info.filename} declares {declared} bytes "
                                  f"(shape {list(shape)}, {dtype}) but holds {info.file_size} bytes")
+
+
+def _check_inflated(members: list[zipfile.ZipInfo], path: Path, name: str) -> None:
+    """The members' uncompressed sizes, from the zip's directory, add up to no more than the file's own
+    size: write_npz stores them uncompressed, so no fixture holds more. A zip bomb (gigabytes of zeros
+    deflated into kilobytes, each header telling the truth) is refused before a byte of it is inflated;
+    zipfile inflates a member to no more than its declared size, so the directory's figure is the bound."""
+    size = path.stat().st_size
+    inflated = sum(info.file_size for info in members)
+    if inflated > size:
+        raise InputError(f"fixture {name!r}: {path.name}: its members declare {inflated} bytes uncompressed, "
+                         f"more than the file's {size} (a fixture's members are stored uncompressed)")
 
 
 # --- the manifest ------------------------------------------------------------------------------

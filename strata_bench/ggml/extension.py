@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Mapping
 import click
 
 from strata_bench.errors import InputError
+from strata_bench.files import UserPath
 
 MAX_COLUMNS = 8  # ggml's MMVQ_MAX_BATCH_SIZE: above it ggml calls another kernel
 NO_COUNTERPART = "q2warp"  # this project's Q2_0 rows per warp (FORMATS.md: upstream's Q2_0 differs)
@@ -20,11 +21,11 @@ class Ggml:
     tree_b: str | None = None
 
     options: ClassVar[tuple[Any, ...]] = (
-        click.option("--ggml", "ggml_tree", metavar="PATH",
+        click.option("--ggml", "ggml_tree", type=UserPath(), metavar="PATH",
                      help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec, dequantization and "
                           "q8_1 kernels, built unchanged (nvcc, else NVRTC), join mmvq, dequant and q8_1 as variant "
                           "ggml."),
-        click.option("--ggml-b", "ggml_b_tree", metavar="PATH",
+        click.option("--ggml-b", "ggml_b_tree", type=UserPath(), metavar="PATH",
                      help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
     )
     order: ClassVar[int] = 20

@@ -7,7 +7,8 @@ checkout itself. Nothing in it is changed or copied; what the adapter needs from
   the launches in this package pass (a tree whose signature changed is refused, naming the kernel);
 - ggml's numbers the launch depends on: each type's enum value (ggml.h), QR (ggml-common.h) and the
   mat-vec's values per thread, VDR (vecdotq.cuh). They are read, not assumed, so a tree that changed one
-  launches as that tree would.
+  launches as that tree would; each is bounded before it is parsed, so an absurd one is one line naming the
+  file and the value.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strata_bench import literals
 from strata_bench.errors import InputError
 
 MMVQ = "src/ggml-cuda/mmvq.cu"
@@ -32,9 +34,19 @@ TYPE_NAMES = {
     "iq2_xxs": "IQ2_XXS", "iq2_xs": "IQ2_XS", "iq2_s": "IQ2_S", "iq3_xxs": "IQ3_XXS", "iq3_s": "IQ3_S",
     "iq1_s": "IQ1_S", "iq1_m": "IQ1_M", "iq4_nl": "IQ4_NL", "iq4_xs": "IQ4_XS",
 }
-# QR's macros drop the type name's leading Q or IQ (QR4_0, QR4_K, QR2_XXS).
-_QR_SPELLING = {name: name[2:] if name.startswith("IQ") else name[1:] for name in TYPE_NAMES.values()}
-_VDR_SPELLING = {name: name for name in TYPE_NAMES.values()}  # VDR_IQ2_XXS_Q8_1_MMVQ: the name as it is
+# Each format's macro of QR, which drops the type name's leading Q or IQ (QR4_0, QR4_K, QR2_XXS), and of VDR,
+# which keeps it (VDR_IQ2_XXS_Q8_1_MMVQ).
+QR_MACROS = {fmt: "QR" + (name[2:] if name.startswith("IQ") else name[1:]) for fmt, name in TYPE_NAMES.items()}
+VDR_MACROS = {fmt: f"VDR_{name}_Q8_1_MMVQ" for fmt, name in TYPE_NAMES.items()}
+
+# The range of each number read from a tree; a value outside it is no ggml tree's, and is refused before it
+# reaches a kernel name, a launch or a record. ggml has about 40 types (the id is a template argument); QR
+# is 1-8 in ggml, and at most 8 keeps QI = block values / (4*QR) at 1 or more in a 32-value block (the
+# launch divides by QI); VDR, a thread's share of a block's ints, is at most QI, at most 64.
+TYPE_ID_RANGE = (0, 1023)
+QR_RANGE = (1, 8)
+VDR_RANGE = (1, 64)
+VERSION_RANGE = (0, 999_999)
 
 # The kernels the launches in this package call, with the parameter lists they pass (spaces aside).
 SIGNATURES = {
@@ -88,8 +100,8 @@ def locate(path: str | Path, option: str = "--ggml") -> GgmlTree:
     for source, (kernel, params) in SIGNATURES.items():
         _check_signature(root, source, kernel, params, option)
     return GgmlTree(root, read_version(root, option), tree_hash(root), read_type_ids(root, option),
-                    _read_macros(root / "src/ggml-common.h", r"QR", _QR_SPELLING, ""),
-                    _read_macros(root / "src/ggml-cuda/vecdotq.cuh", r"VDR_", _VDR_SPELLING, "_Q8_1_MMVQ"))
+                    _read_macros(root, "src/ggml-common.h", QR_MACROS, QR_RANGE, option),
+                    _read_macros(root, "src/ggml-cuda/vecdotq.cuh", VDR_MACROS, VDR_RANGE, option))
 
 
 UNKNOWN_VERSION = "unknown"
@@ -105,7 +117,9 @@ def read_version(root: Path, option: str = "--ggml") -> str:
     parts = [re.search(rf"set\(GGML_VERSION_{p}\s+(\d+)\)", text) for p in ("MAJOR", "MINOR", "PATCH")]
     if not all(parts):
         raise InputError(f"{option} {root}: CMakeLists.txt sets no GGML_VERSION_MAJOR/MINOR/PATCH")
-    return ".".join(m.group(1) for m in parts)
+    for part, m in zip(("MAJOR", "MINOR", "PATCH"), parts):
+        _number(m.group(1), VERSION_RANGE, f"{root}: CMakeLists.txt: GGML_VERSION_{part}", option)
+    return ".".join(m.group(1) for m in parts)  # as written: provenance keeps the tree's own text
 
 
 def tree_hash(root: Path) -> str:
@@ -123,16 +137,29 @@ def tree_hash(root: Path) -> str:
 def read_type_ids(root: Path, option: str = "--ggml") -> dict[str, int]:
     """format -> its ggml_type value, from `GGML_TYPE_<NAME> = <n>,` in include/ggml.h."""
     text = _uncommented(_read(root / "include/ggml.h", option))
-    found = {m.group(1): int(m.group(2)) for m in re.finditer(r"GGML_TYPE_(\w+)\s*=\s*(\d+)", text)}
-    return {fmt: found[name] for fmt, name in TYPE_NAMES.items() if name in found}
+    found = {m.group(1): m.group(2) for m in re.finditer(r"GGML_TYPE_(\w+)\s*=\s*(\d+)", text)}
+    return {fmt: _number(found[name], TYPE_ID_RANGE, f"{root}: include/ggml.h: GGML_TYPE_{name}", option)
+            for fmt, name in TYPE_NAMES.items() if name in found}
 
 
-def _read_macros(path: Path, prefix: str, spelling: dict[str, str], suffix: str) -> dict[str, int]:
-    """format -> the integer of `#define <prefix><spelled name><suffix> <n>` in `path`."""
-    text = path.read_text(errors="replace") if path.is_file() else ""
-    found = {m.group(1): int(m.group(2)) for m in re.finditer(
-        rf"#define\s+{prefix}(\w+?){suffix}\s+(\d+)\b", text)}
-    return {fmt: found[spelling[name]] for fmt, name in TYPE_NAMES.items() if spelling[name] in found}
+def _read_macros(root: Path, relative: str, macros: dict[str, str], limits: tuple[int, int],
+                 option: str) -> dict[str, int]:
+    """format -> the number `#define <its macro> <n>` gives in the tree's `relative` file (none where the
+    file is missing)."""
+    path = root / relative
+    text = _read(path, option) if path.exists() else ""
+    found = {m.group(1): m.group(2) for m in re.finditer(r"#define\s+(\w+)\s+(\d+)\b", text)}
+    return {fmt: _number(found[name], limits, f"{root}: {relative}: {name}", option)
+            for fmt, name in macros.items() if name in found}
+
+
+def _number(literal: str, limits: tuple[int, int], where: str, option: str) -> int:
+    """The tree's number `literal`, read at `where` (the file and the value's name); InputError in one line
+    where it lies outside `limits` (5000 digits were a ValueError traceback)."""
+    value = literals.bounded(literal, *limits)
+    if value is None:
+        raise InputError(f"{option} {where} is {literals.shown(literal)}, not in {limits[0]}..{limits[1]}")
+    return value
 
 
 def _check_signature(root: Path, source: str, kernel: str, params: str, option: str) -> None:

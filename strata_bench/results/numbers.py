@@ -11,9 +11,11 @@ import json
 import math
 from typing import Any
 
+from strata_bench import literals
 from strata_bench.errors import InputError
 
 MAX_DIGITS = 20  # 2**64 has 20: every seed, count, size and nanosecond stamp a writer records fits
+_MOST = 10**MAX_DIGITS - 1
 # A figure whose square still sums over 10**5 runs without overflow (sqrt(1.8e308 / 1e5) is 4e151).
 MAX_MAGNITUDE = 1e150
 
@@ -27,10 +29,11 @@ def loads(text: str, where: str) -> Any:
     bad: list[str] = []
 
     def integer(literal: str) -> Any:
-        if len(literal.lstrip("-")) > MAX_DIGITS:
+        value = literals.bounded(literal, -_MOST, _MOST)
+        if value is None:
             bad.append(literal)
             return _OutOfRange(literal)
-        return int(literal)
+        return value
 
     def real(literal: str) -> Any:
         value = float(literal)
@@ -60,7 +63,6 @@ def _first(value: Any, path: str) -> tuple[str, str] | None:
 
 
 def _shown(literal: str) -> str:
-    digits = len(literal.lstrip("-"))
     if literal.lstrip("-").isdigit():
-        return f"an integer of {digits} digits (at most {MAX_DIGITS})"
+        return f"an integer of {literals.digits(literal)} digits (at most {MAX_DIGITS})"
     return f"{literal[:40]}, beyond +/-{MAX_MAGNITUDE:g}"

@@ -7,6 +7,8 @@ from typing import Any, ClassVar, Mapping
 
 import click
 
+from strata_bench.files import UserPath
+
 
 @dataclass(frozen=True)
 class TomlVariants:
@@ -15,7 +17,7 @@ class TomlVariants:
     paths: tuple[str, ...]
 
     options: ClassVar[tuple[Any, ...]] = (
-        click.option("--variants", "variant_files", multiple=True, type=click.Path(dir_okay=False),
+        click.option("--variants", "variant_files", multiple=True, type=UserPath(dir_okay=False),
                      metavar="FILE.toml", help="Kernel variants declared in TOML against a family's ABI "
                                                "(docs/ABI.md); they join the family's variant table."),
     )

@@ -1,13 +1,16 @@
 """Bad input from the issue's reproducers: one line naming the problem and the value, exit 2, nothing
-written (fixtures make with a bad seed or a shape larger than memory; manifests with bad entries)."""
+written (fixtures make with a bad seed or a shape larger than memory; manifests with bad entries; an empty
+path given to any path option or argument)."""
 from __future__ import annotations
 
 import json
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from strata_bench.cli.main import cli
+from strata_bench.files import UserPath
 
 
 @pytest.fixture
@@ -131,3 +134,52 @@ def test_an_output_format_given_as_a_quant_format_names_the_output_option(cwd, c
 @pytest.mark.parametrize("command", [["env"], ["results", "verify"], ["report", "x.json"], ["compare", "a", "b"]])
 def test_every_command_spells_the_output_option_alike(command):
     assert "-o, --output" in CliRunner().invoke(cli, [*command, "--help"]).output
+
+
+# Every path option and argument of every command, as the usage line spells it. '' was a path to click, and
+# Path('') is '.': `ab --results ''` wrote its records into the working folder, `--cases ''` and `--kernels ''`
+# were taken as no file at all, `fixtures list --root ''` listed the working folder.
+RUN_PATHS = ["--cases", "--kernels", "--variants", "--ggml", "--ggml-b", "--gguf", "--results"]
+EMPTY_PATHS = {
+    "ab": RUN_PATHS, "bench": RUN_PATHS, "parity": [*RUN_PATHS, "--dump-failures"], "compile": RUN_PATHS[:5],
+    "compare": ["OLD", "NEW"], "engine build": ["TREE"], "engine complete": ["--prompt-file"],
+    "engine pack": ["TREE", "OUT"], "fixtures from-gguf": ["FILE", "--root"], "fixtures list": ["--root"],
+    "fixtures make": ["--root"], "fixtures requantize": ["SOURCE", "--root"], "fixtures show": ["--root"],
+    "fixtures verify": ["--root"], "plot": ["FILE", "--out"], "report": ["FILE", "--peer"],
+    "results list": ["DIRECTORY"], "results verify": ["DIRECTORY"],
+}
+
+
+def _commands(group=cli, words=()):
+    """(words, command) of every command under `group`."""
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*words, name))
+        else:
+            yield " ".join((*words, name)), command
+
+
+def _spelled(param):
+    return max(param.opts, key=len) if isinstance(param, click.Option) else param.human_readable_name
+
+
+def test_every_path_parameter_refuses_an_empty_path():
+    paths = {words: [_spelled(p) for p in command.params if isinstance(p.type, click.Path)]
+             for words, command in _commands()}
+    assert {words: names for words, names in paths.items() if names} == EMPTY_PATHS
+    assert all(isinstance(p.type, UserPath) for _, command in _commands() for p in command.params
+               if isinstance(p.type, click.Path))
+
+
+@pytest.mark.parametrize("words,name", [(words, name) for words, names in EMPTY_PATHS.items() for name in names])
+def test_an_empty_path_is_one_line_exit_2_and_writes_nothing(cwd, words, name):
+    command = dict(_commands())[words]
+    if name.startswith("--"):
+        args = [name, ""]
+    else:  # an argument: those before it get a placeholder
+        arguments = [_spelled(p) for p in command.params if isinstance(p, click.Argument)]
+        args = ["x"] * arguments.index(name) + [""]
+    result = CliRunner().invoke(cli, [*words.split(), *args])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"{name} '': the path is empty"]
+    assert list(cwd.iterdir()) == []

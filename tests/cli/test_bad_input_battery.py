@@ -152,7 +152,7 @@ def test_plot_to_an_empty_path_is_one_line(ab_summary, tmp_path):
     before = _files(tmp_path)
     result = _run("plot", ab_summary, "-o", "")  # it wrote the default png beside the input, exit 0
     assert result.exit_code == 2
-    assert result.stderr.splitlines() == ["plot: cannot write '': the path is empty"]
+    assert result.stderr.splitlines() == ["--out '': the path is empty"]  # the type of every path option
     assert _files(tmp_path) == before
 
 

@@ -3,6 +3,7 @@ one line and exit 2, leaving nothing half-written."""
 from __future__ import annotations
 
 import json
+import zipfile
 
 import numpy as np
 from click.testing import CliRunner
@@ -11,6 +12,7 @@ from strata_bench.cli.main import cli
 from strata_bench.data.store import list_fixtures, read_manifest, save_fixture, sha256_file, verify_fixtures
 from strata_bench.data.synthetic import make_synthetic
 from strata_bench.kernels.sources import REPO_ROOT
+from tests.zip_bomb import NAME, write_zip_bomb
 
 COMMITTED = REPO_ROOT / "fixtures"
 ROWS_GGUF = COMMITTED / "smollm2-rows.gguf"
@@ -101,6 +103,16 @@ def test_cli_bad_inputs_are_one_line_exit_2_and_write_nothing(tmp_path):
         assert len(lines) == 1 and text in lines[0], (args, result.output)
         assert "Traceback" not in result.output
         assert not (tmp_path / "out").exists(), args
+
+
+def test_cli_show_of_a_zip_bomb_is_one_line_exit_2(tmp_path):
+    path = write_zip_bomb(tmp_path)
+    inflated = sum(info.file_size for info in zipfile.ZipFile(path).infolist())
+    result = _run("show", NAME, "--root", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"fixture {NAME!r}: {path.name}: its members declare {inflated} bytes uncompressed, more than the file's "
+        f"{path.stat().st_size} (a fixture's members are stored uncompressed)"]
 
 
 def test_cli_requantize_without_a_source_says_what_it_needs():

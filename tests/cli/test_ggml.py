@@ -83,3 +83,14 @@ def test_bad_ggml_input_is_one_line_exit_2(tree, tmp_path, command, args, line):
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [line.format(tree=tree, tmp=tmp_path)]
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", [["parity"], ["bench"], ["ab", "--a", "old", "--b", "ggml"]])
+def test_an_absurd_number_in_the_tree_is_one_line_exit_2(tree, tmp_path, command):
+    header = tree / "ggml/src/ggml-cuda/vecdotq.cuh"
+    header.write_text(header.read_text().replace("VDR_IQ2_XXS_Q8_1_MMVQ 2", "VDR_IQ2_XXS_Q8_1_MMVQ " + "7" * 5000))
+    result = _run(*command, "--list", "--family", FAMILIES, "--ggml", tree)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"--ggml {(tree / 'ggml').resolve()}: src/ggml-cuda/vecdotq.cuh: "
+                                          "VDR_IQ2_XXS_Q8_1_MMVQ is an integer of 5000 digits, not in 1..64"]
+    assert "Traceback" not in result.output and list(tmp_path.glob("**/*.json*")) == []

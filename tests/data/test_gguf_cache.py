@@ -132,3 +132,15 @@ def test_two_runs_sharing_the_cache_at_once_lose_no_entry(tmp_path, monkeypatch)
         assert sorted(read_manifest(root)["fixtures"]) == names
         assert _files(root) == sorted([f"{n}.npz" for n in names] + ["manifest.json", gguf_cache.SHA_INDEX])
         assert len(json.loads((root / gguf_cache.SHA_INDEX).read_text())) == 1
+
+
+def test_a_zip_bomb_in_the_cache_is_refused_not_rewritten(cache, tmp_path, monkeypatch):
+    # A cache file the store did not write (the store writes members uncompressed) is named, not hidden.
+    from tests.zip_bomb import NAME, write_zip_bomb
+
+    monkeypatch.chdir(tmp_path)
+    path = write_zip_bomb(cache)
+    before = path.read_bytes()
+    with pytest.raises(InputError, match=rf"^fixture '{NAME}': {path.name}: its members declare \d+ bytes "):
+        load_fixture(NAME)
+    assert path.read_bytes() == before

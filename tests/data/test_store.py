@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from strata_bench.data.store import list_fixtures, load_fixture, read_manifest, 
 from strata_bench.data.synthetic import make_synthetic
 from strata_bench.errors import InputError
 from strata_bench.kernels.sources import REPO_ROOT
+from tests.zip_bomb import NAME, write_zip_bomb
 
 COMMITTED = REPO_ROOT / "fixtures"
 ROWS_GGUF = COMMITTED / "smollm2-rows.gguf"
@@ -101,6 +103,17 @@ def test_an_array_header_declaring_more_than_the_file_holds_is_one_line(tmp_path
         load_fixture(fix.name, tmp_path)
     assert str(err.value) == (f"fixture {fix.name!r}: {path.name}: raw.npy declares 8000000000000000 bytes "
                               f"(shape [1000000000000000], float64) but holds {len(member.getvalue()) + 16} bytes")
+
+
+def test_a_zip_bomb_is_refused_before_it_is_inflated(tmp_path):
+    path = write_zip_bomb(tmp_path)  # 4.4 MB of zeros in 5 kB: np.load inflated it all
+    inflated = sum(info.file_size for info in zipfile.ZipFile(path).infolist())
+    with pytest.raises(InputError) as err:
+        load_fixture(NAME, tmp_path)
+    assert str(err.value) == (f"fixture {NAME!r}: {path.name}: its members declare {inflated} bytes uncompressed, "
+                              f"more than the file's {path.stat().st_size} (a fixture's members are stored "
+                              "uncompressed)")
+    assert verify_fixtures(tmp_path) == [str(err.value)]
 
 
 def _rewrite_sha(tmp_path, name):

@@ -135,6 +135,42 @@ def test_a_source_that_is_a_fifo_is_refused_not_read(fake_tree):
     assert _error(fake_tree) == f"--ggml {path.parent}: convert.cu is not a regular file"
 
 
+# Each number the tree gives, as written in the fake tree, and what an absurd one is refused as.
+NUMBERS = {"type id": ("include/ggml.h", "GGML_TYPE_Q8_0 = 8,", "GGML_TYPE_Q8_0 = {n},", "GGML_TYPE_Q8_0", "0..1023"),
+           "QR": ("src/ggml-common.h", "#define QR8_0 1\n", "#define QR8_0 {n}\n", "QR8_0", "1..8"),
+           "VDR": ("src/ggml-cuda/vecdotq.cuh", "VDR_Q8_0_Q8_1_MMVQ 2\n", "VDR_Q8_0_Q8_1_MMVQ {n}\n",
+                   "VDR_Q8_0_Q8_1_MMVQ", "1..64"),
+           "version": ("CMakeLists.txt", "GGML_VERSION_MINOR 9)", "GGML_VERSION_MINOR {n})", "GGML_VERSION_MINOR",
+                       "0..999999")}
+
+
+def _write_number(tree, which, literal):
+    relative, old, new, name, limits = NUMBERS[which]
+    path = tree / relative
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new.format(n=literal)))
+    return relative, name, limits
+
+
+@pytest.mark.parametrize("which", NUMBERS)
+@pytest.mark.parametrize("literal,shown", [("9" * 5000, "an integer of 5000 digits"),  # int() raised ValueError
+                                           ("1" + "0" * 30, "an integer of 31 digits"), ("1234567", "1234567")])
+def test_an_absurd_number_in_the_tree_names_the_file_and_the_value(fake_tree, which, literal, shown):
+    relative, name, limits = _write_number(fake_tree, which, literal)
+    assert _error(fake_tree) == f"--ggml {fake_tree.resolve()}: {relative}: {name} is {shown}, not in {limits}"
+
+
+def test_a_qr_of_zero_is_refused_not_divided_by(fake_tree):
+    relative, name, limits = _write_number(fake_tree, "QR", "0")
+    assert _error(fake_tree, "--ggml-b") == f"--ggml-b {fake_tree.resolve()}: {relative}: {name} is 0, not in 1..8"
+
+
+def test_an_absurd_number_of_a_type_the_adapter_does_not_use_is_not_read(fake_tree):
+    header = fake_tree / "include/ggml.h"
+    header.write_text(header.read_text().replace("GGML_TYPE_COUNT = 43", "GGML_TYPE_COUNT = " + "9" * 5000))
+    assert locate(fake_tree).type_ids == FAKE["type_ids"]
+
+
 # --- the real tree of the pinned sdist -------------------------------------------------------------------
 REAL_FORMATS = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs",
                 "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs")

@@ -35,3 +35,11 @@ def test_the_rules_see_what_they_forbid():
     assert battery.Outcome(trial, 1, True, 9, 0, 0).problems == ["traceback"]
     assert battery.Outcome(trial, 2, False, 2, 1, 0).problems == ["2 lines", "written"]
     assert battery.Outcome(trial, 3, False, 1, 0, 1).problems == ["exit 3", "left"]
+
+
+def test_a_run_can_be_narrowed_to_options_and_values():
+    trials = battery.trials(REPO_ROOT)
+    chosen = [t for t in trials if battery.selected(t, ["--results", "path"], [""])]
+    assert {" ".join(t.command) for t in chosen} == {"parity", "bench", "ab", "report", "plot"}
+    assert {t.label for t in chosen} == {"--results=''", "path=''"}
+    assert [t for t in trials if battery.selected(t, [], [])] == trials
