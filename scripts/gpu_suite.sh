@@ -10,7 +10,7 @@
 # experiments/mmvq_tune; STRATA_TUNE_WIDTHS="1 8", "_decoders1" for the one-column decoder candidates),
 # `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma),
 # `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench),
-# `lanepair` (issue 37: new's iq1_s lane-pair pass, parity and bench beside new before it);
+# `lanepair` (issue 37: new's iq1_s and iq2_xxs lane-pair passes, parity and bench beside new before them);
 # and the profiles `ncu`, `ncu-source`, `ncu-mma` and `ncu-rows` (issue 37: each row's binding resource). Every
 # step's log and exit code land in $OUT (default gpu-out/), and results/ is packed into $OUT/results.tgz so a
 # remote run brings everything back.
@@ -249,11 +249,11 @@ for s in "${steps[@]}"; do
                 --format iq2_xxs,iq1_s,q4_k,q8_0 -o md
             step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
             step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md ;;
-        lanepair)  # issue 37: new's 8-column iq1_s pass on the tensor cores with the lane-pair decode (131072 rows and
-            # more): parity of every built-in iq1_s case (the tall ones run it) and of the experiment's (iq1_s and
-            # the iq2_xxs candidate: pair, the control, new-dp4a), then 131072x8192 at 8 columns for both: new beside
+        lanepair)  # issue 37: new's 8-column iq1_s and iq2_xxs passes on the tensor cores with the lane-pair decode
+            # (131072 rows and more): parity of every built-in case of both (the tall ones run it) and of the
+            # experiment's (pair, the control, new-dp4a), then 131072x8192 at 8 columns for both: new beside
             # new-dp4a (new before the change), the candidates and old
-            step lanepair-parity sb parity -q --family mmvq --format iq1_s
+            step lanepair-parity sb parity -q --family mmvq --format iq1_s,iq2_xxs
             step lanepair-parity-exp sb parity -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair
             step lanepair-bench sb bench -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair \
                 --budget 0.5 --results results/tune -o md ;;
