@@ -10,13 +10,16 @@
 # experiments/mmvq_tune; STRATA_TUNE_WIDTHS="1 8", "_decoders1" for the one-column decoder candidates),
 # `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma),
 # `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench),
-# `lanepair` (issue 37: new's iq1_s lane-pair pass, parity and bench beside new before it);
+# `lanepair` (issue 37: new's iq1_s and iq2_xxs lane-pair passes, parity and bench beside new before them);
+# `peer-run` (the README's peer table from one run: bench --ggml, bench --profile of the 1-column rows, the peer
+# reports), `bench-base` and `bench-match-base` (after bench-dram: $BASE_TREE's DRAM bench on this card, compared);
 # and the profiles `ncu`, `ncu-source`, `ncu-mma` and `ncu-rows` (issue 37: each row's binding resource). Every
 # step's log and exit code land in $OUT (default gpu-out/), and results/ is packed into $OUT/results.tgz so a
 # remote run brings everything back.
 #
 #   scripts/gpu_suite.sh                 # every step
 #   scripts/gpu_suite.sh parity bench-dram  # chosen steps
+#   scripts/gpu_suite.sh bench-dram bench-base bench-match-base  # speed against the base tree on any card
 #
 # On a host without gguf, wheels in .whl/ are installed to a private target first (see README).
 set -uo pipefail
@@ -31,6 +34,7 @@ if ! python3 -c "import gguf" 2>/dev/null && [ -d .whl ]; then
         --target /tmp/strata-site .whl/*.whl || exit 1
     export PYTHONPATH=/tmp/strata-site
 fi
+site_path=${PYTHONPATH:-}  # the private wheels' target, if any: a base tree's run needs them too
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 # The suite's command A/Bs are evidence to commit: into results/ (a user's own go to their cache by default).
@@ -38,12 +42,21 @@ export STRATA_RESULTS_DIR=${STRATA_RESULTS_DIR:-$PWD/results}
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests readme quality bench-families peer
                                  devices workload)
-# The bench run a change's speed is checked against (digests: the tree it must give the same bits as).
+# The bench run a change's speed is checked against (digests: the tree it must give the same bits as). The
+# committed file is an H200's: on another card, steps bench-base and bench-match-base time $BASE_TREE there.
 BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261202T102412Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
+# The formats of the peer table's profile: the seven 1-3-bit ones, iq4_xs and q8_0 (issue 37's targets).
+PEER_PROFILE_FORMATS=iq1_s,iq1_m,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq4_xs,q8_0
 
 sb() { python3 -m strata_bench "$@"; }
 export -f sb  # steps under `timeout` run in a child bash, which needs the function
+# The newest bench summary of this card (results/<device-slug>/, whichever card this is; not tune/ or repeat/).
+newest_bench() { ls -t results/*/bench-*.json 2>/dev/null | head -1; }
+# The base tree's strata-bench (its own package, not this checkout's), run from inside that tree.
+base_sb() { (cd "$BASE_TREE" && PYTHONPATH="${site_path:+$site_path:}$PWD" python3 -m strata_bench "$@"); }
+export -f base_sb
+export BASE_TREE site_path
 # STRATA_SUITE_DEADLINE=S: steps that would start after S seconds are skipped (and said so).
 # STRATA_SUITE_LIMIT=S: the whole suite ends within S seconds: each step runs under `timeout` with what is
 # left less PACK_S for packing (rc 124 when it is cut), so a run under an outer time limit always packs
@@ -169,20 +182,50 @@ for s in "${steps[@]}"; do
             step readme python3 -m pytest -q -ra tests/test_readme_gpu.py ;;
         bench-dram)
             step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
-            new=$(ls -t results/nvidia-h200/bench-*.json | head -1)
+            new=$(newest_bench)
             echo "$new" > "$logdir/bench-dram.path"
             step bench-match sb compare "$BENCH_BASE" "$new" --allow-different --fail-on-regression 2 -o md
             step bench-refuse sb compare "$BENCH_BASE" "$new" ;;  # exit 2 expected when the kernel sources differ
+        bench-base)  # $BASE_TREE's DRAM bench on this card (the committed base is an H200's), kept out of results/
+            if [ -d "$BASE_TREE/strata_bench" ]; then
+                rm -rf /tmp/base-bench
+                step bench-base-dram base_sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1 \
+                    --results /tmp/base-bench
+                ls -t /tmp/base-bench/*/bench-*.json 2>/dev/null | head -1 > "$logdir/bench-base.path"
+            else
+                printf '%-24s skipped: no base tree at %s\n' bench-base "$BASE_TREE" | tee -a "$logdir/status.txt"
+            fi ;;
+        bench-match-base)  # this tree's DRAM bench (step bench-dram) against the base tree's on the same card
+            base=$(cat "$logdir/bench-base.path" 2>/dev/null)
+            new=$(cat "$logdir/bench-dram.path" 2>/dev/null)
+            if [ -n "$base" ] && [ -n "$new" ]; then
+                step bench-match-base sb compare "$base" "$new" --allow-different --fail-on-regression 2 -o md
+            else
+                printf '%-24s skipped: run steps bench-dram and bench-base first\n' bench-match-base \
+                    | tee -a "$logdir/status.txt"
+            fi ;;
         bench-peer) step bench-mmvq-peer sb bench -q --family mmvq --shape 4096x14336 --cols 1,4,8 --budget 1 ;;
         bench-families)  # the other families' bench cases (grouped: >= 4x the L2 touched; q2warp on the DRAM shape)
             step bench-families sb bench -q --family q2warp,grouped,fp16deq,swiglu_q8,moe_combine --budget 0.5
             step bench-pfgemm sb bench -q --family pfgemm --budget 0.5
-            pf=$(ls -t results/nvidia-h200/bench-*.json | head -1)
+            pf=$(newest_bench)
             step pfgemm-reference python3 scripts/pfgemm_reference.py "$pf" --budget 0.5 ;;
         peer)  # the README's table: the newest mmvq DRAM bench against llama.cpp's figures (CPU only)
             dram=$(cat "$logdir/bench-dram.path" 2>/dev/null || echo "$BENCH_BASE")
             step peer-md sb report --peer docs/peer_llamacpp_h200.csv "$dram" -o md
             step peer-csv sb report --peer docs/peer_llamacpp_h200.csv "$dram" -o csv ;;
+        peer-run)  # the README's peer table from one run: the DRAM bench with llama.cpp's kernels beside old and new
+            # (a tree as step ggml's), what binds each 1-column row of issue 37's formats (bench --profile), then the
+            # peer step's commands and ggml's share on that same run's file
+            tree=${STRATA_GGML_TREE:-.ggml}
+            step peer-run-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5
+            run=$(newest_bench)
+            echo "$run" > "$logdir/peer-run.path"
+            step peer-run-profile sb bench -q --profile --family mmvq --format "$PEER_PROFILE_FORMATS" \
+                --shape 131072x8192 --cols 1 --budget 0.1 -o md
+            step peer-run-ggml sb report --peer ggml "$run" -o md
+            step peer-run-md sb report --peer docs/peer_llamacpp_h200.csv "$run" -o md
+            step peer-run-csv sb report --peer docs/peer_llamacpp_h200.csv "$run" -o csv ;;
         quality)
             step ab-kernel-aa sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a new --b new
             step ab-kernel-planted sb ab -q --order abba --pairs 20 "${AB_CASE[@]}" --a new --b 'new*1.03'
@@ -249,11 +292,11 @@ for s in "${steps[@]}"; do
                 --format iq2_xxs,iq1_s,q4_k,q8_0 -o md
             step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
             step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md ;;
-        lanepair)  # issue 37: new's 8-column iq1_s pass on the tensor cores with the lane-pair decode (131072 rows and
-            # more): parity of every built-in iq1_s case (the tall ones run it) and of the experiment's (iq1_s and
-            # the iq2_xxs candidate: pair, the control, new-dp4a), then 131072x8192 at 8 columns for both: new beside
+        lanepair)  # issue 37: new's 8-column iq1_s and iq2_xxs passes on the tensor cores with the lane-pair decode
+            # (131072 rows and more): parity of every built-in case of both (the tall ones run it) and of the
+            # experiment's (pair, the control, new-dp4a), then 131072x8192 at 8 columns for both: new beside
             # new-dp4a (new before the change), the candidates and old
-            step lanepair-parity sb parity -q --family mmvq --format iq1_s
+            step lanepair-parity sb parity -q --family mmvq --format iq1_s,iq2_xxs
             step lanepair-parity-exp sb parity -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair
             step lanepair-bench sb bench -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair \
                 --budget 0.5 --results results/tune -o md ;;

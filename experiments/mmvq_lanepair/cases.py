@@ -1,5 +1,5 @@
-"""mmvq_lanepair (issue 28, candidate (b)): mmvq_mma's 8-column pass of iq1_s with a lane-pair fragment decode
-(since issue 37 the product's: kernels_src/mmvq/mma_frag.cuh, run by `new` on tall 8-column passes), as a --cases
+"""mmvq_lanepair (issue 28, candidate (b)): mmvq_mma's 8-column pass of iq1_s and iq2_xxs with a lane-pair fragment
+decode (since issue 37 the product's: kernels_src/mmvq/mma_frag.cuh, run by `new` on tall 8-column passes), as a --cases
 file: a family `mmvq_lanepair`, the built-in mmvq with one variant per candidate launch and `new-dp4a` (new's
 launch before issue 37), so that parity checks each bitwise against old and bench times them beside new in one
 run.
@@ -10,8 +10,8 @@ run.
 
 A candidate runs the built-in kernel mmvq_mma<F, TG, MINB, 1> (kernels_src/mmvq/mmvq_mma.cu, included as it is
 by kernels/mmvq_lanepair.cu) for the 8-column passes of iq1_s and iq2_xxs, with F fmt_<format>_pair (lanes t
-and t ^ 1 of a row share their group selectors through one shuffle; iq1_s's is the product's since issue 37:
-`new` runs pair-tg4 for 8-column passes of 131072 rows and more; iq2_xxs's is a candidate) or this folder's
+and t ^ 1 of a row share their group selectors through one shuffle; both are the product's since issue 37:
+`new` runs pair-tg4 for 8-column passes of 131072 rows and more) or this folder's
 fmt_<format>_lane (the control: each lane computes both groups' selectors itself). Every other pass runs new's
 launch, so each variant runs every case. Only the public kit is used, and the built-in family's extension surface
 (docs/EXTENDING.md).
@@ -25,8 +25,9 @@ from strata_bench.kit import Variant, builtin_family, compute_major, extend_buil
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
 OWN_SOURCE = "mmvq_lanepair.cu"  # in KERNELS
-# iq1_s: the product's pair since issue 37 (its candidates stay for the record); iq2_xxs: the candidate of issue
-# 37 (mma_frag_iq2xxs.cuh). The other 1-3-bit formats are not: iq1_m, iq2_xs and iq2_s have a scale per 16
+# iq1_s and iq2_xxs: the product's pair since issue 37 (their candidates stay for the record: iq2_xxs's pair-tg4
+# measured 268.5 us against new's 304.3 before it was promoted). The other 1-3-bit formats are not candidates:
+# iq1_m, iq2_xs and iq2_s have a scale per 16
 # values (mmvq_mma's C is a whole 32-value chunk's integer), and iq3_xxs / iq3_s look each 4-value word up by
 # itself, so a pair would share only the sign work (docs/PERF_NOTES.md v10).
 FORMATS = ("iq1_s", "iq2_xxs")
@@ -36,8 +37,8 @@ MMA_MAJOR = 8  # mma.sync m16n8k32 of int8 needs sm_80 (an older GPU runs new's 
 
 class PairConfig(Mmvq.MmaConfig):
     """mmvq_mma's launch (tile groups, MINB, one weight stage: MmaConfig's shared bytes and threads) with the
-    fragment decoder `frag`: "pair" (iq1_s: since issue 37 the product's, kernels_src/mmvq/mma_frag.cuh;
-    iq2_xxs: kernels/mma_frag_iq2xxs.cuh) or "lane", the control (fmt_<format>_lane)."""
+    fragment decoder `frag`: "pair" (since issue 37 the product's, kernels_src/mmvq/mma_frag.cuh) or "lane", the
+    control (fmt_<format>_lane, kernels/mma_frag_lane.cuh)."""
 
     @property
     def label(self) -> str:
@@ -45,7 +46,7 @@ class PairConfig(Mmvq.MmaConfig):
 
 
 # The candidates: the lane pair at mmvq_mma's iq1_s launch (TG = 4: 16 warps, one block an SM; the product's
-# default for tall 8-column iq1_s passes since issue 37), the same at TG = 3 (fewer warps, more registers a
+# default for tall 8-column iq1_s and iq2_xxs passes since issue 37), the same at TG = 3 (fewer warps, more registers a
 # thread), and the control (each lane decodes both groups: mmvq_mma's per-lane work, the same code without the
 # shuffle), so that one run separates the exchange from the rest.
 CONFIGS = (PairConfig(4, 0, frag="pair"), PairConfig(3, 0, frag="pair"), PairConfig(4, 0, frag="lane"))
@@ -93,14 +94,14 @@ def _dp4a_kernels(family, source: str) -> list[str]:
 
 
 def _launch_dp4a(family, case, kernels, dev, outs, stream=None) -> None:
-    """new's launch without the tensor cores: for iq1_s, `new` as it was before issue 37 made pair-tg4 its
-    8-column pass (mmvq_new r4m2f; 284.3 us at 131072x8192 on the H200), so one bench shows both."""
+    """new's launch without the tensor cores: `new` as it was before issue 37 made pair-tg4 its 8-column pass
+    (mmvq_new; iq1_s 284.3 us, iq2_xxs 304.3 at 131072x8192 on the H200), so one bench shows both."""
     family.launch_new_passes(case, kernels, dev, outs, Mmvq.new_config, stream)
 
 
 # Today's product beside the candidates: new's own passes on mmvq_new's kernel (dp4a).
 DP4A = Variant("new-dp4a", _dp4a_kernels, _launch_dp4a,
-               "new's mmvq_new passes without the tensor cores (new for iq1_s before issue 37)")
+               "new's mmvq_new passes without the tensor cores (new for iq1_s and iq2_xxs before issue 37)")
 VARIANTS = (*VARIANTS, DP4A)
 
 # Parity: the 8-column pass and its tails, at 8 and 11 (= 8 + 2 + 1) columns. The built-in SHAPES (8192x2560:

@@ -10,6 +10,7 @@
 // warp's group buffer), so every load here is a plain one (no __ldg: decode()'s ld_u64_a8 and
 // ld_words_a2 are global-only). Host-compilable (tests/iq_host), like iq_decode.cuh.
 #pragma once
+#include "common/decoders.cuh"    // iq2_sel (iq2_xxs's lane pair)
 #include "mmvq/mma_common.cuh"  // isum_float, MMA_MAGIC
 
 namespace siq {
@@ -22,7 +23,7 @@ struct Frag {
 };
 
 template <class F>
-struct MmaFrag;  // defined only for the formats mmvq_mma runs (experiments/mmvq_mma adds iq2_xxs and iq1_s)
+struct MmaFrag;  // defined only for the formats mmvq_mma runs (experiments/mmvq_mma adds per-lane iq2_xxs and iq1_s)
 
 #ifndef LANEPAIR_XOR
 #define LANEPAIR_XOR 1  // iq1_s's partner lane, t ^ 1 (tests build 2 and 3 to see the host check fail)
@@ -77,9 +78,10 @@ struct MmaFrag<fmt_iq4_xs> {
 };
 
 // The lane-pair decode of a grid format whose 8-value group G gives Chunk words 2G and 2G + 1 as the two halves
-// of one selector (word 2G + h = prmt(k0, k1, sel >> 16 h), iq1_group's and iq2_group's form): iq1_s in `new`
-// (fmt_iq1_s_pair: fmt_iq1_s under another name, every trait inherited, so that mmvq_mma<fmt_iq1_s_pair, ...>
-// runs this decoder; first measured in experiments/mmvq_lanepair, which adds other formats as candidates).
+// of one selector (word 2G + h = prmt(k0, k1, sel >> 16 h), iq1_group's and iq2_group's form): iq1_s and
+// iq2_xxs in `new` (fmt_iq1_s_pair: fmt_iq1_s under another name, every trait inherited, so that
+// mmvq_mma<fmt_iq1_s_pair, ...> runs this decoder; likewise fmt_iq2_xxs_pair; first measured in
+// experiments/mmvq_lanepair, which keeps their controls).
 // Lane 4g + t supplies Chunk words t and 4 + t, so lane t needs half t & 1 of groups t / 2 and 2 + t / 2:
 // lanes t and t ^ 1 need the same two groups. Each lane of the pair does one group's work and the pair swaps
 // the results with one shuffle a row:
@@ -119,6 +121,24 @@ struct PairSel<fmt_iq1_s> {
     }
 };
 
+// iq2_xxs, chunk j: the aux word is the context (four 7-bit sign indexes, the scale in bits 28-31). Group G's
+// selector is iq2_sel<false>'s nib | ksign_nibbles of the grid byte G and sign index G (the lean decoder's form,
+// decoders.cuh, which its tests hold to decode()'s); dw and ls are decode()'s (d * 0.125f, 2 (aux >> 28) + 1).
+// First measured in experiments/mmvq_lanepair (issue 37: 268.5 us against mmvq_new's 304.3 at 131072 x 8192).
+template <>
+struct PairSel<fmt_iq2_xxs> {
+    using L = fmt_iq2_xxs::L;
+    static __device__ __forceinline__ uint32_t head(const uint8_t* b, int j, Frag& f) {
+        const uint32_t aux = ld_u32_a2(b + L::QS + 8 * j + 4);  // four 7-bit sign indexes, the scale in 28-31
+        f.dw = ld_half(b) * 0.125f;
+        f.ls = 2 * (int)(aux >> 28) + 1;
+        return aux;
+    }
+    static __device__ __forceinline__ uint32_t sel(const uint8_t* b, int j, int G, uint32_t aux, const Tab& tab) {
+        return iq2_sel<false>(aux >> (7 * G), tab.words[ld_u8(b + L::QS + 8 * j + G)]);
+    }
+};
+
 template <class F, bool PAIR>
 struct GridPairFrag {
     using S = PairSel<F>;
@@ -150,6 +170,9 @@ struct GridPairFrag {
 struct fmt_iq1_s_pair : fmt_iq1_s {};
 template <>
 struct MmaFrag<fmt_iq1_s_pair> : GridPairFrag<fmt_iq1_s, true> {};
+struct fmt_iq2_xxs_pair : fmt_iq2_xxs {};
+template <>
+struct MmaFrag<fmt_iq2_xxs_pair> : GridPairFrag<fmt_iq2_xxs, true> {};
 
 // A warp's group: chunks c0 .. c0 + 7 (c0 a multiple of 8) of 16 rows, GB bytes of each row (8 blocks of
 // a one-chunk format; one super-block of an 8-chunk one). Each row's share is copied as the 16-byte
@@ -186,7 +209,7 @@ struct MmaGroup {
     static __host__ __device__ __forceinline__ int granule(int c0, int u) { return start(c0) - head(c0) + 16 * u; }
 };
 static_assert(MmaGroup<fmt_iq4_nl>::U4 == 9 && MmaGroup<fmt_q8_0>::U4 == 17, "aligned groups: whole rows of granules");
-// iq2_xxs's and iq1_s's per-lane MmaFrags are experiments/mmvq_mma's (iq1_s's lane pair is fmt_iq1_s_pair above),
+// iq2_xxs's and iq1_s's per-lane MmaFrags are experiments/mmvq_mma's (their lane pairs are fmt_*_pair above),
 // but their groups' sizes stay checked here:
 // the check instantiates MmaGroup<F>, whose constants NVRTC emits into every module that includes this
 // header, so dropping it would move the built-in kernels' global data (their cubins would differ).

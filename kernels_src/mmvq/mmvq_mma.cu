@@ -1,7 +1,7 @@
 // mmvq_mma.cu: mmvq over 8 activation columns with the chunk integers from tensor-core mma: the 8-column pass
-// of mmvq's `new` on tall iq4_nl, q8_0, iq4_xs and iq1_s shapes (families/mmvq_mma.py says where); formats with
-// one scale per 32 values and an MmaFrag (mma_frag.cuh: iq4_nl, q8_0, iq4_xs, and iq1_s's lane-pair decode as
-// fmt_iq1_s_pair; experiments/mmvq_mma adds per-lane iq2_xxs and iq1_s). Inputs, outputs and layout as mmvq.cu's
+// of mmvq's `new` on tall iq4_nl, q8_0, iq4_xs, iq1_s and iq2_xxs shapes (families/mmvq_mma.py says where);
+// formats with one scale per 32 values and an MmaFrag (mma_frag.cuh: iq4_nl, q8_0, iq4_xs, and the lane-pair
+// decodes fmt_iq1_s_pair and fmt_iq2_xxs_pair; experiments/mmvq_mma adds per-lane iq2_xxs and iq1_s). Inputs, outputs and layout as mmvq.cu's
 // mmvq_new<F, 8, ...>: W rows 16-byte aligned with 16 readable bytes after the last row, X is [8][K/32]
 // q8_1 blocks (already quantized), Y is [8][y_stride] float32.
 //
@@ -22,8 +22,8 @@
 //     reached without I2F (isum_float_ls: the mma's C input starts at the bits of 1.5 * 2^23; |ls * C| < 2^24,
 //     so the fma is exact and gives +0.0f where ls * C = 0, as the conversion does), the same float.
 //   - dw, d_act: MmaFrag<F> (mma_frag.cuh) gives decode(block, j)'s w[t], w[4+t], dw and ls from the same
-//     bytes (chunk c is chunk j = c % CHUNKS of block c / CHUNKS, as the dot walk's); iq1_s's lane pair
-//     gets half of its table selectors from lane t ^ 1 by one shuffle, the selectors that lane computed
+//     bytes (chunk c is chunk j = c % CHUNKS of block c / CHUNKS, as the dot walk's); a lane pair (iq1_s,
+//     iq2_xxs) gets half of its table selectors from lane t ^ 1 by one shuffle, the selectors that lane computed
 //     from the same row's same chunk, so the words are the same (mma_chunk runs warp-uniformly);
 //     d_act is the same __half2float of the block's d. dw * d_act and the fmaf are the same operations.
 //   - the chains: warp q (0..3) of a tile owns v = 8q + i (i < 8) and walks its chunks c = 32s + 8q + i

@@ -17,6 +17,10 @@ from strata_bench.cli.options import (FiniteFloat, device_option, junit_option, 
 @click.option("--hot", is_flag=True, help="Time with warm caches (one input copy) instead of rotating cold copies.")
 @click.option("--budget", type=FiniteFloat(min=0, min_open=True), default=2.0, show_default=True,
               help="Seconds of trials per variant at most.")
+@click.option("--profile", is_flag=True,
+              help="After timing, profile one launch of each timed row's kernel under Nsight Compute (ncu on PATH "
+                   "or $STRATA_NCU; clocks left as they are): instructions per weight, DRAM bytes against the byte "
+                   "model, issue and DRAM utilisation, and what binds it (read, issue, latency).")
 @click.option("--rel-ci", type=FiniteFloat(min=0, min_open=True), default=0.01, show_default=True,
               help="Stop a variant's trials when the 95% CI of the median is within this fraction.")
 @device_option()
@@ -25,7 +29,7 @@ from strata_bench.cli.options import (FiniteFloat, device_option, junit_option, 
 @list_option
 @junit_option
 @quiet_option
-def command(spec, hot, budget, rel_ci, device_spec, output, results_dir, list_only, quiet, junit_path):
+def command(spec, hot, profile, budget, rel_ci, device_spec, output, results_dir, list_only, quiet, junit_path):
     """Time kernel variants: us per call, GB/s, fraction of the measured ceiling that bounds them.
 
     Each case runs its variants once at the timed shape and must agree bitwise before it is timed.
@@ -45,6 +49,7 @@ def command(spec, hot, budget, rel_ci, device_spec, output, results_dir, list_on
     Examples:
         strata-bench bench --family mmvq --format iq2_xxs --cols 1,4,8
         strata-bench bench --family mmvq --shape 131072x8192 --cols 1,8 -o md
+        strata-bench bench --family mmvq --format iq1_s --shape 131072x8192 --cols 1 --profile   # what binds it
         strata-bench bench --family mmvq --format q8_0 --device all   # each GPU timed on its own
         strata-bench bench --family q8_1 --junit bench.xml   # for a CI's test report
         strata-bench bench --variants examples/toml_variant/variants.toml --family mmvq --shape 131072x8192 --cols 1,8
@@ -63,7 +68,7 @@ def command(spec, hot, budget, rel_ci, device_spec, output, results_dir, list_on
         return echo_cases(cases, spec.adds_variants)
     devices = chosen_devices(device_spec, len(cases), "timed")
     plan = BenchPlan(Selection(prepared.catalog, cases, devices, device_names(devices), Path(results_dir), spec),
-                     TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget))
+                     TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget), profile=profile)
     with compilers_for_gpu_run():  # a variant's missing nvcc skips the run (77), as a missing GPU does
         report = run_bench(plan, None if quiet else progress)
     _render(report, output)

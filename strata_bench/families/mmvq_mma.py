@@ -43,8 +43,8 @@ class MmaConfig:
     each; as many as fit 65536 registers without spills), weight `stages` S (1: the next group in registers,
     measured fastest and the only one kernels_src has; experiments/mmvq_mma adds the cp.async stages S >= 2),
     MINB, the smallest row count it runs at (`min_rows`), and the fragment decoder `frag`: "" the format's own
-    MmaFrag, else the format tag's suffix of another (mma_frag.cuh: "pair", iq1_s's lane-pair decode,
-    fmt_iq1_s_pair). None of them touches the arithmetic: every MmaFrag gives the same words (mma_frag.cuh)."""
+    MmaFrag, else the format tag's suffix of another (mma_frag.cuh: "pair", the lane-pair decode, fmt_iq1_s_pair
+    and fmt_iq2_xxs_pair). None of them touches the arithmetic: every MmaFrag gives the same words (mma_frag.cuh)."""
 
     tile_groups: int
     min_rows: int
@@ -83,12 +83,14 @@ class MmaConfig:
 # 32768x8192 88.3 against 82.3; iq4_xs 131072x8192 268.7 against 297.9, 32768x8192 75.0 against 82.6.
 # iq2_xxs and iq1_s have per-lane fragment decoders too (experiments/mmvq_mma) but were slower than mmvq_new.
 # iq1_s with the lane-pair decode (experiments/mmvq_lanepair, issue 37; PERF_NOTES v10): 131072x8192 235.1
-# against mmvq_new's 284.3, bitwise equal; measured at that shape only, hence min_rows 131072.
+# against mmvq_new's 284.3, bitwise equal; measured at that shape only, hence min_rows 131072. iq2_xxs with the
+# same decoder (PERF_NOTES v10, v11): 131072x8192 268.5 against 304.3, bitwise equal; at that shape only too.
 MMA_CONFIGS: dict[str, MmaConfig] = {
     "iq4_nl": MmaConfig(tile_groups=4, min_rows=32768),
     "iq4_xs": MmaConfig(tile_groups=4, min_rows=32768),
     "q8_0": MmaConfig(tile_groups=3, min_rows=131072),
     "iq1_s": MmaConfig(tile_groups=4, min_rows=131072, frag="pair"),
+    "iq2_xxs": MmaConfig(tile_groups=4, min_rows=131072, frag="pair"),
 }
 
 

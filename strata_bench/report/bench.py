@@ -33,6 +33,7 @@ def detail_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     records = list(records)
     several = _several_devices(records)
     newer = any("sensitivity" in r for r in records)
+    profiled = any(r.get("profile") for r in records)
     rows = []
     for r in records:
         row = {"case": r["case"], **({"device": r.get("device")} if several else {}),
@@ -46,8 +47,35 @@ def detail_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         if newer:
             row["clocks"] = _clocks(r.get("clocks"))
             row["sees>=%"] = _pct(r.get("sensitivity"))
+        if profiled:
+            row.update(profile_cells(r.get("profile")))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+PROFILE_COLUMNS = ("inst/w", "DRAM/model", "issue%", "DRAM%", "binds")
+
+
+def profile_cells(profile: dict | None) -> dict[str, Any]:
+    """bench --profile's columns of a record (kernels/ncu.ProfileRow.to_record): instructions per weight, DRAM
+    bytes over the byte model (`OFF` beyond 5%: the GB/s column then misreads the DRAM), the issue-slot and
+    DRAM utilisation and the bound; every cell None for a blank or unprofiled row (the footer says why)."""
+    if not profile or profile.get("blank"):
+        return dict.fromkeys(PROFILE_COLUMNS)
+    ratio = profile.get("bytes_ratio")
+    bytes_cell = None if ratio is None else f"{ratio:.3f}" + (" OFF" if profile.get("bytes_off") else "")
+    return dict(zip(PROFILE_COLUMNS, (profile.get("inst_per_weight"), bytes_cell, profile.get("issue_pct"),
+                                      profile.get("dram_pct"), profile.get("bound"))))
+
+
+def profile_blank_lines(records: Iterable[dict[str, Any]]) -> list[str]:
+    """One line per reason that left profiled rows blank ('profile blank (3 rows): ncu not found ...')."""
+    reasons: dict[str, int] = {}
+    for r in records:
+        blank = (r.get("profile") or {}).get("blank")
+        if blank:
+            reasons[blank] = reasons.get(blank, 0) + 1
+    return [f"profile blank ({n} row{'s' if n > 1 else ''}): {reason}" for reason, n in reasons.items()]
 
 
 def _bound(rec: dict[str, Any]) -> str | None:
@@ -86,9 +114,10 @@ def _clocks(clocks: dict | None) -> str | None:
 
 
 def footer_lines(records: Iterable[dict[str, Any]], ceilings: Iterable[str] = ()) -> list[str]:
-    """Below the tables: the ceilings, then each flagged variant (warm rotation, throttling, a ceiling
-    beaten) and each case's sensitivity, once per case."""
-    lines = list(ceilings)
+    """Below the tables: the ceilings, why profiled rows are blank (once per reason), then each flagged variant
+    (warm rotation, throttling, a ceiling beaten) and each case's sensitivity, once per case."""
+    records = list(records)
+    lines = [*ceilings, *profile_blank_lines(records)]
     seen: set[str] = set()
     for r in records:
         for flag in r.get("flags") or ():

@@ -12,6 +12,7 @@ from typing import Any
 from strata_bench.cases import Case
 from strata_bench.gpu import loop
 from strata_bench.runs import Progress, Selection
+from strata_bench.runs import profile as profiler  # through the module: tests stand in
 from strata_bench.timing import bench as steps, ceilings as card  # called through the modules: tests stand in
 from strata_bench.timing.bench import Timing, TimingConfig
 from strata_bench.timing.ceilings import Ceilings
@@ -25,6 +26,7 @@ class BenchPlan:
 
     selection: Selection
     config: TimingConfig = TimingConfig()
+    profile: bool = False  # after timing, each timed row's profile under ncu (runs/profile.py)
 
 
 @dataclass
@@ -52,11 +54,19 @@ def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
         return device, steps.bench_case(family, case, kernels, device, plan.config, report.ceilings[device],
                                         remeasure=lambda: card.remeasure_ceilings(device))
 
+    written = 0  # report.timings[:written] are in the results file
+
+    def write_new() -> None:
+        nonlocal written
+        for device, timing in report.timings[written:]:
+            writer.append({**timing.to_record(), "device": device})
+        written = len(report.timings)
+
     def keep(result) -> None:
         device, case_timings = result
-        for timing in case_timings:
-            report.timings.append((device, timing))
-            writer.append({**timing.to_record(), "device": device})
+        report.timings.extend((device, timing) for timing in case_timings)
+        if not plan.profile:  # a profiled row is written once its profile is known, after every timing
+            write_new()
 
     def on_fault(case, device, exc, seconds):
         # The device's context is gone: its remaining cases are skipped, the other devices still run.
@@ -65,7 +75,10 @@ def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
     with sel.progress_bar(progress, "bench") as advance:
         try:
             loop.run_on_devices(list(sel.cases), list(sel.devices), sel.catalog, per_case, keep, on_fault, advance)
+            if plan.profile:
+                report.timings = profiler.profile_timings(sel.spec, sel.catalog, report.timings)
         finally:
+            write_new()  # an interrupted profile still keeps every timing, without its profile
             # Each device reached has its ceilings in this process (re-measured ones included), so
             # measure_ceilings only reads them back here; a device never reached has none.
             report.ceilings = {d: card.measure_ceilings(d) for d in report.ceilings}

@@ -27,6 +27,7 @@ import numpy as np
 
 from strata_bench.cases import Case, Family
 from strata_bench.checks.parity import bitwise_target
+from strata_bench.kernels.ncu import ProfileRow
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.clocks import ClockReader, ClockSummary
 from strata_bench.timing.coldness import measure as measure_coldness
@@ -75,6 +76,7 @@ class Timing:
     sensitivity: float = math.nan  # the smallest relative change against the baseline its data could see
     cold_check: ColdCheck | None = None  # the rotation's coldness as measured (timing/coldness.py); None: --hot
     bound: str | None = "read"  # the ceiling that bounds the kernel (Family.ceiling); None: none does
+    profile: ProfileRow | None = None  # bench --profile: what binds the row (runs/profile.py); None: not asked
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -125,7 +127,8 @@ class Timing:
                 "rotation": None if self.rotation is None else dict(self.rotation), "l2_reset": self.l2_reset,
                 "cold_check": None if self.cold_check is None else self.cold_check.to_dict(),
                 "sensitivity": None if math.isnan(self.sensitivity) else self.sensitivity,
-                "flags": list(self.flags), "samples_us": list(self.samples_us)}
+                "flags": list(self.flags), "samples_us": list(self.samples_us),
+                "profile": None if self.profile is None else self.profile.to_record()}
 
 
 def _ceilings_record(ceilings: Ceilings) -> dict[str, Any]:

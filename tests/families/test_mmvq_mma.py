@@ -1,10 +1,11 @@
 """mmvq_mma's schedule (kernels_src/mmvq/mmvq_mma.cu) on the CPU: tiles of 16 rows x 8 columns, chunk
 integers from an emulated m16n8k32 mma fed by the kernel's fragment mapping, the 32 virtual lanes split
 over 4 warps and combined by warp_sum_f32's tree across them (tests/iq_host/mma_emul.h). Its y must equal,
-bit for bit, the dot mode's (one warp per row: mmvq_old's arithmetic). iq1_s runs with its lane-pair decoder
-(fmt_iq1_s_pair, mma_frag.cuh: on the host the partner lane's selector is computed from the same block, what the
-shuffle delivers), and a partner other than t ^ 1 fails the fragment check. The formats and stages `new` does not
-run (iq2_xxs, per-lane iq1_s, cp.async stages) are experiments/mmvq_mma's, tested there the same way."""
+bit for bit, the dot mode's (one warp per row: mmvq_old's arithmetic). iq1_s and iq2_xxs run with their lane-pair
+decoders (fmt_iq1_s_pair, fmt_iq2_xxs_pair, mma_frag.cuh: on the host the partner lane's selector is computed from
+the same block, what the shuffle delivers), and a partner other than t ^ 1 fails the fragment check. The decoders and
+stages `new` does not run (per-lane iq2_xxs and iq1_s, cp.async stages) are experiments/mmvq_mma's, tested there the
+same way."""
 from __future__ import annotations
 
 import functools
@@ -25,12 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from iq_host import harness
 
 FAMILY = load_builtin_families()["mmvq"]
-FORMATS = ("iq4_nl", "q8_0", "iq4_xs", "iq1_s")  # the formats mmvq_mma has an MmaFrag for in kernels_src
+FORMATS = ("iq4_nl", "q8_0", "iq4_xs", "iq1_s", "iq2_xxs")  # the formats mmvq_mma has an MmaFrag for in kernels_src
 SUPER = ("iq4_xs", "iq2_xxs", "iq1_s")  # 256-value blocks: a group is one block, at a head of 0-14 bytes
 MMA_KERNELS = [  # the built-in family's (mmvq_mma.MMA_CONFIGS)
     "mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>", "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>", "mmvq_mma<siq::fmt_iq4_xs, 4, 1, 1>",
-    "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>",
+    "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>", "mmvq_mma<siq::fmt_iq2_xxs_pair, 4, 1, 1>",
 ]
+PAIRS = ("iq1_s", "iq2_xxs")  # the lane-pair decoders (MmaConfig.frag "pair")
 
 
 def _both(fmt: str, rows: int, cols: int, ncols: int, data: str, build=None) -> tuple[np.ndarray, np.ndarray]:
@@ -68,20 +70,21 @@ def test_mma_schedule_equals_one_warp_per_row_bitwise(fmt, rows, cols, ncols, da
         f"{int((old.view(np.uint32) != mma.view(np.uint32)).sum())} of {old.size} outputs differ"
 
 
-@pytest.mark.parametrize("fmt", ["iq2_xs", "iq2_xxs"])  # iq2_xxs: its MmaFrag is experiments/mmvq_mma's
+@pytest.mark.parametrize("fmt", ["iq2_xs", "iq3_xxs"])  # neither has an MmaFrag (a scale per 16 values; no pair)
 def test_dot_mma_refuses_formats_it_has_no_schedule_for(tmp_path, fmt):
     proc = subprocess.run([str(harness.binary()), "dot_mma", fmt, "1", "256", "/dev/null", "/dev/null", "1",
                            str(tmp_path / "y.bin")], capture_output=True, text=True)
-    assert proc.returncode == 2 and "no mma schedule" in proc.stderr and "(iq4_nl, q8_0, iq4_xs, iq1_s)" in proc.stderr
+    assert proc.returncode == 2 and "no mma schedule" in proc.stderr and "(iq4_nl, q8_0, iq4_xs, iq1_s, iq2_xxs)" in proc.stderr
 
 
 @pytest.mark.slow  # host emulation: a harness build per partner lane (6-7 s each)
+@pytest.mark.parametrize("fmt", PAIRS)
 @pytest.mark.parametrize("xor", [2, 3])
-def test_iq1_s_with_a_wrong_partner_lane_fails_the_fragment_check(xor):
+def test_a_lane_pair_with_a_wrong_partner_lane_fails_the_fragment_check(fmt, xor):
     """The lane pair's exchange with lane t ^ 2 or t ^ 3 (the other row half's group, or the wrong one) gives words
     decode() does not: dot_mma stops with exit 3 at the first lane whose fragment differs."""
     with pytest.raises(subprocess.CalledProcessError) as err:
-        _both("iq1_s", 40, 1536, 8, "seed:7", build=harness.binary(defines=(f"LANEPAIR_XOR={xor}",)))
+        _both(fmt, 40, 1536, 8, "seed:7", build=harness.binary(defines=(f"LANEPAIR_XOR={xor}",)))
     assert err.value.returncode == 3
 
 
@@ -115,9 +118,10 @@ def test_mma_kernels_use_the_tensor_cores(arch):
         sass = subprocess.run([CUOBJDUMP, "--dump-sass", f.name], capture_output=True, text=True, check=True).stdout
     assert sass.count("IMMA.16832.S8.S8") >= 8 * len(MMA_KERNELS)  # 8 per kernel at least (a whole group unrolled)
     assert sass.count("LDGSTS") == 0  # S = 1: the groups pass through registers (cp.async is the experiment's)
-    # iq1_s's lane pair exchanges its selectors by shuffle; no other kernel shuffles (tile_tree goes through shared
-    # memory; experiments/mmvq_lanepair's control, the same decoder without the exchange, has none either)
+    # the lane pairs exchange their selectors by shuffle; no other kernel shuffles (tile_tree goes through shared
+    # memory; experiments/mmvq_lanepair's controls, the same decoder without the exchange, have none either)
     shfl = {fn.split()[0]: fn.count("SHFL.BFLY") for fn in sass.split("Function : ")[1:]}
     by_name = {k: shfl[v] for k, v in _built(arch).lowered.items()}
-    assert by_name.pop("mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>") > 0 and set(by_name.values()) == {0}, shfl
+    pairs = [by_name.pop(f"mmvq_mma<siq::fmt_{fmt}_pair, 4, 1, 1>") for fmt in PAIRS]
+    assert min(pairs) > 0 and set(by_name.values()) == {0}, shfl
 

@@ -20,7 +20,7 @@ def test_only_tall_8_column_passes_of_the_listed_formats_run_mmvq_mma():
     assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 448, lambda: 9, H200) is None
     assert mmvq_mma.mma_config("q8_0", 8, 131072, 256, lambda: 9, H200) == mmvq_mma.MmaConfig(3, 131072)
     assert mmvq_mma.mma_config("q8_0", 8, 32768, 256, lambda: 9, H200) is None
-    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, lambda: 9, H200) is None and mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256, lambda: 9, H200) is None
+    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, lambda: 9, H200) is None and mmvq_mma.mma_config("iq2_xs", 8, 131072, 256, lambda: 9, H200) is None
     assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 4096, lambda: 9, H200) is None  # K = 131072: the activations alone exceed 227 KiB
     assert mmvq_mma.mma_config("iq4_xs", 8, 32768, 256, lambda: 9, H200) == mmvq_mma.MmaConfig(4, 32768)
     assert mmvq_mma.mma_config("iq4_xs", 8, 4096, 256, lambda: 9, H200) is None
@@ -28,27 +28,32 @@ def test_only_tall_8_column_passes_of_the_listed_formats_run_mmvq_mma():
     assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 8, H200) is not None
 
 
-def test_iq1_s_runs_the_lane_pair_only_where_it_was_measured():
-    """131072 x 8192 at 8 columns (235.1 us against mmvq_new's 284.3 on the H200): 8-column passes of at least
-    131072 rows; every shorter shape and every other width keeps mmvq_new's kernel."""
+@pytest.mark.parametrize("fmt,table", [("iq1_s", 8200), ("iq2_xxs", 1032)])
+def test_the_lane_pair_runs_only_where_it_was_measured(fmt, table):
+    """131072 x 8192 at 8 columns (H200: iq1_s 235.1 us against mmvq_new's 284.3, iq2_xxs 268.5 against 304.3):
+    8-column passes of at least 131072 rows; every shorter shape and every other width keeps mmvq_new's kernel."""
     pair = mmvq_mma.MmaConfig(4, 131072, frag="pair")
-    assert mmvq_mma.mma_config("iq1_s", 8, 131072, 256, lambda: 9, H200) == pair
-    assert pair.kernel("iq1_s") == "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>" and pair.threads == 512
-    assert mmvq_mma.mma_config("iq1_s", 8, 131071, 256, lambda: 9, H200) is None
-    assert mmvq_mma.mma_config("iq1_s", 8, 4096, 448, lambda: 9, H200) is None  # the bench's built-in shape
-    assert all(mmvq_mma.mma_config("iq1_s", nc, 131072, 256, lambda: 9, H200) is None for nc in (1, 2, 4))
-    assert all(mmvq_mma.mma_config(f, 8, 131072, 256, lambda: 9, H200) is None
-               for f in ("iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "q2_0"))
+    assert mmvq_mma.mma_config(fmt, 8, 131072, 256, lambda: 9, H200) == pair
+    assert pair.kernel(fmt) == f"mmvq_mma<siq::fmt_{fmt}_pair, 4, 1, 1>" and pair.threads == 512
+    assert mmvq_mma.mma_config(fmt, 8, 131071, 256, lambda: 9, H200) is None
+    assert mmvq_mma.mma_config(fmt, 8, 4096, 448, lambda: 9, H200) is None  # the bench's built-in shape
+    assert all(mmvq_mma.mma_config(fmt, nc, 131072, 256, lambda: 9, H200) is None for nc in (1, 2, 4))
     # the frag names the format tag only: the default decoder keeps the built-in kernels' names
-    assert mmvq_mma.MmaConfig(4, 32768).kernel("iq1_s") == "mmvq_mma<siq::fmt_iq1_s, 4, 1, 1>"
-    # 131072 x 8192: 8 x 256 x 36 activations, 16 warps x 16 rows x 80 bytes, 4 trees; the 8200-byte table
-    assert pair.shared_bytes("iq1_s", 256) == (73728 + 20480 + 49152, 8200)
+    assert mmvq_mma.MmaConfig(4, 32768).kernel(fmt) == f"mmvq_mma<siq::fmt_{fmt}, 4, 1, 1>"
+    # 131072 x 8192: 8 x 256 x 36 activations, 16 warps x 16 rows x 80 bytes, 4 trees; the table (iq1_s 2048
+    # words, iq2_xxs 256) and its two constants
+    assert pair.shared_bytes(fmt, 256) == (73728 + 20480 + 49152, table)
+
+
+def test_the_other_1_to_3_bit_formats_keep_mmvq_new():
+    assert all(mmvq_mma.mma_config(f, 8, 131072, 256, lambda: 9, H200) is None
+               for f in ("iq1_m", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "q2_0"))
 
 
 def test_the_device_is_asked_only_for_a_listed_formats_tall_8_column_pass():
     def no_device():
         raise AssertionError("asked")
-    assert mmvq_mma.mma_config("iq2_xxs", 8, 131072, 256, no_device, no_device) is None
+    assert mmvq_mma.mma_config("iq2_xs", 8, 131072, 256, no_device, no_device) is None
     assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, no_device, no_device) is None
     assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 256, no_device, no_device) is None  # below min_rows
     assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 7, no_device) is None  # sm_75: no limit needed
@@ -85,7 +90,8 @@ def test_the_family_compiles_mmvq_mma_for_new():
     assert fam.name_expressions("mmvq/mmvq_mma.cu") == ["mmvq_mma<siq::fmt_iq4_nl, 4, 1, 1>",
                                                          "mmvq_mma<siq::fmt_iq4_xs, 4, 1, 1>",
                                                          "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>",
-                                                         "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>"]
+                                                         "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>",
+                                                         "mmvq_mma<siq::fmt_iq2_xxs_pair, 4, 1, 1>"]
 
 
 def test_parity_covers_the_mma_passes():
@@ -103,8 +109,8 @@ def test_parity_covers_the_mma_tails():
     for fmt, (rows, cols) in mmvq_mod.MMA_TAIL_SHAPES.items():
         assert f"mmvq/{fmt}/{rows}x{cols}/n8/seed:1" in cases
         assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9, H200) is not None and rows % 16 == 5
-    # iq4_nl, iq4_xs, q8_0, iq1_s
-    assert [cols // 32 % 8 for rows, cols in mmvq_mod.MMA_TAIL_SHAPES.values()] == [1, 0, 1, 0]
+    # iq4_nl, iq4_xs, q8_0, iq1_s, iq2_xxs
+    assert [cols // 32 % 8 for rows, cols in mmvq_mod.MMA_TAIL_SHAPES.values()] == [1, 0, 1, 0, 0]
 
 
 @pytest.fixture
@@ -140,21 +146,22 @@ def test_new_asks_the_device_for_its_shared_memory_limit_at_launch(monkeypatch):
         assert _launch(RecordingKernels(), 32768, 14336, 8) == ["quantize_q8_1", second], major
 
 
-def test_new_runs_iq1_s_lane_pair_for_the_tall_8_column_pass_only(kernels):
+@pytest.mark.parametrize("fmt", ["iq1_s", "iq2_xxs"])
+def test_new_runs_the_lane_pair_for_the_tall_8_column_pass_only(kernels, fmt):
     fam = Mmvq()
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((11, 8192), np.float32), "xq": np.zeros((11, 256 * 36), np.uint8)}
-    fam.launch(fam.case("iq1_s", 131072, 8192, 11, "seed:1"), "new", kernels, dev, {"y": np.zeros((11, 131072), np.float32)})
-    assert kernels.names == ["quantize_q8_1", "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>",
-                             new_config("iq1_s", 2).kernel("iq1_s", 2), new_config("iq1_s", 1).kernel("iq1_s", 1)]
+    fam.launch(fam.case(fmt, 131072, 8192, 11, "seed:1"), "new", kernels, dev, {"y": np.zeros((11, 131072), np.float32)})
+    assert kernels.names == ["quantize_q8_1", f"mmvq_mma<siq::fmt_{fmt}_pair, 4, 1, 1>",
+                             new_config(fmt, 2).kernel(fmt, 2), new_config(fmt, 1).kernel(fmt, 1)]
     _, grid, block, args, shared = kernels.calls[1]
     assert grid == (132,) and block == (512,)  # 8192 tiles, 4 a block: one resident block an SM
-    assert shared == mmvq_mma.MMA_CONFIGS["iq1_s"].shared_bytes("iq1_s", 256)[0]
+    assert shared == mmvq_mma.MMA_CONFIGS[fmt].shared_bytes(fmt, 256)[0]
     assert args[2] == 131072 and args[3] == 256 and args[4].shape == (8, 256 * 36) and args[6] == 131072
     kernels.calls.clear()
-    fam.launch(fam.case("iq1_s", 4096, 14336, 8, "seed:1"), "new", kernels,
+    fam.launch(fam.case(fmt, 4096, 14336, 8, "seed:1"), "new", kernels,
                {**dev, "x": np.zeros((8, 14336), np.float32), "xq": np.zeros((8, 448 * 36), np.uint8)},
                {"y": np.zeros((8, 4096), np.float32)})
-    assert kernels.names == ["quantize_q8_1", new_config("iq1_s", 8).kernel("iq1_s", 8)]
+    assert kernels.names == ["quantize_q8_1", new_config(fmt, 8).kernel(fmt, 8)]
 
 
 def test_new_keeps_mmvq_new_on_short_shapes(kernels):

@@ -24,13 +24,14 @@ from iq_host import harness
 
 FAMILY = load_builtin_families()["mmvq"]
 TAILS = ["mmvq/iq4_nl/32773x288/n8/seed:1", "mmvq/iq4_xs/32773x256/n8/seed:1", "mmvq/q8_0/131077x288/n8/seed:1"]
-IQ1_S_TAIL = "mmvq/iq1_s/131077x256/n8/seed:1"  # first: iq1_s comes before iq4_nl in FORMATS
+# first: iq2_xxs and iq1_s come before iq4_nl in KERNEL_FORMATS
+PAIR_TAILS = ["mmvq/iq2_xxs/131077x256/n8/seed:1", "mmvq/iq1_s/131077x256/n8/seed:1"]
 # defect -> the default cases (their n8 or first listed name per weight set) whose data must expose it
 EXPOSED_BY = {
-    "tail_tile": [IQ1_S_TAIL, *TAILS],  # 32773 and 131077 rows: a last tile of 5 rows
+    "tail_tile": [*PAIR_TAILS, *TAILS],  # 32773 and 131077 rows: a last tile of 5 rows
     "partial_group": [TAILS[0], TAILS[2]],  # 9 chunks: a last group of 1 chunk (iq4_xs has whole super-blocks)
     # 8 or 9 chunks: warps 2-3 no group
-    "partial_round": [IQ1_S_TAIL, *TAILS[:2], "mmvq/q8_0/131072x256/n8/seed:1", TAILS[2]],
+    "partial_round": [*PAIR_TAILS, *TAILS[:2], "mmvq/q8_0/131072x256/n8/seed:1", TAILS[2]],
 }
 
 
@@ -67,7 +68,8 @@ def windows() -> dict:
 
 def test_the_default_mma_cases_are_the_listed_shapes_and_tails():
     names = [c.name for c in mma_weight_sets()]
-    assert names == ["mmvq/iq1_s/131072x1024/n8/seed:1", IQ1_S_TAIL, "mmvq/iq4_nl/32768x1024/n8/seed:1", TAILS[0],
+    assert names == ["mmvq/iq2_xxs/131072x1024/n8/seed:1", PAIR_TAILS[0], "mmvq/iq1_s/131072x1024/n8/seed:1",
+                     PAIR_TAILS[1], "mmvq/iq4_nl/32768x1024/n8/seed:1", TAILS[0],
                      "mmvq/iq4_xs/32768x1024/n8/seed:1", TAILS[1], "mmvq/q8_0/131072x256/n8/seed:1", TAILS[2]]
 
 

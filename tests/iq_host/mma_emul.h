@@ -223,7 +223,7 @@ void dot_mma_format(const std::vector<uint8_t>& w, int rows, int cols, const blo
 }
 
 // An experiment's formats with an MmaFrag of their own (its header included first, harness.binary), e.g.
-// -D'MMA_EMUL_EXTRA_FORMATS(X)=X(iq2_xxs) X(iq1_s)' -D'MMA_EMUL_EXTRA_NAMES=", iq2_xxs, iq1_s"'.
+// -D'MMA_EMUL_EXTRA_FORMATS(X)=X(iq3_xxs)' -D'MMA_EMUL_EXTRA_NAMES=", iq3_xxs"'.
 #ifndef MMA_EMUL_EXTRA_FORMATS
 #define MMA_EMUL_EXTRA_FORMATS(X)
 #endif
@@ -231,10 +231,14 @@ void dot_mma_format(const std::vector<uint8_t>& w, int rows, int cols, const blo
 #define MMA_EMUL_EXTRA_NAMES ""
 #endif
 
-// iq1_s's fragment decoder: kernels_src's lane pair (fmt_iq1_s_pair); an experiment names another format tag
-// (experiments/mmvq_lanepair's control fmt_iq1_s_lane, experiments/mmvq_mma's per-lane fmt_iq1_s).
+// iq1_s's and iq2_xxs's fragment decoders: kernels_src's lane pairs (fmt_iq1_s_pair, fmt_iq2_xxs_pair); an
+// experiment names another format tag (experiments/mmvq_lanepair's controls fmt_*_lane, experiments/mmvq_mma's
+// per-lane fmt_iq1_s and fmt_iq2_xxs).
 #ifndef MMA_EMUL_IQ1_S
 #define MMA_EMUL_IQ1_S fmt_iq1_s_pair
+#endif
+#ifndef MMA_EMUL_IQ2_XXS
+#define MMA_EMUL_IQ2_XXS fmt_iq2_xxs_pair
 #endif
 
 // The dot_mma mode for the formats mmvq_mma exists for (kernels_src's, and an experiment's); false for any other.
@@ -250,12 +254,14 @@ inline bool dot_mma_main(const char* f, const std::vector<uint8_t>& w, int rows,
         dot_mma_format<siq::fmt_iq4_xs>(w, rows, cols, xb, n, y.data());
     } else if (!strcmp(f, "iq1_s")) {
         dot_mma_format<siq::MMA_EMUL_IQ1_S>(w, rows, cols, xb, n, y.data());
+    } else if (!strcmp(f, "iq2_xxs")) {
+        dot_mma_format<siq::MMA_EMUL_IQ2_XXS>(w, rows, cols, xb, n, y.data());
 #define MMA_EMUL_FORMAT(name) \
     } else if (!strcmp(f, #name)) { \
         dot_mma_format<siq::fmt_##name>(w, rows, cols, xb, n, y.data());
     MMA_EMUL_EXTRA_FORMATS(MMA_EMUL_FORMAT)
     } else {
-        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0, iq4_xs, iq1_s%s)\n", f, MMA_EMUL_EXTRA_NAMES);
+        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0, iq4_xs, iq1_s, iq2_xxs%s)\n", f, MMA_EMUL_EXTRA_NAMES);
         return false;
     }
     fwrite(y.data(), 4, y.size(), out);

@@ -45,7 +45,7 @@ def test_timing_record_of_a_timed_variant():
         "ceilings": {"read_bps": 4e12, "write_bps": None, "copy_bps": 5e12, "peak_bps": None, "source": ""},
         "clocks": None, "rotation": None, "l2_reset": "", "cold_check": None, "sensitivity": None,
         "flags": [],
-        "samples_us": [4.0, 2.0, 3.0]}
+        "samples_us": [4.0, 2.0, 3.0], "profile": None}
 
 
 def test_timing_record_of_a_variant_that_was_not_timed():

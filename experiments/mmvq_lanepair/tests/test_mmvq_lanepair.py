@@ -29,13 +29,10 @@ PAIR = load_cases_file("experiments/mmvq_lanepair/cases.py")
 
 
 def _host(tag: str, xor: int = 1):
-    """The host build whose dot_mma runs iq1_s and iq2_xxs with the decoders `tag` (pair: iq1_s's the product's,
-    kernels_src/mmvq/mma_frag.cuh, iq2_xxs's kernels/mma_frag_iq2xxs.cuh; lane: the controls), the partner lane
-    t ^ xor."""
-    return harness.binary(headers=(str(PAIR.KERNELS / "mma_frag_lane.cuh"), str(PAIR.KERNELS / "mma_frag_iq2xxs.cuh"),
-                                   str(PAIR.KERNELS / "iq2_xxs_as.h")),
+    """The host build whose dot_mma runs iq1_s and iq2_xxs with the decoders `tag` (pair: the product's,
+    kernels_src/mmvq/mma_frag.cuh; lane: the controls, kernels/mma_frag_lane.cuh), the partner lane t ^ xor."""
+    return harness.binary(headers=(str(PAIR.KERNELS / "mma_frag_lane.cuh"),),
                           defines=(f"MMA_EMUL_IQ1_S=fmt_iq1_s_{tag}", f"MMA_EMUL_IQ2_XXS=fmt_iq2_xxs_{tag}",
-                                   "MMA_EMUL_EXTRA_FORMATS(X)=X(iq2_xxs)", 'MMA_EMUL_EXTRA_NAMES=", iq2_xxs"',
                                    f"LANEPAIR_XOR={xor}"))
 
 

@@ -30,9 +30,8 @@ pytestmark = pytest.mark.slow
 SCRIPT = load_cases_file("experiments/mmvq_mma/cases.py")
 FORMATS = ("iq2_xxs", "iq1_s")  # the formats whose MmaFrag is this experiment's
 HOST = dict(headers=(str(SCRIPT.KERNELS / "mma_frag_grid.cuh"),),
-            # iq1_s: mma_emul.h's built-in name, run with this experiment's per-lane decoder, not the product's pair
-            defines=("MMA_EMUL_EXTRA_FORMATS(X)=X(iq2_xxs)", 'MMA_EMUL_EXTRA_NAMES=", iq2_xxs"',
-                     "MMA_EMUL_IQ1_S=fmt_iq1_s"))
+            # mma_emul.h's built-in names, run with this experiment's per-lane decoders, not the product's pairs
+            defines=("MMA_EMUL_IQ1_S=fmt_iq1_s", "MMA_EMUL_IQ2_XXS=fmt_iq2_xxs"))
 
 
 @pytest.mark.parametrize("fmt,rows,cols,ncols,data", [
