@@ -1,6 +1,6 @@
 """ggml trees for tests (no ggml file is committed to this repository): `write_fake_tree` writes a small
-one in ggml's layout (the three kernels with exactly the parameter lists tree.SIGNATURES names, a few
-types); `pinned_sdist_tree` extracts the real one of the pinned llama-cpp-python sdist into a cache
+one in ggml's layout (the three kernels with exactly the parameter lists tree.SIGNATURES names, the to-FP16
+kernels fp16deq's variant launches, a few types); `pinned_sdist_tree` extracts the real one of the pinned llama-cpp-python sdist into a cache
 outside the checkout (STRATA_GGML_SDIST_CACHE, else ~/.cache/strata-bench/ggml-sdist), downloading it
 only when absent; tests/ggml/conftest.py makes fixtures of both."""
 from __future__ import annotations
@@ -11,6 +11,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
+from strata_bench.ggml import to_fp16
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, SIGNATURES
 
 # The fake tree's types: format -> (ggml name, type id, QR, VDR); iq4_xs has a type id and nothing else,
@@ -29,6 +30,13 @@ def _kernel(kernel: str, params: str, template: str = "") -> str:
     return f"{template}static __global__ void {kernel}(\n        {params}) {{\n}}\n"
 
 
+def _to_fp16_kernels() -> str:
+    """convert.cu's to-FP16 kernels of fp16deq's variant, and the macro its q8_0 launch reads."""
+    (_, q8_0, q8_0_params), (_, iq4_xs, iq4_xs_params) = to_fp16.KERNELS
+    return (f"#define {to_fp16.NE_ALIGN_MACRO} 2048\n" + _kernel(q8_0, q8_0_params, "template <bool need_check>\n")
+            + _kernel(iq4_xs, iq4_xs_params, "template<typename dst_t>\n"))
+
+
 def write_fake_tree(root: Path) -> Path:
     """A ggml-shaped tree at `root` (its ggml/ folder); returns `root`."""
     files = {
@@ -45,7 +53,7 @@ def write_fake_tree(root: Path) -> Path:
         "src/ggml-cuda/common.cuh": "#pragma once\n",
         MMVQ: _kernel(*SIGNATURES[MMVQ], "template <ggml_type type, int ncols_dst, bool has_fusion, "
                                          "bool small_k = false, bool halve_iters = false>\n"),
-        CONVERT: _kernel(*SIGNATURES[CONVERT], "template<typename dst_t>\n"),
+        CONVERT: _kernel(*SIGNATURES[CONVERT], "template<typename dst_t>\n") + _to_fp16_kernels(),
         QUANTIZE: _kernel(*SIGNATURES[QUANTIZE]),
         "src/ggml-cpu/ops.h": "// the CPU backend: no CUDA build reads it\n",
         "README.md": "ggml\n",

@@ -83,3 +83,54 @@ def test_bad_ggml_input_is_one_line_exit_2(tree, tmp_path, command, args, line):
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [line.format(tree=tree, tmp=tmp_path)]
     assert "Traceback" not in result.output
+
+
+def test_fp16deq_lists_ggml_on_its_contiguous_cases_in_parity_and_bench(tree):
+    parity = _listed(_run("parity", "--ggml", tree, "--family", "fp16deq", "--list"))
+    assert parity["fp16deq/q8_0/50x1056/n1/seed:3/row0=37/of=128/path=vec16"] == "old,new,ggml"
+    assert parity["fp16deq/q8_0/40x2048/n1/seed:4/ld=2056/path=vec16"] == "old,new"  # padded output rows
+    assert parity["fp16deq/iq4_xs/96x4096/n1/seed:1/path=vec16"] == "old,new"  # the fake tree has no iq4_xs
+    bench = _listed(_run("bench", "--ggml", tree, "--family", "fp16deq", "--list"))
+    assert bench["fp16deq/q8_0/8192x8192/n1/seed:1/path=vec16"] == "old,new,ggml"
+
+
+def _without_to_fp16_q8_0(tree):
+    """The tree's convert.cu as an older ggml's: no dequantize_block_q8_0_f16."""
+    convert = tree / "ggml/src/ggml-cuda/convert.cu"
+    convert.write_text(convert.read_text().replace("dequantize_block_q8_0_f16(", "dequantize_block_q8_0_f17("))
+    return "src/ggml-cuda/convert.cu has no __global__ kernel dequantize_block_q8_0_f16 (an unsupported ggml version?)"
+
+
+@pytest.mark.parametrize("command", [["parity"], ["bench"]])
+def test_a_tree_lacking_a_familys_kernel_refuses_that_family_alone(tree, command):
+    why = _without_to_fp16_q8_0(tree)
+    root = (tree / "ggml").resolve()
+    refused = _run(*command, "--ggml", tree, "--family", "mmvq,fp16deq", "--list")
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.splitlines() == [f"--ggml {root}: {why}: fp16deq needs it"]
+    others = _listed(_run(*command, "--ggml", tree, "--family", "mmvq", "--list"))
+    assert any(v.endswith(",ggml") for v in others.values())
+    every = _run(*command, "--ggml", tree, "--list")
+    assert f"--ggml {root}: {why}: fp16deq needs it, so fp16deq runs without this tree" in every.stderr.splitlines()
+    listed = _listed(every)
+    assert all(v == "old,new" for name, v in listed.items() if name.startswith("fp16deq/"))
+    assert any(v.endswith(",ggml") for name, v in listed.items() if name.startswith("mmvq/"))
+
+
+def test_a_changed_signature_names_the_kernels_parameters(tree):
+    convert = tree / "ggml/src/ggml-cuda/convert.cu"
+    convert.write_text(convert.read_text().replace("half * __restrict__ y, const int64_t k", "half * __restrict__ y, const int k"))
+    result = _run("parity", "--ggml", tree, "--family", "fp16deq", "--list")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"--ggml {(tree / 'ggml').resolve()}: src/ggml-cuda/convert.cu: dequantize_block_q8_0_f16's parameters "
+        f"changed (an unsupported ggml version): (const void * __restrict__ vx, half * __restrict__ y, const int k): "
+        f"fp16deq needs it"]
+
+
+def test_a_branch_lacking_the_kernel_is_named_as_ggml_b(tree, tmp_path):
+    branch = write_fake_tree(tmp_path / "branch" / "ggml").parent
+    why = _without_to_fp16_q8_0(branch)
+    result = _run("parity", "--ggml", tree, "--ggml-b", branch, "--family", "fp16deq", "--list")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"--ggml-b {(branch / 'ggml').resolve()}: {why}: fp16deq needs it"]
