@@ -1,5 +1,6 @@
 """`--ggml PATH` and `--ggml-b PATH` as one extension of a run (cases/spec.Extension): llama.cpp's own kernels
-join the mmvq, dequant, q8_1 and fp16deq families of that run's catalog as variants `ggml` and `ggml_b`."""
+join the mmvq, dequant, q8_1, fp16deq and grouped families of that run's catalog as variants `ggml` and
+`ggml_b`."""
 from __future__ import annotations
 
 import sys
@@ -21,9 +22,9 @@ class Ggml:
 
     options: ClassVar[tuple[Any, ...]] = (
         click.option("--ggml", "ggml_tree", metavar="PATH",
-                     help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec, dequantization, "
-                          "q8_1 and to-FP16 kernels, built unchanged (nvcc, else NVRTC), join mmvq, dequant, q8_1 and "
-                          "fp16deq as variant ggml."),
+                     help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec (plain and MoE), "
+                          "dequantization, q8_1 and to-FP16 kernels, built unchanged (nvcc, else NVRTC), join mmvq, "
+                          "dequant, q8_1, fp16deq and grouped as variant ggml."),
         click.option("--ggml-b", "ggml_b_tree", metavar="PATH",
                      help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
     )

@@ -134,3 +134,27 @@ def test_a_branch_lacking_the_kernel_is_named_as_ggml_b(tree, tmp_path):
     result = _run("parity", "--ggml", tree, "--ggml-b", branch, "--family", "fp16deq", "--list")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [f"--ggml-b {(branch / 'ggml').resolve()}: {why}: fp16deq needs it"]
+
+
+def test_grouped_lists_ggml_where_the_tree_has_the_gate_and_down_formats(tree):
+    from tests.ggml_trees import with_iq4_nl
+
+    with_iq4_nl(tree / "ggml")
+    parity = _listed(_run("parity", "--ggml", tree, "--family", "grouped", "--list"))
+    on = {name.split("/")[1] + "/" + name.split("/")[5] for name, v in parity.items() if v == "old,new,ggml"}
+    assert on == {"iq2_xxs/down=iq4_nl", "iq3_s/down=iq4_nl"}
+    assert set(parity.values()) == {"old,new", "old,new,ggml"}
+    bench = _listed(_run("bench", "--ggml", tree, "--family", "grouped", "--list"))
+    assert [n for n, v in bench.items() if v == "old,new,ggml"] == [
+        "grouped/iq2_xxs/14336x4096/n64/seed:1/down=iq4_nl/groups=8-8-8-8-8-8-8-8",
+        "grouped/iq2_xxs/14336x4096/n256/seed:1/down=iq4_nl/groups=32-32-32-32-32-32-32-32"]
+
+
+def test_a_tree_whose_fusion_struct_changed_refuses_grouped_alone(tree):
+    common = tree / "ggml/src/ggml-cuda/common.cuh"
+    common.write_text(common.read_text().replace("float glu_limit", "double glu_limit"))
+    line = (f"--ggml {(tree / 'ggml').resolve()}: src/ggml-cuda/common.cuh: ggml_cuda_mm_fusion_args_device is not "
+            f"the struct mul_mat_vec_q's fused launch passes: grouped needs it")
+    refused = _run("parity", "--ggml", tree, "--family", "grouped", "--list")
+    assert (refused.exit_code, refused.stderr.splitlines()) == (2, [line])
+    assert _listed(_run("parity", "--ggml", tree, "--family", "fp16deq,mmvq", "--list"))
