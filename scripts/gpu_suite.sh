@@ -279,19 +279,32 @@ for s in "${steps[@]}"; do
             step mma-parity sb parity -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma
             step mma-bench sb bench -q --cases experiments/mmvq_mma/cases.py --family mmvq_mma --budget 0.5 \
                 --results results/tune -o md ;;
-        ggml)  # llama.cpp's kernels from an unchanged ggml tree ($STRATA_GGML_TREE, default .ggml: carried), issue 24:
-            # build, parity of every family and format, --ggml-b with an unchanged copy (passes) and with a
-            # one-line change in iq2_xxs's dot (caught), and the DRAM bench with ggml beside old and new
+        ggml)  # llama.cpp's kernels from an unchanged ggml tree ($STRATA_GGML_TREE, default .ggml: carried), issues 24
+            # and 35: build, parity of every family and format, --ggml-b with an unchanged copy (passes) and with a
+            # one-line change in iq2_xxs's dot and one in the MoE path's SwiGLU (both caught), and the DRAM benches
+            # with ggml beside old and new
             tree=${STRATA_GGML_TREE:-.ggml}
-            rm -rf /tmp/ggml-same /tmp/ggml-planted && cp -r "$tree" /tmp/ggml-same && cp -r "$tree" /tmp/ggml-planted
+            rm -rf /tmp/ggml-same /tmp/ggml-planted /tmp/ggml-planted-moe && cp -r "$tree" /tmp/ggml-same \
+                && cp -r "$tree" /tmp/ggml-planted && cp -r "$tree" /tmp/ggml-planted-moe
             sed -i 's|sumi = sumi \* ls / 8; |sumi = sumi * ls / 8 + 1; |' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh
             grep -c 'sumi \* ls / 8 + 1' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh > "$logdir/ggml-planted.txt"
-            step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1 --resources
-            step ggml-parity sb parity -q --ggml "$tree" --family mmvq,dequant,q8_1 -o md
+            # The MoE path's one-line change: the fused SwiGLU of mul_mat_vec_q (its first of two such lines;
+            # the second is mul_mat_vec_q_moe's, which one-token MUL_MAT_IDs do not launch).
+            sed -i '0,/result \*= ggml_cuda_op_silu_single(gate_value);/s||result *= ggml_cuda_op_silu_single(gate_value) * 1.0001f;|' \
+                /tmp/ggml-planted-moe/ggml/src/ggml-cuda/mmvq.cu
+            grep -c 'silu_single(gate_value) \* 1.0001f' /tmp/ggml-planted-moe/ggml/src/ggml-cuda/mmvq.cu \
+                > "$logdir/ggml-planted-moe.txt"
+            step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped --resources
+            step ggml-parity sb parity -q --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped -o md
             step ggml-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmvq,dequant,q8_1 \
                 --format iq2_xxs,iq1_s,q4_k,q8_0 -o md
+            step ggml-b-same-issue35 sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family fp16deq,grouped -o md
             step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
-            step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md ;;
+            step ggml-b-planted-moe sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-moe --family grouped \
+                --format iq2_xxs,iq4_xs
+            step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md
+            step ggml-bench-issue35 sb bench -q --ggml "$tree" --family fp16deq,grouped --format q8_0,iq4_xs,iq2_xxs,iq3_s \
+                --budget 0.5 -o md ;;
         lanepair)  # issue 37: new's 8-column iq1_s and iq2_xxs passes on the tensor cores with the lane-pair decode
             # (131072 rows and more): parity of every built-in case of both (the tall ones run it) and of the
             # experiment's (pair, the control, new-dp4a), then 131072x8192 at 8 columns for both: new beside

@@ -1,6 +1,7 @@
 """ggml trees for tests (no ggml file is committed to this repository): `write_fake_tree` writes a small
-one in ggml's layout (the three kernels with exactly the parameter lists tree.SIGNATURES names, a few
-types); `pinned_sdist_tree` extracts the real one of the pinned llama-cpp-python sdist into a cache
+one in ggml's layout (the three kernels with exactly the parameter lists tree.SIGNATURES names, the to-FP16
+kernels fp16deq's variant launches, the fusion struct, GLU enum and SiLU grouped's variant rests on, a few types);
+`pinned_sdist_tree` extracts the real one of the pinned llama-cpp-python sdist into a cache
 outside the checkout (STRATA_GGML_SDIST_CACHE, else ~/.cache/strata-bench/ggml-sdist), downloading it
 only when absent; tests/ggml/conftest.py makes fixtures of both."""
 from __future__ import annotations
@@ -11,6 +12,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
+from strata_bench.ggml import moe, to_fp16
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, SIGNATURES
 
 # The fake tree's types: format -> (ggml name, type id, QR, VDR); iq4_xs has a type id and nothing else,
@@ -29,6 +31,13 @@ def _kernel(kernel: str, params: str, template: str = "") -> str:
     return f"{template}static __global__ void {kernel}(\n        {params}) {{\n}}\n"
 
 
+def _to_fp16_kernels() -> str:
+    """convert.cu's to-FP16 kernels of fp16deq's variant, and the macro its q8_0 launch reads."""
+    (_, q8_0, q8_0_params), (_, iq4_xs, iq4_xs_params) = to_fp16.KERNELS
+    return (f"#define {to_fp16.NE_ALIGN_MACRO} 2048\n" + _kernel(q8_0, q8_0_params, "template <bool need_check>\n")
+            + _kernel(iq4_xs, iq4_xs_params, "template<typename dst_t>\n"))
+
+
 def write_fake_tree(root: Path) -> Path:
     """A ggml-shaped tree at `root` (its ggml/ folder); returns `root`."""
     files = {
@@ -36,16 +45,20 @@ def write_fake_tree(root: Path) -> Path:
                           "set(GGML_VERSION_MAJOR 0)\nset(GGML_VERSION_MINOR 9)\nset(GGML_VERSION_PATCH 4)\n",
         "include/ggml.h": "enum ggml_type {\n    GGML_TYPE_F32 = 0,\n    // GGML_TYPE_Q4_2 = 4, removed\n"
                           + "".join(f"    GGML_TYPE_{n} = {i},\n" for n, i, _, _ in FAKE_TYPES.values())
-                          + "    GGML_TYPE_IQ4_XS = 23,\n    GGML_TYPE_COUNT = 43,\n};\n",
+                          + "    GGML_TYPE_IQ4_XS = 23,\n    GGML_TYPE_COUNT = 43,\n};\n"
+                          + "enum ggml_glu_op {\n    GGML_GLU_OP_REGLU,\n    GGML_GLU_OP_GEGLU,\n    GGML_GLU_OP_SWIGLU,\n"
+                            "    GGML_GLU_OP_COUNT,\n};\n",
         "src/ggml-common.h": "#define QK_K 256\n" + "".join(
             f"#define QI{n[1:] if n[0] == 'Q' else n[2:]} (QK_K / (4*QR{n[1:] if n[0] == 'Q' else n[2:]}))\n"
             f"#define QR{n[1:] if n[0] == 'Q' else n[2:]} {qr}\n" for n, _, qr, _ in FAKE_TYPES.values()),
         "src/ggml-cuda/vecdotq.cuh": "".join(f"#define VDR_{n}_Q8_1_MMVQ {vdr}\n#define VDR_{n}_Q8_1_MMQ 8\n"
                                              for n, _, _, vdr in FAKE_TYPES.values()),
-        "src/ggml-cuda/common.cuh": "#pragma once\n",
+        "src/ggml-cuda/common.cuh": f"#pragma once\nstruct {moe.FUSION_STRUCT} {{\n    "
+                                    + moe.FUSION_FIELDS.replace("; ", ";\n    ") + "\n};\n",
+        "src/ggml-cuda/unary.cuh": f"__device__ __forceinline__ float {moe.SILU[0]}(float x) {{\n    {moe.SILU[1]}\n}}\n",
         MMVQ: _kernel(*SIGNATURES[MMVQ], "template <ggml_type type, int ncols_dst, bool has_fusion, "
                                          "bool small_k = false, bool halve_iters = false>\n"),
-        CONVERT: _kernel(*SIGNATURES[CONVERT], "template<typename dst_t>\n"),
+        CONVERT: _kernel(*SIGNATURES[CONVERT], "template<typename dst_t>\n") + _to_fp16_kernels(),
         QUANTIZE: _kernel(*SIGNATURES[QUANTIZE]),
         "src/ggml-cpu/ops.h": "// the CPU backend: no CUDA build reads it\n",
         "README.md": "ggml\n",
@@ -54,6 +67,18 @@ def write_fake_tree(root: Path) -> Path:
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    return root
+
+
+def with_iq4_nl(root: Path) -> Path:
+    """The fake tree at `root` with iq4_nl too (type 20, QR 2, VDR 2): a down format of grouped's that ggml has."""
+    header = root / "include/ggml.h"
+    header.write_text(header.read_text().replace("GGML_TYPE_IQ4_XS = 23,", "GGML_TYPE_IQ4_NL = 20,\n    "
+                                                                       "GGML_TYPE_IQ4_XS = 23,"))
+    with (root / "src/ggml-common.h").open("a") as f:
+        f.write("#define QR4_NL 2\n")
+    with (root / "src/ggml-cuda/vecdotq.cuh").open("a") as f:
+        f.write("#define VDR_IQ4_NL_Q8_1_MMVQ 2\n")
     return root
 
 

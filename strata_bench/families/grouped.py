@@ -21,8 +21,9 @@ a-priori q8_1 rounding of H through |down| (loose: it is the whole q8_1 loss of 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -48,6 +49,7 @@ SILU_REL = 8 * U32    # expf (2 ulp = 2^-22 = 4u) + add, divide, multiply (3u), 
 BENCH_SHAPE = (8, 4096, 14336)
 BENCH_ENTRIES = (8, 32)  # entries per expert
 BENCH_PAIRS = (("iq2_xxs", "iq4_nl"), ("iq3_s", "iq4_xs"), ("iq4_xs", "iq4_xs"), ("q2_0", "q2_0"))
+CHAIN_LABELS = {"raw": "f64(raw acts)", "q": "f64(q8_1 acts)"}  # the two references of H and Y, by chain
 
 
 def groups_param(groups: tuple[int, ...]) -> str:
@@ -183,8 +185,7 @@ class Grouped(Family):
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
         ref = grouped_reference(host, case.rows, case.cols)
         out = []
-        for chain in ("raw", "q"):
-            label = "f64(raw acts)" if chain == "raw" else "f64(q8_1 acts)"
+        for chain, label in CHAIN_LABELS.items():
             # Each element against its own bound (per entry and output, as grouped_reference derives them).
             out.append(Expected("H", ref[f"H_{chain}"], ref[f"tH_{chain}"], label=label,
                                 why="L*Bg*(|U|+Bu) + |silu(G)|*Bu + 8u*|H| (mmvq bounds through SwiGLU)"))
@@ -330,45 +331,73 @@ def _matvec_parts(w64: np.ndarray, x: np.ndarray, act: np.ndarray) -> tuple[np.n
     return ref.y_q, ref.y_raw, ref.bound_q, ref.bound_raw
 
 
-def swiglu_bound(g: np.ndarray, u: np.ndarray, bg: np.ndarray, bu: np.ndarray) -> np.ndarray:
-    """Bound on |h_dev - silu(g) u| given |g_dev - g| <= bg and |u_dev - u| <= bu."""
+@dataclass(frozen=True)
+class ChainAllowance:
+    """What another arithmetic than grouped.cu's adds to the chain's bounds (an error model of a foreign
+    variant widens them with it; NO_ALLOWANCE for the built-ins):
+    - matvec(fmt, raw, act, k): (entries, rows) extra error of each gate or up output, from the expert's raw
+      rows (rows, bytes) and its entries' q8_1 activations (entries, k / 32 * 36);
+    - silu_rel(g, bg): relative error of the device's silu(g) * u where its gate value is within bg of g
+      (SILU_REL for grouped.cu's expf and IEEE division);
+    - down_rel(k): extra relative rounding of a down dot product of k values, over |q8_1(H)| |down|."""
+
+    matvec: Callable[[str, np.ndarray, np.ndarray, int], Any]
+    silu_rel: Callable[[np.ndarray, np.ndarray], Any]
+    down_rel: Callable[[int], float]
+
+
+NO_ALLOWANCE = ChainAllowance(lambda fmt, raw, act, k: 0.0, lambda g, bg: SILU_REL, lambda k: 0.0)
+
+
+def swiglu_bound(g: np.ndarray, u: np.ndarray, bg: np.ndarray, bu: np.ndarray, rel: Any = SILU_REL) -> np.ndarray:
+    """Bound on |h_dev - silu(g) u| given |g_dev - g| <= bg, |u_dev - u| <= bu and the relative error `rel` of
+    the device's fp32 chain."""
     prop = SILU_LIPSCHITZ * bg * (np.abs(u) + bu) + np.abs(silu(g)) * bu
-    return prop + SILU_REL * (np.abs(silu(g) * u) + prop) + 1e-30
+    return prop + rel * (np.abs(silu(g) * u) + prop) + 1e-30
 
 
-def grouped_reference(host: Mapping[str, Any], d_ff: int, d_model: int) -> dict[str, np.ndarray]:
-    """Float64 H and Y of both chains (raw x, q8_1 x) with per-element bounds of the device's error."""
+def grouped_reference(host: Mapping[str, Any], d_ff: int, d_model: int,
+                      allowance: ChainAllowance = NO_ALLOWANCE) -> dict[str, np.ndarray]:
+    """Float64 H and Y of both chains (raw x, q8_1 x) with per-element bounds of the device's error, widened
+    by `allowance` (another arithmetic's)."""
     x = host["x"]
     xq8 = quantize_q8_1(x)
-    groups = host["groups"]
     n = x.shape[0]
     out = {f"{k}_{c}": np.zeros((n, d_ff if k in ("H", "tH") else d_model))
            for k in ("H", "tH", "Y", "tY") for c in ("raw", "q")}
-    gate, up, down = (exact_experts(host[k]) for k in ("gate", "up", "down"))
     start = 0
-    for e, size in enumerate(groups):
+    for e, size in enumerate(host["groups"]):
         rows = slice(start, start + size)
         start += size
-        if size == 0:
-            continue
-        gq, graw, bgq, bgraw = _matvec_parts(gate[e], x[rows], xq8[rows])
-        uq, uraw, buq, buraw = _matvec_parts(up[e], x[rows], xq8[rows])
-        d64 = down[e]
-        for chain, g, u, bg, bu in (("raw", graw, uraw, bgraw, buraw), ("q", gq, uq, bgq, buq)):
-            h = silu(g) * u
-            th = swiglu_bound(g, u, bg, bu)
-            out[f"H_{chain}"][rows], out[f"tH_{chain}"][rows] = h, th
-            down_chain = _down_chain if chain == "raw" else _down_chain_q8
-            out[f"Y_{chain}"][rows], out[f"tY_{chain}"][rows] = down_chain(d64, h, th)
+        if size:
+            _expert_chains(host, e, x[rows], xq8[rows], allowance, {k: v[rows] for k, v in out.items()})
     return out
 
 
-def _down_chain(d64: np.ndarray, h: np.ndarray, th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _expert_chains(host: Mapping[str, Any], e: int, x: np.ndarray, xq8: np.ndarray, allowance: ChainAllowance,
+                   out: dict[str, np.ndarray]) -> None:
+    """Expert e's H and Y of both chains, with their bounds, written into `out`'s views of its entries."""
+    gate, up, down = (exact_experts(host[k])[e] for k in ("gate", "up", "down"))
+    gq, graw, bgq, bgraw = _matvec_parts(gate, x, xq8)
+    uq, uraw, buq, buraw = _matvec_parts(up, x, xq8)
+    fmt, k = host["gate"]["key"][0], x.shape[1]
+    extra_g = allowance.matvec(fmt, host["gate"]["raw"][e], xq8, k)
+    extra_u = allowance.matvec(fmt, host["up"]["raw"][e], xq8, k)
+    for chain, g, u, bg, bu in (("raw", graw, uraw, bgraw, buraw), ("q", gq, uq, bgq, buq)):
+        bg, bu = bg + extra_g, bu + extra_u
+        h = silu(g) * u
+        th = swiglu_bound(g, u, bg, bu, allowance.silu_rel(g, bg))
+        out[f"H_{chain}"][:], out[f"tH_{chain}"][:] = h, th
+        down_chain = _down_chain if chain == "raw" else _down_chain_q8
+        out[f"Y_{chain}"][:], out[f"tY_{chain}"][:] = down_chain(down, h, th, allowance.down_rel(h.shape[1]))
+
+
+def _down_chain(d64: np.ndarray, h: np.ndarray, th: np.ndarray, extra_rel: float = 0.0) -> tuple[np.ndarray, ...]:
     """Y = down h in float64, and the bound of the device's Y computed from its own H (within th of h)."""
     n, k = h.shape
     amax = (np.abs(h) + th).reshape(n, -1, 32).max(axis=-1)
     eq = np.repeat(q8_1_value_error(amax), 32, axis=1)  # q8_1 rounding of the device's H
-    rel = float(gamma(chain_depth(k // 32))) + float(gamma(k, U64))
+    rel = float(gamma(chain_depth(k // 32))) + float(gamma(k, U64)) + extra_rel
     # One product for every magnitude: |q8_1(H_dev)| <= |h| + th + eq, the H error th + eq, and |h|.
     lhs = np.concatenate([np.abs(h) + th + eq, th + eq, np.abs(h)], axis=0)
     mags = lhs @ np.abs(d64).T
@@ -376,12 +405,12 @@ def _down_chain(d64: np.ndarray, h: np.ndarray, th: np.ndarray) -> tuple[np.ndar
     return h @ d64.T, bound
 
 
-def _down_chain_q8(d64: np.ndarray, h: np.ndarray, th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _down_chain_q8(d64: np.ndarray, h: np.ndarray, th: np.ndarray, extra_rel: float = 0.0) -> tuple[np.ndarray, ...]:
     """Y = down q8_1(h) in float64 (the q8_1-dequantized activations of the down product), and the bound
     of the device's Y, whose q8_1 of its own H can differ only where th lets a code or scale move."""
     k = h.shape[1]
     ref, dev, mag = q8_1_deviation(h, th)
-    rel = float(gamma(chain_depth(k // 32))) + float(gamma(k, U64))
+    rel = float(gamma(chain_depth(k // 32))) + float(gamma(k, U64)) + extra_rel
     n = h.shape[0]
     mags = np.concatenate([mag, dev], axis=0) @ np.abs(d64).T
     return ref @ d64.T, rel * mags[:n] + mags[n:]

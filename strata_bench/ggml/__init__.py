@@ -1,7 +1,7 @@
 """llama.cpp's own CUDA kernels beside the built-ins (`--ggml PATH`, `--ggml-b PATH`): an unchanged ggml tree
-is built with nvcc as ggml builds it (by NVRTC where nvcc is not found) and its mat-vec, dequantization and
-q8_1 kernels join the mmvq, dequant and q8_1 families as variants, launched as ggml launches them
-(docs/GGML.md)."""
+is built with nvcc as ggml builds it (by NVRTC where nvcc is not found) and its mat-vec (plain and MoE),
+dequantization, q8_1 and to-FP16 kernels join the mmvq, dequant, q8_1, fp16deq and grouped families as
+variants, launched as ggml launches them (docs/GGML.md)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -9,12 +9,15 @@ from typing import Any, Mapping
 from strata_bench.errors import InputError
 
 
-def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None, formats: tuple[str, ...] = ()) -> None:
+def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None,
+         formats: tuple[str, ...] = ()) -> dict[str, str]:
     """Attach variant `ggml` from the tree at `ggml` (and `ggml_b`, held to its bits, from `ggml_b`);
-    InputError for a path that holds no usable tree or a --format neither tree has kernels for."""
+    InputError for a path that holds no usable tree or a --format neither tree has kernels for. Returns
+    family -> one line naming the tree and the kernel it lacks, for the families left without a variant."""
     from strata_bench.formats import all_formats
     from strata_bench.ggml.tree import locate
     from strata_bench.ggml.variants import attach
+    from strata_bench.ggml.variants import lacking as kernels_lacking
 
     tree = locate(ggml, "--ggml")
     second = locate(ggml_b, "--ggml-b") if ggml_b is not None else None
@@ -23,5 +26,9 @@ def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None, form
         raise InputError(f"--format {lacking[0]}: ggml has no {lacking[0]} kernels here "
                          f"(ggml {tree.version}: {', '.join(tree.formats)})")
     attach(families, tree, "ggml")
+    lines = {family: f"--ggml {tree.root}: {why}" for family, why in kernels_lacking(tree).items()}
     if second is not None:
         attach(families, second, "ggml_b", same_as="ggml")
+        for family, why in kernels_lacking(second).items():
+            lines.setdefault(family, f"--ggml-b {second.root}: {why}")
+    return lines

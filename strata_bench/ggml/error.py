@@ -127,3 +127,67 @@ def _act_chunks(act: np.ndarray, nchunks: int, unpack: Any) -> tuple[np.ndarray,
         s.append(np.asarray(cs, dtype=np.float64))
         q.append(np.asarray(cq, dtype=np.int64).reshape(nchunks, 32).sum(axis=1))
     return np.array(d), np.array(s), np.array(q, dtype=np.float64)
+
+
+# ggml's SwiGLU in the fused gate/up launch, `x / (1.0f + expf(-x))` under -use_fast_math: expf is __expf, at
+# most 2 + floor(1.173 |x|) ulp (CUDA C++ Programming Guide, intrinsic functions), the division the approximate
+# one, 2 ulp where the denominator is under 2^126; an ulp of a float is at most 2^-23 of it.
+EXPF_ULPS = (2.0, 1.173)
+DIV_ULPS = 2.0
+ULP = 2.0 ** -23
+# Below it 1 + __expf(-g) passes 2^126 and the approximate division gives 0: all of silu(g) (under 1e-33) lost.
+SILU_LOST_BELOW = -80.0
+
+
+def fast_silu_rel(g: np.ndarray, bg: np.ndarray) -> np.ndarray:
+    """Relative error of ggml's silu(g_dev) * up for |g_dev - g| <= bg: __expf's ulps at |g| + bg, the add,
+    the division and the product (1.01 for the products of these small terms)."""
+    mag = np.abs(g) + bg
+    rel = 1.01 * ((EXPF_ULPS[0] + EXPF_ULPS[1] * mag) * ULP + U32 + DIV_ULPS * ULP + U32)
+    return np.where(g - bg < SILU_LOST_BELOW, 1.0, rel)
+
+
+def down_rel(k: int) -> float:
+    """ggml's extra rounding of a down dot of k values over |q8_1(H)| |down| (allowance's first term)."""
+    return (EXTRA_ROUNDINGS + k // 32) * U32 * 1.01
+
+
+def moe_allowance() -> Any:
+    """grouped's ChainAllowance for ggml's MoE mat-vec: `allowance` on each gate and up output, the fast-math
+    SwiGLU, and the down dot's rounding (the down formats it runs add no truncation or raw-sum term)."""
+    from strata_bench.families.grouped import ChainAllowance
+
+    return ChainAllowance(matvec=allowance, silu_rel=fast_silu_rel, down_rel=down_rel)
+
+
+@dataclass(frozen=True)
+class MoeErrorModel:
+    """cases/error_model.ErrorModel for ggml's MoE mat-vec on grouped's cases of the gate formats in `formats`:
+    each element of H and Y is held to grouped's own bound recomputed with ggml's allowance (moe_allowance)
+    through the SwiGLU and the down product, from the case's own host inputs."""
+
+    formats: tuple[str, ...]
+    judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
+    _last: list = field(default_factory=list, compare=False, repr=False)  # [(case, x), widened bounds]
+
+    def applies(self, fmt: str) -> bool:
+        return fmt in self.formats
+
+    def bounds(self, case: Any, host: Mapping[str, Any], exp: Any, baseline_err: float | None) -> np.ndarray:
+        from strata_bench.families.grouped import CHAIN_LABELS
+
+        chain = next(c for c, label in CHAIN_LABELS.items() if label == exp.label)
+        return self._widened(case, host)[f"t{exp.output}_{chain}"]
+
+    def _widened(self, case: Any, host: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        from strata_bench.families.grouped import grouped_reference
+
+        # grouped checks four references against one case's inputs: computed once for them.
+        key = (case, id(host["x"]))
+        if not self._last or self._last[0] != key:
+            self._last[:] = [key, grouped_reference(host, case.rows, case.cols, moe_allowance())]
+        return self._last[1]
+
+    def describe(self) -> str:
+        return ("grouped's bounds with ggml's arithmetic: its mat-vec allowance on gate, up and down, and a "
+                "fast-math SwiGLU (__expf, approximate division)")

@@ -1,5 +1,6 @@
 """`--ggml PATH` and `--ggml-b PATH` as one extension of a run (cases/spec.Extension): llama.cpp's own kernels
-join the mmvq, dequant and q8_1 families of that run's catalog as variants `ggml` and `ggml_b`."""
+join the mmvq, dequant, q8_1, fp16deq and grouped families of that run's catalog as variants `ggml` and
+`ggml_b`."""
 from __future__ import annotations
 
 import sys
@@ -22,9 +23,9 @@ class Ggml:
 
     options: ClassVar[tuple[Any, ...]] = (
         click.option("--ggml", "ggml_tree", type=UserPath(), metavar="PATH",
-                     help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec, dequantization and "
-                          "q8_1 kernels, built unchanged (nvcc, else NVRTC), join mmvq, dequant and q8_1 as variant "
-                          "ggml."),
+                     help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec (plain and MoE), "
+                          "dequantization, q8_1 and to-FP16 kernels, built unchanged (nvcc, else NVRTC), join mmvq, "
+                          "dequant, q8_1, fp16deq and grouped as variant ggml."),
         click.option("--ggml-b", "ggml_b_tree", type=UserPath(), metavar="PATH",
                      help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
     )
@@ -47,7 +48,8 @@ class Ggml:
     def attach(self, catalog: dict, spec: Any) -> None:
         from strata_bench.ggml import load
 
-        load(catalog, self.tree, self.tree_b, spec.filter.formats)
+        lacking = load(catalog, self.tree, self.tree_b, spec.filter.formats)
+        _refuse_or_say(lacking, spec.filter.families)
         if NO_COUNTERPART in catalog and (not spec.filter.families or NO_COUNTERPART in spec.filter.families):
             print(f"--ggml: {NO_COUNTERPART} has no ggml counterpart (ggml's Q2_0, type 42, is another format than "
                   "this project's q2_0): its cases run the built-ins alone", file=sys.stderr)
@@ -59,6 +61,17 @@ class Ggml:
         """The trees, and the variants that are llama.cpp's (a report's peer, not this project's kernels)."""
         trees = {"ggml": self.tree, **({} if self.tree_b is None else {"ggml_b": self.tree_b})}
         return {"trees": trees, "foreign_variants": list(trees)}
+
+
+def _refuse_or_say(lacking: Mapping[str, str], families: tuple[str, ...]) -> None:
+    """A family a tree has no kernel for: InputError where --family names it (its variant was asked for),
+    else one line on stderr, and its cases run without that tree's variant (a family not selected says
+    nothing)."""
+    for family, line in lacking.items():
+        if family in families:
+            raise InputError(f"{line}: {family} needs it")
+        if not families:
+            print(f"{line}: {family} needs it, so {family} runs without this tree", file=sys.stderr)
 
 
 EXTENSION = Ggml

@@ -65,9 +65,10 @@ def rows_per_block(ncols: int, use_small_k: bool) -> int:
     return 2
 
 
-def kernel_name(tree: GgmlTree, fmt: str, ncols: int, use_small_k: bool) -> str:
-    flag = "true" if use_small_k else "false"
-    return f"mul_mat_vec_q<(ggml_type){tree.type_ids[fmt]}, {ncols}, false, {flag}, false>"
+def kernel_name(tree: GgmlTree, fmt: str, ncols: int, use_small_k: bool, fusion: bool = False) -> str:
+    def flag(on: bool) -> str:
+        return "true" if on else "false"
+    return f"mul_mat_vec_q<(ggml_type){tree.type_ids[fmt]}, {ncols}, {flag(fusion)}, {flag(use_small_k)}, false>"
 
 
 def instances(tree: GgmlTree, formats: Sequence[str]) -> list[str]:

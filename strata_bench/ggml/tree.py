@@ -163,14 +163,22 @@ def _number(literal: str, limits: tuple[int, int], where: str, option: str) -> i
 
 
 def _check_signature(root: Path, source: str, kernel: str, params: str, option: str) -> None:
+    why = lacking_kernel(root, source, kernel, params, option)
+    if why is not None:
+        raise InputError(f"{option} {root}: {why}")
+
+
+def lacking_kernel(root: Path, source: str, kernel: str, params: str, option: str = "--ggml") -> str | None:
+    """None where `source` declares `__global__ void kernel(params)` (spaces aside); else why not, in words
+    naming the kernel (no such kernel, or its parameters as the tree has them)."""
     text = _read(root / source, option)
     match = re.search(rf"__global__\s+void\s+{kernel}\s*\(([^)]*)\)", text)
     if match is None:
-        raise InputError(f"{option} {root}: {source} has no __global__ kernel {kernel} (an unsupported ggml "
-                         f"version?)")
+        return f"{source} has no __global__ kernel {kernel} (an unsupported ggml version?)"
     if _squash(match.group(1)) != _squash(params):
-        raise InputError(f"{option} {root}: {source}: {kernel}'s parameters changed (an unsupported ggml "
-                         f"version): ({' '.join(match.group(1).split())})")
+        return (f"{source}: {kernel}'s parameters changed (an unsupported ggml version): "
+                f"({' '.join(match.group(1).split())})")
+    return None
 
 
 def _uncommented(text: str) -> str:

@@ -7,26 +7,34 @@ gets: the poisoned double launch, bitwise checks and diagnoses, the float64 refe
   formats the built-ins have, judged by ggml's arithmetic (ggml/error.py), not bitwise against `old`;
   on the others (the K-quants, q4_0 .. q5_1) it is the cases' only variant, judged by the family's bound;
 - dequant: bitwise gguf-py's float32, on every format both have;
-- q8_1: bitwise strata-bench's quantization.
+- q8_1: bitwise strata-bench's quantization;
+- fp16deq: ggml's to-FP16 kernels (to_fp16.py) on the cases whose output is contiguous, bitwise `old`;
+- grouped: ggml's MoE mat-vec (moe.py: mul_mat_vec_q with expert ids, gate/up fused with SwiGLU), on the
+  gate and down formats the tree has, judged by grouped's bounds widened by ggml's arithmetic.
+A tree that lacks a kernel one of these families needs beyond the three every tree is checked for
+(`lacking`) leaves that family without its variant; the others get theirs.
 A second tree (`--ggml-b`, variant `ggml_b`) is held to the first's bits (Variant.same_as), case by case.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+import numpy as np
+
 from strata_bench.cases.family import Variant
 from strata_bench.errors import InputError
-from strata_bench.ggml import convert, mmvq
+from strata_bench.ggml import convert, mmvq, moe, to_fp16
 from strata_bench.ggml.build import source_build
-from strata_bench.ggml.error import ZERO_SIGN_FORMATS, GgmlErrorModel, ZeroSignModel
+from strata_bench.ggml.error import RAW_SUM, TRUNCATING, ZERO_SIGN_FORMATS, GgmlErrorModel, MoeErrorModel, ZeroSignModel
 from strata_bench.ggml.launch import checker, lookup_in, needs_packing, packed_rows
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, GgmlTree
 
-FAMILIES = ("mmvq", "dequant", "q8_1")
+FAMILIES = ("mmvq", "dequant", "q8_1", "fp16deq", "grouped")
 
 
 def attach(families: Mapping[str, Any], tree: GgmlTree, name: str = "ggml", same_as: str | None = None) -> list[str]:
-    """Add variant `name` from `tree` to the families it has kernels for; returns those families."""
+    """Add variant `name` from `tree` to the families it has kernels for (all but those `lacking` names);
+    returns those families."""
     from strata_bench.formats import all_formats
 
     missing = [f for f in FAMILIES if f not in families]
@@ -34,10 +42,23 @@ def attach(families: Mapping[str, Any], tree: GgmlTree, name: str = "ggml", same
         raise InputError(f"--ggml: the families {', '.join(missing)} are not loaded")
     known = set(all_formats())
     formats = tuple(f for f in tree.formats if f in known)
-    _attach_mmvq(families["mmvq"], tree, name, formats, same_as)
-    _attach_dequant(families["dequant"], tree, name, formats, same_as)
-    _attach_q8_1(families["q8_1"], tree, name, same_as)
-    return list(FAMILIES)
+    attachers = {"mmvq": lambda fam: _attach_mmvq(fam, tree, name, formats, same_as),
+                 "dequant": lambda fam: _attach_dequant(fam, tree, name, formats, same_as),
+                 "q8_1": lambda fam: _attach_q8_1(fam, tree, name, same_as),
+                 "fp16deq": lambda fam: _attach_fp16deq(fam, tree, name, formats, same_as),
+                 "grouped": lambda fam: _attach_grouped(fam, tree, name, formats, same_as)}
+    skipped = lacking(tree)
+    for family, attach_one in attachers.items():
+        if family not in skipped:
+            attach_one(families[family])
+    return [f for f in FAMILIES if f not in skipped]
+
+
+def lacking(tree: GgmlTree) -> dict[str, str]:
+    """family -> why the tree cannot give it a variant (a kernel it launches is missing or its parameters
+    changed), for the families whose kernels the tree's own check (tree.SIGNATURES) does not cover."""
+    reasons = {"fp16deq": to_fp16.lacking(tree), "grouped": moe.lacking(tree)}
+    return {family: why for family, why in reasons.items() if why is not None}
 
 
 def _unit(tree: GgmlTree, source: str, name: str) -> str:
@@ -76,10 +97,16 @@ def _attach_mmvq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...
 
 
 def _check_device(array: Any) -> None:
-    """mmvq.check_device for the device a device array is on (CuPy's compute_capability: "90", "121")."""
+    """mmvq.check_device for the device a device array is on."""
+    cc = _compute_capability(array)
+    if cc is not None:
+        mmvq.check_device(*cc)
+
+
+def _compute_capability(array: Any) -> tuple[int, int] | None:
+    """(major, minor) of the device a device array is on (CuPy's compute_capability: "90", "121")."""
     cc = getattr(getattr(array, "device", None), "compute_capability", None)
-    if isinstance(cc, str) and cc.isdigit():
-        mmvq.check_device(int(cc[:-1]), int(cc[-1]))
+    return (int(cc[:-1]), int(cc[-1])) if isinstance(cc, str) and cc.isdigit() else None
 
 
 def _attach_dequant(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...], same_as: str | None) -> None:
@@ -127,3 +154,111 @@ def _attach_q8_1(family: Any, tree: GgmlTree, name: str, same_as: str | None) ->
     build = source_build(tree, QUANTIZE, f"--ggml variant {name!r}",
                          checker(lambda e: convert.QUANTIZE_SIGNATURE, name))
     family.add_variant(variant, unit, (), build)
+
+
+def _attach_fp16deq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...], same_as: str | None) -> None:
+    unit, key = _unit(tree, CONVERT, name), f"{name}_w"
+    align = to_fp16.ne_align(tree)
+    mine = tuple(f for f in to_fp16.FORMATS if f in formats)
+
+    def kernels(fam: Any, src: str) -> list[str]:
+        return to_fp16.instances(mine) if src == unit else []
+
+    def contiguous(case: Any) -> bool:
+        # ggml writes y[0 .. rows x cols) in one run: no row padding, no offset from the allocation.
+        geo = family.geometry(case)
+        return geo["ld"] == case.cols and geo["offset"] == 0
+
+    def prepare(fam: Any, case: Any, dev: Mapping[str, Any]) -> dict[str, Any]:
+        cc = _compute_capability(dev["w"])
+        if cc is not None:
+            to_fp16.check_device(cc[0])
+        geo = fam.geometry(case)
+        start, nbytes = geo["row0"] * geo["row_bytes"], case.rows * geo["row_bytes"]
+        if not to_fp16.needs_aligned_copy(case.fmt, start, nbytes, dev["w"].nbytes):
+            return {}
+        return {key: to_fp16.aligned_copy(dev["w"], start, nbytes, case.fmt)}
+
+    def launch(fam: Any, case: Any, kernels_: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+               stream: Any = None) -> None:
+        row0 = fam.geometry(case)["row0"]
+        w = dev[key] if key in dev else dev["w"][row0:row0 + case.rows]
+        to_fp16.plan(case.fmt, case.rows * case.cols, align, w, outs["y"]).run(lookup_in(kernels_, unit), stream)
+
+    # No error model: ggml's arithmetic is fp16deq's (one rounding of an exact product), so bitwise `old`.
+    variant = Variant(name, kernels, launch, f"llama.cpp's to-FP16 dequantize kernels, ggml {tree.version}",
+                      applies=contiguous, formats=mine, prepare=prepare, same_as=same_as)
+    build = source_build(tree, CONVERT, f"--ggml variant {name!r}", checker(to_fp16.signature, name))
+    family.add_variant(variant, unit, (), build)
+
+
+def _attach_grouped(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...], same_as: str | None) -> None:
+    from strata_bench.families.grouped import DOWN_FORMATS, GATE_FORMATS, groups_of
+    from strata_bench.kernels.launch import launch_quantize_q8_1
+
+    unit, prefix = _unit(tree, MMVQ, name), f"{name}_"
+    gates = tuple(f for f in GATE_FORMATS if f in formats)
+    # The down product's bound adds ggml's rounding alone: formats whose dot truncates or reads s are left out.
+    downs = tuple(f for f in DOWN_FORMATS if f in formats and f not in TRUNCATING and f not in RAW_SUM)
+
+    def kernels(fam: Any, src: str) -> list[str]:
+        return moe.instances(tree, gates, downs) if src == unit else []
+
+    def prepare(fam: Any, case: Any, dev: Mapping[str, Any]) -> dict[str, Any]:
+        import cupy
+
+        _check_device(dev["gate"])  # once per device copy, before anything launches on it
+        groups = groups_of(case)
+        out = {f"{prefix}ids": cupy.asarray(np.repeat(np.arange(len(groups), dtype=np.int32), groups))}
+        for matrix, (fmt, rows, k) in _matrices(case).items():
+            packed = _packed_experts(tree, dev[matrix], fmt, rows, k, len(groups))
+            if packed is not None:
+                out[prefix + matrix] = packed
+        return out
+
+    def launch(fam: Any, case: Any, kernels_: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+               stream: Any = None) -> None:
+        experts, entries = len(groups_of(case)), case.ncols
+        shapes = {m: _shape(fmt, rows, k, experts, entries) for m, (fmt, rows, k) in _matrices(case).items()}
+        w = {m: dev.get(prefix + m, dev[m]) for m in shapes}
+        lookup, ids = lookup_in(kernels_, unit), dev[f"{prefix}ids"]
+        # x -> q8_1 -> H = up(x) * silu(gate(x)) in one fused launch -> q8_1 -> Y = down(H), as ggml's graph runs.
+        launch_quantize_q8_1(kernels_, dev["x"], dev["xq"], entries * case.cols // 32, stream)
+        moe.plan(tree, case.fmt, shapes["up"], w["up"], dev["xq"], ids, outs["H"], gate=w["gate"]).run(lookup, stream)
+        launch_quantize_q8_1(kernels_, outs["H"], dev["hq"], entries * case.rows // 32, stream)
+        down = case.param("down")
+        moe.plan(tree, down, shapes["down"], w["down"], dev["hq"], ids, outs["Y"]).run(lookup, stream)
+
+    variant = Variant(name, kernels, launch, f"llama.cpp's mul_mat_vec_q with expert ids, ggml {tree.version}",
+                      applies=lambda case: case.fmt in gates and case.param("down") in downs,
+                      error_model=MoeErrorModel(gates), prepare=prepare, same_as=same_as)
+    build = source_build(tree, MMVQ, f"--ggml variant {name!r}", checker(lambda e: mmvq.SIGNATURE, name))
+    family.add_variant(variant, unit, (), build)
+
+
+def _matrices(case: Any) -> dict[str, tuple[str, int, int]]:
+    """grouped's matrices: name -> (format, rows per expert, values per row)."""
+    gate = (case.fmt, case.rows, case.cols)
+    return {"gate": gate, "up": gate, "down": (case.param("down"), case.cols, case.rows)}
+
+
+def _shape(fmt: str, rows: int, k: int, experts: int, entries: int) -> dict[str, int]:
+    from strata_bench.formats import get_format
+
+    spec = get_format(fmt)
+    return {"rows": rows, "k": k, "experts": experts, "entries": entries, "block_values": spec.block_size,
+            "block_bytes": spec.type_size}
+
+
+def _packed_experts(tree: GgmlTree, w: Any, fmt: str, rows: int, k: int, experts: int) -> Any:
+    """grouped's padded expert matrices as ggml reads them (rows at whole blocks, the rows the last CUDA block
+    reads), or None where they already are."""
+    from strata_bench.data.weights import row_stride
+    from strata_bench.formats import get_format
+
+    spec = get_format(fmt)
+    stride, row_bytes = row_stride(fmt, k), spec.bytes_per_row(k)
+    readable = moe.readable_rows(tree, fmt, rows, k, spec.block_size, experts)
+    if not needs_packing(stride, row_bytes, experts * rows, readable):
+        return None
+    return packed_rows(w, experts * rows, stride, row_bytes, readable)

@@ -94,3 +94,78 @@ def test_an_absurd_number_in_the_tree_is_one_line_exit_2(tree, tmp_path, command
     assert result.stderr.splitlines() == [f"--ggml {(tree / 'ggml').resolve()}: src/ggml-cuda/vecdotq.cuh: "
                                           "VDR_IQ2_XXS_Q8_1_MMVQ is an integer of 5000 digits, not in 1..64"]
     assert "Traceback" not in result.output and list(tmp_path.glob("**/*.json*")) == []
+
+
+def test_fp16deq_lists_ggml_on_its_contiguous_cases_in_parity_and_bench(tree):
+    parity = _listed(_run("parity", "--ggml", tree, "--family", "fp16deq", "--list"))
+    assert parity["fp16deq/q8_0/50x1056/n1/seed:3/row0=37/of=128/path=vec16"] == "old,new,ggml"
+    assert parity["fp16deq/q8_0/40x2048/n1/seed:4/ld=2056/path=vec16"] == "old,new"  # padded output rows
+    assert parity["fp16deq/iq4_xs/96x4096/n1/seed:1/path=vec16"] == "old,new"  # the fake tree has no iq4_xs
+    bench = _listed(_run("bench", "--ggml", tree, "--family", "fp16deq", "--list"))
+    assert bench["fp16deq/q8_0/8192x8192/n1/seed:1/path=vec16"] == "old,new,ggml"
+
+
+def _without_to_fp16_q8_0(tree):
+    """The tree's convert.cu as an older ggml's: no dequantize_block_q8_0_f16."""
+    convert = tree / "ggml/src/ggml-cuda/convert.cu"
+    convert.write_text(convert.read_text().replace("dequantize_block_q8_0_f16(", "dequantize_block_q8_0_f17("))
+    return "src/ggml-cuda/convert.cu has no __global__ kernel dequantize_block_q8_0_f16 (an unsupported ggml version?)"
+
+
+@pytest.mark.parametrize("command", [["parity"], ["bench"]])
+def test_a_tree_lacking_a_familys_kernel_refuses_that_family_alone(tree, command):
+    why = _without_to_fp16_q8_0(tree)
+    root = (tree / "ggml").resolve()
+    refused = _run(*command, "--ggml", tree, "--family", "mmvq,fp16deq", "--list")
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.splitlines() == [f"--ggml {root}: {why}: fp16deq needs it"]
+    others = _listed(_run(*command, "--ggml", tree, "--family", "mmvq", "--list"))
+    assert any(v.endswith(",ggml") for v in others.values())
+    every = _run(*command, "--ggml", tree, "--list")
+    assert f"--ggml {root}: {why}: fp16deq needs it, so fp16deq runs without this tree" in every.stderr.splitlines()
+    listed = _listed(every)
+    assert all(v == "old,new" for name, v in listed.items() if name.startswith("fp16deq/"))
+    assert any(v.endswith(",ggml") for name, v in listed.items() if name.startswith("mmvq/"))
+
+
+def test_a_changed_signature_names_the_kernels_parameters(tree):
+    convert = tree / "ggml/src/ggml-cuda/convert.cu"
+    convert.write_text(convert.read_text().replace("half * __restrict__ y, const int64_t k", "half * __restrict__ y, const int k"))
+    result = _run("parity", "--ggml", tree, "--family", "fp16deq", "--list")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"--ggml {(tree / 'ggml').resolve()}: src/ggml-cuda/convert.cu: dequantize_block_q8_0_f16's parameters "
+        f"changed (an unsupported ggml version): (const void * __restrict__ vx, half * __restrict__ y, const int k): "
+        f"fp16deq needs it"]
+
+
+def test_a_branch_lacking_the_kernel_is_named_as_ggml_b(tree, tmp_path):
+    branch = write_fake_tree(tmp_path / "branch" / "ggml").parent
+    why = _without_to_fp16_q8_0(branch)
+    result = _run("parity", "--ggml", tree, "--ggml-b", branch, "--family", "fp16deq", "--list")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"--ggml-b {(branch / 'ggml').resolve()}: {why}: fp16deq needs it"]
+
+
+def test_grouped_lists_ggml_where_the_tree_has_the_gate_and_down_formats(tree):
+    from tests.ggml_trees import with_iq4_nl
+
+    with_iq4_nl(tree / "ggml")
+    parity = _listed(_run("parity", "--ggml", tree, "--family", "grouped", "--list"))
+    on = {name.split("/")[1] + "/" + name.split("/")[5] for name, v in parity.items() if v == "old,new,ggml"}
+    assert on == {"iq2_xxs/down=iq4_nl", "iq3_s/down=iq4_nl"}
+    assert set(parity.values()) == {"old,new", "old,new,ggml"}
+    bench = _listed(_run("bench", "--ggml", tree, "--family", "grouped", "--list"))
+    assert [n for n, v in bench.items() if v == "old,new,ggml"] == [
+        "grouped/iq2_xxs/14336x4096/n64/seed:1/down=iq4_nl/groups=8-8-8-8-8-8-8-8",
+        "grouped/iq2_xxs/14336x4096/n256/seed:1/down=iq4_nl/groups=32-32-32-32-32-32-32-32"]
+
+
+def test_a_tree_whose_fusion_struct_changed_refuses_grouped_alone(tree):
+    common = tree / "ggml/src/ggml-cuda/common.cuh"
+    common.write_text(common.read_text().replace("float glu_limit", "double glu_limit"))
+    line = (f"--ggml {(tree / 'ggml').resolve()}: src/ggml-cuda/common.cuh: ggml_cuda_mm_fusion_args_device is not "
+            f"the struct mul_mat_vec_q's fused launch passes: grouped needs it")
+    refused = _run("parity", "--ggml", tree, "--family", "grouped", "--list")
+    assert (refused.exit_code, refused.stderr.splitlines()) == (2, [line])
+    assert _listed(_run("parity", "--ggml", tree, "--family", "fp16deq,mmvq", "--list"))

@@ -178,9 +178,11 @@ def test_the_real_trees_mat_vec_instances_compile_by_name(real_tree, monkeypatch
     tree = locate(real_tree)
     spec = build.source_build(tree, MMVQ, "--ggml variant 'ggml'", build_check())
     exprs = [mmvq.kernel_name(tree, "iq2_xxs", 1, False), mmvq.kernel_name(tree, "q4_k", 8, False),
-             mmvq.kernel_name(tree, "q8_0", 1, True)]
+             mmvq.kernel_name(tree, "q8_0", 1, True), mmvq.kernel_name(tree, "iq2_xxs", 1, True, fusion=True)]
     compiled = spec.compile("unit", exprs, "90", use_cache=False)
     assert compiled.lowered[exprs[0]].startswith("_Z13mul_mat_vec_qIL9ggml_type16ELi1ELb0ELb0ELb0EE")
+    # grouped's fused gate/up instance (moe.py), its parameters the same 19 as the plain one's
+    assert compiled.lowered[exprs[3]].startswith("_Z13mul_mat_vec_qIL9ggml_type16ELi1ELb1ELb1ELb0EE")
 
 
 def build_check():
