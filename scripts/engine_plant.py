@@ -37,7 +37,7 @@ static void mul_mat_vec_q_switch_type(Args... args) {
 }
 
 """
-ULP_DOT = """// strata-bench planted one ulp (scripts/engine_plant.py ulp-iq4_xs): the iq4_xs dot's float, bits plus one.
+ULP_DOT = """// strata-bench planted one ulp (scripts/engine_plant.py ulp-iq4_xs): iq4_xs dot, its float bits plus one.
 static __device__ __forceinline__ float strata_vec_dot_iq4_xs_q8_1_ulp(
     const void * __restrict__ vbq, const block_q8_1 * __restrict__ bq8_1, const int & kbx, const int & iqs) {
     return __uint_as_float(__float_as_uint(vec_dot_iq4_xs_q8_1(vbq, bq8_1, kbx, iqs)) + 1u);
