@@ -100,7 +100,28 @@ step() {  # step NAME CMD...: run, log, record status and seconds
 # `engine-build` and `engine-ab` are its halves: a build cut by a time limit resumes where it stopped (same
 # workspace, ninja), so a second call finishes it; engine-ab finds the builds in the cache. Builds and models
 # live in /tmp/strata-engine. The ulp A/Bs exit 1 when tokens or logits differ: that is their expected result.
+# Builds made on another host (the CPU host, in the background: issue 36 measured both ways) travel as
+# $STRATA_ENGINE_BINS/engines.tar.partNN (default .engine, carried over several calls); they unpack to
+# $eng/bins/{a,slow,ulp} beside the hosts' build records (builds.json), and no build runs here.
+# STRATA_ENGINE_PAIRS: the speed A/Bs' pairs (default 10).
 GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+engine_prebuilt() {  # ENG: prints the folder of carried builds, or nothing
+    local bins=${STRATA_ENGINE_BINS:-.engine}
+    ls "$bins"/engines.tar.part?? >/dev/null 2>&1 || return 0
+    if [ ! -x "$1/bins/a/llama-bench" ]; then
+        rm -rf "$1/bins" && mkdir -p "$1/bins" && cat "$bins"/engines.tar.part?? | tar x -C "$1/bins" || return 0
+    fi
+    echo "$1/bins"
+}
+engine_libraries() {  # the CUDA libraries the builds link, where the loader does not know them (a pip-installed
+    local lib dir   # toolkit, e.g. PyTorch's nvidia/cu13/lib): their folder joins LD_LIBRARY_PATH
+    for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+        ldconfig -p | grep -q "$lib" && continue
+        dir=$(find /usr/local /opt /usr/lib -name "$lib" -not -path '*/stubs/*' 2>/dev/null | head -n 1)
+        [ -n "$dir" ] && export LD_LIBRARY_PATH="$(dirname "$dir")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    done
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" | tee -a "$logdir/status.txt"
+}
 engine_step() {
     local what=$1 tree=${STRATA_ENGINE_TREE:-.llama} eng=/tmp/strata-engine
     local model=${STRATA_ENGINE_MODEL:-.models/gemma-3-270m-q4_k_m.gguf}
@@ -109,17 +130,25 @@ engine_step() {
         cat "$model".part0? > "$eng/model.gguf" && model=$eng/model.gguf
         echo "$GEMMA_SHA256  $model" | sha256sum -c - | tee -a "$logdir/status.txt"
     fi
-    # The builds run in every half: in engine-ab they are cache hits (seconds) that print where the engines are.
-    python3 scripts/engine_plant.py slow-mmvq "$tree" "$eng/tree-slow" > "$logdir/engine-plant-slow.log" 2>&1
-    python3 scripts/engine_plant.py ulp-iq4_xs "$tree" "$eng/tree-ulp" > "$logdir/engine-plant-ulp.log" 2>&1
-    for t in a slow ulp; do
-        local src=$tree; [ $t = a ] || src=$eng/tree-$t
-        STRATA_CACHE_DIR=$eng step "engine-build-$t" sb engine build "$src" --arch 90
-    done
+    local A S U prebuilt pairs=${STRATA_ENGINE_PAIRS:-10}
+    prebuilt=$(engine_prebuilt "$eng")
+    engine_libraries
+    if [ -n "$prebuilt" ]; then
+        A=$prebuilt/a S=$prebuilt/slow U=$prebuilt/ulp
+        cp "$prebuilt/builds.json" "$logdir/engine-builds.json"
+        printf '%-24s carried builds: %s\n' engine-build "$(ls "$prebuilt" | tr '\n' ' ')" | tee -a "$logdir/status.txt"
+    else
+        # The builds run in every half: in engine-ab they are cache hits (seconds) that print where the engines are.
+        python3 scripts/engine_plant.py slow-mmvq "$tree" "$eng/tree-slow" > "$logdir/engine-plant-slow.log" 2>&1
+        python3 scripts/engine_plant.py ulp-iq4_xs "$tree" "$eng/tree-ulp" > "$logdir/engine-plant-ulp.log" 2>&1
+        for t in a slow ulp; do
+            local src=$tree; [ $t = a ] || src=$eng/tree-$t
+            STRATA_CACHE_DIR=$eng step "engine-build-$t" sb engine build "$src" --arch 90
+        done
+        A=$(tail -n 1 "$logdir/engine-build-a.log"); S=$(tail -n 1 "$logdir/engine-build-slow.log")
+        U=$(tail -n 1 "$logdir/engine-build-ulp.log")
+    fi
     [ "$what" = engine-build ] && return
-    local A S U
-    A=$(tail -n 1 "$logdir/engine-build-a.log"); S=$(tail -n 1 "$logdir/engine-build-slow.log")
-    U=$(tail -n 1 "$logdir/engine-build-ulp.log")
     if [ ! -x "$A/llama-bench" ]; then
         printf '%-24s skipped: no engine A built (%s)\n' engine-ab "$A" | tee -a "$logdir/status.txt"; return
     fi
@@ -135,21 +164,23 @@ engine_step() {
     local client="python3 -m strata_bench engine complete --port $port --prompt-file $text -n 64 --seed 1"
     local tokens=(--pairs 4 --ready-port $port --same 'tokens=tokens sha256: (\w+)'
                   --metric 'gen:higher:t/s=generation: \d+ tokens, ([0-9.]+) t/s' --a "$client" --b "$client" -o md)
-    local ppl="-m $q -f $text -c 128 -ngl 99" base=$eng/base.kld
+    # -ub 8: micro-batches of 8 tokens take mul_mat_vec_q, as decoding does (mmq, which larger batches take,
+    # never calls the planted iq4_xs dot: scripts/engine_plant.py)
+    local ppl="-m $q -f $text -c 128 -ub 8 -ngl 99" base=$eng/base.kld
     local logits=(--pairs 2 --shell --setup "$A/llama-perplexity $ppl --kl-divergence-base $base"
                   --same 'logits=^([0-9a-f]{64})  ' --same 'kld=Mean\s+KLD:\s+(\S+)' --same 'top1=Same top p:\s+(\S+)' -o md)
     logits_run() { echo "$1/llama-perplexity $ppl --kl-divergence-base $eng/own.kld > /dev/null 2>&1 && sha256sum $eng/own.kld && $1/llama-perplexity $ppl --kl-divergence-base $base --kl-divergence"; }
-    step engine-aa-speed "${ab[@]}" --pairs 10 --metric-json llama-bench --a "$A/llama-bench $bench" --b "$A/llama-bench $bench" -o md
+    step engine-aa-speed "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --a "$A/llama-bench $bench" --b "$A/llama-bench $bench" -o md
     step engine-aa-tokens "${ab[@]}" "${tokens[@]}" --server "$A/llama-server -m $q --port $port -ngl 99"
     step engine-aa-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$A")"
-    step engine-slow-speed "${ab[@]}" --pairs 10 --metric-json llama-bench --a "$A/llama-bench $bench" --b "$S/llama-bench $bench" -o md
+    step engine-slow-speed "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --a "$A/llama-bench $bench" --b "$S/llama-bench $bench" -o md
     # one --server for both arms: the arm's environment says whose llama-server starts
     step engine-slow-tokens "${ab[@]}" "${tokens[@]}" --server "\$BIN/llama-server -m $q --port $port -ngl 99" \
         --env-a "BIN=$A" --env-b "BIN=$S"
     step engine-ulp-tokens "${ab[@]}" "${tokens[@]}" --server "\$BIN/llama-server -m $q --port $port -ngl 99" \
         --env-a "BIN=$A" --env-b "BIN=$U"
     step engine-ulp-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$U")"
-    step engine-env-fusion "${ab[@]}" --pairs 10 --metric-json llama-bench --env-a GGML_CUDA_DISABLE_FUSION=1 \
+    step engine-env-fusion "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --env-a GGML_CUDA_DISABLE_FUSION=1 \
         --env-b GGML_CUDA_DISABLE_FUSION=0 -- "$A/llama-bench" $bench
 }
 
@@ -355,6 +386,7 @@ done
 # Keep what every step printed beside the results it wrote.
 logs="results/logs/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$logs" && cp "$logdir"/*.log "$logdir/status.txt" "$logs"/
+[ -f "$logdir/engine-builds.json" ] && cp "$logdir/engine-builds.json" "$logs"/  # the carried builds' records
 for f in /tmp/digests-base.json /tmp/digests-new.json; do  # every output's sha256, as tab-separated text
     # only this run's (a warm machine keeps an earlier run's files in /tmp)
     [ -f "$f" ] && [ "$f" -nt "$logdir" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('# output sha256 per case|variant|output; tree', d['tree'], 'parity exit', d['status']); [print(k+'\t'+v) for k,v in sorted(d['digests'].items())]" "$f" > "$logs/$(basename "$f" .json).tsv"

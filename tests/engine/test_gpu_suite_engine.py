@@ -56,3 +56,46 @@ def test_the_engine_step_builds_three_trees_and_runs_every_ab(tmp_path):
     assert "| tokens |" in (logs / "engine-slow-tokens.log").read_text()
     assert "| kld |" in (logs / "engine-ulp-logits.log").read_text()
     assert "planted slow-mmvq" in (logs / "engine-plant-slow.log").read_text()
+
+
+@pytest.mark.slow
+def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
+    """Builds made on another host travel as .engine/engines.tar.partNN (split over calls): the step joins
+    and unpacks them, keeps their build records, and runs the A/Bs on them with no build of its own."""
+    repo = tmp_path / "repo"
+    for rel in ("scripts/gpu_suite.sh", "scripts/engine_plant.py", "examples/engine/calibration.txt"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, repo / rel)
+    (repo / "strata_bench").symlink_to(ROOT / "strata_bench")
+    bins = tmp_path / "bins"
+    for arm in ("a", "slow", "ulp"):
+        for tool in FAKE_TOOLS:
+            exe = bins / arm / tool
+            exe.parent.mkdir(parents=True, exist_ok=True)
+            exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" {FAKE_TOOLS[tool]} "$@"\n')
+            exe.chmod(0o755)
+    (bins / "builds.json").write_text('[{"arm": "a"}]\n')
+    tar = subprocess.run(["tar", "c", "-C", str(bins), "."], capture_output=True, check=True).stdout
+    (repo / ".engine").mkdir()
+    half = len(tar) // 2
+    (repo / ".engine" / "engines.tar.part00").write_bytes(tar[:half])
+    (repo / ".engine" / "engines.tar.part01").write_bytes(tar[half:])
+    model = tmp_path / "gemma.gguf"
+    model.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(64))
+    shutil.rmtree("/tmp/strata-engine", ignore_errors=True)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
+           "STRATA_ENGINE_MODEL": str(model), "STRATA_ENGINE_PAIRS": "2", "FAKE_NOISE_PCT": "0.05"}
+    done = subprocess.run(["bash", "scripts/gpu_suite.sh", "engine-ab"], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=900)
+    status = {line.split()[0]: line.split()[1] for line in done.stdout.splitlines()
+              if len(line.split()) > 1 and line.split()[1].startswith("rc=")}
+    assert not [name for name in status if name.startswith("engine-build")], done.stdout
+    assert set(status.values()) == {"rc=0"} and len(status) == 13, done.stdout + done.stderr
+    assert "engine-build             carried builds: a builds.json slow ulp" in done.stdout
+    logs = next((repo / "results" / "logs").iterdir())
+    assert (logs / "engine-builds.json").read_text() == '[{"arm": "a"}]\n'
+    assert "| avg_ts[tg128] (t/s, higher) |" in (logs / "engine-slow-speed.log").read_text()
+
+
+FAKE_TOOLS = {"llama-bench": "bench", "llama-perplexity": "perplexity", "llama-server": "server",
+              "llama-quantize": "quantize", "llama-imatrix": "imatrix"}
