@@ -223,6 +223,8 @@ for s in "${steps[@]}"; do
                 step bench-base-dram base_sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1 \
                     --results /tmp/base-bench
                 ls -t /tmp/base-bench/*/bench-*.json 2>/dev/null | head -1 > "$logdir/bench-base.path"
+                # kept with the logs (a base tree's records are not this tree's results: results verify)
+                cp "$(cat "$logdir/bench-base.path")" "$logdir/bench-base.json" 2>/dev/null
             else
                 printf '%-24s skipped: no base tree at %s\n' bench-base "$BASE_TREE" | tee -a "$logdir/status.txt"
             fi ;;
@@ -386,7 +388,7 @@ done
 # Keep what every step printed beside the results it wrote.
 logs="results/logs/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$logs" && cp "$logdir"/*.log "$logdir/status.txt" "$logs"/
-[ -f "$logdir/engine-builds.json" ] && cp "$logdir/engine-builds.json" "$logs"/  # the carried builds' records
+cp "$logdir"/*.json "$logs"/ 2>/dev/null  # the carried engine builds' records, the base tree's bench
 for f in /tmp/digests-base.json /tmp/digests-new.json; do  # every output's sha256, as tab-separated text
     # only this run's (a warm machine keeps an earlier run's files in /tmp)
     [ -f "$f" ] && [ "$f" -nt "$logdir" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('# output sha256 per case|variant|output; tree', d['tree'], 'parity exit', d['status']); [print(k+'\t'+v) for k,v in sorted(d['digests'].items())]" "$f" > "$logs/$(basename "$f" .json).tsv"
