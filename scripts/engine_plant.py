@@ -71,13 +71,22 @@ def ulp_iq4_xs(text: str) -> str:
 PLANTS = {"slow-mmvq": (MMVQ, slow_mmvq), "ulp-iq4_xs": (MMVQ, ulp_iq4_xs)}
 
 
+def _not_sources(tree: Path):
+    """copytree's ignore: .git anywhere, and the tree's own build folders (build, build-cuda, ...) at its top
+    only: cmake/build-info.cmake and common/build-info.cpp.in are sources the configure step reads."""
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        top = Path(folder) == tree
+        return {n for n in names if n == ".git" or (top and n.startswith("build") and (tree / n).is_dir())}
+    return ignore
+
+
 def plant(kind: str, tree: Path, out: Path) -> Path:
     """Copy `tree` to `out` (replaced) with the plant `kind` made; LookupError where its text is missing."""
     rel, change = PLANTS[kind]
     changed = change((tree / rel).read_text())
     if out.exists():
         shutil.rmtree(out)
-    shutil.copytree(tree, out, symlinks=True, ignore=shutil.ignore_patterns(".git", "build*"))
+    shutil.copytree(tree, out, symlinks=True, ignore=_not_sources(tree))
     (out / rel).write_text(changed)
     return out / rel
 

@@ -67,3 +67,14 @@ def test_missing_text_is_refused_without_a_copy(tmp_path, capsys):
                                        f"return vec_dot_iq4_xs_q8_1;' inside 'static constexpr __device__ "
                                        f"vec_dot_q_cuda_t get_vec_dot_q_cuda(' at a line start\n")
     assert not (tmp_path / "b").exists()
+
+
+def test_the_copy_keeps_build_named_sources_and_leaves_build_folders_out(tmp_path):
+    tree = _tree(tmp_path / "a")
+    for rel in ("cmake/build-info.cmake", "common/build-info.cpp.in", "build/CMakeCache.txt", "build-cuda/x.o",
+                ".git/HEAD", "ggml/.git/HEAD"):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text("x\n")
+    assert engine_plant.main(["slow-mmvq", str(tree), str(tmp_path / "b")]) == 0
+    copied = sorted(str(p.relative_to(tmp_path / "b")) for p in (tmp_path / "b").rglob("*") if p.is_file())
+    assert copied == ["CMakeLists.txt", "cmake/build-info.cmake", "common/build-info.cpp.in", engine_plant.MMVQ]
