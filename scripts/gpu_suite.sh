@@ -38,13 +38,13 @@ site_path=${PYTHONPATH:-}  # the private wheels' target, if any: a base tree's r
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 export STRATA_CACHE_DIR=${STRATA_CACHE_DIR:-/tmp/strata-cubin-cache}
 # The suite's command A/Bs are evidence to commit: into results/ (a user's own go to their cache by default).
-export STRATA_RESULTS_DIR=${STRATA_RESULTS_DIR:-$PWD/results}
+export STRATA_RESULTS_DIR=${STRATA_RESULTS_DIR:-results}  # relative: provenance records it, and no host path
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(env compile parity sanitize digests bench-dram user gputests readme quality bench-families peer
                                  devices workload)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as). The
 # committed file is an H200's: on another card, steps bench-base and bench-match-base time $BASE_TREE there.
-BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h200/bench-20261202T102412Z.json}
+BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h100-80gb-hbm3/bench-20261206T013451Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
 # The formats of the peer table's profile: the seven 1-3-bit ones, iq4_xs and q8_0 (issue 37's targets).
 PEER_PROFILE_FORMATS=iq1_s,iq1_m,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq4_xs,q8_0
@@ -101,15 +101,15 @@ step() {  # step NAME CMD...: run, log, record status and seconds
 # workspace, ninja), so a second call finishes it; engine-ab finds the builds in the cache. Builds and models
 # live in /tmp/strata-engine. The ulp A/Bs exit 1 when tokens or logits differ: that is their expected result.
 # Builds made on another host (the CPU host, in the background: issue 36 measured both ways) travel as
-# $STRATA_ENGINE_BINS/engines.tar.partNN (default .engine, carried over several calls); they unpack to
-# $eng/bins/{a,slow,ulp} beside the hosts' build records (builds.json), and no build runs here.
-# STRATA_ENGINE_PAIRS: the speed A/Bs' pairs (default 10).
+# $STRATA_ENGINE_BINS/engines.tar.xz.partNN (default .engine, carried over several calls: scripts/engine_carry.py);
+# they unpack to $eng/bins/{a,slow,ulp}, checked file by file, beside the builds' records (builds.json), and
+# no build runs here. STRATA_ENGINE_PAIRS: the speed A/Bs' pairs (default 10).
 GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 engine_prebuilt() {  # ENG: prints the folder of carried builds, or nothing
     local bins=${STRATA_ENGINE_BINS:-.engine}
-    ls "$bins"/engines.tar.part?? >/dev/null 2>&1 || return 0
+    ls "$bins"/engines.tar.xz.part?? >/dev/null 2>&1 || return 0
     if [ ! -x "$1/bins/a/llama-bench" ]; then
-        rm -rf "$1/bins" && mkdir -p "$1/bins" && cat "$bins"/engines.tar.part?? | tar x -C "$1/bins" || return 0
+        python3 scripts/engine_carry.py unpack "$bins" "$1/bins" >> "$logdir/status.txt" 2>&1 || return 0
     fi
     echo "$1/bins"
 }
@@ -224,7 +224,7 @@ for s in "${steps[@]}"; do
                     --results /tmp/base-bench
                 ls -t /tmp/base-bench/*/bench-*.json 2>/dev/null | head -1 > "$logdir/bench-base.path"
                 # kept with the logs (a base tree's records are not this tree's results: results verify)
-                cp "$(cat "$logdir/bench-base.path")" "$logdir/bench-base.json" 2>/dev/null
+                gzip -nc "$(cat "$logdir/bench-base.path")" > "$logdir/bench-base.json.gz" 2>/dev/null
             else
                 printf '%-24s skipped: no base tree at %s\n' bench-base "$BASE_TREE" | tee -a "$logdir/status.txt"
             fi ;;
@@ -388,7 +388,7 @@ done
 # Keep what every step printed beside the results it wrote.
 logs="results/logs/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$logs" && cp "$logdir"/*.log "$logdir/status.txt" "$logs"/
-cp "$logdir"/*.json "$logs"/ 2>/dev/null  # the carried engine builds' records, the base tree's bench
+cp "$logdir"/*.json "$logdir"/*.json.gz "$logs"/ 2>/dev/null  # the carried engines' records, the base tree's bench
 for f in /tmp/digests-base.json /tmp/digests-new.json; do  # every output's sha256, as tab-separated text
     # only this run's (a warm machine keeps an earlier run's files in /tmp)
     [ -f "$f" ] && [ "$f" -nt "$logdir" ] && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('# output sha256 per case|variant|output; tree', d['tree'], 'parity exit', d['status']); [print(k+'\t'+v) for k,v in sorted(d['digests'].items())]" "$f" > "$logs/$(basename "$f" .json).tsv"

@@ -60,10 +60,11 @@ def test_the_engine_step_builds_three_trees_and_runs_every_ab(tmp_path):
 
 @pytest.mark.slow
 def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
-    """Builds made on another host travel as .engine/engines.tar.partNN (split over calls): the step joins
-    and unpacks them, keeps their build records, and runs the A/Bs on them with no build of its own."""
+    """Builds made on another host travel as .engine/engines.tar.xz.partNN (scripts/engine_carry.py, split over
+    calls): the step unpacks them, keeps their build records, and runs the A/Bs on them with no build of its own."""
     repo = tmp_path / "repo"
-    for rel in ("scripts/gpu_suite.sh", "scripts/engine_plant.py", "examples/engine/calibration.txt"):
+    for rel in ("scripts/gpu_suite.sh", "scripts/engine_plant.py", "scripts/engine_carry.py",
+                "examples/engine/calibration.txt"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, repo / rel)
     (repo / "strata_bench").symlink_to(ROOT / "strata_bench")
@@ -74,12 +75,11 @@ def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
             exe.parent.mkdir(parents=True, exist_ok=True)
             exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" {FAKE_TOOLS[tool]} "$@"\n')
             exe.chmod(0o755)
-    (bins / "builds.json").write_text('[{"arm": "a"}]\n')
-    tar = subprocess.run(["tar", "c", "-C", str(bins), "."], capture_output=True, check=True).stdout
-    (repo / ".engine").mkdir()
-    half = len(tar) // 2
-    (repo / ".engine" / "engines.tar.part00").write_bytes(tar[:half])
-    (repo / ".engine" / "engines.tar.part01").write_bytes(tar[half:])
+    records = tmp_path / "builds.json"
+    records.write_text('[{"arm": "a"}]\n')
+    subprocess.run([sys.executable, "scripts/engine_carry.py", "pack", ".engine", *(f"{a}={bins / a}" for a in
+                    ("a", "slow", "ulp")), "--records", str(records), "--part-mib", "0.0004"], cwd=repo, check=True)
+    assert len(list((repo / ".engine").glob("engines.tar.xz.part*"))) > 1
     model = tmp_path / "gemma.gguf"
     model.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(64))
     shutil.rmtree("/tmp/strata-engine", ignore_errors=True)
@@ -91,7 +91,7 @@ def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
               if len(line.split()) > 1 and line.split()[1].startswith("rc=")}
     assert not [name for name in status if name.startswith("engine-build")], done.stdout
     assert set(status.values()) == {"rc=0"} and len(status) == 13, done.stdout + done.stderr
-    assert "engine-build             carried builds: a builds.json slow ulp" in done.stdout
+    assert "engine-build             carried builds: MANIFEST.json a builds.json slow ulp" in done.stdout
     logs = next((repo / "results" / "logs").iterdir())
     assert (logs / "engine-builds.json").read_text() == '[{"arm": "a"}]\n'
     assert "| avg_ts[tg128] (t/s, higher) |" in (logs / "engine-slow-speed.log").read_text()
