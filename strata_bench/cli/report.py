@@ -32,7 +32,7 @@ def command(path, output, peer_csv):
         strata-bench report results/nvidia-h200/bench-20250101T120000Z.jsonl -o md
         strata-bench report results/nvidia-h200/parity-20250101T120000Z.json -o csv > parity.csv
         strata-bench report --peer ggml results/nvidia-h200/bench-20250101T120000Z.json -o md   # of bench --ggml
-        strata-bench report --peer docs/peer_llamacpp_h200.csv results/nvidia-h100-80gb-hbm3/bench-20261206T013451Z.json -o md
+        strata-bench report --peer docs/peer_llamacpp_h200.csv results/nvidia-h200/bench-20250101T120000Z.json -o md
     """
     if peer_csv is not None:
         from strata_bench.results.load import load
