@@ -153,12 +153,21 @@ engine_step() {
         printf '%-24s skipped: no engine A built (%s)\n' engine-ab "$A" | tee -a "$logdir/status.txt"; return
     fi
     local text=examples/engine/calibration.txt q=$eng/iq4_xs.gguf
-    step engine-quantize-iq4_xs "$A/llama-quantize" --allow-requantize "$model" "$q" IQ4_XS
-    step engine-quantize-q8_0 "$A/llama-quantize" --allow-requantize "$model" "$eng/q8_0.gguf" Q8_0
-    step engine-quantize-iq3_s "$A/llama-quantize" --allow-requantize "$model" "$eng/iq3_s.gguf" IQ3_S
-    step engine-imatrix "$A/llama-imatrix" -m "$eng/q8_0.gguf" -f "$text" -c 128 -ngl 99 -o "$eng/imatrix.dat"
-    step engine-quantize-iq2_xxs "$A/llama-quantize" --allow-requantize --imatrix "$eng/imatrix.dat" "$model" \
-        "$eng/iq2_xxs.gguf" IQ2_XXS
+    # An IQ4_XS model requantized elsewhere by A's own llama-quantize (STRATA_ENGINE_IQ4XS, its parts joined):
+    # the A/Bs' model, carried in fewer parts than the Q4_K_M it came from; no quantization runs here then.
+    local carried=${STRATA_ENGINE_IQ4XS:-.models/gemma-3-270m-iq4_xs.gguf}
+    if ls "$carried".part?? >/dev/null 2>&1; then
+        cat "$carried".part?? > "$q"
+        printf '%-24s carried: %s (sha256 %s)\n' engine-quantize "$carried" "$(sha256sum "$q" | cut -c1-16)" \
+            | tee -a "$logdir/status.txt"
+    else
+        step engine-quantize-iq4_xs "$A/llama-quantize" --allow-requantize "$model" "$q" IQ4_XS
+        step engine-quantize-q8_0 "$A/llama-quantize" --allow-requantize "$model" "$eng/q8_0.gguf" Q8_0
+        step engine-quantize-iq3_s "$A/llama-quantize" --allow-requantize "$model" "$eng/iq3_s.gguf" IQ3_S
+        step engine-imatrix "$A/llama-imatrix" -m "$eng/q8_0.gguf" -f "$text" -c 128 -ngl 99 -o "$eng/imatrix.dat"
+        step engine-quantize-iq2_xxs "$A/llama-quantize" --allow-requantize --imatrix "$eng/imatrix.dat" "$model" \
+            "$eng/iq2_xxs.gguf" IQ2_XXS
+    fi
     local bench="-m $q -p 64,128,256,512,1024 -n 128 -r 3 -ngl 99 -o json" ab=(sb ab -q --order abba --warmup 1)
     local port=8091
     local client="python3 -m strata_bench engine complete --port $port --prompt-file $text -n 64 --seed 1"

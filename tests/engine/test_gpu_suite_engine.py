@@ -61,7 +61,8 @@ def test_the_engine_step_builds_three_trees_and_runs_every_ab(tmp_path):
 @pytest.mark.slow
 def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
     """Builds made on another host travel as .engine/engines.tar.xz.partNN (scripts/engine_carry.py, split over
-    calls): the step unpacks them, keeps their build records, and runs the A/Bs on them with no build of its own."""
+    calls): the step unpacks them, keeps their build records, and runs the A/Bs on them with no build of its own;
+    a model requantized elsewhere, carried in parts, is joined and used with no quantization here."""
     repo = tmp_path / "repo"
     for rel in ("scripts/gpu_suite.sh", "scripts/engine_plant.py", "scripts/engine_carry.py",
                 "examples/engine/calibration.txt"):
@@ -80,17 +81,22 @@ def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
     subprocess.run([sys.executable, "scripts/engine_carry.py", "pack", ".engine", *(f"{a}={bins / a}" for a in
                     ("a", "slow", "ulp")), "--records", str(records), "--part-mib", "0.0004"], cwd=repo, check=True)
     assert len(list((repo / ".engine").glob("engines.tar.xz.part*"))) > 1
-    model = tmp_path / "gemma.gguf"
-    model.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(64))
+    model = b"GGUF\x03\x00\x00\x00" + bytes(64)  # requantized elsewhere, carried in two parts
+    (repo / ".models").mkdir()
+    (repo / ".models" / "gemma-3-270m-iq4_xs.gguf.part00").write_bytes(model[:40])
+    (repo / ".models" / "gemma-3-270m-iq4_xs.gguf.part01").write_bytes(model[40:])
     shutil.rmtree("/tmp/strata-engine", ignore_errors=True)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
-           "STRATA_ENGINE_MODEL": str(model), "STRATA_ENGINE_PAIRS": "2", "FAKE_NOISE_PCT": "0.05"}
+           "STRATA_ENGINE_PAIRS": "2", "FAKE_NOISE_PCT": "0.05"}
     done = subprocess.run(["bash", "scripts/gpu_suite.sh", "engine-ab"], cwd=repo, env=env, capture_output=True,
                           text=True, timeout=900)
     status = {line.split()[0]: line.split()[1] for line in done.stdout.splitlines()
               if len(line.split()) > 1 and line.split()[1].startswith("rc=")}
     assert not [name for name in status if name.startswith("engine-build")], done.stdout
-    assert set(status.values()) == {"rc=0"} and len(status) == 13, done.stdout + done.stderr
+    assert set(status.values()) == {"rc=0"} and len(status) == 8, done.stdout + done.stderr
+    assert not [name for name in status if "quantize" in name or "imatrix" in name]
+    assert "engine-quantize          carried: .models/gemma-3-270m-iq4_xs.gguf (sha256 " in done.stdout
+    assert Path("/tmp/strata-engine/iq4_xs.gguf").read_bytes() == model
     assert "engine-build             carried builds: MANIFEST.json a builds.json slow ulp" in done.stdout
     logs = next((repo / "results" / "logs").iterdir())
     assert (logs / "engine-builds.json").read_text() == '[{"arm": "a"}]\n'
