@@ -236,10 +236,10 @@ def test_a_planted_read_out_of_bounds_is_found_naming_its_case_and_kernel(cwd):
                                       str(broken / "cases.py"), "--family", "scale_rows", "-k", "/1x64/",
                                       "--results", str(cwd / "res"), "-q"])
     assert result.exit_code == 1, result.output
-    # One line per case, counting the reports of its launches (16 threads each, every launch of parity's).
+    # One line per case, naming the variant that launched it, counting the reports of its launch (16 threads).
     lines = [re.sub(r" \((\d+) reports\)$", " (N reports)", line) for line in result.stdout.splitlines()]
     assert lines[:2] == [
-        f"memcheck: scale_rows/f32/1x64/n1/{data}: scale_rows_vec4: Invalid __global__ read of size 16 bytes "
+        f"memcheck: scale_rows/f32/1x64/n1/{data} [vec4]: scale_rows_vec4: Invalid __global__ read of size 16 bytes "
         "(N reports)" for data in ("seed:1", "edge:2")], result.stdout
     assert lines[2].startswith("memcheck: 2 cases, 2 findings ("), result.stdout
     assert result.stderr.splitlines()[-1].startswith("sanitize: 2 findings under memcheck (logs in ")
