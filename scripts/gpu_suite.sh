@@ -204,9 +204,11 @@ for s in "${steps[@]}"; do
             rm -rf "$STRATA_CACHE_DIR"
             step parity-cold sb parity -q --profile
             step parity-warm sb parity -q --profile ;;
-        sanitize)  # the default cases under each compute-sanitizer tool: one line per finding, exit 1 on any
+        sanitize)  # the default cases under each compute-sanitizer tool, one launch per case and variant, two
+                   # tools at a time (racecheck/synccheck only where a kernel may use shared memory or a
+                   # barrier): one line per finding, a line per tool with its skips, exit 1 on any
             step sanitize sb parity -q --sanitize memcheck,racecheck,initcheck,synccheck ;;
-        sanitize-fast)  # the same without racecheck (about 1 of its 5 minutes), for a run short of device time
+        sanitize-fast)  # the same without racecheck, for a run short of device time
             step sanitize-fast sb parity -q --sanitize memcheck,initcheck,synccheck ;;
         digests)  # every output of every case, this tree against $BASE_TREE (e.g. `git archive` of the last landing)
             if [ -d "$BASE_TREE/strata_bench" ]; then

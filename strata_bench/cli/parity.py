@@ -64,9 +64,12 @@ def command(spec, device_spec, output, results_dir, list_only, quiet, profile, d
     ~/.cache/strata-bench/references), keyed by the case, its input bytes and the reference code;
     STRATA_REF_CACHE=off computes every one afresh.
 
-    --sanitize runs parity again under compute-sanitizer, once per tool, over the same cases (CuPy's pool
-    off, so every array is its own allocation): one line per finding, `TOOL: CASE: KERNEL: ERROR`, then
-    each tool's cases and findings; the full reports are in results/<device>/sanitize-TOOL-*.log.
+    --sanitize launches the same cases again under compute-sanitizer, once per tool, each variant once
+    (CuPy's pool off, so every array is its own allocation), two tools at a time: memcheck and initcheck
+    every case, racecheck and synccheck only the variants whose kernels may use shared memory or a
+    barrier. One line per finding, `TOOL: CASE [VARIANT]: KERNEL: ERROR`, then a line per tool with the
+    cases it ran, its findings and the cases it skipped and why; the full reports are in
+    results/<device>/sanitize-TOOL-*.log.
     """
     from strata_bench.runs.prepare import prepare
     from strata_bench.runs import Selection
@@ -82,10 +85,15 @@ def command(spec, device_spec, output, results_dir, list_only, quiet, profile, d
         from strata_bench.cli.listing import echo_cases
 
         return echo_cases(cases, spec.adds_variants)
+    if _sanitize_child():
+        from strata_bench.gpu.sanitize_child import run_child
+
+        with compilers_for_gpu_run():
+            return run_child(cases, chosen_devices(device_spec, len(cases), "run"), prepared.catalog)
     if sanitize:
         from strata_bench.cli.sanitizing import run_sanitize
 
-        return run_sanitize(spec, sanitize, cases, results_dir, quiet)
+        return run_sanitize(spec, sanitize, cases, prepared.catalog, results_dir, quiet)
     devices = chosen_devices(device_spec, len(cases), "run")
     selection = Selection(prepared.catalog, cases, devices, device_names(devices), Path(results_dir), spec)
     plan = ParityPlan(selection, rerun, dump, profile)
@@ -98,6 +106,13 @@ def command(spec, device_spec, output, results_dir, list_only, quiet, profile, d
     if report.times is not None:
         _echo_profile(report)
     _raise_for_failures(report)
+
+
+def _sanitize_child() -> bool:
+    """This process is a `parity --sanitize` child: it launches its tool's plan, it checks nothing."""
+    from strata_bench.gpu.sanitize import child_tool
+
+    return child_tool() is not None
 
 
 def _ci_outputs(report, devices, rerun, junit_path) -> None:

@@ -8,8 +8,9 @@ from one that happens to equal the poison.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -49,27 +50,41 @@ def _poison(outs: Mapping[str, Any], byte: int) -> None:
 
 
 def _launch_once(family: Family, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any],
-                 byte: int) -> dict[str, np.ndarray]:
+                 byte: int, fetch: bool = True) -> dict[str, np.ndarray]:
     import cupy
 
     outs = family.alloc_outputs(case, dev)
     _poison(outs, byte)
     family.launch(case, variant, kernels, dev, outs)
     cupy.cuda.runtime.deviceSynchronize()
-    return {name: cupy.asnumpy(arr) for name, arr in outs.items()}
+    return {name: cupy.asnumpy(arr) for name, arr in outs.items()} if fetch else {}
 
 
 def run_variant(family: Family, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any]) -> VariantRun:
     """Launch one variant twice over two poisons; a CUDA fault becomes KernelFault naming the case."""
-    try:
+    with _fault_named(case, variant):
         first = _launch_once(family, case, variant, kernels, dev, POISON_A)
         second = _launch_once(family, case, variant, kernels, dev, POISON_B)
-    except Exception as exc:  # cupy raises CUDARuntimeError/CUDADriverError; both are RuntimeErrors
+    unwritten = {name: _differs(first[name], second[name]) for name in first}
+    return VariantRun(variant, first, unwritten)
+
+
+def launch_once(family: Family, case: Case, variant: str, kernels: Any, dev: Mapping[str, Any]) -> None:
+    """One launch of one variant over poisoned outputs, nothing brought home (a sanitizer's run: the tool
+    watches the launch, the comparisons are parity's); a CUDA fault becomes KernelFault naming the case."""
+    with _fault_named(case, variant):
+        _launch_once(family, case, variant, kernels, dev, POISON_A, fetch=False)
+
+
+@contextmanager
+def _fault_named(case: Case, variant: str) -> Iterator[None]:
+    """A sticky CUDA error (cupy's CUDARuntimeError/CUDADriverError) as KernelFault naming the case."""
+    try:
+        yield
+    except Exception as exc:
         if is_sticky_fault(exc):
             raise KernelFault(f"kernel fault in {case.name} [{variant}]: {exc}") from exc
         raise
-    unwritten = {name: _differs(first[name], second[name]) for name in first}
-    return VariantRun(variant, first, unwritten)
 
 
 def _differs(a: np.ndarray, b: np.ndarray) -> np.ndarray:

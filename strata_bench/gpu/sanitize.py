@@ -48,6 +48,7 @@ SANITIZER = "compute-sanitizer"
 CUDA_DEFAULT = Path("/usr/local/cuda")  # where a CUDA toolkit installs when $CUDA_PATH is not set
 CHILD_ENV = "STRATA_SANITIZE_CHILD"  # the tool a parity child runs under; unset in any other process
 CASE_MARKER = "strata-case: "
+VARIANT_MARKER = "strata-variant: "  # before each launch of a case (gpu/sanitize_child.py)
 END_MARKER = "strata-cases: done"
 # compute-sanitizer's own exit code when it found errors: none of parity's (0, 1, 2, 77).
 ERROR_EXITCODE = 86
@@ -140,6 +141,10 @@ def case_marker(name: str, device: int) -> str:
     return f"{CASE_MARKER}{name} @{device}"
 
 
+def variant_marker(variant: str) -> str:
+    return f"{VARIANT_MARKER}{variant}"
+
+
 def print_marker(line: str) -> None:
     """On stderr, flushed, before the case's first launch."""
     print(line, file=sys.stderr, flush=True)
@@ -204,11 +209,13 @@ class Finding:
     kernel: str
     message: str
     count: int = 1
+    variant: str = ""  # the launch it followed; empty before the case's first launch (its inputs' upload)
 
     def line(self) -> str:
         kernel = self.kernel + (HARNESS_NOTE if self.kernel.startswith("cupy_") else "")
         times = f" ({self.count} reports)" if self.count > 1 else ""
-        return f"{self.tool}: {self.case}: {kernel}: {self.message}{times}"
+        variant = f" [{self.variant}]" if self.variant else ""
+        return f"{self.tool}: {self.case}{variant}: {kernel}: {self.message}{times}"
 
 
 @dataclass
@@ -244,10 +251,11 @@ class ReportReader:
     def __init__(self, tool: str, tail_lines: int = 12):
         self.report = ToolReport(tool)
         self._case = BEFORE_FIRST
+        self._variant = ""
         self._devices: set[int] = set()
         self._record: _Record | None = None
-        self._counts: dict[tuple[str, str, str], int] = {}
-        self._order: list[tuple[str, str, str]] = []
+        self._counts: dict[tuple[str, str, str, str], int] = {}
+        self._order: list[tuple[str, str, str, str]] = []
         self._tail: deque[str] = deque(maxlen=tail_lines)
 
     def feed(self, line: str) -> None:
@@ -257,11 +265,16 @@ class ReportReader:
             self._close()
             self._devices.add(int(marker["device"]))
             self._case = f"{marker['name']} @{marker['device']}"
+            self._variant = ""
             self.report.cases.append(self._case)
+            return
+        if line.startswith(VARIANT_MARKER):
+            self._close()
+            self._variant = line[len(VARIANT_MARKER):]
             return
         if line == END_MARKER:
             self._close()
-            self._case = AFTER_LAST
+            self._case, self._variant = AFTER_LAST, ""
             self.report.done = True
             return
         if not line.startswith(PREFIX):
@@ -319,7 +332,7 @@ class ReportReader:
         if record is None:
             return
         kernel, message = self._describe(record)
-        key = (self._case, kernel, message)
+        key = (self._case, self._variant, kernel, message)
         if key not in self._counts:
             self._order.append(key)
             self._counts[key] = 0
@@ -349,8 +362,9 @@ class ReportReader:
         report.cases = [_label(c, one_device) for c in report.cases]
         report.findings = []
         for key in self._order:
-            case, kernel, message = key
-            report.findings.append(Finding(report.tool, _label(case, one_device), kernel, message, self._counts[key]))
+            case, variant, kernel, message = key
+            report.findings.append(Finding(report.tool, _label(case, one_device), kernel, message, self._counts[key],
+                                           variant))
         report.tail = list(self._tail)
         return report
 
@@ -435,29 +449,37 @@ def problems(report: ToolReport) -> list[str]:
         lines.append(f"{tool}: {report.not_printed} more errors were not printed (the limit is {PRINT_LIMIT}): later "
                      "cases may have findings not listed here (see the log)")
     if not report.findings and report.exit_code not in (0, ERROR_EXITCODE):
-        lines.append(f"{tool}: parity failed under {SANITIZER} (exit code {report.exit_code}) with no sanitizer "
-                     f"error: {last}")
+        lines.append(f"{tool}: the launches failed under {SANITIZER} (exit code {report.exit_code}) with no "
+                     f"sanitizer error: {last}")
     elif report.exit_code == 0 and not report.done:
         lines.append(f"{tool}: the case loop did not reach its end: {last}")
     return lines
 
 
-def summary_line(report: ToolReport) -> str:
+def summary_line(report: ToolReport, skip_note: str = "") -> str:
+    """'racecheck: 384 cases, 0 findings (61.2 s), 68 skipped (why); log: PATH' (skip_note: ToolPlan's)."""
     cases = len(report.cases)
     findings = len(report.findings)
     log = f"; log: {report.log}" if report.log is not None else ""
     return (f"{report.tool}: {cases} case{'s' if cases != 1 else ''}, {findings} finding{'s' if findings != 1 else ''}"
-            f" ({report.seconds:.1f} s){log}")
+            f" ({report.seconds:.1f} s){skip_note}{log}")
 
 
-def run_all(sanitizer: Path | str, tools: Sequence[str], child: Sequence[str],
-            log_path: Callable[[str], Path | None] = lambda tool: None,
-            on_report: Callable[[ToolReport], None] | None = None) -> list[ToolReport]:
-    """Each tool in turn over the same child command; on_report is given each report as it is done."""
-    reports = []
-    for tool in tools:
-        report = run_tool(sanitizer, tool, child, log_path(tool))
-        reports.append(report)
-        if on_report is not None:
-            on_report(report)
-    return reports
+# At most two tools at once: each is its own process and CUDA context on the one GPU (the sanitizer's
+# processes share a GPU as any two do), and each keeps a few CPU cores busy with its instrumentation.
+MAX_CONCURRENT = 2
+
+
+def run_tools(sanitizer: Path | str, runs: Sequence[tuple[str, Sequence[str], Path | None, Mapping[str, str]]],
+              on_case: Callable[[str, str], None] | None = None) -> list[ToolReport]:
+    """Each (tool, child, log path, env) run, MAX_CONCURRENT at a time; the reports in the order given.
+    on_case(tool, case) is told of each case as its tool reaches it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(tool: str, child: Sequence[str], log: Path | None, env: Mapping[str, str]) -> ToolReport:
+        told = None if on_case is None else (lambda case: on_case(tool, case))
+        return run_tool(sanitizer, tool, child, log, env, told)
+
+    with ThreadPoolExecutor(max_workers=MAX_CONCURRENT) as pool:
+        futures = [pool.submit(one, *run) for run in runs]
+        return [future.result() for future in futures]

@@ -78,6 +78,9 @@ class KernelResources:
     spill_loads: int
     shared_bytes: int
     stack_bytes: int
+    # Named barriers (__syncthreads, bar.sync) ptxas counted; None where its log does not say (an older
+    # ptxas, a build without the log): the sanitize scope then keeps the kernel (gpu/sanitize_scope.py).
+    barriers: int | None = None
 
 
 def nvrtc_version() -> tuple[int, int]:
@@ -261,10 +264,11 @@ def _write_atomic(path: Path, data: bytes) -> None:
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+_PTXAS_BARRIERS = re.compile(r"used (\d+) barriers?")
 
 
 def parse_resources(log: str, lowered: dict[str, str]) -> list[KernelResources]:
-    """Registers, spills, stack and static shared memory per kernel, from the -Xptxas=-v log."""
+    """Registers, spills, stack, static shared memory and barriers per kernel, from the -Xptxas=-v log."""
     names = {v: k for k, v in lowered.items()}
     out: list[KernelResources] = []
     current, frame = None, (0, 0, 0)
@@ -275,7 +279,9 @@ def parse_resources(log: str, lowered: dict[str, str]) -> list[KernelResources]:
             frame = tuple(int(x) for x in m.groups())
         elif (m := _PTXAS_USED.search(line)) and current:
             smem = int(m.group(2) or 0)
-            out.append(KernelResources(current, int(m.group(1)), frame[1], frame[2], smem, frame[0]))
+            bars = _PTXAS_BARRIERS.search(line)
+            out.append(KernelResources(current, int(m.group(1)), frame[1], frame[2], smem, frame[0],
+                                       int(bars.group(1)) if bars else None))
             current = None
     return out
 

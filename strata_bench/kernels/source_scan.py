@@ -18,6 +18,8 @@ _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 _ATTRIBUTE = re.compile(r"__(?:launch_bounds|maxnreg|cluster_dims)__\s*\((?:[^()]|\([^()]*\))*\)")
 _GLOBAL = re.compile(r"__global__\b([^;{}]*?)\b([A-Za-z_]\w*)\s*\(")
+# What ptxas's resource lines do not show: dynamic shared memory (sized at launch) and warp barriers.
+_SYNC_TEXT = re.compile(r"\bextern\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?__shared__\b|\b__syncwarp\b")
 
 
 @dataclass(frozen=True)
@@ -79,4 +81,45 @@ def _param_count(text: str, open_at: int) -> int | None:
                 return 0 if inner in ("", "void") else commas + 1
         elif ch == "," and depth == 1:
             commas += 1
+    return None
+
+
+@dataclass(frozen=True)
+class SyncText:
+    """Where a source's text declares dynamic shared memory or calls __syncwarp: in which kernels' bodies
+    (by name), and whether anywhere outside every kernel body (a helper any kernel may call)."""
+
+    kernels: frozenset[str]
+    outside: bool
+
+
+def sync_text(source: Path, search: Sequence[Path] = ()) -> SyncText:
+    """The kernels of `source` (and its quoted includes) whose body declares `extern __shared__` or calls
+    __syncwarp, and whether a helper outside every kernel body does."""
+    inside: set[str] = set()
+    outside = False
+    for _path, text in reachable_text(source, search):
+        clean = _ATTRIBUTE.sub(lambda m: " " * len(m.group()), text)
+        spans = []
+        for m in _GLOBAL.finditer(clean):
+            span = _body(clean, m.end() - 1)
+            if span is not None:
+                spans.append(span)
+                if _SYNC_TEXT.search(clean, *span):
+                    inside.add(m.group(2))
+        outside = outside or any(not any(a <= hit.start() < b for a, b in spans) for hit in _SYNC_TEXT.finditer(clean))
+    return SyncText(frozenset(inside), outside)
+
+
+def _body(text: str, open_at: int) -> tuple[int, int] | None:
+    """(start, end) of the braces of the function whose parameter list opens at `open_at`; None for a
+    declaration without a body."""
+    brace = text.find("{", open_at)
+    if brace < 0 or ";" in text[open_at:brace]:
+        return None
+    depth = 0
+    for i in range(brace, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return brace, i + 1
     return None

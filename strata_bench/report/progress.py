@@ -3,7 +3,7 @@ is not a terminal, so logs, pipes and captured output hold only the results."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 Advance = Callable[..., None]  # advance(description=None): one step done, optionally a new label
 
@@ -15,6 +15,15 @@ def progress_bar(label: str, total: int, enabled: bool = True, transient: bool =
     `transient` bars vanish when done (parity, bench, compile: stdout then holds only the tables);
     the A/B bars stay, one per case, with the last run's state in their description.
     """
+    with progress_bars({label: total}, enabled, transient) as advance:
+        yield lambda description=None: advance(label, description)
+
+
+@contextmanager
+def progress_bars(totals: Mapping[str, int], enabled: bool = True,
+                  transient: bool = True) -> Iterator[Callable[[str, str | None], None]]:
+    """One bar per label, shown together (work that runs side by side: the sanitizer's tools); yield
+    `advance(label, description=None)`, safe to call from several threads (rich's Progress locks)."""
     from rich.console import Console
 
     console = Console(stderr=True)
@@ -27,13 +36,13 @@ def progress_bar(label: str, total: int, enabled: bool = True, transient: bool =
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=transient) as bar:
-        task = bar.add_task(label, total=total)
+        tasks = {label: bar.add_task(label, total=total) for label, total in totals.items()}
 
-        def advance(description: str | None = None) -> None:
+        def advance(label: str, description: str | None = None) -> None:
             if description is None:
-                bar.advance(task)
+                bar.advance(tasks[label])
             else:
-                bar.update(task, advance=1, description=description)
+                bar.update(tasks[label], advance=1, description=description)
 
         yield advance
 

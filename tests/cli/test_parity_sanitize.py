@@ -5,6 +5,7 @@ compute-sanitizer: no finding over dequant cases, and a planted read out of boun
 found, naming its case and kernel (exit 1)."""
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -65,6 +66,7 @@ from pathlib import Path
 folder = Path({str(folder)!r})
 tool = sys.argv[sys.argv.index("--tool") + 1]
 (folder / f"argv-{{tool}}.txt").write_text(os.environ["STRATA_SANITIZE_CHILD"] + "\\n" + "\\n".join(sys.argv[1:]))
+(folder / f"plan-{{tool}}.json").write_text(Path(os.environ["STRATA_SANITIZE_PLAN"]).read_text())
 sys.stdout.write((folder / f"{{tool}}.txt").read_text())
 sys.exit(int((folder / f"{{tool}}.rc").read_text()))
 """)
@@ -106,6 +108,7 @@ def _seconds_out(text: str) -> list[str]:
 def one_gpu(monkeypatch):
     monkeypatch.setattr(gpu, "select_devices", lambda spec: [0])
     monkeypatch.setattr(gpu, "device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr("strata_bench.kernels.build.device_arch", lambda device: "sm_90")  # the plan's compile
 
 
 def test_findings_one_line_each_and_a_summary_per_tool(cwd, monkeypatch, one_gpu):
@@ -132,23 +135,63 @@ def test_findings_one_line_each_and_a_summary_per_tool(cwd, monkeypatch, one_gpu
     cut = argv.index(sys.executable)
     assert argv[:cut] == sanitize.sanitizer_command("cs", "initcheck", [])[1:]
     child = argv[cut:]
-    assert child[:-1] == [sys.executable, "-m", "strata_bench", "parity", "--family", "dequant", "--format", "iq2_xs",
-                          "-k", "iq2", "-q", "--results"]  # --device 0 is the default: not repeated
-    assert Path(child[-1]).name.startswith("strata-sanitize-") and not Path(child[-1]).exists()
+    assert child == [sys.executable, "-m", "strata_bench", "parity", "--family", "dequant", "--format", "iq2_xs",
+                     "-k", "iq2", "-q"]  # --device 0 is the default: not repeated
+    # Its plan: every case, each variant once (initcheck sees every launch).
+    assert json.loads((cwd / "fake" / "plan-initcheck.json").read_text()) == {
+        "dequant/iq2_xs/1024x2560/n1/seed:1": ["dequant"], "dequant/iq2_xs/7x768/n1/edge:2": ["dequant"],
+        "dequant/iq2_xs/64x1536/n1/fixture:smollm2-ffn_down.iq2_xs": ["dequant"]}
     assert initcheck_log.read_text().splitlines()[1:] == FOUND.splitlines()
 
 
-def test_a_clean_run_exits_0(cwd, monkeypatch, one_gpu):
-    _stand_in(cwd / "fake", {"racecheck": (CLEAN.replace("ERROR SUMMARY: 0 errors",
-                                                         "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"),
-                                           0)})
+MIXED = """========= COMPUTE-SANITIZER
+strata-case: moe_combine/f32/1x2048/n8/seed:1/lo=1 @0
+strata-variant: old
+strata-variant: new
+========= Error: Race reported between Write access at moe_combine_norm_fused<8, 8, true>+0xa0
+=========     and Read access at moe_combine_norm_fused<8, 8, true>+0xb0 [32 hazards]
+=========
+strata-case: moe_combine/f32/1x2048/n8/seed:1/lo=0 @0
+strata-variant: old
+strata-variant: new
+strata-cases: done
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+
+
+def test_racecheck_runs_what_it_can_see_beside_memcheck(cwd, monkeypatch, one_gpu):
+    """racecheck skips the dequant case (no shared memory, no barrier) and names the variant of its finding;
+    memcheck runs every case; each tool's lines come in the order given."""
+    _stand_in(cwd / "fake", {"memcheck": (CLEAN, 0), "racecheck": (MIXED, sanitize.ERROR_EXITCODE)})
+    monkeypatch.setenv("PATH", str(cwd / "fake" / "bin"))
+    result = CliRunner().invoke(cli, ["parity", "--sanitize", "racecheck,memcheck", "--family", "dequant,moe_combine",
+                                      "-k", "iq2_xs/7x768|moe_combine.*seed:1", "--results", str(cwd / "res"), "-q"])
+    assert result.exit_code == 1, result.output
+    logs = cwd / "res" / "nvidia-h200"
+    race_log, = logs.glob("sanitize-racecheck-*.log")
+    mem_log, = logs.glob("sanitize-memcheck-*.log")
+    assert _seconds_out(result.stdout) == [
+        "racecheck: moe_combine/f32/1x2048/n8/seed:1/lo=1 [new]: moe_combine_norm_fused<8, 8, true>: Error: Race "
+        "reported between Write access at +0xa0 and Read access at +0xb0",
+        "racecheck: 2 cases, 1 finding (S s), 1 skipped (no kernel of theirs uses shared memory or a barrier); "
+        f"log: {race_log}",
+        f"memcheck: 3 cases, 0 findings (S s); log: {mem_log}"]
+    assert json.loads((cwd / "fake" / "plan-racecheck.json").read_text()) == {
+        "moe_combine/f32/1x2048/n8/seed:1/lo=1": ["old", "new"], "moe_combine/f32/1x2048/n8/seed:1/lo=0": ["old", "new"]}
+    assert json.loads((cwd / "fake" / "plan-memcheck.json").read_text()) == {
+        "dequant/iq2_xs/7x768/n1/edge:2": ["dequant"], "moe_combine/f32/1x2048/n8/seed:1/lo=1": ["old", "new"],
+        "moe_combine/f32/1x2048/n8/seed:1/lo=0": ["old", "new"]}
+
+
+def test_a_tool_that_sees_no_case_is_not_started(cwd, monkeypatch, one_gpu):
+    _stand_in(cwd / "fake", {"racecheck": (CLEAN, 0)})
     monkeypatch.setenv("PATH", str(cwd / "fake" / "bin"))
     result = CliRunner().invoke(cli, ["parity", "--sanitize", "racecheck", "--family", "dequant", "-k", "iq2_xs",
                                       "--results", str(cwd / "res")])
     assert result.exit_code == 0, result.output
-    log, = (cwd / "res" / "nvidia-h200").glob("sanitize-racecheck-*.log")
-    assert _seconds_out(result.stdout) == [f"racecheck: 3 cases, 0 findings (S s); log: {log}"]
-    assert result.stderr.splitlines()[-1] == f"racecheck: 3 cases under {cwd / 'fake' / 'bin' / 'compute-sanitizer'} ..."
+    assert result.stdout.splitlines() == [
+        "racecheck: 0 cases, not run, 3 skipped (no kernel of theirs uses shared memory or a barrier)"]
+    assert not (cwd / "fake" / "argv-racecheck.txt").exists() and not list((cwd / "res").rglob("*.log"))
 
 
 def test_no_gpu_is_a_skip(cwd, monkeypatch):
@@ -193,10 +236,10 @@ def test_a_planted_read_out_of_bounds_is_found_naming_its_case_and_kernel(cwd):
                                       str(broken / "cases.py"), "--family", "scale_rows", "-k", "/1x64/",
                                       "--results", str(cwd / "res"), "-q"])
     assert result.exit_code == 1, result.output
-    # One line per case, counting the reports of its launches (16 threads each, every launch of parity's).
+    # One line per case, naming the variant that launched it, counting the reports of its launch (16 threads).
     lines = [re.sub(r" \((\d+) reports\)$", " (N reports)", line) for line in result.stdout.splitlines()]
     assert lines[:2] == [
-        f"memcheck: scale_rows/f32/1x64/n1/{data}: scale_rows_vec4: Invalid __global__ read of size 16 bytes "
+        f"memcheck: scale_rows/f32/1x64/n1/{data} [vec4]: scale_rows_vec4: Invalid __global__ read of size 16 bytes "
         "(N reports)" for data in ("seed:1", "edge:2")], result.stdout
     assert lines[2].startswith("memcheck: 2 cases, 2 findings ("), result.stdout
     assert result.stderr.splitlines()[-1].startswith("sanitize: 2 findings under memcheck (logs in ")

@@ -223,9 +223,9 @@ cuModuleUnload.
     ("========= COMPUTE-SANITIZER\nstrata-case: a/b @0\nSegmentation fault\n", -11,
      ["memcheck: the run ended (exit code -11) before the sanitizer's summary: Segmentation fault"]),
     ("========= COMPUTE-SANITIZER\nstrata-case: a/b @0\nstrata-cases: done\n"
-     "parity: 1 of 1 cases failed (details in x.json)\n========= ERROR SUMMARY: 0 errors\n", 1,
-     ["memcheck: parity failed under compute-sanitizer (exit code 1) with no sanitizer error: parity: 1 of 1 cases "
-      "failed (details in x.json)"]),
+     "sanitize: 1 device(s) faulted, the first: kernel fault in a/b [new]\n========= ERROR SUMMARY: 0 errors\n", 1,
+     ["memcheck: the launches failed under compute-sanitizer (exit code 1) with no sanitizer error: sanitize: 1 "
+      "device(s) faulted, the first: kernel fault in a/b [new]"]),
     ("========= COMPUTE-SANITIZER\nstrata-case: a/b @0\n========= ERROR SUMMARY: 2 errors\n", 86,
      ["memcheck: 2 errors of the summary are not in the report's lines (see the log)"]),
 ])
@@ -344,3 +344,40 @@ def test_run_tool_reads_a_stand_in_sanitizer_as_it_prints(tmp_path):
     text = log.read_text()
     assert text.splitlines()[0] == "# " + " ".join(sanitize.sanitizer_command(fake, "memcheck", ["child", "--x"]))
     assert MEMCHECK in text
+
+
+def test_a_finding_names_the_variant_it_followed_and_none_before_the_first():
+    report = parse_report("memcheck", """========= COMPUTE-SANITIZER
+strata-case: mmvq/q8_0/4x32/n1/seed:1 @0
+========= Invalid __global__ write of size 4 bytes
+=========     at cupy_copy__float32_float32+0x10
+=========
+strata-variant: old
+strata-variant: new
+========= Invalid __global__ read of size 4 bytes
+=========     at void mmvq_new<siq::fmt_q8_0, 1>(const void *, float *, int)+0xc0
+=========
+strata-case: mmvq/q8_0/8x32/n1/seed:1 @0
+========= Invalid __global__ read of size 4 bytes
+=========     at void mmvq_new<siq::fmt_q8_0, 1>(const void *, float *, int)+0xc0
+=========
+strata-cases: done
+========= ERROR SUMMARY: 3 errors
+""")
+    assert [f.line() for f in report.findings] == [
+        "memcheck: mmvq/q8_0/4x32/n1/seed:1: cupy_copy__float32_float32 (a CuPy kernel: the harness's, not the "
+        "family's): Invalid __global__ write of size 4 bytes",
+        "memcheck: mmvq/q8_0/4x32/n1/seed:1 [new]: mmvq_new<siq::fmt_q8_0, 1>: Invalid __global__ read of size 4 bytes",
+        "memcheck: mmvq/q8_0/8x32/n1/seed:1: mmvq_new<siq::fmt_q8_0, 1>: Invalid __global__ read of size 4 bytes"]
+
+
+def test_the_child_runs_its_plan_s_cases_and_variants_in_the_plan_s_order():
+    from strata_bench.cases import Case
+    from strata_bench.gpu.sanitize_child import narrowed
+
+    a, b = Case("f", "q8_0", 4, 32, variants=("old", "new")), Case("f", "q8_0", 8, 32, variants=("old", "new"))
+    assert narrowed([a, b], None) == [a, b]
+    assert narrowed([a, b], {b.name: ["new"], a.name: ["old", "new"]}) == [
+        Case("f", "q8_0", 8, 32, variants=("new",)), a]
+    with pytest.raises(InputError, match="the plan names 1 case"):
+        narrowed([a], {b.name: ["new"]})
