@@ -328,8 +328,9 @@ for s in "${steps[@]}"; do
             # one-line change in iq2_xxs's dot and one in the MoE path's SwiGLU (both caught), and the DRAM benches
             # with ggml beside old and new
             tree=${STRATA_GGML_TREE:-.ggml}
-            rm -rf /tmp/ggml-same /tmp/ggml-planted /tmp/ggml-planted-moe && cp -r "$tree" /tmp/ggml-same \
-                && cp -r "$tree" /tmp/ggml-planted && cp -r "$tree" /tmp/ggml-planted-moe
+            rm -rf /tmp/ggml-same /tmp/ggml-planted /tmp/ggml-planted-moe /tmp/ggml-planted-mmq \
+                && cp -r "$tree" /tmp/ggml-same && cp -r "$tree" /tmp/ggml-planted && cp -r "$tree" /tmp/ggml-planted-moe \
+                && cp -r "$tree" /tmp/ggml-planted-mmq
             sed -i 's|sumi = sumi \* ls / 8; |sumi = sumi * ls / 8 + 1; |' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh
             grep -c 'sumi \* ls / 8 + 1' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh > "$logdir/ggml-planted.txt"
             # The MoE path's one-line change: the fused SwiGLU of mul_mat_vec_q (its first of two such lines;
@@ -338,6 +339,12 @@ for s in "${steps[@]}"; do
                 /tmp/ggml-planted-moe/ggml/src/ggml-cuda/mmvq.cu
             grep -c 'silu_single(gate_value) \* 1.0001f' /tmp/ggml-planted-moe/ggml/src/ggml-cuda/mmvq.cu \
                 > "$logdir/ggml-planted-moe.txt"
+            # mul_mat_q's one-line change: one unit more in each 32-value int8 dot of the NVIDIA MMA path (q4_0,
+            # q5_0, q8_0 and the i-quants' dot).
+            sed -i 's|+= C.x\[l\]\*dA\[n\]\[l/2\]\[k01/QI8_0\]\*dB\[l%2\];|+= (C.x[l] + 1)*dA[n][l/2][k01/QI8_0]*dB[l%2];|' \
+                /tmp/ggml-planted-mmq/ggml/src/ggml-cuda/mmq-vec-dot.cuh
+            grep -c '(C.x\[l\] + 1)\*dA' /tmp/ggml-planted-mmq/ggml/src/ggml-cuda/mmq-vec-dot.cuh \
+                > "$logdir/ggml-planted-mmq.txt"
             step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped --resources
             step ggml-parity sb parity -q --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped -o md
             step ggml-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmvq,dequant,q8_1 \
@@ -346,6 +353,14 @@ for s in "${steps[@]}"; do
             step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
             step ggml-b-planted-moe sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-moe --family grouped \
                 --format iq2_xxs,iq4_xs
+            # mul_mat_q (family mmq, issue 35's prompt GEMM): build, parity, an unchanged copy passes and the planted
+            # dot is caught, bench
+            step ggml-mmq-compile sb compile --ggml "$tree" --family mmq --resources
+            step ggml-mmq-parity sb parity -q --ggml "$tree" --family mmq -o md
+            step ggml-mmq-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmq --format q8_0,iq4_xs -o md
+            step ggml-mmq-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-mmq --family mmq \
+                --format q8_0,iq4_xs
+            step ggml-mmq-bench sb bench -q --ggml "$tree" --family mmq --budget 0.5 -o md
             step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md
             step ggml-bench-issue35 sb bench -q --ggml "$tree" --family fp16deq,grouped --format q8_0,iq4_xs,iq2_xxs,iq3_s \
                 --budget 0.5 -o md ;;

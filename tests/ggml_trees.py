@@ -12,7 +12,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from strata_bench.ggml import moe, to_fp16
+from strata_bench.ggml import mmq, moe, to_fp16
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, SIGNATURES
 
 # The fake tree's types: format -> (ggml name, type id, QR, VDR); iq4_xs has a type id and nothing else,
@@ -38,8 +38,20 @@ def _to_fp16_kernels() -> str:
             + _kernel(iq4_xs, iq4_xs_params, "template<typename dst_t>\n"))
 
 
+def _mmq_files() -> dict[str, str]:
+    """mmq.cuh's mul_mat_q, quantize.cu's quantize_mmq_q8_1 (appended by the caller), a two-line Ampere
+    config table and q8_0's template instance: what family mmq's variant reads."""
+    (mmq_cuh, main, main_params), (_, quantize, quantize_params) = mmq.KERNELS
+    configs = "".join(f"    CASE(GGML_TYPE_Q8_0, 256, 1, 128, {j}, GGML_CUDA_MMQ_SRAM_LAYOUT_Q8_0, MMQ_ITER_K, true, {f});\n"
+                      for j, f in ((16, "false"), (128, "true")))
+    return {mmq_cuh: "#define MMQ_ITER_K 256\n" + _kernel(main, main_params, "template <ggml_type type, int J, bool f>\n"),
+            mmq.CONFIG_AMPERE: configs, mmq.instance_source("q8_0"): '#include "../mmq.cuh"\n',
+            "quantize_mmq": _kernel(quantize, quantize_params, "template <int ds_layout, bool scatter>\n")}
+
+
 def write_fake_tree(root: Path) -> Path:
     """A ggml-shaped tree at `root` (its ggml/ folder); returns `root`."""
+    mmq_files = _mmq_files()
     files = {
         "CMakeLists.txt": "cmake_minimum_required(VERSION 3.14)\nproject(\"ggml\" C CXX)\n"
                           "set(GGML_VERSION_MAJOR 0)\nset(GGML_VERSION_MINOR 9)\nset(GGML_VERSION_PATCH 4)\n",
@@ -59,7 +71,8 @@ def write_fake_tree(root: Path) -> Path:
         MMVQ: _kernel(*SIGNATURES[MMVQ], "template <ggml_type type, int ncols_dst, bool has_fusion, "
                                          "bool small_k = false, bool halve_iters = false>\n"),
         CONVERT: _kernel(*SIGNATURES[CONVERT], "template<typename dst_t>\n") + _to_fp16_kernels(),
-        QUANTIZE: _kernel(*SIGNATURES[QUANTIZE]),
+        QUANTIZE: _kernel(*SIGNATURES[QUANTIZE]) + mmq_files.pop("quantize_mmq"),
+        **mmq_files,
         "src/ggml-cpu/ops.h": "// the CPU backend: no CUDA build reads it\n",
         "README.md": "ggml\n",
     }

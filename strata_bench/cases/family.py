@@ -164,11 +164,16 @@ class Family(ABC):
                              f"({', '.join(v.name for v in self.variants)})")
         self.variants = (*self.variants, variant)
         if source is not None:
-            if source not in self.sources:
-                self.sources = (*self.sources, source)
-            self.__dict__.setdefault("_source_options", {})[source] = tuple(options)
-            if build is not None:
-                self.__dict__.setdefault("_source_builds", {})[source] = build
+            self.add_source(source, options, build)
+
+    def add_source(self, source: str, options: tuple[str, ...] = (), build: Any = None) -> None:
+        """One more source this instance compiles (a variant whose kernels live in several files), with its
+        options and its build (SourceBuild); the variants say which kernels each holds."""
+        if source not in self.sources:
+            self.sources = (*self.sources, source)
+        self.__dict__.setdefault("_source_options", {})[source] = tuple(options)
+        if build is not None:
+            self.__dict__.setdefault("_source_builds", {})[source] = build
 
     def copy(self) -> "Family":
         """This family for one run's catalog: the same instance state, its own variant table and source maps,

@@ -27,8 +27,23 @@ def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None,
                          f"(ggml {tree.version}: {', '.join(tree.formats)})")
     attach(families, tree, "ggml")
     lines = {family: f"--ggml {tree.root}: {why}" for family, why in kernels_lacking(tree).items()}
+    _attach_mmq(families, tree, "ggml", None, formats, lines, "--ggml")
     if second is not None:
         attach(families, second, "ggml_b", same_as="ggml")
         for family, why in kernels_lacking(second).items():
             lines.setdefault(family, f"--ggml-b {second.root}: {why}")
+        _attach_mmq(families, second, "ggml_b", "ggml", formats, lines, "--ggml-b")
     return lines
+
+
+def _attach_mmq(families: Any, tree: Any, name: str, same_as: str | None, formats: tuple[str, ...],
+                lines: dict[str, str], option: str) -> None:
+    """Family mmq with the tree's mul_mat_q, or a line in `lines` naming what the tree lacks."""
+    from strata_bench.ggml import mmq, mmq_family
+    from strata_bench.ggml.variants import attach_mmq
+
+    why = mmq.lacking(tree)
+    if why is not None:
+        lines.setdefault(mmq_family.FAMILY, f"{option} {tree.root}: {why}")
+    elif mmq_family.FAMILY not in lines:
+        attach_mmq(families, tree, name, same_as, formats)

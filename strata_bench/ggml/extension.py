@@ -1,6 +1,6 @@
 """`--ggml PATH` and `--ggml-b PATH` as one extension of a run (cases/spec.Extension): llama.cpp's own kernels
 join the mmvq, dequant, q8_1, fp16deq and grouped families of that run's catalog as variants `ggml` and
-`ggml_b`."""
+`ggml_b`, and its prompt GEMM (mul_mat_q) adds family mmq to that catalog."""
 from __future__ import annotations
 
 import sys
@@ -25,7 +25,7 @@ class Ggml:
         click.option("--ggml", "ggml_tree", type=UserPath(), metavar="PATH",
                      help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec (plain and MoE), "
                           "dequantization, q8_1 and to-FP16 kernels, built unchanged (nvcc, else NVRTC), join mmvq, "
-                          "dequant, q8_1, fp16deq and grouped as variant ggml."),
+                          "dequant, q8_1, fp16deq and grouped as variant ggml; its mul_mat_q adds family mmq."),
         click.option("--ggml-b", "ggml_b_tree", type=UserPath(), metavar="PATH",
                      help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
     )

@@ -44,10 +44,18 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     params: tuple[Argument, ...]
+    shared: int = 0  # dynamic shared memory in bytes (mul_mat_q's tiles; over 48 KiB it is opted in to)
 
     def run(self, lookup: Callable[[str], Any], stream: Any) -> None:
+        from strata_bench.kernels.launch import allow_dynamic_shared
+
         fn = lookup(self.kernel)
-        fn(self.grid, self.block, tuple(as_argument(p.ctype, p.value) for p in self.params), stream=stream)
+        args = tuple(as_argument(p.ctype, p.value) for p in self.params)
+        if not self.shared:
+            fn(self.grid, self.block, args, stream=stream)
+            return
+        allow_dynamic_shared(fn, self.shared)
+        fn(self.grid, self.block, args, shared_mem=self.shared, stream=stream)
 
 
 def packed_rows(w: Any, rows: int, stride: int, row_bytes: int, readable_rows: int) -> Any:

@@ -47,6 +47,20 @@ def _resident_blocks(fn_ptr: int, threads: int, shared: int, dev: int) -> int:
     return max(1, per_sm) * sms
 
 
+def resident_sms(device: int | None = None) -> int:
+    """The SM count of the current (or given) device (a stream-k grid's width). Cached like the occupancy."""
+    import cupy
+
+    return _sm_count(cupy.cuda.Device().id if device is None else device)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(dev: int) -> int:
+    from cupy_backends.cuda.api import runtime
+
+    return int(runtime.getDeviceProperties(dev)["multiProcessorCount"])
+
+
 def compute_major(device: int | None = None) -> int:
     """The compute capability's major version of the current (or given) device: which kernels it runs
     (tensor-core mma.sync of int8 needs 8). Cached like the occupancy."""
