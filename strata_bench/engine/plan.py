@@ -106,7 +106,11 @@ def cmake_options(arch: str, nvcc: str) -> list[tuple[str, str]]:
             # nothing downloaded or linked that an offline GPU host may lack: no curl or OpenSSL for model
             # downloads, no web UI for the server (its assets would be fetched at build time)
             ("LLAMA_CURL", "OFF"), ("LLAMA_OPENSSL", "OFF"), ("LLAMA_USE_PREBUILT_UI", "OFF"),
-            ("LLAMA_BUILD_UI", "OFF"), ("LLAMA_BUILD_TESTS", "OFF")]
+            ("LLAMA_BUILD_UI", "OFF"), ("LLAMA_BUILD_TESTS", "OFF"),
+            # the executables link where no CUDA driver is installed (a GPU-less build host, whose engines are
+            # carried to the GPU host): libggml-cuda needs libcuda.so.1, which only the GPU host has; llama.cpp's
+            # own CUDA container build passes the same flag
+            ("CMAKE_EXE_LINKER_FLAGS", "-Wl,--allow-shlib-undefined")]
 
 
 def check_arch(arch: str | None) -> str:
