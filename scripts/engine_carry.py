@@ -32,11 +32,8 @@ MANIFEST = "MANIFEST.json"
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def stage_arm(name: str, src: Path, stage: Path, first: Path | None) -> dict[str, str]:
