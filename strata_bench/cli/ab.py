@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from strata_bench.cli.options import FiniteFloat, list_option, output_option, quiet_option, results_option, run_options
+from strata_bench.cli.options import (SAID, FiniteFloat, list_option, output_option, quiet_option, results_option,
+                                      run_options)
 from strata_bench.cli.ab_extras import extras_options, write_exports
 from strata_bench.ab.plan import ORDERS  # light: the plan module imports neither scipy nor numpy
 from strata_bench.cases.request import CaseRequest
@@ -34,7 +35,7 @@ from strata_bench.errors import InputError
                    "variant.")
 @click.option("--b", "b_spec", metavar="CMD|VARIANT",
               help="Command line of arm B, or with --family the variant under test.")
-@click.option("--metric", "metrics", multiple=True, metavar="[NAME[:higher][:UNIT]=]REGEX",
+@click.option("--metric", "metrics", multiple=True, type=SAID, metavar="[NAME[:higher][:UNIT]=]REGEX",
               help="Read a figure from stdout+stderr (repeatable): the group (?P<value>...) or the only group; "
                    "a group (?P<key>...) gives one metric per key (NAME[key]); the last match counts. "
                    "NAME:higher= marks that metric higher-is-better, NAME:UNIT= (prefill:ms=, "
@@ -43,7 +44,7 @@ from strata_bench.errors import InputError
               help="Read figures from JSON objects in the output (repeatable): FIELD of each object, one metric per "
                    "KEY (llama-bench: its test name, pp512, tg128; or a template, pp{n_prompt}). 'llama-bench' "
                    "is avg_ts:higher:t/s=avg_ts@llama-bench, for llama-bench -o json.")
-@click.option("--same", "same", multiple=True, metavar="[NAME=]REGEX",
+@click.option("--same", "same", multiple=True, type=SAID, metavar="[NAME=]REGEX",
               help="Output that must be identical in every run of both arms (repeatable; group value, the only "
                    "group, or the whole match; a key group checks per key). A difference exits 1, and so does an "
                    "entry an arm, key or run never printed (shown as missing).")
@@ -63,17 +64,18 @@ from strata_bench.errors import InputError
                                   "lies within +/-PCT percent.")
 @click.option("--until-decided", "until_decided", type=click.IntRange(min=0), default=0, metavar="MAX_PAIRS",
               help="While any metric is UNDECIDED after --pairs, add pairs (two at a time) up to MAX_PAIRS in all.")
-@click.option("--prepare", metavar="CMD", help="Shell command run before each run (the arm's environment).")
-@click.option("--conclude", metavar="CMD", help="Shell command run after each run, failed or not.")
-@click.option("--setup", metavar="CMD", help="Shell command run once before the first run.")
-@click.option("--cleanup", metavar="CMD",
+@click.option("--prepare", type=SAID, metavar="CMD", help="Shell command run before each run (the arm's environment).")
+@click.option("--conclude", type=SAID, metavar="CMD", help="Shell command run after each run, failed or not.")
+@click.option("--setup", type=SAID, metavar="CMD", help="Shell command run once before the first run.")
+@click.option("--cleanup", type=SAID, metavar="CMD",
               help="Shell command run once after the last run (also after Ctrl-C, SIGTERM, SIGHUP or a failed "
                    "--setup).")
 @click.option("--server", metavar="CMD",
               help="Start CMD (a shell command, the arm's environment) fresh for every run, wait until ready, "
                    "run the arm's command as its client, then stop the server's whole process tree. "
                    "Metrics are read from both outputs.")
-@click.option("--ready", metavar="REGEX", help="The server is ready when a line of its output matches REGEX.")
+@click.option("--ready", type=SAID, metavar="REGEX",
+              help="The server is ready when a line of its output matches REGEX.")
 @click.option("--ready-port", type=click.IntRange(1, 65535), default=None, metavar="N",
               help="The server is ready when a process of its own tree listens on port N; a port already "
                    "held before the first run is refused (exit 2, naming the holder).")

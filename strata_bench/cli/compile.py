@@ -6,13 +6,14 @@ from typing import Sequence
 
 import click
 
-from strata_bench.cli.options import _split, extension_options
+from strata_bench.cli.options import SAID, _split, extension_options
 
 
 @click.command("compile")
-@click.option("--arch", "archs", multiple=True, metavar="SM[,SM]",
+@click.option("--arch", "archs", multiple=True, type=SAID, metavar="SM[,SM]",
               help="Architectures, e.g. 75,80,86,89,90,120 (default: the local GPU's).")
-@click.option("--family", "families", multiple=True, metavar="NAME[,NAME]", help="Only these kernel families.")
+@click.option("--family", "families", multiple=True, type=SAID, metavar="NAME[,NAME]",
+              help="Only these kernel families.")
 @click.option("--resources", is_flag=True, help="Also print registers, spills, shared memory and stack per kernel.")
 @click.option("--no-cache", is_flag=True, help="Compile again even where the cubin cache has the result.")
 @extension_options

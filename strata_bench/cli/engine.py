@@ -6,7 +6,7 @@ import json
 
 import click
 
-from strata_bench.cli.options import output_option, quiet_option
+from strata_bench.cli.options import SAID, output_option, quiet_option
 from strata_bench.errors import InputError
 from strata_bench.files import UserPath
 
@@ -23,7 +23,7 @@ def command() -> None:
 
 @command.command("build")
 @click.argument("tree", type=UserPath(file_okay=False))
-@click.option("--arch", default=None, metavar="SM[,SM]",
+@click.option("--arch", default=None, type=SAID, metavar="SM[,SM]",
               help="CUDA architectures (CMAKE_CUDA_ARCHITECTURES), e.g. 90 (default: the local GPU's, else 90).")
 @click.option("-j", "--jobs", type=click.IntRange(1, 512), default=None, help="Parallel build jobs (default: CPUs).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (targets, key, CMake command lines); build nothing.")

@@ -25,6 +25,21 @@ class FiniteFloat(click.FloatRange):
         return number
 
 
+class Said(click.ParamType):
+    """Text that says something: '' or spaces are refused in one line. Read as "not given", they ran every
+    case (`--family ''`), or a command that does nothing (`ab --setup ''`), and exited 0."""
+
+    name = "text"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} is empty", param, ctx)
+        return value
+
+
+SAID = Said()
+
+
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
 
@@ -47,7 +62,8 @@ def device_option(help: str = DEVICE_HELP, single: bool = False):
     """--device N|all (default 0) into `device_spec`; with `single`, --device N (an int) into `device`."""
     if single:
         return click.option("--device", type=int, default=0, show_default=True, help="GPU index.")
-    return click.option("--device", "device_spec", default="0", show_default=True, metavar="N|all", help=help)
+    return click.option("--device", "device_spec", type=SAID, default="0", show_default=True, metavar="N|all",
+                        help=help)
 
 
 def results_option(help: str = RESULTS_HELP, default: str | None = "results"):
@@ -130,16 +146,18 @@ def parse_cols(value: str | None) -> tuple[int, ...] | None:
 
 
 _FILTER_OPTIONS = (
-    click.option("--family", "families", multiple=True, metavar="NAME[,NAME]", help="Only these kernel families."),
-    click.option("--format", "formats", multiple=True, metavar="FMT[,FMT]", help="Only these quant formats."),
-    click.option("-k", "pattern", metavar="REGEX", help="Only cases whose name matches REGEX."),
+    click.option("--family", "families", multiple=True, type=SAID, metavar="NAME[,NAME]",
+                 help="Only these kernel families."),
+    click.option("--format", "formats", multiple=True, type=SAID, metavar="FMT[,FMT]",
+                 help="Only these quant formats."),
+    click.option("-k", "pattern", type=SAID, metavar="REGEX", help="Only cases whose name matches REGEX."),
 )
 
 _REQUEST_OPTIONS = (
-    click.option("--shape", metavar="ROWSxCOLS",
+    click.option("--shape", type=SAID, metavar="ROWSxCOLS",
                  help="Replace each case's shape (e.g. 131072x8192, the DRAM shape); exit 2 where a format's "
                       "blocks do not divide COLS."),
-    click.option("--cols", "cols_spec", metavar="N[,N]",
+    click.option("--cols", "cols_spec", type=SAID, metavar="N[,N]",
                  help="Sweep the column count (e.g. 1,2,4,8); with real weights, the columns (entries, tokens) "
                       "of each fixture's cases."),
     click.option("--fixtures", "fixture_patterns", multiple=True, metavar="PATTERN",
@@ -147,8 +165,10 @@ _REQUEST_OPTIONS = (
                       "(repeatable), instead of the default cases."),
     click.option("--gguf", "gguf_file", type=UserPath(dir_okay=False),
                  help="Run every selected family's cases over rows read from this GGUF file (with --tensor)."),
-    click.option("--tensor", "tensor_regex", metavar="REGEX", help="With --gguf: the tensors to read (re.search)."),
-    click.option("--rows", "rows_spec", metavar="A:B", help="With --gguf: rows A to B of each tensor (default 0:64)."),
+    click.option("--tensor", "tensor_regex", type=SAID, metavar="REGEX",
+                 help="With --gguf: the tensors to read (re.search)."),
+    click.option("--rows", "rows_spec", type=SAID, metavar="A:B",
+                 help="With --gguf: rows A to B of each tensor (default 0:64)."),
 )
 
 

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from strata_bench.cli.main import cli
+from strata_bench.cli.options import SAID
 from strata_bench.files import UserPath
 
 
@@ -182,4 +183,33 @@ def test_an_empty_path_is_one_line_exit_2_and_writes_nothing(cwd, words, name):
     result = CliRunner().invoke(cli, [*words.split(), *args])
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines() == [f"{name} '': the path is empty"]
+    assert list(cwd.iterdir()) == []
+
+
+# Text read as "not given" when empty: `--family ''` ran every case, `--shape ''` kept each case's shape,
+# `ab --setup ''` set up nothing, each exiting 0.
+EMPTY_TEXT = {
+    "parity": ["--family", "--format", "-k", "--shape", "--cols", "--tensor", "--rows", "--device"],
+    "bench": ["--family", "--format", "-k", "--shape", "--cols", "--device"],
+    "compile": ["--family", "--arch"],
+    "ab": ["--family", "--metric", "--same", "--prepare", "--conclude", "--setup", "--cleanup", "--ready"],
+    "engine build": ["--arch"],
+}
+
+
+def test_the_text_options_that_select_or_run_are_declared_as_said():
+    said = {words: [_spelled(p) for p in command.params if isinstance(p.type, type(SAID))]
+            for words, command in _commands()}
+    for words, names in EMPTY_TEXT.items():
+        assert set(names) <= set(said[words]), words
+
+
+@pytest.mark.parametrize("words,name", [(words, name) for words, names in EMPTY_TEXT.items() for name in names])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_empty_text_is_one_line_exit_2_and_writes_nothing(cwd, words, name, value):
+    extra = ["x"] if words == "engine build" else []
+    result = CliRunner().invoke(cli, [*words.split(), *extra, name, value], prog_name="strata-bench")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"Error: Invalid value for '{name}': {value!r} is empty (see "
+                                          f"'strata-bench {words} --help')"]
     assert list(cwd.iterdir()) == []
