@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from strata_bench.cli.options import SAID
 from strata_bench.errors import InputError
 from strata_bench.files import write_problem
 
@@ -42,7 +43,7 @@ _OPTIONS = (
     click.option("-P", "--parameter-scan", "scans", nargs=3, multiple=True, metavar="NAME MIN MAX",
                  help="A --param whose values are MIN, MIN+STEP, ... MAX (repeatable; hyperfine's -P)."),
     click.option("--step", default=None, metavar="STEP", help="Step of the -P scans (default 1; decimals allowed)."),
-    click.option("-n", "--name", "names", multiple=True, metavar="NAME",
+    click.option("-n", "--name", "names", multiple=True, type=SAID, metavar="NAME",
                  help="Name arm A (first) and B (second) in the tables; the commands stay listed."),
     click.option("-i", "--ignore-failure", is_flag=True,
                  help="A nonzero exit code is recorded but is not a failed run (its figures still count)."),

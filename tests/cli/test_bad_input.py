@@ -192,7 +192,7 @@ EMPTY_TEXT = {
     "parity": ["--family", "--format", "-k", "--shape", "--cols", "--tensor", "--rows", "--device"],
     "bench": ["--family", "--format", "-k", "--shape", "--cols", "--device"],
     "compile": ["--family", "--arch"],
-    "ab": ["--family", "--metric", "--same", "--prepare", "--conclude", "--setup", "--cleanup", "--ready"],
+    "ab": ["--family", "--metric", "--same", "--prepare", "--conclude", "--setup", "--cleanup", "--ready", "--name"],
     "engine build": ["--arch"],
 }
 
@@ -210,6 +210,7 @@ def test_empty_text_is_one_line_exit_2_and_writes_nothing(cwd, words, name, valu
     extra = ["x"] if words == "engine build" else []
     result = CliRunner().invoke(cli, [*words.split(), *extra, name, value], prog_name="strata-bench")
     assert result.exit_code == 2, result.output
-    assert result.stderr.splitlines() == [f"Error: Invalid value for '{name}': {value!r} is empty (see "
+    shown = " / ".join(f"'{o}'" for o in next(p for p in dict(_commands())[words].params if name in p.opts).opts)
+    assert result.stderr.splitlines() == [f"Error: Invalid value for {shown}: {value!r} is empty (see "
                                           f"'strata-bench {words} --help')"]
     assert list(cwd.iterdir()) == []
