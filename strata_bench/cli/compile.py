@@ -6,7 +6,7 @@ from typing import Sequence
 
 import click
 
-from strata_bench.cli.options import SAID, _split, extension_options
+from strata_bench.cli.options import SAID, _split, extension_options, make_filter
 
 
 @click.command("compile")
@@ -48,7 +48,8 @@ def command(archs: Sequence[str], families: Sequence[str], resources: bool, no_c
     from strata_bench.runs.prepare import select_families
 
     arch_list = buildplan.parse_archs(archs) if archs else None  # bad --arch fails before any import
-    spec = RunSpec(extensions=extensions)
+    # the families are the spec's filter too: an extension speaks only of what the run selects
+    spec = RunSpec(filter=make_filter(tuple(families), (), None), extensions=extensions)
     spec.check()
     chosen = select_families(build_catalog(spec), _split(tuple(families)))
     arch_list = arch_list or local_archs()

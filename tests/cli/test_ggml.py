@@ -169,3 +169,10 @@ def test_a_tree_whose_fusion_struct_changed_refuses_grouped_alone(tree):
     refused = _run("parity", "--ggml", tree, "--family", "grouped", "--list")
     assert (refused.exit_code, refused.stderr.splitlines()) == (2, [line])
     assert _listed(_run("parity", "--ggml", tree, "--family", "fp16deq,mmvq", "--list"))
+
+
+@pytest.mark.parametrize("family,said", [("q2warp", True), ("q8_1", False)])
+def test_compile_says_q2warp_has_no_counterpart_only_where_it_is_selected(tree, tmp_path, monkeypatch, family, said):
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
+    result = _run("compile", "--ggml", tree, "--family", family, "--arch", "90")
+    assert ("q2warp has no ggml counterpart" in result.stderr) is said, result.stderr
