@@ -19,7 +19,6 @@ from strata_bench.checks.diagnosis import as_uint, diagnose
 from strata_bench.checks.outcome import CaseResult, CheckResult, CaseStatus
 from strata_bench.checks.phases import PhaseTimes, maybe
 from strata_bench.checks.refcache import cached_references
-from strata_bench.checks.reuse import SCRATCH, twins_of
 from strata_bench.errors import InputError
 from strata_bench.gpu.launch import VariantRun, run_variant
 
@@ -51,17 +50,6 @@ def _finite_checks(family: Family, case: Case, run: VariantRun) -> list[CheckRes
         vals = arr if mask is None else arr[np.asarray(mask, dtype=bool)]
         bad = int((~np.isfinite(vals)).sum())
         out.append(CheckResult("finite", run.variant, bad == 0, f"{name}: {bad} non-finite elements" if bad else ""))
-    return out
-
-
-def _finite_by_variant(family: Family, case: Case, runs: Mapping[str, VariantRun],
-                       twins: Mapping[str, str]) -> dict[str, list[CheckResult]]:
-    """Each variant's finite checks; a variant with an earlier one's outputs (`twins`) gets its checks."""
-    out: dict[str, list[CheckResult]] = {}
-    for variant, run in runs.items():
-        twin = twins.get(variant)
-        out[variant] = (_finite_checks(family, case, run) if twin is None
-                        else [replace(c, variant=variant) for c in out[twin]])
     return out
 
 
@@ -137,9 +125,7 @@ class _RefStats:
         if ref0 is not self.ref:
             top, bottom = (float(ref0.max()), float(ref0.min())) if ref0.size else (0.0, 0.0)
         self.max_ref = max(abs(top), abs(bottom))
-        # The sum follows the layout: a reused (C-ordered) array only for a C-ordered ref0.
-        square = SCRATCH.array("square", ref0.shape) if ref0.flags.c_contiguous else None
-        self.denom = float(np.sum(np.square(ref0, out=square)))
+        self.denom = float(np.sum(np.square(ref0)))
 
     @property
     def fin(self) -> np.ndarray:
@@ -196,12 +182,6 @@ def _worst_index(err0: np.ndarray, bound: float | np.ndarray, largest_err: int) 
     if isinstance(bound, float):
         return largest_err
     with np.errstate(divide="ignore", invalid="ignore"):
-        # The plain quotient differs from the rule only where it is NaN (0/0, 0/NaN) or -0.0 (0 over a
-        # negative bound, which ties with 0 as argmax compares): without a NaN its argmax is the rule's.
-        ratio = np.divide(err0, bound, out=SCRATCH.array("ratio", err0.shape))
-        index = int(np.argmax(ratio))
-        if not np.isnan(ratio.flat[index]):
-            return index
         ratio = np.divide(err0, bound, out=np.zeros(err0.shape), where=err0 != 0)
     return int(np.argmax(ratio))
 
@@ -216,11 +196,8 @@ def _within(err0: np.ndarray, max_err: float, bound: float | np.ndarray) -> bool
 def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
                describe: Callable[[tuple[int, ...]], str]) -> CheckResult:
     ref = stats.ref
-    # In C order (both inputs are, as nearly always) into a reused array; else laid out as numpy would
-    # (np.where and the nmse sum follow the layout, and their sums must stay the same).
-    both_c = got.flags.c_contiguous and ref.flags.c_contiguous and got.shape == ref.shape
     with np.errstate(invalid="ignore", over="ignore"):
-        err = np.subtract(got, ref, out=SCRATCH.array("err", ref.shape) if both_c else None)
+        err = np.subtract(got, ref)
         np.abs(err, out=err)
     err0 = _zero_outside(err, stats._fin, stats.all_finite)
     largest, max_err = _largest(err0) if err.size else (0, 0.0)
@@ -259,8 +236,7 @@ def _bound_detail(exp: Expected, worst: Mapping[str, Any]) -> str:
 
 
 def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
-                      refs: Iterable[Expected], host: Mapping[str, Any] | None = None,
-                      twins: Mapping[str, str] | None = None) -> list[CheckResult]:
+                      refs: Iterable[Expected], host: Mapping[str, Any] | None = None) -> list[CheckResult]:
     """Each variant's values against each float64 reference. The reference's own statistics are computed
     once; a variant whose values have the same bits as an earlier variant's gets that variant's numbers
     (the same inputs give the same results), so bitwise-equal variants cost one comparison. A variant
@@ -268,24 +244,17 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
     bounds instead, an err-model check with its max|err| over the baseline's."""
     out = []
     values: dict[tuple[str, str], np.ndarray] = {}
-    twins = twins_of(runs) if twins is None else twins
     for exp in refs:
         stats = _RefStats(exp)
         done: list[tuple[np.ndarray, CheckResult]] = []
-        mine: dict[str, CheckResult] = {}  # the family-bound results so far, by variant
         base_err = None
         for variant, run in runs.items():
-            describe = partial(_describe, family, case, exp.output)
-            model = _judging_model(family, case, variant)
-            if model is None and twins.get(variant) in mine:  # the same outputs: no float64 copy made
-                result = replace(mine[twins[variant]], variant=variant)
-                mine[variant] = result
-                out.append(result)
-                continue
             key = (variant, exp.output)
             if key not in values:
                 values[key] = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
             got = values[key]
+            describe = partial(_describe, family, case, exp.output)
+            model = _judging_model(family, case, variant)
             if model is not None:  # its own bounds, element by element (never shared with others)
                 out.append(_model_check(model, case, host or {}, exp, variant, got, describe, base_err))
                 continue
@@ -294,7 +263,6 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
             result = (replace(same, variant=variant) if same is not None
                       else _f64_check(exp, stats, variant, got, describe))
             done.append((got, result))
-            mine[variant] = result
             out.append(result)
             if case.baseline == variant:
                 base_err = result.max_err
@@ -407,13 +375,11 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
     related_done = [(c, o, sel, related_runs(c)) for c, o, sel in related]
     with maybe(times, "comparisons"):
         checks: list[CheckResult] = []
-        twins = twins_of(runs)
-        finite = _finite_by_variant(family, case, runs, twins)
-        for variant, run in runs.items():
-            checks += _written_checks(family, case, run) + finite[variant]
+        for run in runs.values():
+            checks += _written_checks(family, case, run) + _finite_checks(family, case, run)
         checks += _bitwise_checks(family, case, runs)
         checks += _related_checks(family, case, runs, related_done)
-        checks += _reference_checks(family, case, runs, refs, host, twins)
+        checks += _reference_checks(family, case, runs, refs, host)
         checks += _error_equal_checks(family, case, checks)
     status = CaseStatus.PASS if all(c.ok for c in checks) else CaseStatus.FAIL
     result = CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
