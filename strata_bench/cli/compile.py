@@ -6,7 +6,7 @@ from typing import Sequence
 
 import click
 
-from strata_bench.cli.options import SAID, _split, extension_options, make_filter
+from strata_bench.cli.options import SAID, extension_options, make_filter
 
 
 @click.command("compile")
@@ -51,7 +51,7 @@ def command(archs: Sequence[str], families: Sequence[str], resources: bool, no_c
     # the families are the spec's filter too: an extension speaks only of what the run selects
     spec = RunSpec(filter=make_filter(tuple(families), (), None), extensions=extensions)
     spec.check()
-    chosen = select_families(build_catalog(spec), _split(tuple(families)))
+    chosen = select_families(build_catalog(spec), spec.filter.families)
     arch_list = arch_list or local_archs()
     jobs = buildplan.plan(chosen, arch_list)
     outcomes = _run_with_progress(jobs, not no_cache, workers or os.cpu_count() or 1)
