@@ -1,0 +1,266 @@
+// onecol_dec.cuh: the one-column decoders of experiments/mmvq_onecol (mmvq_onecol.cu runs them; the host test
+// tests/onecol_host.cpp runs the same code on the CPU). Host-compilable, like kernels_src/common.
+//
+// ARITHMETIC CONTRACT: mmvq.cu's and iq_decode.cuh's. Each decoder gives, for chunk j of a block and the q8_1
+// codes q of its activation block, exactly the format's chunk integer isum = ls * sum_i w_i q_i (the same ls, the
+// same signed weight bytes w_i as F::decode, summed by dp4a: exact integers, so the order is free), and the
+// chunk's weight scale as the float d of the block's fp16 field. The kernel pairs d with the activation scale
+// staged times D_ACT_SCALE (the format's dw = d * D_ACT_SCALE, a power of two): d * (d_act * 2^-k) is the real
+// number d * d_act * 2^-k, exact in float (11-bit significands, far from underflow), so it is the same float
+// as (d * 2^-k) * d_act, which old computes. Hence the same fmaf operands, the same roundings.
+//
+// What changes against mmvq_new's decode (per row and chunk of 32 weights, one lane):
+//   - the loads: fixed per-lane field pointers that advance a constant step (no address recomputation), the
+//     2-byte aligned code words by aligned loads and a funnel shift of a per-lane constant amount;
+//   - the scale: ls and d only (the factor 2^-k of dw is in the staged activation scale);
+//   - iq2_xxs: the sign selector bits of each group from a 128-entry shared table (SignTab, N interleaved copies,
+//     lane l reading copy l % N) instead of ~10 integer instructions (Iq2xxsOneCol<true>); the control
+//     Iq2xxsOneCol<false> keeps decoders.cuh's arithmetic selector (iq2_sel);
+//   - iq1_s: the delta's sign picks the table word (K0 or K1) once per chunk instead of an OR per group
+//     (Iq1sOneCol<false>); or (Iq1sOneCol<true>) a 2048 x 8-byte table of the positive-delta weight bytes
+//     (8g + 1, one LDS.64 a group, no PRMT) and the negative delta through the dot: the bytes 8g - 1 are
+//     8g + 1 - 2, so sum w q = sum (8g + 1) q - 2 sum q, with sum q (the block's code sum) staged beside d_act.
+#pragma once
+#include "common/decoders.cuh"  // iq_decode.cuh (formats, tables), iq2_sel, or_and
+
+namespace onecol {
+using namespace siq;
+
+// ---- loads -------------------------------------------------------------------------------------------------
+// N consecutive 4-byte values at a 2-byte aligned address, read from the aligned words at `a` with a funnel
+// shift of `shift` (0 or 16) bits, as ld_words_a2w gives them (the last word may lie 2 bytes past the values:
+// device buffers keep 16 readable bytes after the last row).
+template <int N>
+__device__ __forceinline__ void words_at(const uint32_t* a, uint32_t shift, uint32_t (&out)[N]) {
+    uint32_t lo = __ldg(a);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const uint32_t hi = __ldg(a + i + 1);
+        out[i] = __funnelshift_r(lo, hi, shift);
+        lo = hi;
+    }
+}
+
+__device__ __forceinline__ const uint32_t* aligned_word(const uint8_t* p) {
+    return reinterpret_cast<const uint32_t*>(reinterpret_cast<unsigned long long>(p) & ~3ull);
+}
+
+// The shift that aligns the 4-byte values at p (2-byte aligned) from its aligned words.
+__device__ __forceinline__ uint32_t word_shift(const uint8_t* p) {
+    return (uint32_t)(reinterpret_cast<unsigned long long>(p) & 2u) * 8u;
+}
+
+// The word at byte offset `bytes` of a table (the offsets are computed in bytes so that ptxas needs no scaling).
+__device__ __forceinline__ uint32_t word_at(const uint32_t* table, uint32_t bytes) {
+    return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(table) + bytes);
+}
+
+// What a lane holds for the whole kernel: its table copy's byte offset and a table constant in a register. The
+// constant is read from shared memory at a lane-dependent address (each lane its own copy), so ptxas keeps it in
+// a register rather than re-materializing it from a uniform register before each PRMT (8 IMADs a chunk).
+struct LaneConst {
+    uint32_t bytes;
+    uint32_t k0;
+};
+
+// ---- iq2_xxs -----------------------------------------------------------------------------------------------
+// The sign selector table: entry k (the 7-bit sign index) holds ksign_nibbles(k), bit 4i + 2 set where value i
+// of the group is negated (the 8th sign is the index's parity), in N interleaved copies (copy c of entry k at
+// word k * N + c).
+template <int N>
+struct SignTab {
+    static constexpr int WORDS = 128 * N;
+    static_assert(N == 1 || N == 2 || N == 4 || N == 8 || N == 16 || N == 32, "copies: a power of two");
+    static constexpr uint32_t SHIFT = 2 + (N >= 2) + (N >= 4) + (N >= 8) + (N >= 16) + (N >= 32);  // log2(4 N)
+    __device__ __forceinline__ static void stage(uint32_t* dst, int tid, int nthreads) {
+        for (int i = tid; i < WORDS; i += nthreads) dst[i] = ksign_nibbles((uint32_t)(i / N));
+    }
+    // The lane's copy as a byte offset.
+    __device__ __forceinline__ static uint32_t lane_bytes(int lane) { return (uint32_t)(lane % N) * 4u; }
+    // The selector bits of the 7-bit index at bit 7 * G of aux.
+    template <int G>
+    __device__ __forceinline__ static uint32_t bits(const uint32_t* tab, uint32_t aux, uint32_t lane_bytes) {
+        constexpr int AT = 7 * G;  // the field's lowest bit; moved to bit SHIFT
+        const uint32_t scaled = AT >= (int)SHIFT ? aux >> (AT - SHIFT) : aux << (SHIFT - AT);
+        return word_at(tab, or_and(lane_bytes, scaled, 0x7Fu << SHIFT));
+    }
+};
+
+// One chunk's fields: the four grid index bytes, the four sign indexes with the scale, the fp16 d.
+struct Iq2xxsRaw {
+    uint32_t idx, aux, d16;
+};
+
+// A row's field pointers for the lane's chunk: the aligned words of its 8 code bytes and its block's d.
+struct Iq2xxsPtr {
+    const uint32_t* qs;
+    const uint16_t* d;
+    static constexpr int STEP = LaneWalk<fmt_iq2_xxs>::STEP;
+    Iq2xxsPtr() = default;
+    __device__ __forceinline__ Iq2xxsPtr(const uint8_t* block, int j)
+        : qs(aligned_word(block + layout::iq2_xxs::QS + 8 * j)), d(reinterpret_cast<const uint16_t*>(block)) {}
+    __device__ __forceinline__ void advance() {
+        qs += STEP / 4;
+        d += STEP / 2;
+    }
+    __device__ __forceinline__ Iq2xxsRaw load(uint32_t shift) const {
+        uint32_t f[2];
+        words_at(qs, shift, f);
+        return Iq2xxsRaw{f[0], f[1], (uint32_t)__ldg(d)};
+    }
+};
+
+// TABLE: the sign selectors from SignTab<COPIES> (else iq2_sel's arithmetic). Shared: the grid's nibble words
+// (256), then the sign table.
+template <bool TABLE, int COPIES = 1>
+struct Iq2xxsOneCol {
+    using F = fmt_iq2_xxs;
+    using Ptr = Iq2xxsPtr;
+    using Raw = Iq2xxsRaw;
+    using Signs = SignTab<COPIES>;
+    static constexpr float D_ACT_SCALE = 0.125f;  // dw = d / 8
+    static constexpr bool CODE_SUM = false;       // no sum q staged
+    static constexpr int GRID_WORDS = F::TABLE_WORDS;
+    static constexpr int SIGN_WORDS = TABLE ? Signs::WORDS : 0;
+    static constexpr int SHARED_WORDS = GRID_WORDS + SIGN_WORDS + 32;  // then 32 copies of K0, one a lane
+
+    __device__ __forceinline__ static void stage(uint32_t* sh, int tid, int nthreads) {
+        for (int i = tid; i < GRID_WORDS; i += nthreads) sh[i] = F::table()[i];
+        if constexpr (TABLE) Signs::stage(sh + GRID_WORDS, tid, nthreads);
+        for (int i = tid; i < 32; i += nthreads) sh[GRID_WORDS + SIGN_WORDS + i] = F::K0;
+    }
+    __device__ __forceinline__ static uint32_t shift(const uint8_t* first_block, int j) {
+        return word_shift(first_block + layout::iq2_xxs::QS + 8 * j);
+    }
+    // After the barrier.
+    __device__ __forceinline__ static LaneConst lane_const(const uint32_t* sh, int lane) {
+        return LaneConst{Signs::lane_bytes(lane), sh[GRID_WORDS + SIGN_WORDS + lane]};
+    }
+    __device__ __forceinline__ static float d(const Raw& r) { return fp16_bits_to_float((uint16_t)r.d16); }
+
+    template <int G>
+    __device__ __forceinline__ static int group(const uint32_t* sh, const Raw& r, const LaneConst& lc,
+                                                const int q[8], int s) {
+        const uint32_t nib = word_at(sh, prmt(r.idx, 0u, 0x4440u + G) * 4u);
+        uint32_t sel;
+        if constexpr (TABLE)
+            sel = nib | Signs::template bits<G>(sh + GRID_WORDS, r.aux, lc.bytes);
+        else
+            sel = iq2_sel<false>(r.aux >> (7 * G), nib);
+        s = __dp4a((int)prmt(lc.k0, F::K1, sel), q[2 * G], s);
+        return __dp4a((int)prmt(lc.k0, F::K1, sel >> 16), q[2 * G + 1], s);
+    }
+    // ls * sum w q: ls = 2 * (aux >> 28) + 1 (bit 27, the last sign index's top bit, is overwritten by the 1).
+    __device__ __forceinline__ static int isum(const uint32_t* sh, const Raw& r, const LaneConst& lc, const int q[8],
+                                               int /*code_sum2*/) {
+        int s = group<0>(sh, r, lc, q, 0);
+        s = group<1>(sh, r, lc, q, s);
+        s = group<2>(sh, r, lc, q, s);
+        s = group<3>(sh, r, lc, q, s);
+        return (int)((r.aux >> 27) | 1u) * s;
+    }
+};
+
+// ---- iq1_s -------------------------------------------------------------------------------------------------
+struct Iq1sRaw {
+    uint32_t qs, qh, d16;  // four low index bytes; 3 high bits x4, scale bits 12-14, delta sign bit 15; fp16 d
+};
+
+struct Iq1sPtr {
+    const uint16_t* qs;
+    const uint16_t* qh;
+    const uint16_t* d;
+    static constexpr int STEP = LaneWalk<fmt_iq1_s>::STEP;
+    Iq1sPtr() = default;
+    __device__ __forceinline__ Iq1sPtr(const uint8_t* block, int j)
+        : qs(reinterpret_cast<const uint16_t*>(block + layout::iq1_s::QS + 4 * j)),
+          qh(reinterpret_cast<const uint16_t*>(block + layout::iq1_s::QH + 2 * j)),
+          d(reinterpret_cast<const uint16_t*>(block)) {}
+    __device__ __forceinline__ void advance() {
+        qs += STEP / 2;
+        qh += STEP / 2;
+        d += STEP / 2;
+    }
+    __device__ __forceinline__ Iq1sRaw load(uint32_t /*shift*/) const {
+        const uint32_t lo = __ldg(qs), hi = __ldg(qs + 1);
+        return Iq1sRaw{lo | (hi << 16), (uint32_t)__ldg(qh), (uint32_t)__ldg(d)};
+    }
+};
+
+// The high index bits of the four groups, one a byte: byte G = (qh >> 3G) & 7. Fields 0 and 2 (and 1 and 3)
+// are spread by one multiply each: the copies it makes land on distinct bits (no carries), and the masks keep
+// the wanted ones.
+__device__ __forceinline__ uint32_t iq1_high_bytes(uint32_t qh) {
+    const uint32_t even = (qh & 0x1C7u) * 0x401u;   // field 0 at bits 0-2 (and 10-12), field 2 at 16-18 (and 6-8)
+    const uint32_t odd = (qh & 0xE38u) * 0x8020u;   // field 1 at bits 8-10 (and 18-20), field 3 at 24-26 (and 14-16)
+    return (even & 0x00070007u) | (odd & 0x07000700u);
+}
+
+// The 11-bit grid index of group G: byte G of qs, with byte G of the high bytes above it. One PRMT: selector
+// nibbles 0xC replicate the sign of byte 0 of `high` (at most 7, so zero bytes).
+template <int G>
+__device__ __forceinline__ uint32_t iq1_index(uint32_t qs, uint32_t high) {
+    return prmt(qs, high, 0xCC00u | ((4u + G) << 4) | G);
+}
+
+// BYTES: the 8-byte table of positive-delta weights and the code sum (else the nibble table, K0 or K1 per chunk).
+template <bool BYTES>
+struct Iq1sOneCol {
+    using F = fmt_iq1_s;
+    using Ptr = Iq1sPtr;
+    using Raw = Iq1sRaw;
+    static constexpr float D_ACT_SCALE = 0.125f;  // dw = d / 8
+    static constexpr bool CODE_SUM = BYTES;       // 2 * sum q staged beside d_act
+    static constexpr int GRID_WORDS = F::TABLE_WORDS * (BYTES ? 2 : 1);
+    static constexpr int SHARED_WORDS = GRID_WORDS;
+
+    // The byte table: entry i is the two words prmt(K0, K1, nib) and prmt(K0, K1, nib >> 16) of nibble word i.
+    __device__ __forceinline__ static void stage(uint32_t* sh, int tid, int nthreads) {
+        for (int i = tid; i < GRID_WORDS; i += nthreads) {
+            if constexpr (BYTES) {
+                const uint32_t nib = F::table()[i / 2];
+                sh[i] = prmt(F::K0, F::K1, (i & 1) ? nib >> 16 : nib);
+            } else {
+                sh[i] = F::table()[i];
+            }
+        }
+    }
+    __device__ __forceinline__ static uint32_t shift(const uint8_t*, int) { return 0u; }
+    __device__ __forceinline__ static LaneConst lane_const(const uint32_t*, int) { return LaneConst{0u, F::K0}; }
+    __device__ __forceinline__ static float d(const Raw& r) { return fp16_bits_to_float((uint16_t)r.d16); }
+
+    template <int G>
+    __device__ __forceinline__ static int group(const uint32_t* sh, uint32_t qs, uint32_t high, uint32_t k,
+                                                const int q[8], int s) {
+        const uint32_t i = iq1_index<G>(qs, high);
+        uint32_t lo, hi;
+        if constexpr (BYTES) {
+            const uint2 w = *reinterpret_cast<const uint2*>(reinterpret_cast<const uint8_t*>(sh) + i * 8u);
+            lo = w.x;
+            hi = w.y;
+        } else {
+            const uint32_t nib = word_at(sh, i * 4u);
+            lo = prmt(k, k, nib);  // the nibble codes (0-2) pick bytes 0-2 of k, K0 or K1
+            hi = prmt(k, k, nib >> 16);
+        }
+        s = __dp4a((int)lo, q[2 * G], s);
+        return __dp4a((int)hi, q[2 * G + 1], s);
+    }
+    // ls * sum w q, ls = 2 * ((qh >> 12) & 7) + 1. The delta's sign (qh bit 15) selects K1 (8g - 1) over K0 (8g + 1):
+    // prmt(K0, K1, nib | 0x44444444) reads K1 where prmt(K0, K1, nib) reads K0, the nibble codes being 0-2
+    // (iq1_group). With BYTES the words hold K0's bytes and code_sum2 = 2 sum q is subtracted instead.
+    __device__ __forceinline__ static int isum(const uint32_t* sh, const Raw& r, const LaneConst&, const int q[8],
+                                               int code_sum2) {
+        const bool neg = r.qh >= 0x8000u;  // a u16
+        const uint32_t k = neg ? F::K1 : F::K0;
+        const uint32_t high = iq1_high_bytes(r.qh);
+        int s = group<0>(sh, r.qs, high, k, q, 0);
+        s = group<1>(sh, r.qs, high, k, q, s);
+        s = group<2>(sh, r.qs, high, k, q, s);
+        s = group<3>(sh, r.qs, high, k, q, s);
+        if constexpr (BYTES) s -= neg ? code_sum2 : 0;
+        return (2 * (int)((r.qh >> 12) & 7u) + 1) * s;
+    }
+};
+
+}  // namespace onecol
