@@ -19,6 +19,8 @@
 
 #include <vector>
 
+#include "host_util.h"  // read_file, butterfly
+
 #include "common/decoders.cuh"
 #include "dequant/dequant.cuh"
 #include "mma_emul.h"
@@ -65,17 +67,6 @@ static Tab host_tab() {
     }
 }
 
-static std::vector<uint8_t> read_file(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) { perror(path); exit(2); }
-    std::vector<uint8_t> data;
-    uint8_t buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + n);
-    fclose(f);
-    return data;
-}
-
 // A sign-mask decoder's words with the signs applied (Chunk::m): the signed words a plain decoder gives.
 template <class F>
 static void signed_words(Chunk& c) {
@@ -111,16 +102,6 @@ static void run(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& 
             fwrite(&isum_f, 4, 1, out);
         }
     }
-}
-
-// The butterfly of warp_sum_f32: every lane adds its xor partner's value, offsets 16, 8, 4, 2, 1.
-static float butterfly(float v[32]) {
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float next[32];
-        for (int l = 0; l < 32; ++l) next[l] = v[l] + v[l ^ offset];
-        memcpy(v, next, sizeof next);
-    }
-    return v[0];
 }
 
 template <class F>

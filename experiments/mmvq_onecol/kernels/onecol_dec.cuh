@@ -27,18 +27,13 @@ namespace onecol {
 using namespace siq;
 
 // ---- loads -------------------------------------------------------------------------------------------------
-// N consecutive 4-byte values at a 2-byte aligned address, read from the aligned words at `a` with a funnel
-// shift of `shift` (0 or 16) bits, as ld_words_a2w gives them (the last word may lie 2 bytes past the values:
-// device buffers keep 16 readable bytes after the last row).
-template <int N>
-__device__ __forceinline__ void words_at(const uint32_t* a, uint32_t shift, uint32_t (&out)[N]) {
-    uint32_t lo = __ldg(a);
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-        const uint32_t hi = __ldg(a + i + 1);
-        out[i] = __funnelshift_r(lo, hi, shift);
-        lo = hi;
-    }
+// The 8 bytes at a 2-byte aligned address as two words, from the three aligned words at `a` and a funnel shift of
+// `shift` (0 or 16) bits, the values ld_words_a2w gives (the third word may lie 2 bytes past them: device buffers
+// keep 16 readable bytes after the last row).
+__device__ __forceinline__ void two_words_at(const uint32_t* a, uint32_t shift, uint32_t& lo, uint32_t& hi) {
+    const uint32_t w0 = __ldg(a), w1 = __ldg(a + 1), w2 = __ldg(a + 2);
+    lo = __funnelshift_r(w0, w1, shift);
+    hi = __funnelshift_r(w1, w2, shift);
 }
 
 __device__ __forceinline__ const uint32_t* aligned_word(const uint8_t* p) {
@@ -104,9 +99,10 @@ struct Iq2xxsPtr {
         d += STEP / 2;
     }
     __device__ __forceinline__ Iq2xxsRaw load(uint32_t shift) const {
-        uint32_t f[2];
-        words_at(qs, shift, f);
-        return Iq2xxsRaw{f[0], f[1], (uint32_t)__ldg(d)};
+        Iq2xxsRaw r;
+        two_words_at(qs, shift, r.idx, r.aux);
+        r.d16 = (uint32_t)__ldg(d);
+        return r;
     }
 };
 

@@ -15,21 +15,12 @@
 
 #include <vector>
 
+#include "host_util.h"  // read_file, butterfly
+
 #include "onecol_dec.cuh"
 
 using namespace siq;
 using namespace onecol;
-
-static std::vector<uint8_t> read_file(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) { perror(path); exit(2); }
-    std::vector<uint8_t> data;
-    uint8_t buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + n);
-    fclose(f);
-    return data;
-}
 
 static bool defect(const char* name) {
     const char* d = getenv("ONECOL_DEFECT");
@@ -63,15 +54,6 @@ static std::vector<uint32_t> stage_tables() {
     if (defect("parity"))
         for (int i = D::GRID_WORDS; i < D::SHARED_WORDS; ++i) sh[i] &= ~0x40000000u;  // the sign table (iq2_xxs)
     return sh;
-}
-
-static float butterfly(float v[32]) {
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float next[32];
-        for (int l = 0; l < 32; ++l) next[l] = v[l] + v[l ^ offset];
-        memcpy(v, next, sizeof next);
-    }
-    return v[0];
 }
 
 // One lane's chain over row `row` (lane's chunks in increasing order), as onecol_step does it.
