@@ -3,8 +3,11 @@ project's own NVRTC build (strata_bench/kernels/sass.py; cuobjdump must be on PA
 
     PYTHONPATH=$PWD python scripts/sass_loops.py --family mmvq --kernel 'mmvq_new<siq::fmt_iq2_xxs.*, 1,' --per IDP:8
     PYTHONPATH=$PWD python scripts/sass_loops.py --family mmvq --kernel 'sign_masked' --per IDP:16 --arch 90
+    PYTHONPATH=$PWD python scripts/sass_loops.py --cases experiments/mmvq_onecol/cases.py --family mmvq_onecol \
+        --kernel 'mmvq_onecol<' --per IDP:8
 
---kernel is a regular expression over the family's name expressions (the kernels its variants launch);
+--kernel is a regular expression over the family's name expressions (the kernels its variants launch); --cases
+adds the families of a --cases file (an experiment's), compiled from their own kernels folder;
 --per OPCODE:N divides every count by the loop's OPCODE count / N (IDP:8 is chunks for a plain decoder's
 one-column loop, IDP:16 for a sign-mask decoder's). Prints a markdown table, one row per loop with at
 least one such unit, innermost first. Exit 2 on bad input or a missing tool.
@@ -21,22 +24,33 @@ sys.path.insert(0, str(Path.cwd()))
 COLUMNS = ("alu", "imad", "idp", "fp32", "lds", "ldg", "st", "other", "total")
 
 
-def rows(family: str, pattern: str, arch: str, per: str) -> list[str]:
+def _families(cases: str) -> dict:
+    """The built-in families, and those a --cases file adds."""
+    from strata_bench.cases.registry import load_user_cases
     from strata_bench.families import load_builtin_families
+
+    families = dict(load_builtin_families())
+    if cases:
+        load_user_cases(cases, into=families)
+    return families
+
+
+def rows(family: str, pattern: str, arch: str, per: str, cases: str = "") -> list[str]:
     from strata_bench.errors import InputError
     from strata_bench.kernels.build import compile_source
     from strata_bench.kernels.sass import dump_sass, loops, parse_functions, units
 
-    families = load_builtin_families()
+    families = _families(cases)
     if family not in families:
-        raise InputError(f"no built-in family {family!r}; families: {', '.join(sorted(families))}")
+        kind = "family" if cases else "built-in family"
+        raise InputError(f"no {kind} {family!r}; families: {', '.join(sorted(families))}")
     fam = families[family]
     out = []
     for source in fam.sources:
         exprs = [e for e in fam.name_expressions(source) if re.search(pattern, e)]
         if not exprs:
             continue
-        compiled = compile_source(source, exprs, arch)
+        compiled = compile_source(source, exprs, arch, root=fam.kernels_root)
         functions = parse_functions(dump_sass(compiled.cubin))
         for expr in exprs:
             for loop in loops(functions.get(compiled.lowered[expr], [])):
@@ -59,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", default=".", help="regular expression over the name expressions")
     parser.add_argument("--arch", default="90")
     parser.add_argument("--per", default="", help="OPCODE:N, e.g. IDP:8")
+    parser.add_argument("--cases", default="", help="a --cases file whose families to add (an experiment's)")
     args = parser.parse_args(argv)
     try:
-        table = rows(args.family, args.kernel, f"sm_{args.arch.removeprefix('sm_')}", args.per)
+        table = rows(args.family, args.kernel, f"sm_{args.arch.removeprefix('sm_')}", args.per, args.cases)
     except InputError as exc:
         print(f"sass_loops: {exc}", file=sys.stderr)
         return 2

@@ -87,3 +87,20 @@ def test_the_script_counts_a_real_kernels_loop(capsys, cubin_cache):
              if ln.startswith("| mmvq_new")]
     assert "16" in [row[2] for row in cells]
     assert all(0 < float(row[3]) < float(row[-1]) for row in cells)  # ALU instructions below the total
+
+
+def test_the_script_adds_a_cases_files_families(capsys):
+    """--cases loads an experiment's families beside the built-ins; a family it does not have is still exit 2."""
+    assert _script().main(["--cases", "experiments/mmvq_onecol/cases.py", "--family", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "no family 'nosuch'" in err and "mmvq_onecol" in err
+
+
+@pytest.mark.nvrtc
+@pytest.mark.skipif(not (os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")), reason="no cuobjdump")
+def test_the_script_counts_an_experiments_kernel_from_its_own_folder(capsys, cubin_cache):
+    # experiments/mmvq_onecol's iq1_s table kernel (R = 2, U = 8): its source compiles from the experiment's kernels/.
+    assert _script().main(["--cases", "experiments/mmvq_onecol/cases.py", "--family", "mmvq_onecol", "--kernel",
+                           r"Iq1sOneCol<true>", "--per", "IDP:8"]) == 0
+    units = [ln.split("|")[3].strip() for ln in capsys.readouterr().out.splitlines() if ln.startswith("| mmvq_onecol")]
+    assert "16" in units
