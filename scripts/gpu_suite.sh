@@ -11,6 +11,7 @@
 # `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma),
 # `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench),
 # `lanepair` (issue 37: new's iq1_s and iq2_xxs lane-pair passes, parity and bench beside new before them);
+# `onecol` (issue 37 item 3: experiments/mmvq_onecol's one-column kernels, parity and bench beside old and new);
 # `peer-run` (the README's peer table from one run: bench --ggml, bench --profile of the 1-column rows, the peer
 # reports), `bench-base` and `bench-match-base` (after bench-dram: $BASE_TREE's DRAM bench on this card, compared);
 # and the profiles `ncu`, `ncu-source`, `ncu-mma` and `ncu-rows` (issue 37: each row's binding resource). Every
@@ -371,6 +372,12 @@ for s in "${steps[@]}"; do
             step lanepair-parity sb parity -q --family mmvq --format iq1_s,iq2_xxs
             step lanepair-parity-exp sb parity -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair
             step lanepair-bench sb bench -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair \
+                --budget 0.5 --results results/tune -o md ;;
+        onecol)  # issue 37 item 3: experiments/mmvq_onecol's one-column iq2_xxs and iq1_s kernels (fewer instructions a
+            # weight): parity of every candidate on all the experiment's cases (bitwise against old), then 131072x8192 at
+            # one column for both formats: old, new and the candidates
+            step onecol-parity sb parity -q --cases experiments/mmvq_onecol/cases.py --family mmvq_onecol
+            step onecol-bench sb bench -q --cases experiments/mmvq_onecol/cases.py --family mmvq_onecol \
                 --budget 0.5 --results results/tune -o md ;;
         speed)  # issue 28's candidates (experiments/<name>/, family <name>): resources, bitwise parity against old, bench
             for x in ${STRATA_SPEED_EXPERIMENTS:-mmvq_coal mmvq_lanepair grouped_sched}; do
