@@ -13,7 +13,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from strata_bench.ggml import glu, mmq, moe, to_fp16
+from strata_bench.ggml import combine, glu, mmq, moe, to_fp16
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, SIGNATURES
 
 # The fake tree's types: format -> (ggml name, type id, QR, VDR); iq4_xs has a type id and nothing else,
@@ -37,6 +37,27 @@ def _gated_kernel() -> str:
     body = f"static __device__ __forceinline__ float {glu.OP_SILU[0]}(float x) {{\n    {glu.OP_SILU[1]}\n}}\n"
     return body + _kernel(glu.KERNEL, glu.PARAMS, "template <float (*op)(float), typename T>\n").replace(
         "{\n}", f"{{\n    {glu.PRODUCT}\n}}")
+
+
+def _combine_files() -> dict[str, str]:
+    """moe_combine's chain (combine.py): its kernels, the arithmetic its error model bounds and the numbers its
+    launches read, in the tree's files."""
+    files = dict.fromkeys((*combine.SOURCES, "src/ggml-cuda/cpy.cuh", "src/ggml-cuda/ggml-cuda.cu"), "")
+    for source, kernel, params in combine.KERNELS:
+        files[source] += _kernel(kernel, params, "template <typename T>\n")
+    for source, line in combine.ARITHMETIC:
+        files[source] += f"    {line}\n"
+    files[combine.REDUCTION] += "static void launch_moe_weighted_reduction() {\n    constexpr int threads = 256;\n}\n"
+    files[combine.BINBCAST] += "    const int block_size = 128;\n"
+    files[combine.HC] += "".join(f"void ggml_cuda_op_dsv4_hc_{op}(ggml_tensor * dst) {{\n    const int block_size = 256;\n}}\n"
+                                 for op in ("pre", "post"))
+    files[combine.NORM] += "".join((
+        "if (add == nullptr) {\n    if (ncols < 1024) {\n        const dim3 block_dims(256, 1, 1);\n",
+        "        launch(rms_norm_f32<256, true>);\n    } else {\n        const dim3 block_dims(1024, 1, 1);\n",
+        "        launch(rms_norm_f32<1024, true>);\n    }\n}\n"))
+    files["src/ggml-cuda/cpy.cuh"] += "#define CUDA_CPY_BLOCK_SIZE 64\n"
+    files["src/ggml-cuda/ggml-cuda.cu"] += "static constexpr int MOE_WEIGHTED_REDUCTION_MAX_EXPERTS = 15;\n"
+    return files
 
 
 def _to_fp16_kernels() -> str:
@@ -83,6 +104,7 @@ def write_fake_tree(root: Path) -> Path:
         CONVERT: _kernel(*SIGNATURES[CONVERT], "template<typename dst_t>\n") + _to_fp16_kernels(),
         QUANTIZE: _kernel(*SIGNATURES[QUANTIZE]) + mmq_files.pop("quantize_mmq"),
         **mmq_files,
+        **_combine_files(),
         "src/ggml-cpu/ops.h": "// the CPU backend: no CUDA build reads it\n",
         "README.md": "ggml\n",
     }

@@ -75,3 +75,54 @@ class SwigluErrorModel:
     def describe(self) -> str:
         return ("swiglu_q8's bounds with ggml's arithmetic: __expf and an approximate division in the SwiGLU, "
                 "2-ulp divisions in quantize_q8_1")
+
+
+# A result under 2^-126 flushes to zero (-use_fast_math's ftz): at most 2^-126 each, and an element's chain
+# (K + 1 <= 16 roundings for c, fewer for R, x and y) flushes at most 16 of them.
+FLUSH = 16 * 2.0 ** -126
+WARP_LEVELS = 5  # a butterfly over 32 lanes
+
+
+def ggml_norm(n: Any) -> Any:
+    """moe_combine's NormArithmetic for ggml's chain (combine.py; `n` its Numbers): hc_post's c beta + R_in
+    may round the product apart from the add; flushes; the sum of squares' deepest path is a thread's 2
+    roundings a term over ceil(H / block) terms, then block_reduce's two butterflies; tmp / ncols and
+    rsqrtf are 2-ulp operations."""
+    from strata_bench.families.moe_combine import NormArithmetic
+    from strata_bench.kernels.launch import ceil_div
+
+    def depth(hidden: int) -> int:
+        return 2 * ceil_div(hidden, n.norm_block(hidden)) + 2 * WARP_LEVELS
+
+    return NormArithmetic(U32, FLUSH, depth, APPROX_REL, APPROX_REL)
+
+
+@dataclass(frozen=True)
+class CombineErrorModel:
+    """cases/error_model.ErrorModel for ggml's chain on moe_combine's cases: each element of R_out and xn16 held
+    to the family's own bound (moe_reference) computed with ggml's arithmetic (ggml_norm), from the case's own
+    inputs. rs and xn16_lo are not judged: the chain does not compute them (Variant.omits)."""
+
+    numbers: Any  # combine.Numbers of the tree: the norm's block, so the sum's depth
+    judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
+    _last: list = field(default_factory=list, compare=False, repr=False)  # [(case, Y), {output: bound}]
+
+    def applies(self, fmt: str) -> bool:
+        return True  # moe_combine's one format (f32)
+
+    def bounds(self, case: Any, host: Mapping[str, Any], exp: Any, baseline_err: float | None) -> np.ndarray:
+        return self._bounds(case, host)[exp.output]
+
+    def _bounds(self, case: Any, host: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        from strata_bench.families.moe_combine import MoeCombine, expected, moe_reference
+
+        key = (case, id(host["Y"]))
+        if not self._last or self._last[0] != key:  # two references of one case's inputs: computed once
+            geo = MoeCombine.geometry(case)
+            ref = moe_reference(host, geo["H"], geo["eps"], ggml_norm(self.numbers))
+            self._last[:] = [key, {e.output: e.tol for e in expected(ref, geo["ld"], geo["lo"])}]
+        return self._last[1]
+
+    def describe(self) -> str:
+        return ("moe_combine's bounds with ggml's arithmetic: an unfused product in the residual update, flushed "
+                "subnormals, its sum of squares' depth, an approximate division and rsqrtf")

@@ -25,13 +25,13 @@ import numpy as np
 
 from strata_bench.cases.family import Variant
 from strata_bench.errors import InputError
-from strata_bench.ggml import convert, fusion_variants, glu, mmq, mmvq, moe, to_fp16
+from strata_bench.ggml import combine, convert, fusion_variants, glu, mmq, mmvq, moe, to_fp16
 from strata_bench.ggml.build import source_build, source_unit
 from strata_bench.ggml.error import RAW_SUM, TRUNCATING, ZERO_SIGN_FORMATS, GgmlErrorModel, MoeErrorModel, ZeroSignModel
 from strata_bench.ggml.launch import checker, lookup_in, needs_packing, packed_rows
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, GgmlTree
 
-FAMILIES = ("mmvq", "dequant", "q8_1", "fp16deq", "grouped", "swiglu_q8")
+FAMILIES = ("mmvq", "dequant", "q8_1", "fp16deq", "grouped", "swiglu_q8", "moe_combine")
 
 
 def attach(families: Mapping[str, Any], tree: GgmlTree, name: str = "ggml", same_as: str | None = None) -> list[str]:
@@ -49,7 +49,8 @@ def attach(families: Mapping[str, Any], tree: GgmlTree, name: str = "ggml", same
                  "q8_1": lambda fam: _attach_q8_1(fam, tree, name, same_as),
                  "fp16deq": lambda fam: _attach_fp16deq(fam, tree, name, formats, same_as),
                  "grouped": lambda fam: _attach_grouped(fam, tree, name, formats, same_as),
-                 "swiglu_q8": lambda fam: fusion_variants.attach_swiglu_q8(fam, tree, name, same_as)}
+                 "swiglu_q8": lambda fam: fusion_variants.attach_swiglu_q8(fam, tree, name, same_as),
+                 "moe_combine": lambda fam: fusion_variants.attach_moe_combine(fam, tree, name, same_as)}
     skipped = lacking(tree)
     for family, attach_one in attachers.items():
         if family not in skipped:
@@ -60,7 +61,8 @@ def attach(families: Mapping[str, Any], tree: GgmlTree, name: str = "ggml", same
 def lacking(tree: GgmlTree) -> dict[str, str]:
     """family -> why the tree cannot give it a variant (a kernel it launches is missing or its parameters
     changed), for the families whose kernels the tree's own check (tree.SIGNATURES) does not cover."""
-    reasons = {"fp16deq": to_fp16.lacking(tree), "grouped": moe.lacking(tree), "swiglu_q8": glu.lacking(tree)}
+    reasons = {"fp16deq": to_fp16.lacking(tree), "grouped": moe.lacking(tree), "swiglu_q8": glu.lacking(tree),
+               "moe_combine": combine.lacking(tree)}
     return {family: why for family, why in reasons.items() if why is not None}
 
 
