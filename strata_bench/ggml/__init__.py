@@ -30,7 +30,7 @@ def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None,
     _attach_mmq(families, tree, "ggml", None, formats, lines, "--ggml")
     if second is not None:
         attach(families, second, "ggml_b", same_as="ggml")
-        for family, why in kernels_lacking(second).items():
+        for family, why in kernels_lacking(second, bounded=False).items():
             lines.setdefault(family, f"--ggml-b {second.root}: {why}")
         _attach_mmq(families, second, "ggml_b", "ggml", formats, lines, "--ggml-b")
     return lines

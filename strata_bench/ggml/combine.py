@@ -140,14 +140,15 @@ def numbers(tree: GgmlTree) -> Numbers | None:
     return Numbers(**found)
 
 
-def lacking(tree: GgmlTree) -> str | None:
-    """None where the tree has every kernel the chain launches, the numbers its launches read and the
-    arithmetic the error model bounds; else why not, naming what."""
+def lacking(tree: GgmlTree, bounded: bool = True) -> str | None:
+    """None where the tree has every kernel the chain launches, the numbers its launches read and (where
+    `bounded`: the tree an error model judges) the arithmetic the model bounds; else why not, naming what."""
     missing = next((s for s in SOURCES if not tree.path(s).is_file()), None)
     if missing is not None:
         return f"{missing} is missing: moe_combine's chain launches its kernels (an older ggml?)"
     kernels = [lambda s=s, k=k, p=p: lacking_kernel(tree.root, s, k, p) for s, k, p in KERNELS]
-    return first_reason(*kernels, lambda: _arithmetic_lacking(tree), lambda: _numbers_lacking(tree))
+    arithmetic = (lambda: _arithmetic_lacking(tree),) if bounded else ()
+    return first_reason(*kernels, lambda: _numbers_lacking(tree), *arithmetic)
 
 
 def _arithmetic_lacking(tree: GgmlTree) -> str | None:

@@ -46,11 +46,12 @@ def block_size(tree: GgmlTree) -> int | None:
     return value if value is not None and BLOCK_RANGE[0] <= value <= BLOCK_RANGE[1] else None
 
 
-def lacking(tree: GgmlTree) -> str | None:
-    """None where the tree has the gated kernel, its launch's block size and the SiLU and product the error
-    model bounds; else why not, in words naming what."""
+def lacking(tree: GgmlTree, bounded: bool = True) -> str | None:
+    """None where the tree has the gated kernel, its launch's block size and (where `bounded`: the tree an
+    error model judges) the SiLU and product the model bounds; else why not, in words naming what."""
+    arithmetic = (lambda: _product_lacking(tree), lambda: moe.silu_lacking(tree, "swiglu_q8")) if bounded else ()
     return first_reason(lambda: lacking_kernel(tree.root, UNARY, KERNEL, PARAMS), lambda: _block_lacking(tree),
-                        lambda: _product_lacking(tree), lambda: moe.silu_lacking(tree, "swiglu_q8"))
+                        *arithmetic)
 
 
 def _block_lacking(tree: GgmlTree) -> str | None:

@@ -51,18 +51,20 @@ def attach(families: Mapping[str, Any], tree: GgmlTree, name: str = "ggml", same
                  "grouped": lambda fam: _attach_grouped(fam, tree, name, formats, same_as),
                  "swiglu_q8": lambda fam: fusion_variants.attach_swiglu_q8(fam, tree, name, same_as),
                  "moe_combine": lambda fam: fusion_variants.attach_moe_combine(fam, tree, name, same_as)}
-    skipped = lacking(tree)
+    skipped = lacking(tree, bounded=same_as is None)
     for family, attach_one in attachers.items():
         if family not in skipped:
             attach_one(families[family])
     return [f for f in FAMILIES if f not in skipped]
 
 
-def lacking(tree: GgmlTree) -> dict[str, str]:
+def lacking(tree: GgmlTree, bounded: bool = True) -> dict[str, str]:
     """family -> why the tree cannot give it a variant (a kernel it launches is missing or its parameters
-    changed), for the families whose kernels the tree's own check (tree.SIGNATURES) does not cover."""
-    reasons = {"fp16deq": to_fp16.lacking(tree), "grouped": moe.lacking(tree), "swiglu_q8": glu.lacking(tree),
-               "moe_combine": combine.lacking(tree)}
+    changed), for the families whose kernels the tree's own check (tree.SIGNATURES) does not cover. A tree
+    held to another's bits (`bounded` False: --ggml-b) need not have the arithmetic the fusion families' error
+    models bound: a change to it is what --ggml-b is there to catch."""
+    reasons = {"fp16deq": to_fp16.lacking(tree), "grouped": moe.lacking(tree),
+               "swiglu_q8": glu.lacking(tree, bounded), "moe_combine": combine.lacking(tree, bounded)}
     return {family: why for family, why in reasons.items() if why is not None}
 
 

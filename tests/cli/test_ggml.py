@@ -202,3 +202,18 @@ def test_a_tree_lacking_a_fusion_kernel_refuses_that_family_alone(tree, family, 
     assert (refused.exit_code, refused.stderr.splitlines()) == (2, [f"--ggml {root}: {why}: {family} needs it"])
     other = "moe_combine" if family == "swiglu_q8" else "swiglu_q8"
     assert set(_listed(_run("parity", "--ggml", tree, "--family", other, "--list")).values()) == {"old,new,ggml"}
+
+
+def test_a_branch_changing_the_bounded_arithmetic_is_held_to_ggmls_bits_not_refused(tree, tmp_path):
+    """The suite's planted change (gpu_suite.sh, ggml-fuse-b-planted): as --ggml-b it is what the bitwise check
+    catches; as --ggml, the tree the error model would judge, it is refused."""
+    branch = write_fake_tree(tmp_path / "branch" / "ggml")
+    reduction = branch / "src/ggml-cuda/moe-weighted-reduction.cu"
+    line = "sum += (experts[row * n_embd + col] * scale) * weights[row];"
+    reduction.write_text(reduction.read_text().replace(line, line[:-1] + " * 1.0001f;"))
+    listed = _listed(_run("parity", "--ggml", tree, "--ggml-b", branch.parent, "--family", "moe_combine", "--list"))
+    assert set(listed.values()) == {"old,new,ggml,ggml_b"}
+    refused = _run("parity", "--ggml", branch.parent, "--family", "moe_combine", "--list")
+    assert refused.exit_code == 2 and refused.stderr.splitlines() == [
+        f"--ggml {branch.resolve()}: src/ggml-cuda/moe-weighted-reduction.cu has no `{line}`, which moe_combine's "
+        f"error model bounds (an unsupported ggml version?): moe_combine needs it"]

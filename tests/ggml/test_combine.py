@@ -132,6 +132,12 @@ def test_a_tree_without_the_reduction_names_its_file(fake_tree):
                                                   "chain launches its kernels (an older ggml?)")
 
 
+def test_a_tree_held_to_anothers_bits_needs_no_bounded_arithmetic(fake_tree):
+    path = fake_tree / combine.NORM
+    path.write_text(path.read_text().replace("rsqrtf(mean + eps)", "rsqrtf(mean + eps*eps)"))
+    assert combine.lacking(locate(fake_tree)) is not None and combine.lacking(locate(fake_tree), bounded=False) is None
+
+
 # --- the variant ------------------------------------------------------------------------------------------------
 @pytest.fixture
 def numpy_cupy(monkeypatch):

@@ -55,6 +55,12 @@ def test_what_a_tree_lacks_is_named(fake_tree, where, old, new, line):
     assert lacking_after(fake_tree, glu.lacking, where, old, new) == line
 
 
+def test_a_tree_held_to_anothers_bits_needs_no_bounded_arithmetic(fake_tree):
+    path = fake_tree / glu.UNARY
+    path.write_text(path.read_text().replace("ggml_cuda_cast<float>(g[j1]))", "ggml_cuda_cast<float>(g[j1]) * 2.0f)"))
+    assert glu.lacking(locate(fake_tree)) is not None and glu.lacking(locate(fake_tree), bounded=False) is None
+
+
 # --- the variant ------------------------------------------------------------------------------------------------
 def _address(array):
     """The first element's address of a stand-in device array or a numpy array (a view's, not its base's)."""
