@@ -366,7 +366,7 @@ def _moe_reference_chunk(inp: Mapping[str, Any], hidden: int, eps: float, arith:
     e_x = float(gamma(4)) * (a * (np.abs(r) + e_r)).sum(axis=0) + (a * e_r).sum(axis=0) + arith.flush
     sumsq = (x * x).sum(axis=1)
     e_sum = (float(gamma(arith.sum_depth(hidden))) * ((np.abs(x) + e_x) ** 2).sum(axis=1)
-             + (e_x * (2 * np.abs(x) + e_x)).sum(axis=1) + hidden * U64 * sumsq)
+             + (e_x * (2 * np.abs(x) + e_x)).sum(axis=1) + hidden * U64 * sumsq + hidden * arith.flush)
     v = sumsq / hidden + eps
     e_v = e_sum / hidden + arith.div_rel * (sumsq + e_sum) / hidden + U32 * (v + e_sum / hidden)
     rho = e_v / v
