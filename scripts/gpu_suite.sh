@@ -326,12 +326,12 @@ for s in "${steps[@]}"; do
                 --results results/tune -o md ;;
         ggml)  # llama.cpp's kernels from an unchanged ggml tree ($STRATA_GGML_TREE, default .ggml: carried), issues 24
             # and 35: build, parity of every family and format, --ggml-b with an unchanged copy (passes) and with a
-            # one-line change in iq2_xxs's dot and one in the MoE path's SwiGLU (both caught), and the DRAM benches
-            # with ggml beside old and new
+            # one-line change in iq2_xxs's dot, one in the MoE path's SwiGLU and one in the MoE weighted reduction
+            # (each caught: exit 1), and the DRAM benches with ggml beside old and new
             tree=${STRATA_GGML_TREE:-.ggml}
-            rm -rf /tmp/ggml-same /tmp/ggml-planted /tmp/ggml-planted-moe /tmp/ggml-planted-mmq \
+            rm -rf /tmp/ggml-same /tmp/ggml-planted /tmp/ggml-planted-moe /tmp/ggml-planted-mmq /tmp/ggml-planted-fuse \
                 && cp -r "$tree" /tmp/ggml-same && cp -r "$tree" /tmp/ggml-planted && cp -r "$tree" /tmp/ggml-planted-moe \
-                && cp -r "$tree" /tmp/ggml-planted-mmq
+                && cp -r "$tree" /tmp/ggml-planted-mmq && cp -r "$tree" /tmp/ggml-planted-fuse
             sed -i 's|sumi = sumi \* ls / 8; |sumi = sumi * ls / 8 + 1; |' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh
             grep -c 'sumi \* ls / 8 + 1' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh > "$logdir/ggml-planted.txt"
             # The MoE path's one-line change: the fused SwiGLU of mul_mat_vec_q (its first of two such lines;
@@ -346,6 +346,12 @@ for s in "${steps[@]}"; do
                 /tmp/ggml-planted-mmq/ggml/src/ggml-cuda/mmq-vec-dot.cuh
             grep -c '(C.x\[l\] + 1)\*dA' /tmp/ggml-planted-mmq/ggml/src/ggml-cuda/mmq-vec-dot.cuh \
                 > "$logdir/ggml-planted-mmq.txt"
+            # moe_combine's one-line change: each expert's term of the fused MoE weighted reduction 1.0001 times
+            # itself (every moe_combine case: ggml's chain runs it for top-k 2 to 15)
+            sed -i 's|sum += (experts\[row \* n_embd + col\] \* scale) \* weights\[row\];|sum += (experts[row * n_embd + col] * scale) * weights[row] * 1.0001f;|' \
+                /tmp/ggml-planted-fuse/ggml/src/ggml-cuda/moe-weighted-reduction.cu
+            grep -c 'weights\[row\] \* 1.0001f' /tmp/ggml-planted-fuse/ggml/src/ggml-cuda/moe-weighted-reduction.cu \
+                > "$logdir/ggml-planted-fuse.txt"
             step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped --resources
             step ggml-parity sb parity -q --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped -o md
             step ggml-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmvq,dequant,q8_1 \
@@ -354,6 +360,13 @@ for s in "${steps[@]}"; do
             step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
             step ggml-b-planted-moe sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-moe --family grouped \
                 --format iq2_xxs,iq4_xs
+            # the fusion families (issue 35): ggml's SwiGLU + quantize_q8_1 and its MoE combine chain (weighted
+            # reduction, add, DSV4 residual post/pre, rms_norm*mul, cast): build, parity, an unchanged copy passes,
+            # the planted reduction is caught (exit 1)
+            step ggml-fuse-compile sb compile --ggml "$tree" --family swiglu_q8,moe_combine --resources
+            step ggml-fuse-parity sb parity -q --ggml "$tree" --family swiglu_q8,moe_combine -o md
+            step ggml-fuse-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family swiglu_q8,moe_combine -o md
+            step ggml-fuse-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-fuse --family moe_combine
             # mul_mat_q (family mmq, issue 35's prompt GEMM): build, parity, an unchanged copy passes and the planted
             # dot is caught, bench
             step ggml-mmq-compile sb compile --ggml "$tree" --family mmq --resources

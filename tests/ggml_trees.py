@@ -1,6 +1,7 @@
 """ggml trees for tests (no ggml file is committed to this repository): `write_fake_tree` writes a small
 one in ggml's layout (the three kernels with exactly the parameter lists tree.SIGNATURES names, the to-FP16
-kernels fp16deq's variant launches, the fusion struct, GLU enum and SiLU grouped's variant rests on, a few types);
+kernels fp16deq's variant launches, the fusion struct, GLU enum and SiLU grouped's variant rests on, the
+fusion families' kernels, a few types);
 `pinned_sdist_tree` extracts the real one of the pinned llama-cpp-python sdist into a cache
 outside the checkout (STRATA_GGML_SDIST_CACHE, else ~/.cache/strata-bench/ggml-sdist), downloading it
 only when absent; tests/ggml/conftest.py makes fixtures of both."""
@@ -12,7 +13,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from strata_bench.ggml import mmq, moe, to_fp16
+from strata_bench.ggml import combine, glu, mmq, moe, to_fp16
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, SIGNATURES
 
 # The fake tree's types: format -> (ggml name, type id, QR, VDR); iq4_xs has a type id and nothing else,
@@ -29,6 +30,34 @@ SDIST_GGML = "llama_cpp_python-0.3.36/vendor/llama.cpp/ggml/"
 
 def _kernel(kernel: str, params: str, template: str = "") -> str:
     return f"{template}static __global__ void {kernel}(\n        {params}) {{\n}}\n"
+
+
+def _gated_kernel() -> str:
+    """unary.cu's op_silu and gated kernel, with the product swiglu_q8's error model bounds."""
+    body = f"static __device__ __forceinline__ float {glu.OP_SILU[0]}(float x) {{\n    {glu.OP_SILU[1]}\n}}\n"
+    return body + _kernel(glu.KERNEL, glu.PARAMS, "template <float (*op)(float), typename T>\n").replace(
+        "{\n}", f"{{\n    {glu.PRODUCT}\n}}")
+
+
+def _combine_files() -> dict[str, str]:
+    """moe_combine's chain (combine.py): its kernels, the arithmetic its error model bounds and the numbers its
+    launches read, in the tree's files."""
+    files = dict.fromkeys((*combine.SOURCES, "src/ggml-cuda/cpy.cuh", "src/ggml-cuda/ggml-cuda.cu"), "")
+    for source, kernel, params in combine.KERNELS:
+        files[source] += _kernel(kernel, params, "template <typename T>\n")
+    for source, line in combine.ARITHMETIC:
+        files[source] += f"    {line}\n"
+    files[combine.REDUCTION] += "static void launch_moe_weighted_reduction() {\n    constexpr int threads = 256;\n}\n"
+    files[combine.BINBCAST] += "    const int block_size = 128;\n"
+    files[combine.HC] += "".join(f"void ggml_cuda_op_dsv4_hc_{op}(ggml_tensor * dst) {{\n    const int block_size = 256;\n}}\n"
+                                 for op in ("pre", "post"))
+    files[combine.NORM] += "".join((
+        "if (add == nullptr) {\n    if (ncols < 1024) {\n        const dim3 block_dims(256, 1, 1);\n",
+        "        launch(rms_norm_f32<256, true>);\n    } else {\n        const dim3 block_dims(1024, 1, 1);\n",
+        "        launch(rms_norm_f32<1024, true>);\n    }\n}\n"))
+    files["src/ggml-cuda/cpy.cuh"] += "#define CUDA_CPY_BLOCK_SIZE 64\n"
+    files["src/ggml-cuda/ggml-cuda.cu"] += "static constexpr int MOE_WEIGHTED_REDUCTION_MAX_EXPERTS = 15;\n"
+    return files
 
 
 def _to_fp16_kernels() -> str:
@@ -67,12 +96,15 @@ def write_fake_tree(root: Path) -> Path:
                                              for n, _, _, vdr in FAKE_TYPES.values()),
         "src/ggml-cuda/common.cuh": f"#pragma once\nstruct {moe.FUSION_STRUCT} {{\n    "
                                     + moe.FUSION_FIELDS.replace("; ", ";\n    ") + "\n};\n",
-        "src/ggml-cuda/unary.cuh": f"__device__ __forceinline__ float {moe.SILU[0]}(float x) {{\n    {moe.SILU[1]}\n}}\n",
+        "src/ggml-cuda/unary.cuh": f"#define {glu.BLOCK_MACRO} 256\n"
+                                   f"__device__ __forceinline__ float {moe.SILU[0]}(float x) {{\n    {moe.SILU[1]}\n}}\n",
+        glu.UNARY: _gated_kernel(),
         MMVQ: _kernel(*SIGNATURES[MMVQ], "template <ggml_type type, int ncols_dst, bool has_fusion, "
                                          "bool small_k = false, bool halve_iters = false>\n"),
         CONVERT: _kernel(*SIGNATURES[CONVERT], "template<typename dst_t>\n") + _to_fp16_kernels(),
         QUANTIZE: _kernel(*SIGNATURES[QUANTIZE]) + mmq_files.pop("quantize_mmq"),
         **mmq_files,
+        **_combine_files(),
         "src/ggml-cpu/ops.h": "// the CPU backend: no CUDA build reads it\n",
         "README.md": "ggml\n",
     }
@@ -93,6 +125,17 @@ def with_iq4_nl(root: Path) -> Path:
     with (root / "src/ggml-cuda/vecdotq.cuh").open("a") as f:
         f.write("#define VDR_IQ4_NL_Q8_1_MMVQ 2\n")
     return root
+
+
+def lacking_after(root: Path, lacking, where: str, old: str, new: str) -> str | None:
+    """`lacking(tree)` of the fake tree at `root` with `old` replaced by `new` in its file `where`, once it
+    has checked that the unchanged tree lacks nothing."""
+    from strata_bench.ggml.tree import locate
+
+    assert lacking(locate(root)) is None
+    path = root / where
+    path.write_text(path.read_text().replace(old, new))
+    return lacking(locate(root))
 
 
 def sdist_cache() -> Path:

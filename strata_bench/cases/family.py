@@ -61,6 +61,10 @@ class Variant:
     # The variant it must equal bit for bit where a case runs both (a user's branch of an engine against
     # the engine: ggml_b against ggml), whatever its error model; None: the case's baseline.
     same_as: str | None = None
+    # Outputs (and derived outputs, as Expected names them) it does not compute: an engine's graph that never
+    # forms an intermediate the built-ins write. No check reads them for it: not written, finite, bitwise or
+    # float64; the others it writes are checked as any variant's.
+    omits: tuple[str, ...] = ()
 
 
 class Family(ABC):
@@ -127,6 +131,10 @@ class Family(ABC):
                 return v
         known = ", ".join(v.name for v in self.variants)
         raise InputError(f"{self.name}: unknown variant {name!r} ({known})")
+
+    def omitted(self, variant: str) -> tuple[str, ...]:
+        """The outputs `variant` does not compute (Variant.omits); none for a family without a table."""
+        return next((v.omits for v in self.variants if v.name == variant), ())
 
     def family_kernels(self, source: str) -> list[str]:
         """Kernels every variant launches (e.g. quantize_q8_1 before a mat-vec), from one source.

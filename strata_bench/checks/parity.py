@@ -23,6 +23,21 @@ from strata_bench.errors import InputError
 from strata_bench.gpu.launch import VariantRun, run_variant
 
 
+def omitted_outputs(family: Family, variant: str) -> tuple[str, ...]:
+    """The outputs `variant` does not compute (Variant.omits); none for a stand-in family without a table."""
+    omitted = getattr(family, "omitted", None)
+    return omitted(variant) if omitted is not None else ()
+
+
+def _computed(family: Family, run: VariantRun) -> VariantRun:
+    """`run` without the outputs its variant does not compute (Variant.omits): no check reads those."""
+    omitted = omitted_outputs(family, run.variant)
+    if not omitted:
+        return run
+    return VariantRun(run.variant, {k: v for k, v in run.outputs.items() if k not in omitted},
+                      {k: v for k, v in run.unwritten.items() if k not in omitted})
+
+
 def _written_checks(family: Family, case: Case, run: VariantRun) -> list[CheckResult]:
     out = []
     for name, unwritten in run.unwritten.items():
@@ -72,6 +87,8 @@ def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) 
         # Held to another variant's bits (ggml_b to ggml's): bitwise whatever its error model.
         model = _error_model(family, case, variant) if against == case.baseline else None
         for name in (base.outputs if names is None else names):
+            if name not in runs[variant].outputs or name not in base.outputs:
+                continue  # one of the two does not compute it (Variant.omits)
             a, b = base.outputs[name], runs[variant].outputs[name]
             if model is not None:
                 # Not required: its error model judges it (err-model); said where it differs.
@@ -249,6 +266,8 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
         done: list[tuple[np.ndarray, CheckResult]] = []
         base_err = None
         for variant, run in runs.items():
+            if exp.output in omitted_outputs(family, variant):
+                continue
             key = (variant, exp.output)
             if key not in values:
                 values[key] = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
@@ -352,7 +371,7 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
     def run_all(c: Case, host: Mapping[str, Any]) -> dict[str, VariantRun]:
         with maybe(times, "launches"):
             dev = family.device_inputs(c, host)
-            return {v: run_variant(family, c, v, kernels, dev) for v in c.variants}
+            return {v: _computed(family, run_variant(family, c, v, kernels, dev)) for v in c.variants}
 
     def related_runs(c: Case) -> Mapping[str, VariantRun]:
         key = (device, c)

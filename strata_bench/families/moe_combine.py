@@ -24,7 +24,8 @@ own bound (u = 2^-24):
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -191,22 +192,7 @@ class MoeCombine(Family):
             ref = _reference(*key, geo["eps"])
         else:
             ref = moe_reference(host, geo["H"], geo["eps"])
-        ld = geo["ld"]
-        # Padding is NaN in the references (an unwritten element must stay poison, matched exactly), so its
-        # bound is never read; 0 keeps the bound arrays finite.
-        out = [
-            Expected("R_out", _padded(ref["R"], ld, fill=np.nan), _padded(ref["bound_R"], ld, fill=0.0), label="f64",
-                     why="|beta| gamma_{K+1}(sum|w Y| + |S|)(1+u) + u|R|"),
-            Expected("rs", ref["rs"], ref["bound_rs"], label="f64",
-                     why="rs (rho + u(1+rho)), rho from x's bound, gamma_{H/256+12} sum x^2, / H, + eps"),
-            Expected("xn16", _padded(ref["y"], ld, fill=np.nan), _padded(ref["bound_xn"], ld, fill=0.0), label="f64",
-                     why="halfulp16(|y| + e_y) + e_y"),
-        ]
-        if geo["lo"]:
-            out.append(Expected("xn16+lo", _padded(ref["y"], ld, fill=np.nan), _padded(ref["bound_pair"], ld, fill=0.0),
-                                label="f64 hi+lo",
-                                why="halfulp16(halfulp16(|y| + e_y)) + e_y: y - xn16 exact, rounded once"))
-        return out
+        return expected(ref, geo["ld"], geo["lo"])
 
     def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
         if output == "R_out":
@@ -275,6 +261,46 @@ MOE_COMBINE_ABI = LaunchAbi(
 )
 
 
+def expected(ref: Mapping[str, Any], ld: int, lo: bool) -> list[Expected]:
+    """A case's references from moe_reference's result (the family's arithmetic, or another's), its outputs'
+    rows padded to `ld`; xn16 + xn16_lo where `lo`."""
+    # Padding is NaN in the references (an unwritten element must stay poison, matched exactly), so its
+    # bound is never read; 0 keeps the bound arrays finite.
+    out = [
+        Expected("R_out", _padded(ref["R"], ld, fill=np.nan), _padded(ref["bound_R"], ld, fill=0.0), label="f64",
+                 why="|beta| gamma_{K+1}(sum|w Y| + |S|)(1+u) + u|R|"),
+        Expected("rs", ref["rs"], ref["bound_rs"], label="f64",
+                 why="rs (rho + u(1+rho)), rho from x's bound, gamma_{H/256+12} sum x^2, / H, + eps"),
+        Expected("xn16", _padded(ref["y"], ld, fill=np.nan), _padded(ref["bound_xn"], ld, fill=0.0), label="f64",
+                 why="halfulp16(|y| + e_y) + e_y"),
+    ]
+    if lo:
+        out.append(Expected("xn16+lo", _padded(ref["y"], ld, fill=np.nan), _padded(ref["bound_pair"], ld, fill=0.0),
+                            label="f64 hi+lo",
+                            why="halfulp16(halfulp16(|y| + e_y)) + e_y: y - xn16 exact, rounded once"))
+    return out
+
+
+@dataclass(frozen=True)
+class NormArithmetic:
+    """What the bounds take from the device's arithmetic (another one's, a foreign variant's error model):
+    - product_rel: relative rounding of beta c where R = Rin + beta c is not one fma (0: moe_combine.cu's fma);
+    - flush: absolute error of a result flushed to zero (0: no flush);
+    - sum_depth(H): roundings along the fp32 sum of squares' deepest path (moe_combine.cu: H / 256 + 12);
+    - div_rel, rsqrt_rel: relative error of mean = sum / H and of rs = 1/sqrt(mean + eps) (u: correctly
+      rounded)."""
+
+    product_rel: float
+    flush: float
+    sum_depth: Callable[[int], int]
+    div_rel: float
+    rsqrt_rel: float
+
+
+# moe_combine.cu: thread chain + 5 butterfly + 7 cross-warp adds; IEEE division and __frsqrt_rn
+BUILT_IN = NormArithmetic(0.0, 0.0, lambda hidden: hidden // THREADS + 12, U32, U32)
+
+
 @functools.lru_cache(maxsize=2)
 def _inputs(t: int, h: int, k: int, ld: int, data: str) -> dict[str, Any]:
     inputs = MoeCombine._draw(t, h, k, ld, data)
@@ -300,23 +326,25 @@ def _padded(a: np.ndarray, ld: int, fill: float = np.nan) -> np.ndarray:
 REF_CHUNK_TOKENS = 64  # tokens per reference chunk: keeps the float64 temporaries cache-sized
 
 
-def moe_reference(inp: Mapping[str, Any], hidden: int, eps: float) -> dict[str, Any]:
+def moe_reference(inp: Mapping[str, Any], hidden: int, eps: float,
+                  arithmetic: NormArithmetic = BUILT_IN) -> dict[str, Any]:
     """Float64 R, rs, y = x * rs * g, each element's bound of the kernels' fp32 results (bound_R, bound_rs,
-    bound_xn, bound_pair; see the docstring) and the largest of each (tol_R, tol_rs, tol_xn, tol_pair)."""
+    bound_xn, bound_pair; see the docstring) for `arithmetic`, and the largest of each (tol_R, tol_rs,
+    tol_xn, tol_pair)."""
     tokens = inp["w"].shape[0]
     parts = []
     for t0 in range(0, tokens, REF_CHUNK_TOKENS):
         t = slice(t0, min(tokens, t0 + REF_CHUNK_TOKENS))
         chunk = {"w": inp["w"][t], "Y": inp["Y"][t], "S": inp["S"][t], "R_in": inp["R_in"][:, t],
                  "beta": inp["beta"][:, t], "alpha": inp["alpha"][:, t], "g": inp["g"]}
-        parts.append(_moe_reference_chunk(chunk, hidden, eps))
+        parts.append(_moe_reference_chunk(chunk, hidden, eps, arithmetic))
     out = {k: np.concatenate([p[k] for p in parts], axis=1) for k in ("R", "bound_R")}
     out.update({k: np.concatenate([p[k] for p in parts]) for k in ("rs", "y", "bound_rs", "bound_xn", "bound_pair")})
     out.update({f"tol_{k}": float(out[f"bound_{k}"].max()) for k in ("R", "rs", "xn", "pair")})
     return out
 
 
-def _moe_reference_chunk(inp: Mapping[str, Any], hidden: int, eps: float) -> dict[str, Any]:
+def _moe_reference_chunk(inp: Mapping[str, Any], hidden: int, eps: float, arith: NormArithmetic) -> dict[str, Any]:
     w, beta, alpha, g = (np.asarray(inp[k], dtype=np.float64) for k in ("w", "beta", "alpha", "g"))
     s = np.asarray(inp["S"][..., :hidden], dtype=np.float64)
     r_in = np.asarray(inp["R_in"][..., :hidden], dtype=np.float64)
@@ -328,25 +356,26 @@ def _moe_reference_chunk(inp: Mapping[str, Any], hidden: int, eps: float) -> dic
         y_k = inp["Y"][:, k, :hidden].astype(np.float64)
         c += w[:, k, None] * y_k
         sum_abs += np.abs(w[:, k, None]) * np.abs(y_k)
-    e_c = (float(gamma(topk + 1)) + (topk + 1) * U64) * sum_abs
+    e_c = (float(gamma(topk + 1)) + (topk + 1) * U64) * sum_abs + arith.flush
     r = r_in + beta[:, :, None] * c[None]
-    e_r = np.abs(beta)[:, :, None] * e_c[None] * (1 + U32) + U32 * np.abs(r) + 4 * U64 * np.abs(r)
+    bc = np.abs(beta)[:, :, None] * (np.abs(c) + e_c)[None]  # |beta c| of the device's c, for a separate product
+    e_r = (np.abs(beta)[:, :, None] * e_c[None] * (1 + U32) + U32 * np.abs(r) + 4 * U64 * np.abs(r)
+           + arith.product_rel * bc + arith.flush)
     a = np.abs(alpha)[:, :, None]
     x = (alpha[:, :, None] * r).sum(axis=0)
-    e_x = float(gamma(4)) * (a * (np.abs(r) + e_r)).sum(axis=0) + (a * e_r).sum(axis=0)
+    e_x = float(gamma(4)) * (a * (np.abs(r) + e_r)).sum(axis=0) + (a * e_r).sum(axis=0) + arith.flush
     sumsq = (x * x).sum(axis=1)
-    depth = hidden // THREADS + 12  # thread chain + 5 butterfly + 7 cross-warp adds
-    e_sum = (float(gamma(depth)) * ((np.abs(x) + e_x) ** 2).sum(axis=1)
-             + (e_x * (2 * np.abs(x) + e_x)).sum(axis=1) + hidden * U64 * sumsq)
+    e_sum = (float(gamma(arith.sum_depth(hidden))) * ((np.abs(x) + e_x) ** 2).sum(axis=1)
+             + (e_x * (2 * np.abs(x) + e_x)).sum(axis=1) + hidden * U64 * sumsq + hidden * arith.flush)
     v = sumsq / hidden + eps
-    e_v = e_sum / hidden + U32 * (sumsq + e_sum) / hidden + U32 * (v + e_sum / hidden)
+    e_v = e_sum / hidden + arith.div_rel * (sumsq + e_sum) / hidden + U32 * (v + e_sum / hidden)
     rho = e_v / v
     rs = 1.0 / np.sqrt(v)
-    e_rs = rs * (rho + U32 * (1 + rho))
+    e_rs = rs * (rho + arith.rsqrt_rel * (1 + rho))
     y = x * rs[:, None] * g
     rs_hi = (rs + e_rs)[:, None]
     e_y = (float(gamma(2)) * np.abs(g) * (np.abs(x) + e_x) * rs_hi
-           + np.abs(g) * (e_x * rs_hi + np.abs(x) * e_rs[:, None]) + 4 * U64 * np.abs(y))
+           + np.abs(g) * (e_x * rs_hi + np.abs(x) * e_rs[:, None]) + 4 * U64 * np.abs(y) + arith.flush)
     y_hi = np.abs(y) + e_y
     return {"R": r, "rs": rs, "y": y, "bound_R": e_r, "bound_rs": e_rs, "bound_xn": fp16_half_ulp(y_hi) + e_y,
             "bound_pair": fp16_half_ulp(fp16_half_ulp(y_hi)) + e_y}

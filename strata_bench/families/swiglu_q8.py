@@ -23,7 +23,8 @@ block of the edge cases does not loosen the others.
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -165,13 +166,7 @@ class SwigluQ8(Family):
             ref = _reference(case.rows, case.cols, case.data)
         else:
             ref = swiglu_reference(host["gate"], host["up"])
-        return [
-            Expected("q:values", ref["h"], np.repeat(ref["bound_values"], Q8_1_VALUES, axis=-1),
-                     label="f64 silu(g)*u",
-                     why="8u|h| + eta (fp32 h) + d/2(1+256u) + 127 halfulp16(d) (q8_1 rounding), per block"),
-            Expected("q:sums", ref["sums"], ref["bound_sums"], label="f64 block sums",
-                     why="halfulp16(s) + gamma_5 sum|h| (butterfly) + sum|h32 - h|, per block"),
-        ]
+        return expected(ref)
 
     def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
         row, col = index
@@ -233,20 +228,45 @@ def _reference(rows: int, cols: int, data: str) -> dict[str, Any]:
     return swiglu_reference(host["gate"], host["up"])
 
 
-def swiglu_reference(gate: np.ndarray, up: np.ndarray) -> dict[str, Any]:
+def expected(ref: Mapping[str, Any]) -> list[Expected]:
+    """The references of a case from swiglu_reference's result (the family's, or another arithmetic's)."""
+    return [
+        Expected("q:values", ref["h"], np.repeat(ref["bound_values"], Q8_1_VALUES, axis=-1),
+                 label="f64 silu(g)*u",
+                 why="8u|h| + eta (fp32 h) + d/2(1+256u) + 127 halfulp16(d) (q8_1 rounding), per block"),
+        Expected("q:sums", ref["sums"], ref["bound_sums"], label="f64 block sums",
+                 why="halfulp16(s) + gamma_5 sum|h| (butterfly) + sum|h32 - h|, per block"),
+    ]
+
+
+@dataclass(frozen=True)
+class SwigluArithmetic:
+    """What the bounds take from the device's arithmetic (another one's, a foreign variant's error model):
+    - h_rel(g): relative error of the fp32 h = silu(g) * u for the float64 gate values g (a float or an
+      array of g's shape; H_REL for swiglu_q8.cu's expf, IEEE division and product);
+    - value_error(amax): |x - float(d16) q| of a q8_1 block quantized from fp32 values of max |x| = amax."""
+
+    h_rel: Callable[[np.ndarray], Any]
+    value_error: Callable[[np.ndarray], np.ndarray]
+
+
+BUILT_IN = SwigluArithmetic(lambda g: H_REL, q8_1_value_error)
+
+
+def swiglu_reference(gate: np.ndarray, up: np.ndarray, arithmetic: SwigluArithmetic = BUILT_IN) -> dict[str, Any]:
     """silu(g)*u in float64, block sums, the per-block bounds (rows, blocks) of the values and the sums
-    (bound_values, bound_sums) and the largest of each (tol_values, tol_sums)."""
+    (bound_values, bound_sums) and the largest of each (tol_values, tol_sums), for `arithmetic`."""
     g = gate.astype(np.float64)
     u = up.astype(np.float64)
     with np.errstate(over="ignore"):
         h = g / (1.0 + np.exp(-g)) * u
     eta = 2.0 ** -120 * (1.0 + np.abs(u))  # expf overflow (h32 = -0) and fp32 subnormal slack
-    err_h = (H_REL + 4 * U64) * np.abs(h) + eta  # |h32 - h| per element, plus float64's own error
+    err_h = (arithmetic.h_rel(g) + 4 * U64) * np.abs(h) + eta  # |h32 - h| per element, plus float64's own error
     blocks = h.reshape(h.shape[0], -1, Q8_1_VALUES)
     err_blocks = err_h.reshape(blocks.shape)
     amax = np.abs(blocks).max(axis=-1)
     amax32 = amax + err_blocks.max(axis=-1)  # a bound on the fp32 block maximum
-    tol_values = err_blocks.max(axis=-1) + q8_1_value_error(amax32)
+    tol_values = err_blocks.max(axis=-1) + arithmetic.value_error(amax32)
     sums = blocks.sum(axis=-1)
     abs_h32 = (np.abs(blocks) + err_blocks).sum(axis=-1)
     err_sum32 = float(gamma(5)) * abs_h32 + err_blocks.sum(axis=-1) + 32 * U64 * np.abs(blocks).sum(axis=-1)

@@ -1,7 +1,8 @@
 """llama.cpp's own CUDA kernels beside the built-ins (`--ggml PATH`, `--ggml-b PATH`): an unchanged ggml tree
 is built with nvcc as ggml builds it (by NVRTC where nvcc is not found) and its mat-vec (plain and MoE),
 dequantization, q8_1 and to-FP16 kernels join the mmvq, dequant, q8_1, fp16deq and grouped families as
-variants, launched as ggml launches them (docs/GGML.md)."""
+variants, and its kernel chains for the two fusions join swiglu_q8 and moe_combine, launched as ggml launches
+them (docs/GGML.md)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -30,7 +31,7 @@ def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None,
     _attach_mmq(families, tree, "ggml", None, formats, lines, "--ggml")
     if second is not None:
         attach(families, second, "ggml_b", same_as="ggml")
-        for family, why in kernels_lacking(second).items():
+        for family, why in kernels_lacking(second, bounded=False).items():
             lines.setdefault(family, f"--ggml-b {second.root}: {why}")
         _attach_mmq(families, second, "ggml_b", "ggml", formats, lines, "--ggml-b")
     return lines

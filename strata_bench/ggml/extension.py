@@ -1,6 +1,6 @@
 """`--ggml PATH` and `--ggml-b PATH` as one extension of a run (cases/spec.Extension): llama.cpp's own kernels
-join the mmvq, dequant, q8_1, fp16deq and grouped families of that run's catalog as variants `ggml` and
-`ggml_b`, and its prompt GEMM (mul_mat_q) adds family mmq to that catalog."""
+join the mmvq, dequant, q8_1, fp16deq, grouped, swiglu_q8 and moe_combine families of that run's catalog as
+variants `ggml` and `ggml_b`, and its prompt GEMM (mul_mat_q) adds family mmq to that catalog."""
 from __future__ import annotations
 
 import sys
@@ -24,8 +24,9 @@ class Ggml:
     options: ClassVar[tuple[Any, ...]] = (
         click.option("--ggml", "ggml_tree", type=UserPath(), metavar="PATH",
                      help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec (plain and MoE), "
-                          "dequantization, q8_1 and to-FP16 kernels, built unchanged (nvcc, else NVRTC), join mmvq, "
-                          "dequant, q8_1, fp16deq and grouped as variant ggml; its mul_mat_q adds family mmq."),
+                          "dequantization, q8_1, to-FP16, SwiGLU and MoE-combine kernels, built unchanged (nvcc, else "
+                          "NVRTC), join mmvq, dequant, q8_1, fp16deq, grouped, swiglu_q8 and moe_combine as variant "
+                          "ggml; its mul_mat_q adds family mmq."),
         click.option("--ggml-b", "ggml_b_tree", type=UserPath(), metavar="PATH",
                      help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
     )

@@ -24,7 +24,7 @@ from typing import Any
 
 from strata_bench.ggml import mmvq
 from strata_bench.ggml.launch import NO_FUSION, Argument, Launch
-from strata_bench.ggml.tree import GgmlTree
+from strata_bench.ggml.tree import GgmlTree, squash
 from strata_bench.kernels.launch import ceil_div
 from strata_bench.toml_abi.args import fastdiv_values as fastdiv
 
@@ -55,20 +55,21 @@ def lacking(tree: GgmlTree) -> str | None:
     """None where the tree has what the launches and the error model rest on; else why not, naming it."""
     common = tree.path("src/ggml-cuda/common.cuh").read_text(errors="replace")
     struct = re.search(rf"struct\s+{FUSION_STRUCT}\s*\{{([^}}]*)\}}", common)
-    if struct is None or _squash(struct.group(1)) != _squash(FUSION_FIELDS):
+    if struct is None or squash(struct.group(1)) != squash(FUSION_FIELDS):
         return f"src/ggml-cuda/common.cuh: {FUSION_STRUCT} is not the struct mul_mat_vec_q's fused launch passes"
     if swiglu_op(tree) is None:
         return f"include/ggml.h: enum ggml_glu_op has no {SWIGLU}, the GLU the fused gate/up launch asks for"
+    return silu_lacking(tree, "grouped")
+
+
+def silu_lacking(tree: GgmlTree, family: str) -> str | None:
+    """None where unary.cuh's SiLU is SILU, the one `family`'s error model bounds; else why not."""
     unary = tree.path("src/ggml-cuda/unary.cuh")
     body = re.search(rf"{SILU[0]}\(float x\)\s*\{{([^}}]*)\}}", unary.read_text(errors="replace")) \
         if unary.is_file() else None
-    if body is None or _squash(body.group(1)) != _squash(SILU[1]):
-        return f"src/ggml-cuda/unary.cuh: {SILU[0]} is not `{SILU[1]}`, which grouped's error model bounds"
+    if body is None or squash(body.group(1)) != squash(SILU[1]):
+        return f"src/ggml-cuda/unary.cuh: {SILU[0]} is not `{SILU[1]}`, which {family}'s error model bounds"
     return None
-
-
-def _squash(text: str) -> str:
-    return re.sub(r"\s+", "", text)
 
 
 def instances(tree: GgmlTree, gate_formats: tuple[str, ...], down_formats: tuple[str, ...]) -> list[str]:

@@ -62,6 +62,7 @@ typedef struct strata_file FILE;
 #define INT_MAX 2147483647
 #define INT_MIN (-INT_MAX - 1)
 #define UINT_MAX 4294967295U
+#define USHRT_MAX 65535
 #define CHAR_BIT 8
 #define FLT_MAX 3.40282347e+38F
 #define FLT_MIN 1.17549435e-38F
@@ -123,6 +124,11 @@ template <class I, class T> constexpr I find(I first, I last, const T & v) {
     for (; first != last; ++first) if (*first == v) return first;
     return last;
 }
+// binbcast.cu's fused adds unpack their operands with an index sequence.
+template <size_t... I> struct index_sequence {};
+template <size_t N, size_t... I> struct strata_index_sequence : strata_index_sequence<N - 1, N - 1, I...> {};
+template <size_t... I> struct strata_index_sequence<0, I...> { typedef index_sequence<I...> type; };
+template <size_t N> using make_index_sequence = typename strata_index_sequence<N>::type;
 template <class A, class B> struct pair { A first; B second; };
 template <class A, class B> constexpr pair<A, B> make_pair(A a, B b) { return {a, b}; }
 template <class T, size_t N> struct array {
@@ -254,6 +260,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *, unsigned int);
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *, const void *);
 cudaError_t cudaFuncSetAttribute(const void *, cudaFuncAttribute, int);
 cudaError_t cudaMemsetAsync(void *, int, size_t, cudaStream_t = 0);
+cudaError_t cudaMemcpyAsync(void *, const void *, size_t, cudaMemcpyKind, cudaStream_t = 0);
+cudaError_t cudaMemcpy2DAsync(void *, size_t, const void *, size_t, size_t, size_t, cudaMemcpyKind, cudaStream_t = 0);
 cudaError_t cudaMalloc(void **, size_t);
 cudaError_t cudaGraphDestroy(cudaGraph_t);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t);

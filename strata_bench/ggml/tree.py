@@ -17,6 +17,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from strata_bench import literals
 from strata_bench.errors import InputError
@@ -175,7 +176,7 @@ def lacking_kernel(root: Path, source: str, kernel: str, params: str, option: st
     match = re.search(rf"__global__\s+void\s+{kernel}\s*\(([^)]*)\)", text)
     if match is None:
         return f"{source} has no __global__ kernel {kernel} (an unsupported ggml version?)"
-    if _squash(match.group(1)) != _squash(params):
+    if squash(match.group(1)) != squash(params):
         return (f"{source}: {kernel}'s parameters changed (an unsupported ggml version): "
                 f"({' '.join(match.group(1).split())})")
     return None
@@ -186,7 +187,14 @@ def _uncommented(text: str) -> str:
     return re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
 
 
-def _squash(text: str) -> str:
+def first_reason(*checks: Callable[[], str | None]) -> str | None:
+    """The first of `checks` to find something lacking, its reason; None where none does (a check after it
+    is not run: it may read what the earlier one found missing)."""
+    return next((why for check in checks if (why := check()) is not None), None)
+
+
+def squash(text: str) -> str:
+    """C text without its white space, to compare declarations however they are laid out."""
     return re.sub(r"\s+", "", text)
 
 

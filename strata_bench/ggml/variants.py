@@ -1,4 +1,4 @@
-"""A ggml tree's kernels as variants of the mmvq, dequant and q8_1 families (`--ggml`, `--ggml-b`).
+"""A ggml tree's kernels as variants of the built-in families (`--ggml`, `--ggml-b`).
 
 `attach(families, tree, "ggml")` appends to each family's table a variant built by nvcc from the tree's
 own source and launched by this package's plans; from then on every check a built-in variant gets, it
@@ -10,7 +10,9 @@ gets: the poisoned double launch, bitwise checks and diagnoses, the float64 refe
 - q8_1: bitwise strata-bench's quantization;
 - fp16deq: ggml's to-FP16 kernels (to_fp16.py) on the cases whose output is contiguous, bitwise `old`;
 - grouped: ggml's MoE mat-vec (moe.py: mul_mat_vec_q with expert ids, gate/up fused with SwiGLU), on the
-  gate and down formats the tree has, judged by grouped's bounds widened by ggml's arithmetic.
+  gate and down formats the tree has, judged by grouped's bounds widened by ggml's arithmetic;
+- swiglu_q8 (and moe_combine): the chains of ggml kernels that compute the fusion families' outputs
+  (fusion_variants.py), judged by the families' bounds with ggml's arithmetic.
 A tree that lacks a kernel one of these families needs beyond the three every tree is checked for
 (`lacking`) leaves that family without its variant; the others get theirs.
 A second tree (`--ggml-b`, variant `ggml_b`) is held to the first's bits (Variant.same_as), case by case.
@@ -23,13 +25,13 @@ import numpy as np
 
 from strata_bench.cases.family import Variant
 from strata_bench.errors import InputError
-from strata_bench.ggml import convert, mmq, mmvq, moe, to_fp16
-from strata_bench.ggml.build import source_build
+from strata_bench.ggml import combine, convert, fusion_variants, glu, mmq, mmvq, moe, to_fp16
+from strata_bench.ggml.build import source_build, source_unit
 from strata_bench.ggml.error import RAW_SUM, TRUNCATING, ZERO_SIGN_FORMATS, GgmlErrorModel, MoeErrorModel, ZeroSignModel
 from strata_bench.ggml.launch import checker, lookup_in, needs_packing, packed_rows
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, GgmlTree
 
-FAMILIES = ("mmvq", "dequant", "q8_1", "fp16deq", "grouped")
+FAMILIES = ("mmvq", "dequant", "q8_1", "fp16deq", "grouped", "swiglu_q8", "moe_combine")
 
 
 def attach(families: Mapping[str, Any], tree: GgmlTree, name: str = "ggml", same_as: str | None = None) -> list[str]:
@@ -46,27 +48,28 @@ def attach(families: Mapping[str, Any], tree: GgmlTree, name: str = "ggml", same
                  "dequant": lambda fam: _attach_dequant(fam, tree, name, formats, same_as),
                  "q8_1": lambda fam: _attach_q8_1(fam, tree, name, same_as),
                  "fp16deq": lambda fam: _attach_fp16deq(fam, tree, name, formats, same_as),
-                 "grouped": lambda fam: _attach_grouped(fam, tree, name, formats, same_as)}
-    skipped = lacking(tree)
+                 "grouped": lambda fam: _attach_grouped(fam, tree, name, formats, same_as),
+                 "swiglu_q8": lambda fam: fusion_variants.attach_swiglu_q8(fam, tree, name, same_as),
+                 "moe_combine": lambda fam: fusion_variants.attach_moe_combine(fam, tree, name, same_as)}
+    skipped = lacking(tree, bounded=same_as is None)
     for family, attach_one in attachers.items():
         if family not in skipped:
             attach_one(families[family])
     return [f for f in FAMILIES if f not in skipped]
 
 
-def lacking(tree: GgmlTree) -> dict[str, str]:
+def lacking(tree: GgmlTree, bounded: bool = True) -> dict[str, str]:
     """family -> why the tree cannot give it a variant (a kernel it launches is missing or its parameters
-    changed), for the families whose kernels the tree's own check (tree.SIGNATURES) does not cover."""
-    reasons = {"fp16deq": to_fp16.lacking(tree), "grouped": moe.lacking(tree)}
+    changed), for the families whose kernels the tree's own check (tree.SIGNATURES) does not cover. A tree
+    held to another's bits (`bounded` False: --ggml-b) need not have the arithmetic the fusion families' error
+    models bound: a change to it is what --ggml-b is there to catch."""
+    reasons = {"fp16deq": to_fp16.lacking(tree), "grouped": moe.lacking(tree),
+               "swiglu_q8": glu.lacking(tree, bounded), "moe_combine": combine.lacking(tree, bounded)}
     return {family: why for family, why in reasons.items() if why is not None}
 
 
-def _unit(tree: GgmlTree, source: str, name: str) -> str:
-    return f"{tree.path(source)}@{name}"
-
-
 def _attach_mmvq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...], same_as: str | None) -> None:
-    unit, key = _unit(tree, MMVQ, name), f"{name}_w"
+    unit, key = source_unit(tree, MMVQ, name), f"{name}_w"
     abi = family.launch_abi()
     own = family.own_formats or ()
 
@@ -110,7 +113,7 @@ def _compute_capability(array: Any) -> tuple[int, int] | None:
 
 
 def _attach_dequant(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...], same_as: str | None) -> None:
-    unit, key = _unit(tree, CONVERT, name), f"{name}_w"
+    unit, key = source_unit(tree, CONVERT, name), f"{name}_w"
     abi = family.launch_abi()
     names = {convert.dequant_kernel(f): f for f in formats}
 
@@ -139,7 +142,7 @@ def _attach_dequant(family: Any, tree: GgmlTree, name: str, formats: tuple[str, 
 
 
 def _attach_q8_1(family: Any, tree: GgmlTree, name: str, same_as: str | None) -> None:
-    unit = _unit(tree, QUANTIZE, name)
+    unit = source_unit(tree, QUANTIZE, name)
     abi = family.launch_abi()
 
     def kernels(fam: Any, src: str) -> list[str]:
@@ -157,7 +160,7 @@ def _attach_q8_1(family: Any, tree: GgmlTree, name: str, same_as: str | None) ->
 
 
 def _attach_fp16deq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...], same_as: str | None) -> None:
-    unit, key = _unit(tree, CONVERT, name), f"{name}_w"
+    unit, key = source_unit(tree, CONVERT, name), f"{name}_w"
     align = to_fp16.ne_align(tree)
     mine = tuple(f for f in to_fp16.FORMATS if f in formats)
 
@@ -196,7 +199,7 @@ def _attach_grouped(family: Any, tree: GgmlTree, name: str, formats: tuple[str, 
     from strata_bench.families.grouped import DOWN_FORMATS, GATE_FORMATS, groups_of
     from strata_bench.kernels.launch import launch_quantize_q8_1
 
-    unit, prefix = _unit(tree, MMVQ, name), f"{name}_"
+    unit, prefix = source_unit(tree, MMVQ, name), f"{name}_"
     gates = tuple(f for f in GATE_FORMATS if f in formats)
     # The down product's bound adds ggml's rounding alone: formats whose dot truncates or reads s are left out.
     downs = tuple(f for f in DOWN_FORMATS if f in formats and f not in TRUNCATING and f not in RAW_SUM)
@@ -274,8 +277,8 @@ def attach_mmq(catalog: dict, tree: GgmlTree, name: str = "ggml", same_as: str |
     family = catalog.get(mmq_family.FAMILY) or mmq_family.into(catalog)
     table = mmq.config_table(tree)
     chosen = tuple(f for f in mmq_family.FORMATS if f in tree.formats and (not formats or f in formats))
-    units = {fmt: _unit(tree, mmq.instance_source(fmt), name) for fmt in chosen}
-    quantize_unit, key = _unit(tree, QUANTIZE, f"{name}-mmq"), f"{name}_mmq"
+    units = {fmt: source_unit(tree, mmq.instance_source(fmt), name) for fmt in chosen}
+    quantize_unit, key = source_unit(tree, QUANTIZE, f"{name}-mmq"), f"{name}_mmq"
 
     def kernels(fam: Any, src: str) -> list[str]:
         if src == quantize_unit:

@@ -45,12 +45,16 @@ def demangle(symbols: Iterable[str]) -> dict[str, str]:
 def normalize(name: str) -> str:
     """Spaces dropped except between two word characters ("unsigned int"), so "k<a, 1>" == "k<a,1>"; and
     the demanglers' differences made one: the toolkit's cu++filt writes template values with their type
-    ("(int)1", "(bool)0") where c++filt writes "1" and "false", and nvcc's internal namespace of a static
-    function (_INTERNAL_<hash>_10_convert_cu_<hash>::) is shown by one and not the other."""
+    ("(int)1", "(bool)0") where c++filt writes "1" and "false", nvcc's internal namespace of a static
+    function (_INTERNAL_<hash>_10_convert_cu_<hash>::) is shown by one and not the other, and a function
+    template argument is "&(void f<T>(char const*))" to c++filt, "&f<T>" as declared."""
     text = re.sub(r"\s+", " ", name.strip())
     text = re.sub(r"(?<=\W) | (?=\W)", "", text)
     text = re.sub(r"_INTERNAL_\w*?::", "", text)
     text = re.sub(r"\(bool\)0\b", "false", re.sub(r"\(bool\)1\b", "true", text))
+    # A function as a template argument: c++filt spells it with its type, &(void f<T>(char const*)), a
+    # declared name and cu++filt as &f<T>.
+    text = re.sub(r"&\((?:[\w:]+ )?([\w:]+(?:<[^()]*>)?)\([^()]*\)\)", r"&\1", text)
     return re.sub(r"\((?:int|unsigned int|unsigned|long|unsigned long|long long)\)(-?\d+)", r"\1", text)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from strata_bench.cases import Case, Family
-from strata_bench.checks.parity import bitwise_target
+from strata_bench.checks.parity import bitwise_target, omitted_outputs
 from strata_bench.kernels.ncu import ProfileRow
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.clocks import ClockReader, ClockSummary
@@ -168,7 +168,9 @@ def check_variants(family: Family, case: Case, kernels: Any,
         if against is None:
             continue
         base = results[against]
-        for name in (base if names is None else names):
+        # An output either one does not compute (Variant.omits) stays poisoned there: not compared.
+        skipped = {*omitted_outputs(family, variant), *omitted_outputs(family, against)}
+        for name in (n for n in (base if names is None else names) if n not in skipped):
             a, b = base[name].view(cupy.uint8), results[variant][name].view(cupy.uint8)
             if not bool(cupy.array_equal(a, b)):
                 return f"{PARITY_FAILED}: {variant} differs from {against} in {name}", results

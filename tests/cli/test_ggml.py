@@ -176,3 +176,44 @@ def test_compile_says_q2warp_has_no_counterpart_only_where_it_is_selected(tree, 
     monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
     result = _run("compile", "--ggml", tree, "--family", family, "--arch", "90")
     assert ("q2warp has no ggml counterpart" in result.stderr) is said, result.stderr
+
+
+@pytest.mark.parametrize("command", [["parity"], ["bench"]])
+def test_the_fusion_families_list_ggml_and_ggml_b(tree, tmp_path, command):
+    write_fake_tree(tmp_path / "branch" / "ggml")
+    listed = _listed(_run(*command, "--ggml", tree, "--ggml-b", tmp_path / "branch", "--family",
+                          "swiglu_q8,moe_combine", "--list"))
+    assert listed and set(listed.values()) == {"old,new,ggml,ggml_b"}
+    assert any(n.startswith("swiglu_q8/") for n in listed) and any(n.startswith("moe_combine/") for n in listed)
+
+
+@pytest.mark.parametrize("family,where,old,why", [
+    ("swiglu_q8", "src/ggml-cuda/unary.cu", "unary_gated_op_kernel(", "src/ggml-cuda/unary.cu has no __global__ "
+     "kernel unary_gated_op_kernel (an unsupported ggml version?)"),
+    ("moe_combine", "src/ggml-cuda/moe-weighted-reduction.cu", "moe_weighted_reduction_f32(",
+     "src/ggml-cuda/moe-weighted-reduction.cu has no __global__ kernel moe_weighted_reduction_f32 (an unsupported "
+     "ggml version?)"),
+])
+def test_a_tree_lacking_a_fusion_kernel_refuses_that_family_alone(tree, family, where, old, why):
+    path = tree / "ggml" / where
+    path.write_text(path.read_text().replace(old, "renamed("))
+    root = (tree / "ggml").resolve()
+    refused = _run("parity", "--ggml", tree, "--family", f"q8_1,{family}", "--list")
+    assert (refused.exit_code, refused.stderr.splitlines()) == (2, [f"--ggml {root}: {why}: {family} needs it"])
+    other = "moe_combine" if family == "swiglu_q8" else "swiglu_q8"
+    assert set(_listed(_run("parity", "--ggml", tree, "--family", other, "--list")).values()) == {"old,new,ggml"}
+
+
+def test_a_branch_changing_the_bounded_arithmetic_is_held_to_ggmls_bits_not_refused(tree, tmp_path):
+    """The suite's planted change (gpu_suite.sh, ggml-fuse-b-planted): as --ggml-b it is what the bitwise check
+    catches; as --ggml, the tree the error model would judge, it is refused."""
+    branch = write_fake_tree(tmp_path / "branch" / "ggml")
+    reduction = branch / "src/ggml-cuda/moe-weighted-reduction.cu"
+    line = "sum += (experts[row * n_embd + col] * scale) * weights[row];"
+    reduction.write_text(reduction.read_text().replace(line, line[:-1] + " * 1.0001f;"))
+    listed = _listed(_run("parity", "--ggml", tree, "--ggml-b", branch.parent, "--family", "moe_combine", "--list"))
+    assert set(listed.values()) == {"old,new,ggml,ggml_b"}
+    refused = _run("parity", "--ggml", branch.parent, "--family", "moe_combine", "--list")
+    assert refused.exit_code == 2 and refused.stderr.splitlines() == [
+        f"--ggml {branch.resolve()}: src/ggml-cuda/moe-weighted-reduction.cu has no `{line}`, which moe_combine's "
+        f"error model bounds (an unsupported ggml version?): moe_combine needs it"]

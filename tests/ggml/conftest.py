@@ -30,3 +30,30 @@ def real_tree() -> Path:
         return pinned_sdist_tree()
     except Unavailable as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture
+def nvrtc_compile(real_tree, monkeypatch, tmp_path):
+    """compile(family, source, exprs) -> the compiled unit: the pinned tree's `source` built by NVRTC for
+    sm_90 into an empty cache, with the ggml variants attached to a run's own catalog (skipped where NVRTC
+    or CUDA's headers cannot be had)."""
+    from strata_bench.cases.spec import RunSpec
+    from strata_bench.ggml import build
+    from strata_bench.ggml.tree import locate
+    from strata_bench.ggml.variants import attach
+    from strata_bench.kernels import build as kbuild
+    from strata_bench.runs.catalog import build_catalog
+    from tests.ggml.test_nvrtc_build import _nvrtc_or_skip
+
+    _nvrtc_or_skip()
+    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(build.COMPILER_ENV, "nvrtc")
+    families = build_catalog(RunSpec())
+    tree = locate(real_tree)
+    attach(families, tree)
+
+    def compile_(family: str, source: str, exprs):
+        return kbuild.compile_unit(families[family], f"{tree.path(source)}@ggml", list(exprs), "sm_90",
+                                   use_cache=False)
+
+    return compile_

@@ -16,7 +16,7 @@ from strata_bench.ggml import moe
 from strata_bench.ggml.error import MoeErrorModel, down_rel, fast_silu_rel, moe_allowance
 from strata_bench.ggml.tree import MMVQ, locate
 from strata_bench.ggml.variants import attach
-from tests.ggml_trees import with_iq4_nl
+from tests.ggml_trees import lacking_after, with_iq4_nl
 
 ONE = (1, 0, 1)  # init_fastdiv_values(1)
 BY_35 = (3558687189, 6, 35)  # init_fastdiv_values(35): 35 slots
@@ -98,10 +98,7 @@ def test_the_swiglu_value_is_read_from_the_enum(fake_tree, enum, value):
      "error model bounds"),
 ])
 def test_what_a_tree_lacks_is_named(fake_tree, where, old, new, line):
-    assert moe.lacking(locate(fake_tree)) is None
-    path = fake_tree / where
-    path.write_text(path.read_text().replace(old, new))
-    assert moe.lacking(locate(fake_tree)) == line
+    assert lacking_after(fake_tree, moe.lacking, where, old, new) == line
 
 
 # --- the variant ------------------------------------------------------------------------------------------------

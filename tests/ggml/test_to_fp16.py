@@ -226,24 +226,10 @@ def test_a_second_rounding_would_be_caught(families):
 
 
 @pytest.mark.nvrtc
-def test_the_real_trees_to_fp16_instances_compile_and_match_their_launches(real_tree, monkeypatch, tmp_path):
+def test_the_real_trees_to_fp16_instances_compile_and_match_their_launches(nvrtc_compile):
     """convert.cu built by NVRTC (about 2 s): each instance the variant lists is found and its parameters
     checked against its launch's (to_fp16.signature), `half` found as the __half it names."""
-    from strata_bench.cases.spec import RunSpec
-    from strata_bench.ggml import build
-    from strata_bench.kernels import build as kbuild
-    from strata_bench.runs.catalog import build_catalog
-    from tests.ggml.test_nvrtc_build import _nvrtc_or_skip
-
-    _nvrtc_or_skip()
-    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv(build.COMPILER_ENV, "nvrtc")
-    families = build_catalog(RunSpec())
-    tree = locate(real_tree)
-    attach(families, tree)
-    exprs = to_fp16.instances(to_fp16.FORMATS)
-    compiled = kbuild.compile_unit(families["fp16deq"], f"{tree.path(CONVERT)}@ggml", exprs, "sm_90",
-                                   use_cache=False)
+    compiled = nvrtc_compile("fp16deq", CONVERT, to_fp16.instances(to_fp16.FORMATS))
     assert compiled.lowered == {
         "dequantize_block_q8_0_f16<false>": "_Z25dequantize_block_q8_0_f16ILb0EEvPKvP6__halfl",
         "dequantize_block_q8_0_f16<true>": "_Z25dequantize_block_q8_0_f16ILb1EEvPKvP6__halfl",

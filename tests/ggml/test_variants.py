@@ -29,7 +29,7 @@ def numpy_cupy(monkeypatch):
 
 
 def test_each_family_gets_variant_ggml_from_its_own_source(families, tree):
-    assert attach(families, tree) == ["mmvq", "dequant", "q8_1", "fp16deq", "grouped"]
+    assert attach(families, tree) == ["mmvq", "dequant", "q8_1", "fp16deq", "grouped", "swiglu_q8", "moe_combine"]
     units = {name: f"{tree.root / source}@ggml" for name, source in
              (("mmvq", MMVQ), ("dequant", CONVERT), ("q8_1", QUANTIZE))}
     for name, unit in units.items():
@@ -69,7 +69,7 @@ def test_a_second_tree_is_held_to_the_first(families, tree, fake_tree, tmp_path)
 def test_families_not_loaded(tree):
     with pytest.raises(InputError) as err:
         attach({"mmvq": object()}, tree)
-    assert str(err.value) == "--ggml: the families dequant, q8_1, fp16deq, grouped are not loaded"
+    assert str(err.value) == "--ggml: the families dequant, q8_1, fp16deq, grouped, swiglu_q8, moe_combine are not loaded"
 
 
 def test_mmvq_packs_rows_only_where_ggml_would_read_past_them(families, tree, numpy_cupy):

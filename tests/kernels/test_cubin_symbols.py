@@ -64,3 +64,9 @@ def test_the_two_demanglers_spellings_normalize_alike():
         normalize("dequantize_block<32, 2, &_INTERNAL_aef01cfe_10_convert_cu_cdcd2d29_7247::dequantize_q4_0, float>")
     assert normalize("k<(unsigned int)5, (long long)-3>") == "k<5,-3>"
     assert normalize("k<(ggml_type)1>") != normalize("k<1>")  # an enum's cast is part of the name
+    # c++filt spells a function template argument with its type (nvcc's cpy_scalar<cpy_1_scalar<float, half>>)
+    assert normalize(declared_name(
+        "void cpy_scalar<&(void _INTERNAL_00000000_6_cpy_cu_bfba63e2::cpy_1_scalar<float, __half>(char const*, "
+        "char*))>(char const*, char*, long)")) == normalize("cpy_scalar<&cpy_1_scalar<float, __half>>")
+    assert normalize("dequantize_block<32, 1, &(dequantize_q8_0(void const*, long, int, float2&)), float>") == \
+        normalize("dequantize_block<32, 1, &dequantize_q8_0, float>")
