@@ -169,7 +169,9 @@ engine_step() {
         step engine-quantize-iq2_xxs "$A/llama-quantize" --allow-requantize --imatrix "$eng/imatrix.dat" "$model" \
             "$eng/iq2_xxs.gguf" IQ2_XXS
     fi
-    local bench="-m $q -p 64,128,256,512,1024 -n 128 -r 3 -ngl 99 -o json" ab=(sb ab -q --order abba --warmup 1)
+    # -r 10: a 270M model's prompt tests take about 10 ms a repetition, run while the GPU's clocks still ramp up
+    # after the model load; at -r 3 one process's pp figures spread 2-8% on an H100, ten repetitions average that
+    local bench="-m $q -p 64,128,256,512,1024 -n 128 -r 10 -ngl 99 -o json" ab=(sb ab -q --order abba --warmup 1)
     local port=8091
     local client="python3 -m strata_bench engine complete --port $port --prompt-file $text -n 64 --seed 1"
     local tokens=(--pairs 4 --ready-port $port --same 'tokens=tokens sha256: (\w+)'

@@ -134,7 +134,8 @@ def pack(tree: str, out: str) -> None:
 @click.option("-n", "--n-predict", type=click.IntRange(1, 1 << 20), default=64, show_default=True,
               help="Tokens to generate.")
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds to wait for the answer.")
+@click.option("--timeout", type=float, default=600.0, show_default=True,
+              help="Seconds to wait for the answer, a model still loading (HTTP 503) included.")
 def complete(port: int, host: str, prompt: str | None, prompt_file: str | None, n_predict: int, seed: int,
              timeout: float) -> None:
     """One greedy /completion from a running llama-server; print its token ids' sha256 and timings.
@@ -142,6 +143,7 @@ def complete(port: int, host: str, prompt: str | None, prompt_file: str | None, 
     The request: temperature 0, top_k 1, the seed, no prompt cache, return_tokens. Printed:
     `prompt: N tokens, X t/s`, `generation: N tokens, X t/s`, `tokens: N`, `tokens sha256: HEX`
     (of the ids as decimals joined by commas) and `text sha256: HEX`, for ab's --metric and --same.
+    llama-server answers 503 while its model loads, after its port already listens: that is waited out.
 
     \b
     Example:
@@ -149,9 +151,7 @@ def complete(port: int, host: str, prompt: str | None, prompt_file: str | None, 
             --b 'strata-bench engine complete --port 8091 --prompt Hello -n 32' --server 'llama-server \\
             -m model.gguf --port 8091' --ready-port 8091 --same 'tokens=tokens sha256: (\\w+)'
     """
-    import urllib.error
-    import urllib.request
-
+    from strata_bench.engine.client import ServerError, post_json
     from strata_bench.engine.identity import completion_request, parse_completion
 
     if (prompt is None) == (prompt_file is None):
@@ -160,12 +160,9 @@ def complete(port: int, host: str, prompt: str | None, prompt_file: str | None, 
         with open(prompt_file, encoding="utf-8") as f:
             prompt = f.read()
     body = json.dumps(completion_request(prompt or "", n_predict, seed)).encode()
-    request = urllib.request.Request(f"http://{host}:{port}/completion", data=body,
-                                     headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            raw = answer.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise click.ClickException(f"no answer from http://{host}:{port}/completion: {exc}") from None
+        raw = post_json(f"http://{host}:{port}/completion", body, timeout)
+    except ServerError as exc:
+        raise click.ClickException(str(exc)) from None
     for line in parse_completion(raw).lines():
         click.echo(line)

@@ -12,7 +12,8 @@ Options the fakes do not know (-ngl 99, -c 128) are accepted and ignored.
 Switches (environment): FAKE_TG_SLOWER_PCT=3 makes generation 3% slower (a planted mul_mat_vec_q
 slowdown; prompt processing unchanged); FAKE_NOISE_PCT (default 0.2) is the sd of a per-run jitter;
 FAKE_ULP=1 changes the logits by one step (a one-ulp change in a dot): the tokens from the 5th on and the
-log-probabilities differ.
+log-probabilities differ. The server answers 503 "Loading model" for its first FAKE_LOAD_S seconds (default
+0.3), after its port already listens, as llama-server does while it loads the model.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import json
 import os
 import random
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 LOG = ("ggml_cuda_init: found 1 CUDA devices:\n"
@@ -98,6 +100,9 @@ def _tokens(prompt: str, n: int) -> list[int]:
     return ids
 
 
+LOADED_AT = 0.0  # server: when the "model" is loaded (time.monotonic)
+
+
 class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
@@ -114,6 +119,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {"status": "ok"})
 
     def do_POST(self) -> None:
+        if time.monotonic() < LOADED_AT:  # llama-server listens before its model is loaded, and says so
+            self._send(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
+            return
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         n = int(req.get("n_predict", 16))
         ids = _tokens(req["prompt"], n)
@@ -136,6 +144,8 @@ def imatrix(args) -> None:
 
 
 def server(args) -> None:
+    global LOADED_AT
+    LOADED_AT = time.monotonic() + float(os.environ.get("FAKE_LOAD_S", "0.3"))
     httpd = HTTPServer(("127.0.0.1", args.port), _Handler)
     print(f"main: server is listening on http://127.0.0.1:{args.port} - starting the main loop", flush=True)
     httpd.serve_forever()
