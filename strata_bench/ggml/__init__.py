@@ -39,11 +39,7 @@ def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None,
 def _attach_mmq(families: Any, tree: Any, name: str, same_as: str | None, formats: tuple[str, ...],
                 lines: dict[str, str], option: str) -> None:
     """Family mmq with the tree's mul_mat_q, or a line in `lines` naming what the tree lacks."""
-    from strata_bench.ggml import mmq, mmq_family
-    from strata_bench.ggml.variants import attach_mmq
+    from strata_bench.ggml import mmq_variants
 
-    why = mmq.lacking(tree)
-    if why is not None:
-        lines.setdefault(mmq_family.FAMILY, f"{option} {tree.root}: {why}")
-    elif mmq_family.FAMILY not in lines:
-        attach_mmq(families, tree, name, same_as, formats)
+    for family, why in mmq_variants.attach(families, tree, name, same_as, formats, skip=set(lines)).items():
+        lines.setdefault(family, f"{option} {tree.root}: {why}")

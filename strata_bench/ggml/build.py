@@ -67,6 +67,11 @@ def source_build(tree: GgmlTree, source: str, label: str, check: KernelCheck | N
                        inputs_hash=tree.content_hash, check=check, origin=origin, late_options=cublas_options)
 
 
+def source_unit(tree: GgmlTree, source: str, variant: str) -> str:
+    """The build unit of one of the tree's sources for one variant (ggml and ggml_b build theirs apart)."""
+    return f"{tree.path(source)}@{variant}"
+
+
 def stub_options() -> tuple[str, ...]:
     """-I for the NVRTC build's own stub headers and prelude, written into the cache when it is built."""
     return (f"-I{include_dir()}",)
