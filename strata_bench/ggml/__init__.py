@@ -1,7 +1,8 @@
 """llama.cpp's own CUDA kernels beside the built-ins (`--ggml PATH`, `--ggml-b PATH`): an unchanged ggml tree
 is built with nvcc as ggml builds it (by NVRTC where nvcc is not found) and its mat-vec (plain and MoE),
 dequantization, q8_1 and to-FP16 kernels join the mmvq, dequant, q8_1, fp16deq and grouped families as
-variants, launched as ggml launches them (docs/GGML.md)."""
+variants, and its prompt GEMM (mul_mat_q) adds family mmq and, with expert ids, joins pfgemm, launched as
+ggml launches them (docs/GGML.md)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -38,7 +39,8 @@ def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None,
 
 def _attach_mmq(families: Any, tree: Any, name: str, same_as: str | None, formats: tuple[str, ...],
                 lines: dict[str, str], option: str) -> None:
-    """Family mmq with the tree's mul_mat_q, or a line in `lines` naming what the tree lacks."""
+    """Family mmq and pfgemm's variant with the tree's mul_mat_q, or a line in `lines` naming what the tree
+    lacks for each that cannot have it."""
     from strata_bench.ggml import mmq_variants
 
     for family, why in mmq_variants.attach(families, tree, name, same_as, formats, skip=set(lines)).items():
