@@ -235,3 +235,59 @@ def test_the_q2_0_line_only_where_pfgemms_q2_0_cases_may_be_selected(fake_tree, 
     result = CliRunner().invoke(cli, ["parity", "--ggml", str(fake_tree), *args, "--list"])
     assert result.exit_code == 0, result.output
     assert (Q2_0_LINE in result.stderr.splitlines()) is said
+
+
+@pytest.fixture
+def numpy_device(monkeypatch):
+    """The variant's device calls on the host: numpy for cupy, an H100's SMs and shared memory, no opt-in."""
+    import sys
+    from types import SimpleNamespace
+
+    from strata_bench.kernels import launch
+
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(
+        zeros=np.zeros, asarray=np.asarray, int32=np.int32, uint8=np.uint8, float32=np.float32))
+    monkeypatch.setattr(launch, "shared_optin", lambda device=None: H100_OPTIN)
+    monkeypatch.setattr(launch, "resident_sms", lambda device=None: H100_SMS)
+    monkeypatch.setattr(launch, "allow_dynamic_shared", lambda fn, nbytes, static_bytes=0: None)
+
+
+def test_prepare_and_launch_run_the_plan_from_each_kernels_own_unit(tree, numpy_device):
+    catalog = {"pfgemm": PFGEMM.copy()}
+    mmq_variants.attach(catalog, tree, "ggml", None, ())
+    family = catalog["pfgemm"]
+    variant = family.variant("ggml")
+    case = _case("iq4_nl", 2560, 640, "0,1,15,16,17,33,64,4")  # a K tile past the last row: packed weights
+    host = family.make_inputs(case)
+    dev = {"x": host["x"], "w": host["w"], "offsets": host["offsets"]}
+    made = variant.prepare(family, case, dev)
+    assert sorted(made) == sorted(f"ggml_mmid_{k}" for k in (*mmq_variants.BUFFERS, "w"))
+    assert made["ggml_mmid_w"].shape == (8 * 2560 + 1, 360) and not made["ggml_mmid_w"][-1].any()
+    np.testing.assert_array_equal(made["ggml_mmid_w"][:-1], host["w"])
+    assert made["ggml_mmid_x"].dtype == np.float32 and (made["ggml_mmid_x"] == host["x"]).all()
+    np.testing.assert_array_equal(made["ggml_mmid_ids"], mmid.expert_ids(group_sizes(case)))
+    assert made["ggml_mmid_ids_dst"].shape == (150 + 128,) and made["ggml_mmid_bounds"].shape == (9,)
+    calls = []
+
+    def in_source(unit, name):
+        return lambda grid, block, args, shared_mem=0, stream=None: calls.append(
+            (unit.rsplit("/", 1)[-1], name, grid, shared_mem, args))
+
+    y = np.zeros((150, 2560), np.float32)
+    variant.launch(family, case, SimpleKernels(in_source), {**dev, **made}, {"y": y})
+    assert [c[:2] for c in calls] == [
+        ("mmid.cu@ggml", "mm_ids_helper<0>"), ("quantize.cu@ggml-mmq", "quantize_mmq_q8_1<(mmq_q8_1_ds_layout)0, false>"),
+        ("mmq-instance-iq4_nl.cu@ggml", "mul_mat_q<(ggml_type)20, 80, false>"),
+        ("mmq-instance-iq4_nl.cu@ggml", "mul_mat_q_stream_k_fixup<(ggml_type)20, 80, false>")]
+    helper, quantize, main, fixup = (c[4] for c in calls)
+    assert helper[0] is made["ggml_mmid_ids"] and calls[0][3] == 150 * 4
+    assert quantize[0] is made["ggml_mmid_x"] and quantize[1] is made["ggml_mmid_ids_src1"]
+    assert main[0] is made["ggml_mmid_w"] and main[2] is made["ggml_mmid_ids_dst"] and main[4] is y
+    assert fixup[3] is made["ggml_mmid_tmp"] and made["ggml_mmid_tmp"].size == 132 * 80 * 128
+
+
+class SimpleKernels:
+    """The compiled kernels' stand-in: each looked up in its own unit (kernels/build.Kernels.in_source)."""
+
+    def __init__(self, in_source):
+        self.in_source = in_source
