@@ -111,7 +111,7 @@ def test_ggmls_arithmetic_stays_within_the_bound_and_small_defects_do_not(fmt, n
         assert (err <= bound).all() and err.max() > 0
     assert moved > 0  # near-tie codes did move: the model's allowance for them was needed
     off = np.abs(_emulated(fmt, host, n, k, rng, scale_up=True)[0] - exp.ref)
-    assert (off > bound).mean() > 0.25  # one fp16 ulp on every weight scale: 0.3-0.5 of the outputs
+    assert (off > bound).mean() > 0.25  # one fp16 ulp on every weight scale: 0.3-0.45 of these outputs
     assert (np.abs(exp.ref) > bound).mean() > 0.98  # an all-zero output fails all but the outputs near zero
     assert bound.max() < 0.01 * np.abs(exp.ref).max()
 
