@@ -145,10 +145,13 @@ class PfGemm(Family):
 
     @staticmethod
     def kernels_in(source: str, kinds: tuple[str, ...]) -> list[str]:
-        """The name expressions of the kernels `kinds` ("old", "new") that `source` holds."""
+        """The name expressions of the kernels `kinds` ("old", "new") that `source` holds (none for a source a
+        run added: a TOML variant's, an engine's)."""
         if source.endswith("pfgemm_old.cu"):
             return [kernel_expression("old", f) for f in FORMAT_IDS] if "old" in kinds else []
-        return [kernel_expression("new", f) for f in NEW_FORMATS] if "new" in kinds else []
+        if source.endswith("pfgemm_new.cu"):
+            return [kernel_expression("new", f) for f in NEW_FORMATS] if "new" in kinds else []
+        return []
 
     # --- cases ------------------------------------------------------------------------------------
     def expert_case(self, fmt: str, n: int, k: int, groups: str, data: str = "seed:1",

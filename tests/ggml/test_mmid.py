@@ -145,6 +145,8 @@ def test_the_variant_runs_every_iq2_s_and_iq4_nl_case_and_builds_the_formats_sel
     instance = variant.kernels(family, units["mmq-instance-iq4_nl.cu@ggml"])
     assert "mul_mat_q<(ggml_type)20, 96, false>" in instance and len(instance) == 2 * (11 + 5)
     assert variant.kernels(family, family.sources[0]) == []  # pfgemm_old.cu: nothing of ggml's
+    for unit in units.values():  # and the built-ins nothing of theirs from ggml's sources
+        assert family.name_expressions(unit) == variant.kernels(family, unit)
     narrowed = {"pfgemm": PFGEMM.copy()}
     mmq_variants.attach(narrowed, tree, "ggml", None, ("iq4_nl",))
     assert not any("iq2_s" in s for s in narrowed["pfgemm"].sources)  # only the selected format's instance
