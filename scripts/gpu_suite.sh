@@ -377,6 +377,18 @@ for s in "${steps[@]}"; do
             step ggml-mmq-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-mmq --family mmq \
                 --format q8_0,iq4_xs
             step ggml-mmq-bench sb bench -q --ggml "$tree" --family mmq --budget 0.5 -o md
+            # pfgemm's variant ggml (issue 35: mul_mat_q with expert ids, mmid.cu): parity, an unchanged copy passes,
+            # and a one-line change in iq2_s's mul_mat_q dot (vec_dot_q8_0_16_q8_1_mma's NVIDIA MMA path: one unit
+            # more in each first 16-value half) is caught: exit 1 expected, every iq2_s case failing, no iq4_nl one
+            rm -rf /tmp/ggml-planted-pfgemm && cp -r "$tree" /tmp/ggml-planted-pfgemm
+            sed -i 's|+= dB\[l%2\]\*(C\[0\]\.x\[l\]\*dA|+= dB[l%2]*((C[0].x[l] + 1)*dA|' \
+                /tmp/ggml-planted-pfgemm/ggml/src/ggml-cuda/mmq-vec-dot.cuh
+            grep -c '((C\[0\]\.x\[l\] + 1)\*dA' /tmp/ggml-planted-pfgemm/ggml/src/ggml-cuda/mmq-vec-dot.cuh \
+                > "$logdir/ggml-planted-pfgemm.txt"
+            step ggml-pfgemm-parity sb parity -q --ggml "$tree" --family pfgemm -o md
+            step ggml-pfgemm-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family pfgemm --format iq2_s,iq4_nl -o md
+            step ggml-pfgemm-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-pfgemm --family pfgemm \
+                --format iq2_s,iq4_nl
             step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md
             step ggml-bench-issue35 sb bench -q --ggml "$tree" --family fp16deq,grouped --format q8_0,iq4_xs,iq2_xxs,iq3_s \
                 --budget 0.5 -o md ;;

@@ -1,7 +1,7 @@
 """ggml trees for tests (no ggml file is committed to this repository): `write_fake_tree` writes a small
 one in ggml's layout (the three kernels with exactly the parameter lists tree.SIGNATURES names, the to-FP16
 kernels fp16deq's variant launches, the fusion struct, GLU enum and SiLU grouped's variant rests on, the
-fusion families' kernels, a few types);
+fusion families' kernels, mul_mat_q and mmid.cu's helper, a few types);
 `pinned_sdist_tree` extracts the real one of the pinned llama-cpp-python sdist into a cache
 outside the checkout (STRATA_GGML_SDIST_CACHE, else ~/.cache/strata-bench/ggml-sdist), downloading it
 only when absent; tests/ggml/conftest.py makes fixtures of both."""
@@ -13,7 +13,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from strata_bench.ggml import combine, glu, mmq, moe, to_fp16
+from strata_bench.ggml import combine, glu, mmid, mmq, moe, to_fp16
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, SIGNATURES
 
 # The fake tree's types: format -> (ggml name, type id, QR, VDR); iq4_xs has a type id and nothing else,
@@ -105,6 +105,7 @@ def write_fake_tree(root: Path) -> Path:
         QUANTIZE: _kernel(*SIGNATURES[QUANTIZE]) + mmq_files.pop("quantize_mmq"),
         **mmq_files,
         **_combine_files(),
+        mmid.SOURCE: _kernel(mmid.KERNEL, mmid.PARAMS, "template <int n_expert_used_template>\n"),
         "src/ggml-cpu/ops.h": "// the CPU backend: no CUDA build reads it\n",
         "README.md": "ggml\n",
     }

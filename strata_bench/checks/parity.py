@@ -79,11 +79,11 @@ def _error_model(family: Family, case: Case, variant: str) -> Any:
 
 
 def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) -> list[CheckResult]:
-    names = family.compared_outputs(case)
     out = []
     for variant in case.variants[1:]:
         against = _bitwise_against(family, case, variant, runs)
         base = runs[against]
+        names = compared_names(family, case, variant, against)
         # Held to another variant's bits (ggml_b to ggml's): bitwise whatever its error model.
         model = _error_model(family, case, variant) if against == case.baseline else None
         for name in (base.outputs if names is None else names):
@@ -118,11 +118,22 @@ def bitwise_target(family: Family, case: Case, variant: str, ran: Iterable[str])
 def _bitwise_against(family: Family, case: Case, variant: str, runs: Collection[str]) -> str:
     """The variant whose bits `variant` must have: its Variant.same_as where the case runs that one, else
     the case's baseline."""
-    try:
-        same_as = getattr(family.variant(variant), "same_as", None)
-    except (InputError, AttributeError):  # a family without a table
-        return case.baseline
+    same_as = _same_as(family, variant)
     return same_as if same_as in runs else case.baseline
+
+
+def compared_names(family: Family, case: Case, variant: str, against: str) -> tuple[str, ...] | None:
+    """The outputs `variant` must equal `against` in, bit for bit (None: all): every one where it is held to
+    that variant's bits (Variant.same_as: an engine's branch against the engine, whatever the family compares
+    between its own variants), else the family's choice (compared_outputs)."""
+    return None if _same_as(family, variant) == against else family.compared_outputs(case)
+
+
+def _same_as(family: Family, variant: str) -> str | None:
+    try:
+        return getattr(family.variant(variant), "same_as", None)
+    except (InputError, AttributeError):  # a family without a table
+        return None
 
 
 class _RefStats:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -145,20 +145,25 @@ class PfGemm(Family):
 
     @staticmethod
     def kernels_in(source: str, kinds: tuple[str, ...]) -> list[str]:
-        """The name expressions of the kernels `kinds` ("old", "new") that `source` holds."""
+        """The name expressions of the kernels `kinds` ("old", "new") that `source` holds (none for a source a
+        run added: a TOML variant's, an engine's)."""
         if source.endswith("pfgemm_old.cu"):
             return [kernel_expression("old", f) for f in FORMAT_IDS] if "old" in kinds else []
-        return [kernel_expression("new", f) for f in NEW_FORMATS] if "new" in kinds else []
+        if source.endswith("pfgemm_new.cu"):
+            return [kernel_expression("new", f) for f in NEW_FORMATS] if "new" in kinds else []
+        return []
 
     # --- cases ------------------------------------------------------------------------------------
     def expert_case(self, fmt: str, n: int, k: int, groups: str, data: str = "seed:1",
                     variants: tuple[str, ...] | None = None, bench: bool = False) -> Case:
         """N weight rows of K values per expert over token groups `groups` ("a,b,c" or "GxE")."""
         params: dict[str, Any] = {"groups": groups, **({"bench": True} if bench else {})}
-        if variants is not None:  # variants declared in TOML (--variants) run on every case
+        tokens = int(group_sizes_of(groups).sum())
+        if variants is not None:  # the variants a run added (TOML's, an engine's) join wherever they run
             builtin = {v.name for v in PfGemm.variants}
-            variants = (*variants, *(v for v in self.default_variants if v not in builtin))
-        return self.case(fmt, n, k, int(group_sizes_of(groups).sum()), data, variants, **params)
+            runnable = self.case(fmt, n, k, tokens, data, **params).variants
+            variants = (*variants, *(v for v in runnable if v not in builtin))
+        return self.case(fmt, n, k, tokens, data, variants, **params)
 
     def default_cases(self) -> Iterable[Case]:
         case = self.expert_case
@@ -320,6 +325,20 @@ def _dequantize_fp16(fmt: str, raw: np.ndarray, chunk_rows: int = 4096) -> np.nd
     return np.concatenate(out)
 
 
+def expert_operands(fmt: str, raw: np.ndarray, x16: np.ndarray, offsets: np.ndarray, n: int,
+                    k: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """(t0, t1, exact weights [n][k], float64 activations [t1 - t0][k]) of every expert with tokens, in order:
+    what each expert's references and bounds (this family's and a foreign kernel's) are computed from."""
+    from strata_bench.formats import get_format
+
+    row_bytes = get_format(fmt).bytes_per_row(k)
+    for e in range(len(offsets) - 1):
+        t0, t1 = int(offsets[e]), int(offsets[e + 1])
+        if t1 > t0:
+            yield t0, t1, exact_weights(fmt, raw[e * n:(e + 1) * n].reshape(n, row_bytes)), \
+                x16[t0:t1].astype(np.float64)
+
+
 def pf_reference(fmt: str, raw: np.ndarray, x16: np.ndarray, offsets: np.ndarray, n: int,
                  k: int) -> tuple[np.ndarray, np.ndarray]:
     """Float64 reference of Y (T, N) and each element's bound of the kernels' error, expert by expert.
@@ -328,20 +347,11 @@ def pf_reference(fmt: str, raw: np.ndarray, x16: np.ndarray, offsets: np.ndarray
     + K 2^-22 sum|x||w16| (truncating tensor-core accumulation), and the float64 sum itself is within
     K 2^-53 sum|x||w| of exact.
     """
-    from strata_bench.formats import get_format
-
-    fmt_obj = get_format(fmt)
-    row_bytes = fmt_obj.bytes_per_row(k)
     total = int(offsets[-1])
     ref = np.zeros((total, n), dtype=np.float64)
     bound = np.zeros((total, n), dtype=np.float64)
-    for e in range(len(offsets) - 1):
-        t0, t1 = int(offsets[e]), int(offsets[e + 1])
-        if t1 == t0:
-            continue
-        w = exact_weights(fmt, raw[e * n:(e + 1) * n].reshape(n, row_bytes))
+    for t0, t1, w, x in expert_operands(fmt, raw, x16, offsets, n, k):
         w16 = w.astype(np.float16).astype(np.float64)
-        x = x16[t0:t1].astype(np.float64)
         ax = np.abs(x)
         ref[t0:t1] = x @ w.T
         abs_w = ax @ np.abs(w).T

@@ -1,8 +1,9 @@
 """llama.cpp's own CUDA kernels beside the built-ins (`--ggml PATH`, `--ggml-b PATH`): an unchanged ggml tree
 is built with nvcc as ggml builds it (by NVRTC where nvcc is not found) and its mat-vec (plain and MoE),
 dequantization, q8_1 and to-FP16 kernels join the mmvq, dequant, q8_1, fp16deq and grouped families as
-variants, and its kernel chains for the two fusions join swiglu_q8 and moe_combine, launched as ggml launches
-them (docs/GGML.md)."""
+variants, its kernel chains for the two fusions join swiglu_q8 and moe_combine, and its prompt GEMM
+(mul_mat_q) adds family mmq and, with expert ids, joins pfgemm, launched as ggml launches them
+(docs/GGML.md)."""
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -39,12 +40,9 @@ def load(families: Mapping[str, Any], ggml: str, ggml_b: str | None = None,
 
 def _attach_mmq(families: Any, tree: Any, name: str, same_as: str | None, formats: tuple[str, ...],
                 lines: dict[str, str], option: str) -> None:
-    """Family mmq with the tree's mul_mat_q, or a line in `lines` naming what the tree lacks."""
-    from strata_bench.ggml import mmq, mmq_family
-    from strata_bench.ggml.variants import attach_mmq
+    """Family mmq and pfgemm's variant with the tree's mul_mat_q, or a line in `lines` naming what the tree
+    lacks for each that cannot have it."""
+    from strata_bench.ggml import mmq_variants
 
-    why = mmq.lacking(tree)
-    if why is not None:
-        lines.setdefault(mmq_family.FAMILY, f"{option} {tree.root}: {why}")
-    elif mmq_family.FAMILY not in lines:
-        attach_mmq(families, tree, name, same_as, formats)
+    for family, why in mmq_variants.attach(families, tree, name, same_as, formats, skip=set(lines)).items():
+        lines.setdefault(family, f"{option} {tree.root}: {why}")

@@ -1,6 +1,7 @@
 """`--ggml PATH` and `--ggml-b PATH` as one extension of a run (cases/spec.Extension): llama.cpp's own kernels
 join the mmvq, dequant, q8_1, fp16deq, grouped, swiglu_q8 and moe_combine families of that run's catalog as
-variants `ggml` and `ggml_b`, and its prompt GEMM (mul_mat_q) adds family mmq to that catalog."""
+variants `ggml` and `ggml_b`, and its prompt GEMM (mul_mat_q) adds family mmq to that catalog and, with
+expert ids, joins pfgemm."""
 from __future__ import annotations
 
 import sys
@@ -13,7 +14,15 @@ from strata_bench.errors import InputError
 from strata_bench.files import UserPath
 
 MAX_COLUMNS = 8  # ggml's MMVQ_MAX_BATCH_SIZE: above it ggml calls another kernel
-NO_COUNTERPART = "q2warp"  # this project's Q2_0 rows per warp (FORMATS.md: upstream's Q2_0 differs)
+# Cases ggml has no kernel for, said in one line where a run selects them: they run the built-ins alone.
+# (family, its formats concerned or None for all, the line). This project's q2_0 is not upstream's Q2_0
+# (FORMATS.md): q2warp is all q2_0, pfgemm's other formats are ggml's mul_mat_q's.
+SAME_NAME_OTHER_FORMAT = "(ggml's Q2_0, type 42, is another format than this project's q2_0)"
+NO_COUNTERPART = (
+    ("q2warp", None, f"q2warp has no ggml counterpart {SAME_NAME_OTHER_FORMAT}: its cases run the built-ins alone"),
+    ("pfgemm", ("q2_0",), f"pfgemm's q2_0 cases have no ggml counterpart {SAME_NAME_OTHER_FORMAT}: they run the "
+                          "built-ins alone"),
+)
 
 
 @dataclass(frozen=True)
@@ -26,7 +35,7 @@ class Ggml:
                      help="A ggml tree (llama.cpp's ggml/ folder, or the checkout): its mat-vec (plain and MoE), "
                           "dequantization, q8_1, to-FP16, SwiGLU and MoE-combine kernels, built unchanged (nvcc, else "
                           "NVRTC), join mmvq, dequant, q8_1, fp16deq, grouped, swiglu_q8 and moe_combine as variant "
-                          "ggml; its mul_mat_q adds family mmq."),
+                          "ggml; its mul_mat_q adds family mmq and, with expert ids, joins pfgemm."),
         click.option("--ggml-b", "ggml_b_tree", type=UserPath(), metavar="PATH",
                      help="With --ggml: a second ggml tree (your branch), variant ggml_b, held bitwise to ggml."),
     )
@@ -51,9 +60,9 @@ class Ggml:
 
         lacking = load(catalog, self.tree, self.tree_b, spec.filter.formats)
         _refuse_or_say(lacking, spec.filter.families)
-        if NO_COUNTERPART in catalog and (not spec.filter.families or NO_COUNTERPART in spec.filter.families):
-            print(f"--ggml: {NO_COUNTERPART} has no ggml counterpart (ggml's Q2_0, type 42, is another format than "
-                  "this project's q2_0): its cases run the built-ins alone", file=sys.stderr)
+        for family, formats, line in NO_COUNTERPART:
+            if family in catalog and _selects(spec.filter, family, formats):
+                print(f"--ggml: {line}", file=sys.stderr)
 
     def argv(self) -> list[str]:
         return ["--ggml", self.tree] + ([] if self.tree_b is None else ["--ggml-b", self.tree_b])
@@ -62,6 +71,13 @@ class Ggml:
         """The trees, and the variants that are llama.cpp's (a report's peer, not this project's kernels)."""
         trees = {"ggml": self.tree, **({} if self.tree_b is None else {"ggml_b": self.tree_b})}
         return {"trees": trees, "foreign_variants": list(trees)}
+
+
+def _selects(selection: Any, family: str, formats: tuple[str, ...] | None) -> bool:
+    """Whether a run's filter may select `family`'s cases of `formats` (None: any of its formats)."""
+    if selection.families and family not in selection.families:
+        return False
+    return formats is None or not selection.formats or any(f in selection.formats for f in formats)
 
 
 def _refuse_or_say(lacking: Mapping[str, str], families: tuple[str, ...]) -> None:

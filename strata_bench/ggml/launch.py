@@ -73,6 +73,12 @@ def needs_packing(stride: int, row_bytes: int, rows: int, readable_rows: int) ->
     return stride != row_bytes or readable_rows > rows
 
 
+def compute_capability(array: Any) -> tuple[int, int] | None:
+    """(major, minor) of the device a device array is on (CuPy's compute_capability: "90", "121")."""
+    cc = getattr(getattr(array, "device", None), "compute_capability", None)
+    return (int(cc[:-1]), int(cc[-1])) if isinstance(cc, str) and cc.isdigit() else None
+
+
 def lookup_in(kernels: Any, unit: str) -> Callable[[str], Any]:
     """name expression -> compiled kernel, from the variant's own source (as a TOML variant looks up)."""
     in_source = getattr(kernels, "in_source", None)

@@ -1,10 +1,12 @@
 """ggml's quantized prompt GEMM, `mul_mat_q` (mmq.cuh), launched as ggml_cuda_mul_mat_q launches it for one
-weight matrix, one channel, one sample and no expert ids (src1 batches above MMVQ_MAX_BATCH_SIZE):
+sample, without expert ids (one weight matrix; src1 batches above MMVQ_MAX_BATCH_SIZE) or with them
+(MUL_MAT_ID: mmid.py builds the ids and expert bounds, each expert a channel of the grid):
 
 1. quantize.cu's `quantize_mmq_q8_1<ds_layout, false>` turns the float32 activations [ncols][k] into
    block_q8_1_mmq (128 values, 4 scales, 144 bytes) with k padded to MATRIX_ROW_PADDING (512) values:
    grid (ncols, ceil(k_padded / 512), 1), block (128, 1, 1); the layout (D4, DS4, D2S6) is the format's
-   (mmq_get_q8_1_ds_layout). The buffer holds J_max more blocks, which the last tile's loads may reach.
+   (mmq_get_q8_1_ds_layout). With ids, column i is src1's row ids_src1[i] (the tokens gathered by expert).
+   The buffer holds J_max more blocks, which the last tile's loads may reach.
 2. `mul_mat_q<type, J, fallback>` from the format's own template instance
    (template-instances/mmq-instance-<fmt>.cu, one NVRTC or nvcc program), with the config ggml takes on
    the device: the Ampere table (mmq-config-ampere.cuh) on compute capability 7.0 to 9.x, read from the
@@ -12,11 +14,11 @@ weight matrix, one channel, one sample and no expert ids (src1 batches above MMV
    128 in steps of 8, the first J whose config exists and fits the device's shared memory and gives the
    fewest column tiles, stopping at one tile. Dynamic shared memory J*4 + I*sram_stride*4 +
    pad(J*144, nthreads*4) (mmq_get_nbytes_shared, MMA data layout: Turing and newer).
-3. stream-k (every Ampere config): ntiles = ceil(rows / I) * ceil(ncols / J); the grid is ntiles where
-   the tiles fill at least 90% of ceil(ntiles / nsm) waves of the SMs, else nsm; where ntiles is not a
-   multiple of the grid, blocks write partial tiles to a fixup buffer (grid * J * I floats) and
+3. stream-k (every Ampere config): ntiles = ceil(rows / I) * ceil(ncols_max / J) * channels; the grid is
+   ntiles where the tiles fill at least 90% of ceil(ntiles / nsm) waves of the SMs, else nsm; where ntiles
+   is not a multiple of the grid, blocks write partial tiles to a fixup buffer (grid * J * I floats) and
    `mul_mat_q_stream_k_fixup` (grid (blocks, I / 32, 1), block (32, nwarps / 2, 1)) adds them into dst.
-The output is dst [ncols][rows] float32 (stride_col_dst = rows).
+The output is dst [ncols][rows] float32 (stride_col_dst = rows); with ids, column ids_dst[i] of it.
 """
 from __future__ import annotations
 
@@ -199,6 +201,50 @@ def activation_bytes(k: int, ncols: int, j_max: int) -> int:
 
 
 @dataclass(frozen=True)
+class Args:
+    """ggml_cuda_mul_mat_q's mmq_args for one sample, as launch_mul_mat_q passes them on: sizes, and strides
+    in weight blocks (x), ints of q8_1 (y) and floats (dst). One weight matrix per channel (channel_ratio 1)."""
+
+    rows: int  # nrows_x: weight rows per matrix (ne01)
+    k: int  # ncols_x: values per row (ne00)
+    block_values: int  # the format's qk
+    ncols: int  # ncols_dst = ncols_y: activation columns, or with ids the token slots (ne_get_rows)
+    stride_col_dst: int  # nrows_dst
+    channels: int  # nchannels_y: 1, or with ids the experts (the grid's z tiles)
+    stride_channel_x: int
+    stride_channel_y: int
+    stride_channel_dst: int
+    stride_sample_x: int
+    stride_sample_y: int
+    stride_sample_dst: int
+    ncols_max: int  # the columns the tiles cover (ntx = ceil(ncols_max / J)); J is chosen by it on NVIDIA too
+
+    @property
+    def blocks_k(self) -> int:
+        return self.k // self.block_values
+
+
+def y_ints(k: int) -> int:
+    """Ints of block_q8_1 per activation column (k padded to MATRIX_ROW_PADDING): ggml's s12 for ne11 = 1."""
+    return padded_k(k) * 36 // (32 * 4)
+
+
+def dense_args(rows: int, k: int, ncols: int, qk: int) -> Args:
+    """Without ids: one matrix of `rows` rows, activations [ncols][k], dst [ncols][rows]."""
+    blocks, s12 = rows * (k // qk), ncols * y_ints(k)
+    return Args(rows, k, qk, ncols, rows, 1, blocks, s12, rows * ncols, blocks, s12, rows * ncols, ncols)
+
+
+def expert_args(rows: int, k: int, tokens: int, experts: int, qk: int) -> Args:
+    """With ids, one expert a token (n_expert_used 1): src0 [k][rows][experts], src1 [k][1][tokens], dst
+    [rows][1][tokens]. The token slots are the columns (ne_get_rows = tokens), each expert a channel of the
+    grid (nchannels_y = ne02), src1's channel one token's q8_1 (s12 with ne11 = 1)."""
+    per_expert, s12 = rows * (k // qk), y_ints(k)
+    return Args(rows, k, qk, tokens, rows, experts, per_expert, s12, rows, experts * per_expert, tokens * s12,
+                rows * tokens, tokens)
+
+
+@dataclass(frozen=True)
 class Grid:
     """stream-k's decomposition of one case: the main kernel's blocks and whether the fixup runs."""
 
@@ -207,8 +253,9 @@ class Grid:
     fixup: bool
 
 
-def stream_k_grid(cfg: Config, rows: int, ncols: int, nsm: int) -> Grid:
-    tiles = ceil_div(rows, cfg.rows) * ceil_div(ncols, cfg.cols)
+def stream_k_grid(cfg: Config, args: Args, nsm: int) -> Grid:
+    """launch_mul_mat_q's stream-k grid: every (row tile, column tile, channel) is a tile, empty or not."""
+    tiles = ceil_div(args.rows, cfg.rows) * ceil_div(args.ncols_max, cfg.cols) * args.channels
     waves = ceil_div(tiles, nsm)
     blocks = tiles if 100 * tiles // (nsm * waves) >= TILES_EFFICIENCY else nsm
     return Grid(tiles, blocks, tiles % blocks != 0)
@@ -218,32 +265,36 @@ def fixup_floats(cfg: Config, grid: Grid) -> int:
     return grid.blocks * cfg.cols * cfg.rows if grid.fixup else 0
 
 
-def quantize_plan(fmt: str, k: int, ncols: int, x: Any, xq: Any) -> Launch:
-    """quantize_mmq_q8_1_cuda over [ncols][k] float32 (rows k floats apart), one channel."""
+def quantize_plan(fmt: str, k: int, ncols: int, x: Any, xq: Any, ids: Any = 0,
+                  strides: tuple[int, int, int] | None = None) -> Launch:
+    """quantize_mmq_q8_1_cuda over `ncols` rows of k float32, one channel: row i is x's row ids[i] where ids
+    is given (MUL_MAT_ID's gather), with src1's strides s01, s02, s03 (default: rows k floats apart)."""
     kp = padded_k(k)
-    values = (x, 0, xq, k, k, k * ncols, k * ncols, kp, ncols, 1, 0)
-    params = tuple(Argument(label, ctype, v) for (label, ctype), v in zip(QUANTIZE_SIGNATURE, values))
+    s01, s02, s03 = strides or (k, k * ncols, k * ncols)
+    values = (x, ids, xq, k, s01, s02, s03, kp, ncols, 1, 0)
     return Launch(quantize_name(fmt), (ncols, ceil_div(kp, 4 * QUANTIZE_THREADS), 1), (QUANTIZE_THREADS, 1, 1),
-                  params)
+                  _args(QUANTIZE_SIGNATURE, values))
 
 
-def plan(tree: GgmlTree, cfg: Config, shape: dict[str, int], nsm: int, w: Any, xq: Any, dst: Any,
-         tmp: Any) -> tuple[Launch, ...]:
-    """mul_mat_q (and its fixup where stream-k needs it) for `shape`: rows, k, ncols, block_values (qk)."""
-    rows, k, ncols, qk = shape["rows"], shape["k"], shape["ncols"], shape["block_values"]
-    grid = stream_k_grid(cfg, rows, ncols, nsm)
-    blocks_k, ntx, one = fastdiv(k // qk), fastdiv(ceil_div(ncols, cfg.cols)), fastdiv(1)
-    stride_y = ncols * padded_k(k) * 36 // (32 * 4)  # s12: one channel of block_q8_1 in ints
+def plan(tree: GgmlTree, cfg: Config, args: Args, nsm: int, w: Any, xq: Any, dst: Any, tmp: Any,
+         ids: tuple[Any, Any] = (0, 0)) -> tuple[Launch, ...]:
+    """mul_mat_q (and its fixup where stream-k needs it) as launch_mul_mat_q makes them; `ids` are MUL_MAT_ID's
+    ids_dst and expert_bounds (mmid.cu's), null without ids."""
+    grid = stream_k_grid(cfg, args, nsm)
+    blocks_k, ntx, one = fastdiv(args.blocks_k), fastdiv(ceil_div(args.ncols_max, cfg.cols)), fastdiv(1)
+    channels = fastdiv(args.channels)
     main_name, fixup_name = kernel_names(tree, cfg)
-    values = (w, xq, 0, 0, dst, tmp if grid.fixup else 0, 0, blocks_k, rows, ncols, k // qk, ncols, rows,
-              one, one, rows * (k // qk), stride_y, rows * ncols, one, one, rows * (k // qk), stride_y,
-              rows * ncols, ntx)
+    values = (w, xq, *ids, dst, tmp if grid.fixup else 0, 0, blocks_k, args.rows, args.ncols, args.blocks_k,
+              args.ncols, args.stride_col_dst, one, channels, args.stride_channel_x, args.stride_channel_y,
+              args.stride_channel_dst, one, one, args.stride_sample_x, args.stride_sample_y, args.stride_sample_dst,
+              ntx)
     nwarps = cfg.nthreads // WARP
     main = Launch(main_name, (grid.blocks, 1, 1), (WARP, nwarps, 1), _args(MAIN_SIGNATURE, values),
                   cfg.shared_bytes())
     if not grid.fixup:
         return (main,)
-    fix = (0, 0, dst, tmp, blocks_k, rows, ncols, rows, one, rows * ncols, one, rows * ncols, ntx)
+    fix = (*ids, dst, tmp, blocks_k, args.rows, args.ncols, args.stride_col_dst, channels, args.stride_channel_dst,
+           one, args.stride_sample_dst, ntx)
     return main, Launch(fixup_name, (grid.blocks, cfg.rows // WARP, 1), (WARP, nwarps // 2, 1),
                         _args(FIXUP_SIGNATURE, fix))
 

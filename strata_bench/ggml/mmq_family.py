@@ -1,7 +1,7 @@
-"""Family `mmq`: llama.cpp's quantized prompt GEMM (mul_mat_q, mmq.py) on shapes of its own, a family that
-`--ggml` adds to a run's catalog. pfgemm cannot host it: pfgemm multiplies fp16 activations grouped by
-expert, while mul_mat_q first quantizes float32 activations to 8 bits (quantize_mmq_q8_1), another
-computation with another error.
+"""Family `mmq`: llama.cpp's quantized prompt GEMM (mul_mat_q, mmq.py) without expert ids, on shapes of its
+own, a family that `--ggml` adds to a run's catalog. Its activations quantize exactly, so it isolates
+mul_mat_q's fp32 arithmetic; pfgemm's variant ggml (mmq_variants.py, with ids) runs the same kernels on
+pfgemm's fp16 activations, whose 8-bit quantization error its model adds (mmq_error.py).
 
     Y[j, i] = sum_k X[j, k] * W[i, k]      (i < rows, j < ncols, k < cols)
 
@@ -47,12 +47,13 @@ def prequantized_activations(seed: int, ncols: int, k: int) -> np.ndarray:
     return (q * np.exp2(e)).astype(np.float32).reshape(ncols, k)
 
 
-def mmq_bound(abs_product: np.ndarray, k: int) -> np.ndarray:
+def mmq_bound(abs_product: np.ndarray, k: int, term_roundings: int = 2) -> np.ndarray:
     """|Y - X W^T| for each output, from ggml's arithmetic (docs/GGML.md, "mul_mat_q"): each 32-value chunk's
-    int8 tensor-core dot C is exact (|C| <= 32 * 127 * 127 < 2^24), its term C * d_w * d_x two fp32 roundings,
-    then the terms of the k / 32 chunks summed in fp32 in one thread, stream-k adding at most as many
-    partial sums again: gamma(2 + 2 k / 32) of sum |x||w|; plus the stored activation scale's deviation."""
-    return 1.01 * (gamma(2 + 2 * (k // CHUNK), U32) + SCALE_DEVIATION) * abs_product
+    int8 tensor-core dot C is exact (|C| <= 32 * 127 * 127 < 2^24), its term C * d_w * d_x two fp32 roundings
+    (`term_roundings`: three for a dot of two 16-value halves with their own d_w), then the terms of the
+    k / 32 chunks summed in fp32 in one thread, stream-k adding at most as many partial sums again:
+    gamma(2 + 2 k / 32) of sum |x||w|; plus the stored activation scale's deviation."""
+    return 1.01 * (gamma(term_roundings + 2 * (k // CHUNK), U32) + SCALE_DEVIATION) * abs_product
 
 
 class MmqGemm(Family):

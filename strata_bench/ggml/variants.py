@@ -25,10 +25,10 @@ import numpy as np
 
 from strata_bench.cases.family import Variant
 from strata_bench.errors import InputError
-from strata_bench.ggml import combine, convert, fusion_variants, glu, mmq, mmvq, moe, to_fp16
+from strata_bench.ggml import combine, convert, fusion_variants, glu, mmvq, moe, to_fp16
 from strata_bench.ggml.build import source_build, source_unit
 from strata_bench.ggml.error import RAW_SUM, TRUNCATING, ZERO_SIGN_FORMATS, GgmlErrorModel, MoeErrorModel, ZeroSignModel
-from strata_bench.ggml.launch import checker, lookup_in, needs_packing, packed_rows
+from strata_bench.ggml.launch import checker, compute_capability, lookup_in, needs_packing, packed_rows
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, GgmlTree
 
 FAMILIES = ("mmvq", "dequant", "q8_1", "fp16deq", "grouped", "swiglu_q8", "moe_combine")
@@ -101,15 +101,9 @@ def _attach_mmvq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...
 
 def _check_device(array: Any) -> None:
     """mmvq.check_device for the device a device array is on."""
-    cc = _compute_capability(array)
+    cc = compute_capability(array)
     if cc is not None:
         mmvq.check_device(*cc)
-
-
-def _compute_capability(array: Any) -> tuple[int, int] | None:
-    """(major, minor) of the device a device array is on (CuPy's compute_capability: "90", "121")."""
-    cc = getattr(getattr(array, "device", None), "compute_capability", None)
-    return (int(cc[:-1]), int(cc[-1])) if isinstance(cc, str) and cc.isdigit() else None
 
 
 def _attach_dequant(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...], same_as: str | None) -> None:
@@ -173,7 +167,7 @@ def _attach_fp16deq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, 
         return geo["ld"] == case.cols and geo["offset"] == 0
 
     def prepare(fam: Any, case: Any, dev: Mapping[str, Any]) -> dict[str, Any]:
-        cc = _compute_capability(dev["w"])
+        cc = compute_capability(dev["w"])
         if cc is not None:
             to_fp16.check_device(cc[0])
         geo = fam.geometry(case)
@@ -265,77 +259,3 @@ def _packed_experts(tree: GgmlTree, w: Any, fmt: str, rows: int, k: int, experts
     if not needs_packing(stride, row_bytes, experts * rows, readable):
         return None
     return packed_rows(w, experts * rows, stride, row_bytes, readable)
-
-
-def attach_mmq(catalog: dict, tree: GgmlTree, name: str = "ggml", same_as: str | None = None,
-               formats: tuple[str, ...] = ()) -> None:
-    """Family mmq (mmq_family.py), added to the run's catalog, with variant `name`: quantize.cu's
-    quantize_mmq_q8_1 and mul_mat_q from each selected format's own template instance (one source each:
-    only the instances of `formats`, the run's --format, are built; all of the family's where none given)."""
-    from strata_bench.ggml import mmq_family
-
-    family = catalog.get(mmq_family.FAMILY) or mmq_family.into(catalog)
-    table = mmq.config_table(tree)
-    chosen = tuple(f for f in mmq_family.FORMATS if f in tree.formats and (not formats or f in formats))
-    units = {fmt: source_unit(tree, mmq.instance_source(fmt), name) for fmt in chosen}
-    quantize_unit, key = source_unit(tree, QUANTIZE, f"{name}-mmq"), f"{name}_mmq"
-
-    def kernels(fam: Any, src: str) -> list[str]:
-        if src == quantize_unit:
-            return list(dict.fromkeys(mmq.quantize_name(f) for f in chosen))
-        fmt = next((f for f, unit in units.items() if unit == src), None)
-        configs = [c for (f, _, _), c in table.items() if f == fmt]
-        return [n for c in configs for n in mmq.kernel_names(tree, c)]
-
-    def prepare(fam: Any, case: Any, dev: Mapping[str, Any]) -> dict[str, Any]:
-        import cupy
-
-        cc = _compute_capability(dev["w"])
-        if cc is not None:
-            mmq.check_device(*cc)
-        cfg, grid = _mmq_geometry(table, case)
-        return {f"{key}_xq": cupy.zeros(mmq.activation_bytes(case.cols, case.ncols, mmq.J_MAX), dtype=cupy.uint8),
-                f"{key}_tmp": cupy.zeros(max(1, mmq.fixup_floats(cfg, grid)), dtype=cupy.float32)}
-
-    def launch(fam: Any, case: Any, kernels_: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
-               stream: Any = None) -> None:
-        cfg, _ = _mmq_geometry(table, case)
-        xq = dev[f"{key}_xq"]
-        mmq.quantize_plan(case.fmt, case.cols, case.ncols, dev["x"], xq).run(lookup_in(kernels_, quantize_unit), stream)
-        shape = {"rows": case.rows, "k": case.cols, "ncols": case.ncols, "block_values": _block_values(case.fmt)}
-        lookup = lookup_in(kernels_, units[case.fmt])
-        for step in mmq.plan(tree, cfg, shape, _sm_count(), dev["w"], xq, outs["y"], dev[f"{key}_tmp"]):
-            step.run(lookup, stream)
-
-    variant = Variant(name, kernels, launch, f"llama.cpp's mul_mat_q (stream-k), ggml {tree.version}",
-                      formats=chosen, prepare=prepare, same_as=same_as)
-    check = checker(_mmq_signature, name)
-    family.add_variant(variant, quantize_unit, (), source_build(tree, QUANTIZE, f"--ggml variant {name!r}", check))
-    for fmt, unit in units.items():
-        family.add_source(unit, (), source_build(tree, mmq.instance_source(fmt), f"--ggml variant {name!r}", check))
-
-
-def _mmq_signature(expr: str) -> Any:
-    if expr.startswith("quantize_mmq_q8_1"):
-        return mmq.QUANTIZE_SIGNATURE
-    return mmq.FIXUP_SIGNATURE if expr.startswith("mul_mat_q_stream_k_fixup") else mmq.MAIN_SIGNATURE
-
-
-def _mmq_geometry(table: Mapping[Any, Any], case: Any) -> tuple[Any, Any]:
-    from strata_bench.kernels.launch import shared_optin
-
-    cfg = mmq.choose(table, case.fmt, case.rows, case.ncols, shared_optin())
-    return cfg, mmq.stream_k_grid(cfg, case.rows, case.ncols, _sm_count())
-
-
-def _sm_count() -> int:
-    """The current device's SMs (stream-k's grid: ggml's nsm)."""
-    from strata_bench.kernels.launch import resident_sms
-
-    return resident_sms()
-
-
-def _block_values(fmt: str) -> int:
-    from strata_bench.formats import get_format
-
-    return get_format(fmt).block_size

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from strata_bench.cases import Case, Family
-from strata_bench.checks.parity import bitwise_target, omitted_outputs
+from strata_bench.checks.parity import bitwise_target, compared_names, omitted_outputs
 from strata_bench.kernels.ncu import ProfileRow
 from strata_bench.timing.ceilings import Ceilings
 from strata_bench.timing.clocks import ClockReader, ClockSummary
@@ -160,14 +160,13 @@ def check_variants(family: Family, case: Case, kernels: Any,
         family.launch(case, variant, kernels, prep.devs[0], outs)
         results[variant] = outs
     cupy.cuda.runtime.deviceSynchronize()
-    names = family.compared_outputs(case)
     for variant in case.variants[1:]:
         # Held to the baseline's bits, or another variant's (ggml_b to ggml's); one its error model judges
         # (a foreign engine's kernel) is not, and its timed outputs are still checked against its own.
         against = bitwise_target(family, case, variant, case.variants)
         if against is None:
             continue
-        base = results[against]
+        base, names = results[against], compared_names(family, case, variant, against)
         # An output either one does not compute (Variant.omits) stays poisoned there: not compared.
         skipped = {*omitted_outputs(family, variant), *omitted_outputs(family, against)}
         for name in (n for n in (base if names is None else names) if n not in skipped):

@@ -82,3 +82,18 @@ def test_bench_asks_the_same_question_none_where_the_error_model_judges(family, 
     assert bitwise_target(family, case, "c", case.variants) == "b"  # held to b whatever its model
     alone = replace(toy_case, variants=("a", "c"))
     assert bitwise_target(family, alone, "c", alone.variants) is None  # b not run: its model judges it
+
+
+def test_held_to_b_compares_every_output_where_the_family_compares_none_between_its_own(family, toy_case,
+                                                                                       monkeypatch):
+    """pfgemm compares no output between its variants (tensor-core sums); ggml_b is still held to ggml's bits."""
+    from strata_bench.checks.parity import compared_names
+
+    monkeypatch.setattr(family, "compared_outputs", lambda case: ())
+    case = replace(toy_case, variants=("a", "b", "c"))
+    assert compared_names(family, case, "c", "b") is None and compared_names(family, case, "b", "a") == ()
+    runs = {"a": _run("a", BASE), "b": _run("b", OTHER), "c": _run("c", BASE.copy())}
+    (c,) = _bitwise_checks(family, case, runs)  # b: nothing compared against a
+    assert c.variant == "c" and not c.ok and "1 of 3 elements differ" in c.detail
+    alone = replace(toy_case, variants=("a", "c"))
+    assert _bitwise_checks(family, alone, {"a": _run("a", BASE), "c": _run("c", OTHER)}) == []

@@ -52,6 +52,19 @@ def test_default_cases_cover_both_shapes_formats_and_fallbacks():
     assert not any(c.param("bench") for c in cases)
 
 
+def test_a_variant_a_run_adds_joins_the_cases_it_runs_those_that_list_their_variants_too():
+    from strata_bench.cases import Variant
+
+    family = FAMILY.copy()
+    family.add_variant(Variant("foreign", lambda f, s: [], lambda *a: None, formats=("iq4_nl",),
+                               applies=lambda case: case.rows % 128 == 0))
+    variants = {(c.fmt, c.rows, c.cols): c.variants for c in family.default_cases()}
+    assert variants[("iq4_nl", 256, 608)] == ("old", "auto", "foreign")  # listed ("old", "auto"), and runs it
+    assert variants[("iq4_nl", 144, 512)] == ("old", "auto")  # its `applies` says no
+    assert variants[("q2_0", 1280, 2560)] == ("old", "auto")  # not its format
+    assert variants[("iq4_nl", 1280, 2560)] == ("old", "new", "auto", "foreign")
+
+
 def test_bench_case_is_8192_tokens_over_128_experts_with_gemm_flops():
     cases = list(FAMILY.bench_cases())
     assert cases and all(c.param("bench") for c in cases)

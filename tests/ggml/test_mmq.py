@@ -31,7 +31,7 @@ def test_the_sm_90_plan_is_the_ampere_tables(tree, rows, ncols, j, fallback, gri
     table = mmq.config_table(tree)
     cfg = mmq.choose(table, "q8_0", rows, ncols, H100_OPTIN)
     assert (cfg.cols, cfg.rows, cfg.nthreads, cfg.fallback, cfg.stream_k, cfg.k_vram) == (j, 128, 256, fallback, True, 256)
-    assert mmq.stream_k_grid(cfg, rows, ncols, H100_SMS) == grid
+    assert mmq.stream_k_grid(cfg, mmq.dense_args(rows, 2048, ncols, 32), H100_SMS) == grid
     assert mmq.kernel_names(tree, cfg) == (f"mul_mat_q<(ggml_type)8, {j}, {str(fallback).lower()}>",
                                            f"mul_mat_q_stream_k_fixup<(ggml_type)8, {j}, {str(fallback).lower()}>")
 
@@ -58,8 +58,8 @@ def test_a_small_shared_memory_takes_a_smaller_tile(tree):
 
 def test_the_launch_arguments(tree):
     cfg = mmq.choose(mmq.config_table(tree), "q8_0", 1000, 100, H100_OPTIN)
-    shape = {"rows": 1000, "k": 2048, "ncols": 100, "block_values": 32}
-    main, fixup = mmq.plan(tree, cfg, shape, H100_SMS, "W", "XQ", "Y", "TMP")
+    args = mmq.dense_args(1000, 2048, 100, 32)
+    main, fixup = mmq.plan(tree, cfg, args, H100_SMS, "W", "XQ", "Y", "TMP")
     values = {p.label: p.value for p in main.params}
     assert [p.label for p in main.params] == [label for label, _ in mmq.MAIN_SIGNATURE]
     assert (main.grid, main.block, main.shared) == ((132, 1, 1), (32, 8, 1), 57856)
@@ -70,9 +70,9 @@ def test_the_launch_arguments(tree):
     assert values["stride_channel_y"] == 100 * 2048 * 36 // 128
     assert (fixup.grid, fixup.block, fixup.shared) == ((132, 4, 1), (32, 4, 1), 0)
     assert [p.value for p in fixup.params][2:4] == ["Y", "TMP"]
-    assert mmq.fixup_floats(cfg, mmq.stream_k_grid(cfg, 1000, 100, H100_SMS)) == 132 * 128 * 128
+    assert mmq.fixup_floats(cfg, mmq.stream_k_grid(cfg, args, H100_SMS)) == 132 * 128 * 128
     (alone,) = mmq.plan(tree, mmq.choose(mmq.config_table(tree), "q8_0", 4096, 512, H100_OPTIN),
-                        {**shape, "rows": 4096, "ncols": 512}, H100_SMS, "W", "XQ", "Y", "TMP")
+                        mmq.dense_args(4096, 2048, 512, 32), H100_SMS, "W", "XQ", "Y", "TMP")
     assert [p.value for p in alone.params][5] == 0  # no fixup: no buffer
 
 
@@ -140,14 +140,14 @@ def test_the_q8_0_instance_compiles_by_name_with_nvrtc(tree, monkeypatch, tmp_pa
     from tests.ggml.test_nvrtc_build import _nvrtc_or_skip
     from strata_bench.ggml import build
     from strata_bench.ggml.launch import checker
-    from strata_bench.ggml.variants import _mmq_signature
+    from strata_bench.ggml.mmq_variants import signature
 
     _nvrtc_or_skip()
     monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(build.COMPILER_ENV, "nvrtc")
     cfg = mmq.choose(mmq.config_table(tree), "q8_0", 1000, 100, H100_OPTIN)
     exprs = list(mmq.kernel_names(tree, cfg))
-    spec = build.source_build(tree, mmq.instance_source("q8_0"), "--ggml variant 'ggml'", checker(_mmq_signature, "ggml"))
+    spec = build.source_build(tree, mmq.instance_source("q8_0"), "--ggml variant 'ggml'", checker(signature, "ggml"))
     compiled = spec.compile("unit", exprs, "90", use_cache=False)  # 14-30 s on 2 cores
     assert compiled.lowered[exprs[0]].startswith("_Z9mul_mat_qIL9ggml_type8ELi128ELb1EL9ggml_prec")
     assert compiled.lowered[exprs[1]].startswith("_Z24mul_mat_q_stream_k_fixupIL9ggml_type8ELi128ELb1E")
