@@ -199,6 +199,9 @@ engine_step() {
 AB_CASE=(--family mmvq --format iq2_xs -k '4096x14336/n1/')
 REP_CASE=(--family mmvq --format iq4_xs -k '131072x8192/n1/' --cols 1)
 METRIC='prefill \d+ tokens in (?P<value>[0-9.]+) ms'
+# STRATA_GGML_PARTS: which parts of step ggml run (default all): core (the mat-vec, dequant, q8_1, fp16deq and
+# grouped variants), fuse (swiglu_q8, moe_combine), mmq, pfgemm, bench; a part's --ggml-b plants run with it.
+ggml_part() { [[ " ${STRATA_GGML_PARTS:-core fuse mmq pfgemm bench} " == *" $1 "* ]]; }
 for s in "${steps[@]}"; do
     case $s in
         env) step env sb env ;;
@@ -354,44 +357,56 @@ for s in "${steps[@]}"; do
                 /tmp/ggml-planted-fuse/ggml/src/ggml-cuda/moe-weighted-reduction.cu
             grep -c 'weights\[row\] \* 1.0001f' /tmp/ggml-planted-fuse/ggml/src/ggml-cuda/moe-weighted-reduction.cu \
                 > "$logdir/ggml-planted-fuse.txt"
-            step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped --resources
-            step ggml-parity sb parity -q --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped -o md
-            step ggml-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmvq,dequant,q8_1 \
-                --format iq2_xxs,iq1_s,q4_k,q8_0 -o md
-            step ggml-b-same-issue35 sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family fp16deq,grouped -o md
-            step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
-            step ggml-b-planted-moe sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-moe --family grouped \
-                --format iq2_xxs,iq4_xs
-            # the fusion families (issue 35): ggml's SwiGLU + quantize_q8_1 and its MoE combine chain (weighted
-            # reduction, add, DSV4 residual post/pre, rms_norm*mul, cast): build, parity, an unchanged copy passes,
-            # the planted reduction is caught (exit 1)
-            step ggml-fuse-compile sb compile --ggml "$tree" --family swiglu_q8,moe_combine --resources
-            step ggml-fuse-parity sb parity -q --ggml "$tree" --family swiglu_q8,moe_combine -o md
-            step ggml-fuse-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family swiglu_q8,moe_combine -o md
-            step ggml-fuse-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-fuse --family moe_combine
-            # mul_mat_q (family mmq, issue 35's prompt GEMM): build, parity, an unchanged copy passes and the planted
-            # dot is caught, bench
-            step ggml-mmq-compile sb compile --ggml "$tree" --family mmq --resources
-            step ggml-mmq-parity sb parity -q --ggml "$tree" --family mmq -o md
-            step ggml-mmq-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmq --format q8_0,iq4_xs -o md
-            step ggml-mmq-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-mmq --family mmq \
-                --format q8_0,iq4_xs
-            step ggml-mmq-bench sb bench -q --ggml "$tree" --family mmq --budget 0.5 -o md
-            # pfgemm's variant ggml (issue 35: mul_mat_q with expert ids, mmid.cu): parity, an unchanged copy passes,
-            # and a one-line change in iq2_s's mul_mat_q dot (vec_dot_q8_0_16_q8_1_mma's NVIDIA MMA path: one unit
-            # more in each first 16-value half) is caught: exit 1 expected, every iq2_s case failing, no iq4_nl one
-            rm -rf /tmp/ggml-planted-pfgemm && cp -r "$tree" /tmp/ggml-planted-pfgemm
-            sed -i 's|+= dB\[l%2\]\*(C\[0\]\.x\[l\]\*dA|+= dB[l%2]*((C[0].x[l] + 1)*dA|' \
-                /tmp/ggml-planted-pfgemm/ggml/src/ggml-cuda/mmq-vec-dot.cuh
-            grep -c '((C\[0\]\.x\[l\] + 1)\*dA' /tmp/ggml-planted-pfgemm/ggml/src/ggml-cuda/mmq-vec-dot.cuh \
-                > "$logdir/ggml-planted-pfgemm.txt"
-            step ggml-pfgemm-parity sb parity -q --ggml "$tree" --family pfgemm -o md
-            step ggml-pfgemm-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family pfgemm --format iq2_s,iq4_nl -o md
-            step ggml-pfgemm-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-pfgemm --family pfgemm \
-                --format iq2_s,iq4_nl
-            step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md
-            step ggml-bench-issue35 sb bench -q --ggml "$tree" --family fp16deq,grouped --format q8_0,iq4_xs,iq2_xxs,iq3_s \
-                --budget 0.5 -o md ;;
+            if ggml_part core; then
+                step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped --resources
+                step ggml-parity sb parity -q --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped -o md
+                step ggml-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmvq,dequant,q8_1 \
+                    --format iq2_xxs,iq1_s,q4_k,q8_0 -o md
+                step ggml-b-same-issue35 sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family fp16deq,grouped -o md
+                step ggml-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted --family mmvq --format iq2_xxs,q4_k
+                step ggml-b-planted-moe sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-moe --family grouped \
+                    --format iq2_xxs,iq4_xs
+            fi
+            if ggml_part fuse; then
+                # the fusion families (issue 35): ggml's SwiGLU + quantize_q8_1 and its MoE combine chain (weighted
+                # reduction, add, DSV4 residual post/pre, rms_norm*mul, cast): build, parity, an unchanged copy passes,
+                # the planted reduction is caught (exit 1)
+                step ggml-fuse-compile sb compile --ggml "$tree" --family swiglu_q8,moe_combine --resources
+                step ggml-fuse-parity sb parity -q --ggml "$tree" --family swiglu_q8,moe_combine -o md
+                step ggml-fuse-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family swiglu_q8,moe_combine -o md
+                step ggml-fuse-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-fuse --family moe_combine
+            fi
+            if ggml_part mmq; then
+                # mul_mat_q (family mmq, issue 35's prompt GEMM): build, parity, an unchanged copy passes and the planted
+                # dot is caught, bench
+                step ggml-mmq-compile sb compile --ggml "$tree" --family mmq --resources
+                step ggml-mmq-parity sb parity -q --ggml "$tree" --family mmq -o md
+                step ggml-mmq-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmq --format q8_0,iq4_xs -o md
+                step ggml-mmq-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-mmq --family mmq \
+                    --format q8_0,iq4_xs
+                step ggml-mmq-bench sb bench -q --ggml "$tree" --family mmq --budget 0.5 -o md
+            fi
+            if ggml_part pfgemm; then
+                # pfgemm's variant ggml (issue 35: mul_mat_q with expert ids, mmid.cu): parity, an unchanged copy passes,
+                # and a one-line change in iq2_s's mul_mat_q dot (vec_dot_q8_0_16_q8_1_mma's NVIDIA MMA path: one unit
+                # more in each first 16-value half) is caught: exit 1 expected, every iq2_s case failing, no iq4_nl one
+                rm -rf /tmp/ggml-planted-pfgemm && cp -r "$tree" /tmp/ggml-planted-pfgemm
+                sed -i 's|+= dB\[l%2\]\*(C\[0\]\.x\[l\]\*dA|+= dB[l%2]*((C[0].x[l] + 1)*dA|' \
+                    /tmp/ggml-planted-pfgemm/ggml/src/ggml-cuda/mmq-vec-dot.cuh
+                grep -c '((C\[0\]\.x\[l\] + 1)\*dA' /tmp/ggml-planted-pfgemm/ggml/src/ggml-cuda/mmq-vec-dot.cuh \
+                    > "$logdir/ggml-planted-pfgemm.txt"
+                step ggml-pfgemm-parity sb parity -q --ggml "$tree" --family pfgemm -o md
+                step ggml-pfgemm-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family pfgemm --format iq2_s,iq4_nl -o md
+                step ggml-pfgemm-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-pfgemm --family pfgemm \
+                    --format iq2_s,iq4_nl
+            fi
+            if ggml_part bench; then
+                step ggml-bench sb bench -q --ggml "$tree" --family mmvq --shape 131072x8192 --cols 1,8 --budget 0.5 -o md
+                step ggml-bench-issue35 sb bench -q --ggml "$tree" --family fp16deq,grouped --format q8_0,iq4_xs,iq2_xxs,iq3_s \
+                    --budget 0.5 -o md
+                step ggml-bench-fusions sb bench -q --ggml "$tree" --family pfgemm,swiglu_q8,moe_combine --budget 0.5 -o md
+            fi
+            ;;
         lanepair)  # issue 37: new's 8-column iq1_s and iq2_xxs passes on the tensor cores with the lane-pair decode
             # (131072 rows and more): parity of every built-in case of both (the tall ones run it) and of the
             # experiment's (pair, the control, new-dp4a), then 131072x8192 at 8 columns for both: new beside
