@@ -123,6 +123,10 @@ engine_libraries() {  # the CUDA libraries the builds link, where the loader doe
     done
     echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" | tee -a "$logdir/status.txt"
 }
+engine_wanted() {  # STRATA_ENGINE_ABS: which A/Bs of engine-ab run (default all eight, by the name after engine-)
+    [[ " ${STRATA_ENGINE_ABS:-aa-speed aa-tokens aa-logits slow-speed slow-tokens ulp-tokens ulp-logits env-fusion} " \
+        == *" $1 "* ]]
+}
 engine_step() {
     local what=$1 tree=${STRATA_ENGINE_TREE:-.llama} eng=/tmp/strata-engine
     local model=${STRATA_ENGINE_MODEL:-.models/gemma-3-270m-q4_k_m.gguf}
@@ -182,17 +186,17 @@ engine_step() {
     local logits=(--pairs 2 --shell --setup "$A/llama-perplexity $ppl --kl-divergence-base $base"
                   --same 'logits=^([0-9a-f]{64})  ' --same 'kld=Mean\s+KLD:\s+(\S+)' --same 'top1=Same top p:\s+(\S+)' -o md)
     logits_run() { echo "$1/llama-perplexity $ppl --kl-divergence-base $eng/own.kld > /dev/null 2>&1 && sha256sum $eng/own.kld && $1/llama-perplexity $ppl --kl-divergence-base $base --kl-divergence"; }
-    step engine-aa-speed "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --a "$A/llama-bench $bench" --b "$A/llama-bench $bench" -o md
-    step engine-aa-tokens "${ab[@]}" "${tokens[@]}" --server "$A/llama-server -m $q --port $port -ngl 99"
-    step engine-aa-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$A")"
-    step engine-slow-speed "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --a "$A/llama-bench $bench" --b "$S/llama-bench $bench" -o md
+    engine_wanted aa-speed && step engine-aa-speed "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --a "$A/llama-bench $bench" --b "$A/llama-bench $bench" -o md
+    engine_wanted aa-tokens && step engine-aa-tokens "${ab[@]}" "${tokens[@]}" --server "$A/llama-server -m $q --port $port -ngl 99"
+    engine_wanted aa-logits && step engine-aa-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$A")"
+    engine_wanted slow-speed && step engine-slow-speed "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --a "$A/llama-bench $bench" --b "$S/llama-bench $bench" -o md
     # one --server for both arms: the arm's environment says whose llama-server starts
-    step engine-slow-tokens "${ab[@]}" "${tokens[@]}" --server "\$BIN/llama-server -m $q --port $port -ngl 99" \
+    engine_wanted slow-tokens && step engine-slow-tokens "${ab[@]}" "${tokens[@]}" --server "\$BIN/llama-server -m $q --port $port -ngl 99" \
         --env-a "BIN=$A" --env-b "BIN=$S"
-    step engine-ulp-tokens "${ab[@]}" "${tokens[@]}" --server "\$BIN/llama-server -m $q --port $port -ngl 99" \
+    engine_wanted ulp-tokens && step engine-ulp-tokens "${ab[@]}" "${tokens[@]}" --server "\$BIN/llama-server -m $q --port $port -ngl 99" \
         --env-a "BIN=$A" --env-b "BIN=$U"
-    step engine-ulp-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$U")"
-    step engine-env-fusion "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --env-a GGML_CUDA_DISABLE_FUSION=1 \
+    engine_wanted ulp-logits && step engine-ulp-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$U")"
+    engine_wanted env-fusion && step engine-env-fusion "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --env-a GGML_CUDA_DISABLE_FUSION=1 \
         --env-b GGML_CUDA_DISABLE_FUSION=0 -- "$A/llama-bench" $bench
 }
 
