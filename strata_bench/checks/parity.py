@@ -56,16 +56,45 @@ def _written_checks(family: Family, case: Case, run: VariantRun) -> list[CheckRe
     return out
 
 
-def _finite_checks(family: Family, case: Case, run: VariantRun) -> list[CheckResult]:
-    out = []
-    for name, arr in run.outputs.items():
-        if arr.dtype.kind != "f" or family.allows_nonfinite(case, name):
-            continue
-        mask = family.written_mask(case, name)
-        vals = arr if mask is None else arr[np.asarray(mask, dtype=bool)]
-        bad = int((~np.isfinite(vals)).sum())
-        out.append(CheckResult("finite", run.variant, bad == 0, f"{name}: {bad} non-finite elements" if bad else ""))
+def _finite_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
+                   bits: Mapping[str, Mapping[str, str]]) -> dict[str, list[CheckResult]]:
+    """Each variant's finite checks, made once per output and bit class (`bits`, _bit_classes)."""
+    made: dict[tuple[str, str], CheckResult] = {}
+    out: dict[str, list[CheckResult]] = {}
+    for variant, run in runs.items():
+        out[variant] = []
+        for name, arr in run.outputs.items():
+            if arr.dtype.kind != "f" or family.allows_nonfinite(case, name):
+                continue
+            key = (name, bits[name][variant])
+            if key not in made:
+                made[key] = _finite_check(family, case, name, arr)
+            out[variant].append(replace(made[key], variant=variant))
     return out
+
+
+def _finite_check(family: Family, case: Case, name: str, arr: np.ndarray) -> CheckResult:
+    mask = family.written_mask(case, name)
+    vals = arr if mask is None else arr[np.asarray(mask, dtype=bool)]
+    bad = vals.size - int(np.count_nonzero(np.isfinite(vals)))
+    return CheckResult("finite", "", bad == 0, f"{name}: {bad} non-finite elements" if bad else "")
+
+
+def _bit_classes(runs: Mapping[str, VariantRun]) -> dict[str, dict[str, str]]:
+    """Per output, each variant's class: the first variant (in run order) whose output has the same bits
+    (shape, dtype and bytes). Made once per case: a check of an output's values (finite, bitwise, a float64
+    reference) depends on its bits alone, so it is made once per class and its result given to the others."""
+    classes: dict[str, dict[str, str]] = {}
+    for variant, run in runs.items():
+        for name, arr in run.outputs.items():
+            firsts = classes.setdefault(name, {})
+            firsts[variant] = next((first for first in dict.fromkeys(firsts.values())
+                                    if _same_bits(runs[first].outputs[name], arr)), variant)
+    return classes
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a is b or (a.shape == b.shape and a.dtype == b.dtype and np.array_equal(as_uint(a), as_uint(b)))
 
 
 def _error_model(family: Family, case: Case, variant: str) -> Any:
@@ -78,7 +107,11 @@ def _error_model(family: Family, case: Case, variant: str) -> Any:
     return model if model is not None and model.applies(case.fmt) else None
 
 
-def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) -> list[CheckResult]:
+def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
+                    bits: Mapping[str, Mapping[str, str]] | None = None) -> list[CheckResult]:
+    """Each variant's outputs against its bitwise target's (`bits`: the runs' _bit_classes, made here
+    when not given)."""
+    bits = _bit_classes(runs) if bits is None else bits
     out = []
     for variant in case.variants[1:]:
         against = _bitwise_against(family, case, variant, runs)
@@ -90,16 +123,16 @@ def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) 
             if name not in runs[variant].outputs or name not in base.outputs:
                 continue  # one of the two does not compute it (Variant.omits)
             a, b = base.outputs[name], runs[variant].outputs[name]
+            same = bits[name][variant] == bits[name][against]
             if model is not None:
                 # Not required: its error model judges it (err-model); said where it differs.
-                same = a.shape == b.shape and a.dtype == b.dtype and np.array_equal(as_uint(a), as_uint(b))
                 out.append(CheckResult("bitwise", variant, True, "" if same else
                                        f"{name}: not bitwise equal to {case.baseline} (judged by its error model)"))
+            elif same:
+                out.append(CheckResult("bitwise", variant, True))
             elif a.shape != b.shape or a.dtype != b.dtype:
                 out.append(CheckResult("bitwise", variant, False, f"{name}: shape/dtype {b.shape} {b.dtype} "
                                                                      f"!= {a.shape} {a.dtype}"))
-            elif np.array_equal(as_uint(a), as_uint(b)):
-                out.append(CheckResult("bitwise", variant, True))
             else:
                 out.append(CheckResult("bitwise", variant, False,
                                        diagnose(family, case, name, a, b, against, variant)))
@@ -263,39 +296,41 @@ def _bound_detail(exp: Expected, worst: Mapping[str, Any]) -> str:
             f"(|err| {worst['err']:.3e} > bound {worst['bound']:.3e}; {exp.why})")
 
 
-def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
-                      refs: Iterable[Expected], host: Mapping[str, Any] | None = None) -> list[CheckResult]:
+def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun], refs: Iterable[Expected],
+                      host: Mapping[str, Any] | None = None,
+                      bits: Mapping[str, Mapping[str, str]] | None = None) -> list[CheckResult]:
     """Each variant's values against each float64 reference. The reference's own statistics are computed
-    once; a variant whose values have the same bits as an earlier variant's gets that variant's numbers
-    (the same inputs give the same results), so bitwise-equal variants cost one comparison. A variant
-    judged by its error model (cases/error_model.py) is checked element by element against the model's
-    bounds instead, an err-model check with its max|err| over the baseline's."""
+    once; variants whose outputs have the same bits (one class in `bits`, the runs' _bit_classes, made
+    here when not given) share their values and their checks (the same inputs give the same results), so
+    bitwise-equal variants cost one comparison. A variant judged by its error model (cases/error_model.py)
+    is checked element by element against the model's bounds instead, an err-model check with its
+    max|err| over the baseline's."""
+    bits = _bit_classes(runs) if bits is None else bits
     out = []
-    values: dict[tuple[str, str], np.ndarray] = {}
+    values: dict[tuple[tuple[str | None, ...], str], np.ndarray] = {}
     for exp in refs:
         stats = _RefStats(exp)
-        done: list[tuple[np.ndarray, CheckResult]] = []
+        made: dict[tuple[str | None, ...], CheckResult] = {}
         base_err = None
+        describe = partial(_describe, family, case, exp.output)
         for variant, run in runs.items():
             if exp.output in omitted_outputs(family, variant):
                 continue
-            key = (variant, exp.output)
-            if key not in values:
-                values[key] = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
-            got = values[key]
-            describe = partial(_describe, family, case, exp.output)
+            # Its class over every output (None where it computes none: Variant.omits): values may read several.
+            klass = tuple(firsts.get(variant) for firsts in bits.values())
+            if (klass, exp.output) not in values:
+                values[klass, exp.output] = np.asarray(family.output_values(case, exp.output, run.outputs),
+                                                       dtype=np.float64)
+            got = values[klass, exp.output]
             model = _judging_model(family, case, variant)
             if model is not None:  # its own bounds, element by element (never shared with others)
                 out.append(_model_check(model, case, host or {}, exp, variant, got, describe, base_err))
                 continue
-            same = next((r for g, r in done if g.shape == got.shape and g.strides == got.strides
-                         and np.array_equal(as_uint(g), as_uint(got))), None)
-            result = (replace(same, variant=variant) if same is not None
-                      else _f64_check(exp, stats, variant, got, describe))
-            done.append((got, result))
-            out.append(result)
+            if klass not in made:
+                made[klass] = _f64_check(exp, stats, variant, got, describe)
+            out.append(replace(made[klass], variant=variant))
             if case.baseline == variant:
-                base_err = result.max_err
+                base_err = made[klass].max_err
     return out
 
 
@@ -404,12 +439,14 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
     runs = run_all(case, host)
     related_done = [(c, o, sel, related_runs(c)) for c, o, sel in related]
     with maybe(times, "comparisons"):
+        bits = _bit_classes(runs)
+        finite = _finite_checks(family, case, runs, bits)
         checks: list[CheckResult] = []
-        for run in runs.values():
-            checks += _written_checks(family, case, run) + _finite_checks(family, case, run)
-        checks += _bitwise_checks(family, case, runs)
+        for variant, run in runs.items():
+            checks += _written_checks(family, case, run) + finite[variant]
+        checks += _bitwise_checks(family, case, runs, bits)
         checks += _related_checks(family, case, runs, related_done)
-        checks += _reference_checks(family, case, runs, refs, host)
+        checks += _reference_checks(family, case, runs, refs, host, bits)
         checks += _error_equal_checks(family, case, checks)
     status = CaseStatus.PASS if all(c.ok for c in checks) else CaseStatus.FAIL
     result = CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)
