@@ -171,11 +171,12 @@ def _same_as(family: Family, variant: str) -> str | None:
 
 class _RefStats:
     """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|,
-    sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape)."""
+    sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape; `plain`:
+    every bound in (0, inf))."""
 
     def __init__(self, exp: Expected):
         self.ref = np.asarray(exp.ref, dtype=np.float64)
-        self.bound, self.largest_bound = _bounds(exp, self.ref.shape)
+        self.bound, self.largest_bound, self.plain = _bounds(exp, self.ref.shape)
         # max |x| = max(|max x|, |min x|): exact, and no |x| array. Where both are finite every element is
         # (a NaN makes max NaN, an inf makes max or min infinite), so the finite mask is only made otherwise.
         with np.errstate(invalid="ignore"):
@@ -196,18 +197,23 @@ class _RefStats:
         return self._fin
 
 
-def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float]:
-    """(the tolerance as the check applies it, its largest value): a scalar stays a float; an array
-    is broadcast (a view, no copy) to the reference's shape, or InputError naming both shapes."""
+def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float, bool]:
+    """(the tolerance as the check applies it, its largest value, whether every bound lies in (0, inf)):
+    a scalar stays a float; an array is broadcast (a view, no copy) to the reference's shape, or
+    InputError naming both shapes."""
     if np.ndim(exp.tol) == 0:
-        return float(exp.tol), float(exp.tol)
+        tol = float(exp.tol)
+        return tol, tol, 0 < tol < math.inf
     tol = np.asarray(exp.tol, dtype=np.float64)
     try:
         bound = np.broadcast_to(tol, shape)
     except ValueError:
         raise InputError(f"{exp.output} vs {exp.label}: tolerance of shape {tol.shape} does not broadcast to "
                          f"the reference's {shape}") from None
-    return bound, float(np.max(tol)) if tol.size else 0.0
+    if not tol.size:
+        return bound, 0.0, True
+    low, high = float(np.min(tol)), float(np.max(tol))  # a NaN makes both NaN: not plain
+    return bound, high, 0 < low and high < math.inf
 
 
 def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool) -> np.ndarray:
@@ -236,22 +242,27 @@ def _ratio(err: float, bound: float) -> float:
     return math.inf if math.isnan(ratio) else ratio
 
 
-def _worst_index(err0: np.ndarray, bound: float | np.ndarray, largest_err: int) -> int:
-    """Flat index of the element with the largest |err|/bound: under one bound, the largest error's
-    (`largest_err`); under per-element bounds, the largest quotient's (NaN, a NaN error or bound,
-    counts as the largest; 0/0 as 0)."""
+def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int, stats: _RefStats) -> tuple[int, bool]:
+    """(flat index of the element with the largest |err|/bound, whether every |err| is within its bound).
+
+    One bound: the largest error's index (`largest_err`), and max|err| <= bound. Per-element bounds: the
+    largest quotient's index (NaN, a NaN error or bound, counts as the largest; 0/0 as 0), and every
+    element compared (a NaN bound fails its element). Where every bound lies in (0, inf) (stats.plain, the
+    usual case) one division answers both: 0/bound is 0 already, and |err| > bound gives a quotient of at
+    least 1 + 2**-52 (bound's next float is more than 1 + 2**-53 times bound, and the quotient rounds
+    up from there), so |err| <= bound exactly where the quotient is at most 1, NaN failing."""
+    bound = stats.bound
     if isinstance(bound, float):
-        return largest_err
+        return largest_err, max_err <= bound
+    if not err0.size:
+        return 0, True
     with np.errstate(divide="ignore", invalid="ignore"):
+        if stats.plain:
+            ratio = np.divide(err0, bound)
+            worst = int(np.argmax(ratio))
+            return worst, bool(ratio.flat[worst] <= 1)
         ratio = np.divide(err0, bound, out=np.zeros(err0.shape), where=err0 != 0)
-    return int(np.argmax(ratio))
-
-
-def _within(err0: np.ndarray, max_err: float, bound: float | np.ndarray) -> bool:
-    """Every element's |err| within its bound (a NaN bound fails its element)."""
-    if isinstance(bound, float):
-        return max_err <= bound
-    return bool(np.all(err0 <= bound))
+    return int(np.argmax(ratio)), bool(np.all(err0 <= bound))
 
 
 def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
@@ -267,8 +278,8 @@ def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
         finite = bool(np.isfinite(err.flat[largest]))
     else:
         finite = bool(np.isfinite(err).all()) if stats.all_finite else bool(np.isfinite(err[stats.fin]).all())
-    within = _within(err0, max_err, stats.bound)
-    worst = _worst_element(err0, stats.bound, largest, describe) if err.size else {}
+    worst_index, within = _worst_and_within(err0, max_err, largest, stats)
+    worst = _worst_element(err0, stats.bound, worst_index, describe) if err.size else {}
     # Squared in place, after its last other read: err0 is err itself or np.where's new array.
     nmse = float(np.sum(np.square(err0, out=err0)) / stats.denom) if stats.denom else 0.0
     # Non-finite references (e.g. an fp16 overflow) must be matched exactly.
@@ -280,10 +291,10 @@ def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
                        worst.get("ratio"), worst.get("index"), worst.get("at", ""))
 
 
-def _worst_element(err0: np.ndarray, bound: float | np.ndarray, largest: int,
+def _worst_element(err0: np.ndarray, bound: float | np.ndarray, flat: int,
                    describe: Callable[[tuple[int, ...]], str]) -> dict[str, Any]:
-    """The element with the largest |err|/bound: its ratio, index, name, |err| and bound."""
-    flat = _worst_index(err0, bound, largest)
+    """The element with the largest |err|/bound (at flat index `flat`): its ratio, index, name, |err| and
+    bound."""
     index = tuple(int(i) for i in np.unravel_index(flat, err0.shape))
     err = float(err0.flat[flat])
     limit = bound if isinstance(bound, float) else float(bound.flat[flat])
