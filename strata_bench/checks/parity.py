@@ -172,7 +172,7 @@ def _same_as(family: Family, variant: str) -> str | None:
 class _RefStats:
     """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|,
     sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape; `plain`:
-    every bound in (0, inf))."""
+    every bound in (0, inf)); `work`, where ref^2 was summed, then holds each check's |err| in turn."""
 
     def __init__(self, exp: Expected):
         self.ref = np.asarray(exp.ref, dtype=np.float64)
@@ -187,7 +187,8 @@ class _RefStats:
         if ref0 is not self.ref:
             top, bottom = (float(ref0.max()), float(ref0.min())) if ref0.size else (0.0, 0.0)
         self.max_ref = max(abs(top), abs(bottom))
-        self.denom = float(np.sum(np.square(ref0)))
+        self.work = np.square(ref0)  # C order, the reference's shape: each check's |err| goes there next
+        self.denom = float(np.sum(self.work))
 
     @property
     def fin(self) -> np.ndarray:
@@ -265,11 +266,19 @@ def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int, stats:
     return int(np.argmax(ratio)), bool(np.all(err0 <= bound))
 
 
+def _work(got: np.ndarray, stats: _RefStats) -> np.ndarray | None:
+    """Where |got - ref| goes: the reference's squares (summed already), so a check faults in no new
+    array, where np.subtract would lay its result out the same (C order: the layout sets the order of the
+    NMSE sum); else None, a new array."""
+    same = got.shape == stats.work.shape and got.flags.c_contiguous and stats.work.flags.c_contiguous
+    return stats.work if same else None
+
+
 def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
                describe: Callable[[tuple[int, ...]], str]) -> CheckResult:
     ref = stats.ref
     with np.errstate(invalid="ignore", over="ignore"):
-        err = np.subtract(got, ref)
+        err = np.subtract(got, ref, out=_work(got, stats))
         np.abs(err, out=err)
     err0 = _zero_outside(err, stats._fin, stats.all_finite)
     largest, max_err = _largest(err0) if err.size else (0, 0.0)
