@@ -200,14 +200,14 @@ class _RefStats:
 
 def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float, bool]:
     """(the tolerance as the check applies it, its largest value, whether every bound lies in (0, inf)):
-    a scalar stays a float; an array is broadcast (a view, no copy) to the reference's shape, or
-    InputError naming both shapes."""
+    a scalar stays a float; an array is broadcast to the reference's shape in C order (a copy only where
+    it is smaller or laid out otherwise: the checks read it flat), or InputError naming both shapes."""
     if np.ndim(exp.tol) == 0:
         tol = float(exp.tol)
         return tol, tol, 0 < tol < math.inf
     tol = np.asarray(exp.tol, dtype=np.float64)
     try:
-        bound = np.broadcast_to(tol, shape)
+        bound = np.ascontiguousarray(np.broadcast_to(tol, shape))
     except ValueError:
         raise InputError(f"{exp.output} vs {exp.label}: tolerance of shape {tol.shape} does not broadcast to "
                          f"the reference's {shape}") from None
@@ -259,11 +259,29 @@ def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int, stats:
         return 0, True
     with np.errstate(divide="ignore", invalid="ignore"):
         if stats.plain:
-            ratio = np.divide(err0, bound)
-            worst = int(np.argmax(ratio))
-            return worst, bool(ratio.flat[worst] <= 1)
+            worst, top = _largest_quotient(err0, bound)
+            return worst, top <= 1
         ratio = np.divide(err0, bound, out=np.zeros(err0.shape), where=err0 != 0)
     return int(np.argmax(ratio)), bool(np.all(err0 <= bound))
+
+
+PIECE = 1 << 16  # quotients per pass: a piece of them stays in cache, and no array of them all is made
+
+
+def _largest_quotient(err0: np.ndarray, bound: np.ndarray) -> tuple[int, float]:
+    """(flat index, value) of the largest err0/bound, a NaN counting as the largest, a piece at a time:
+    np.argmax finds the first NaN, else the first maximum, so the first largest of the pieces' is the
+    whole's."""
+    e, b = err0.reshape(-1), bound.reshape(-1)
+    part = np.empty(min(e.size, PIECE))
+    index, value = [], []
+    for start in range(0, e.size, PIECE):
+        q = np.divide(e[start:start + PIECE], b[start:start + PIECE], out=part[:min(PIECE, e.size - start)])
+        top = int(np.argmax(q))
+        index.append(start + top)
+        value.append(q[top])
+    best = int(np.argmax(value))
+    return index[best], float(value[best])
 
 
 def _work(got: np.ndarray, stats: _RefStats) -> np.ndarray | None:

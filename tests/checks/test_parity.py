@@ -183,6 +183,17 @@ def test_own_bounds_at_the_edge_of_their_errors_decide_as_the_original(toy_famil
     assert checks[0].ok == (edge in ("at-bound", "a-float-below", "infinite-bound"))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_the_largest_quotient_found_piece_by_piece_is_the_wholes(toy_family, toy_case, seed, monkeypatch):
+    """Pieces of 7 quotients, so the largest, a tie or a NaN falls in any piece: the same checks."""
+    from strata_bench.checks import parity
+
+    monkeypatch.setattr(parity, "PIECE", 7)
+    test_one_pass_reference_checks_equal_the_original_exactly(toy_family, toy_case, seed)
+    for edge in ("at-bound", "a-float-above", "overflowing-quotient"):
+        test_own_bounds_at_the_edge_of_their_errors_decide_as_the_original(toy_family, toy_case, edge)
+
+
 @pytest.mark.parametrize("special", ["transposed", "nan", "-inf", "+inf", "all-nan", "transposed-inf"])
 def test_reference_statistics_without_a_finite_mask_equal_the_original(toy_family, toy_case, special):
     """The finite mask is made only where max or min is not finite: every kind of special value, alone,
