@@ -172,9 +172,10 @@ def _same_as(family: Family, variant: str) -> str | None:
 class _RefStats:
     """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|,
     sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape; `plain`:
-    every bound in (0, inf)); `work`, where ref^2 was summed, then holds each check's |err| in turn."""
+    every bound in (0, inf)); `work`, where ref^2 was summed, then holds each check's |err| in turn (in
+    `spare`, a work array done with, where it fits: no new array to fault in)."""
 
-    def __init__(self, exp: Expected):
+    def __init__(self, exp: Expected, spare: np.ndarray | None = None):
         self.ref = np.asarray(exp.ref, dtype=np.float64)
         self.bound, self.largest_bound, self.plain = _bounds(exp, self.ref.shape)
         # max |x| = max(|max x|, |min x|): exact, and no |x| array. Where both are finite every element is
@@ -187,7 +188,7 @@ class _RefStats:
         if ref0 is not self.ref:
             top, bottom = (float(ref0.max()), float(ref0.min())) if ref0.size else (0.0, 0.0)
         self.max_ref = max(abs(top), abs(bottom))
-        self.work = np.square(ref0)  # C order, the reference's shape: each check's |err| goes there next
+        self.work = np.square(ref0, out=spare if _same_c_layout(ref0, spare) else None)
         self.denom = float(np.sum(self.work))
 
     @property
@@ -286,10 +287,14 @@ def _largest_quotient(err0: np.ndarray, bound: np.ndarray) -> tuple[int, float]:
 
 def _work(got: np.ndarray, stats: _RefStats) -> np.ndarray | None:
     """Where |got - ref| goes: the reference's squares (summed already), so a check faults in no new
-    array, where np.subtract would lay its result out the same (C order: the layout sets the order of the
-    NMSE sum); else None, a new array."""
-    same = got.shape == stats.work.shape and got.flags.c_contiguous and stats.work.flags.c_contiguous
-    return stats.work if same else None
+    array, where it fits; else None, a new array."""
+    return stats.work if _same_c_layout(got, stats.work) else None
+
+
+def _same_c_layout(a: np.ndarray, out: np.ndarray | None) -> bool:
+    """Whether `out` holds a ufunc's result over `a` (and the reference) as the ufunc would lay it out:
+    both of one shape and in C order (the layout sets the order of the sums over it)."""
+    return out is not None and a.shape == out.shape and a.flags.c_contiguous and out.flags.c_contiguous
 
 
 def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
@@ -344,8 +349,9 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
     bits = _bit_classes(runs) if bits is None else bits
     out = []
     values: dict[tuple[tuple[str | None, ...], str], np.ndarray] = {}
+    stats = None
     for exp in refs:
-        stats = _RefStats(exp)
+        stats = _RefStats(exp, None if stats is None else stats.work)
         made: dict[tuple[str | None, ...], CheckResult] = {}
         base_err = None
         describe = partial(_describe, family, case, exp.output)
