@@ -171,13 +171,13 @@ def _same_as(family: Family, variant: str) -> str | None:
 
 class _RefStats:
     """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|,
-    sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape; `plain`:
-    every bound in (0, inf)); `work`, where ref^2 was summed, then holds each check's |err| in turn (in
-    `spare`, a work array done with, where it fits: no new array to fault in)."""
+    sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape);
+    `work`, where ref^2 was summed, then holds each check's |err| in turn (in `spare`, a work array done
+    with, where it fits: no new array to fault in)."""
 
     def __init__(self, exp: Expected, spare: np.ndarray | None = None):
         self.ref = np.asarray(exp.ref, dtype=np.float64)
-        self.bound, self.largest_bound, self.plain = _bounds(exp, self.ref.shape)
+        self.bound, self.largest_bound = _bounds(exp, self.ref.shape)
         # max |x| = max(|max x|, |min x|): exact, and no |x| array. Where both are finite every element is
         # (a NaN makes max NaN, an inf makes max or min infinite), so the finite mask is only made otherwise.
         with np.errstate(invalid="ignore"):
@@ -199,23 +199,19 @@ class _RefStats:
         return self._fin
 
 
-def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float, bool]:
-    """(the tolerance as the check applies it, its largest value, whether every bound lies in (0, inf)):
-    a scalar stays a float; an array is broadcast to the reference's shape in C order (a copy only where
-    it is smaller or laid out otherwise: the checks read it flat), or InputError naming both shapes."""
+def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float]:
+    """(the tolerance as the check applies it, its largest value): a scalar stays a float; an array is
+    broadcast to the reference's shape in C order (a copy only where it is smaller or laid out otherwise:
+    the checks read it flat), or InputError naming both shapes."""
     if np.ndim(exp.tol) == 0:
-        tol = float(exp.tol)
-        return tol, tol, 0 < tol < math.inf
+        return float(exp.tol), float(exp.tol)
     tol = np.asarray(exp.tol, dtype=np.float64)
     try:
         bound = np.ascontiguousarray(np.broadcast_to(tol, shape))
     except ValueError:
         raise InputError(f"{exp.output} vs {exp.label}: tolerance of shape {tol.shape} does not broadcast to "
                          f"the reference's {shape}") from None
-    if not tol.size:
-        return bound, 0.0, True
-    low, high = float(np.min(tol)), float(np.max(tol))  # a NaN makes both NaN: not plain
-    return bound, high, 0 < low and high < math.inf
+    return bound, float(np.max(tol)) if tol.size else 0.0
 
 
 def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool) -> np.ndarray:
@@ -244,45 +240,36 @@ def _ratio(err: float, bound: float) -> float:
     return math.inf if math.isnan(ratio) else ratio
 
 
-def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int, stats: _RefStats) -> tuple[int, bool]:
+def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int,
+                      bound: float | np.ndarray) -> tuple[int, bool]:
     """(flat index of the element with the largest |err|/bound, whether every |err| is within its bound).
 
     One bound: the largest error's index (`largest_err`), and max|err| <= bound. Per-element bounds: the
-    largest quotient's index (NaN, a NaN error or bound, counts as the largest; 0/0 as 0), and every
-    element compared (a NaN bound fails its element). Where every bound lies in (0, inf) (stats.plain, the
-    usual case) one division answers both: 0/bound is 0 already, and |err| > bound gives a quotient of at
-    least 1 + 2**-52 (bound's next float is more than 1 + 2**-53 times bound, and the quotient rounds
-    up from there), so |err| <= bound exactly where the quotient is at most 1, NaN failing."""
-    bound = stats.bound
+    largest quotient's index (NaN, a NaN error or bound, counts as the largest; 0 for no error, whatever
+    the bound), and every element compared (a NaN bound fails its element), a piece of PIECE elements at a
+    time: a piece's quotients stay in cache and no array of them all is made, and np.argmax finds the
+    first NaN, else the first maximum, so the first largest of the pieces' is the whole's."""
     if isinstance(bound, float):
         return largest_err, max_err <= bound
     if not err0.size:
         return 0, True
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if stats.plain:
-            worst, top = _largest_quotient(err0, bound)
-            return worst, top <= 1
-        ratio = np.divide(err0, bound, out=np.zeros(err0.shape), where=err0 != 0)
-    return int(np.argmax(ratio)), bool(np.all(err0 <= bound))
-
-
-PIECE = 1 << 16  # quotients per pass: a piece of them stays in cache, and no array of them all is made
-
-
-def _largest_quotient(err0: np.ndarray, bound: np.ndarray) -> tuple[int, float]:
-    """(flat index, value) of the largest err0/bound, a NaN counting as the largest, a piece at a time:
-    np.argmax finds the first NaN, else the first maximum, so the first largest of the pieces' is the
-    whole's."""
     e, b = err0.reshape(-1), bound.reshape(-1)
     part = np.empty(min(e.size, PIECE))
-    index, value = [], []
-    for start in range(0, e.size, PIECE):
-        q = np.divide(e[start:start + PIECE], b[start:start + PIECE], out=part[:min(PIECE, e.size - start)])
-        top = int(np.argmax(q))
-        index.append(start + top)
-        value.append(q[top])
+    index, value, within = [], [], True
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for start in range(0, e.size, PIECE):
+            errs, bounds = e[start:start + PIECE], b[start:start + PIECE]
+            ratio = np.divide(errs, bounds, out=part[:errs.size])
+            np.copyto(ratio, 0.0, where=errs == 0)
+            top = int(np.argmax(ratio))
+            index.append(start + top)
+            value.append(ratio[top])
+            within = within and bool(np.all(errs <= bounds))
     best = int(np.argmax(value))
-    return index[best], float(value[best])
+    return index[best], within
+
+
+PIECE = 1 << 16  # elements per pass of _worst_and_within
 
 
 def _work(got: np.ndarray, stats: _RefStats) -> np.ndarray | None:
@@ -308,7 +295,7 @@ def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
     # err0 holds |got - ref| (>= 0, or NaN) where the reference is finite and 0 elsewhere, so the errors
     # there are all finite exactly when err0's largest element (np.argmax's first NaN, else its maximum) is.
     finite = bool(np.isfinite(err0.flat[largest])) if err.size else True
-    worst_index, within = _worst_and_within(err0, max_err, largest, stats)
+    worst_index, within = _worst_and_within(err0, max_err, largest, stats.bound)
     worst = _worst_element(err0, stats.bound, worst_index, describe) if err.size else {}
     # Squared in place, after its last other read: err0 is err itself or np.where's new array.
     nmse = float(np.sum(np.square(err0, out=err0)) / stats.denom) if stats.denom else 0.0
