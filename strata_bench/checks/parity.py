@@ -214,12 +214,15 @@ def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, 
     return bound, float(np.max(tol)) if tol.size else 0.0
 
 
-def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool) -> np.ndarray:
-    """np.where(fin, a, 0.0), without the copy where fin is all True (all_finite; fin may then be None)
-    and `a` is already laid out as np.where's result would be (C order): the same values in the same
-    order give the same sums."""
+def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool, own: bool = False) -> np.ndarray:
+    """np.where(fin, a, 0.0), without the copy where `a` is already laid out as np.where's result would be
+    (C order: the same values in the same order give the same sums) and fin is all True (all_finite; fin
+    may then be None) or `a` is ours to zero in place (`own`) and fin is in C order too."""
     if all_finite:
         return a if a.flags.c_contiguous else np.where(True, a, 0.0)
+    if own and a.flags.c_contiguous and fin.flags.c_contiguous:
+        np.copyto(a, 0.0, where=~fin)
+        return a
     return np.where(fin, a, 0.0)
 
 
@@ -290,7 +293,7 @@ def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.subtract(got, ref, out=_work(got, stats))
         np.abs(err, out=err)
-    err0 = _zero_outside(err, stats._fin, stats.all_finite)
+    err0 = _zero_outside(err, stats._fin, stats.all_finite, own=True)
     largest, max_err = _largest(err0) if err.size else (0, 0.0)
     # err0 holds |got - ref| (>= 0, or NaN) where the reference is finite and 0 elsewhere, so the errors
     # there are all finite exactly when err0's largest element (np.argmax's first NaN, else its maximum) is.
