@@ -22,6 +22,10 @@ from strata_bench.checks.refcache import cached_references
 from strata_bench.errors import InputError
 from strata_bench.gpu.launch import VariantRun, run_variant
 
+# Elements per piece where a pass goes a piece at a time (bit comparisons, the quotients |err|/bound): a
+# piece's temporaries stay in a core's cache, and no array of the whole size is made and faulted in.
+PIECE = 1 << 16
+
 
 def omitted_outputs(family: Family, variant: str) -> tuple[str, ...]:
     """The outputs `variant` does not compute (Variant.omits); none for a stand-in family without a table."""
@@ -277,9 +281,6 @@ def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int,
             within = within and bool(np.all(errs <= bounds))
     best = int(np.argmax(value))
     return index[best], within
-
-
-PIECE = 1 << 16  # elements per pass of _worst_and_within
 
 
 def _work(got: np.ndarray, stats: _RefStats) -> np.ndarray | None:
