@@ -8,8 +8,9 @@ variant's outputs come back as zeros with nothing unwritten (identical across va
 diagnosis runs, as in a passing GPU run). Everything else is the real parity path (checks/parity.py's
 check_case): make_inputs, the float64 references (and their disk cache), the related-case runs and every
 comparison, and parity's pool of reference workers (checks/refpool.py; --pool 0 turns it off, as
-parity does when the cache is off). Prints seconds per phase and the total; run it twice to see the cold and
-the warm cache (STRATA_CACHE_DIR picks the cache folder, STRATA_REF_CACHE=off turns the reference cache off).
+parity does when the cache is off). Prints seconds per phase (wall, then this process's CPU seconds: steadier
+on a shared host) and the total; run it twice to see the cold and the warm cache (STRATA_CACHE_DIR picks
+the cache folder, STRATA_REF_CACHE=off turns the reference cache off).
 """
 from __future__ import annotations
 
@@ -22,6 +23,30 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import launch_trace  # the numpy stand-in for cupy
+
+
+def cpu_phase_times():
+    """A PhaseTimes that also sums this process's CPU seconds per phase (in `.cpu`): on a loaded host the
+    wall seconds swing with the other load, the CPU seconds much less."""
+    from contextlib import contextmanager
+    from dataclasses import dataclass, field
+
+    from strata_bench.checks.phases import PHASES, PhaseTimes
+
+    @dataclass
+    class CpuPhaseTimes(PhaseTimes):
+        cpu: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+
+        @contextmanager
+        def phase(self, name):
+            start = time.process_time()
+            try:
+                with super().phase(name):
+                    yield
+            finally:
+                self.cpu[name] = self.cpu.get(name, 0.0) + time.process_time() - start
+
+    return CpuPhaseTimes()
 
 
 def fake_run_variant(family, case, variant, kernels, dev):
@@ -53,7 +78,6 @@ def main() -> None:
 
     from strata_bench.cases import CaseFilter
     from strata_bench.checks import parity
-    from strata_bench.checks.phases import PhaseTimes
     from strata_bench.checks.refpool import ReferencePool
     from strata_bench.cases.spec import RunSpec
     from strata_bench.runs.prepare import prepare
@@ -61,7 +85,7 @@ def main() -> None:
     parity.run_variant = fake_run_variant
     prepared = prepare(RunSpec(CaseFilter(families=tuple(args.family), pattern=args.pattern)))
     cases, catalog = prepared.cases, prepared.catalog
-    times = PhaseTimes()
+    times = cpu_phase_times()
     start, cpu_start = time.perf_counter(), time.process_time()
     pool = ReferencePool(cases, catalog, workers=args.pool)
     checker = parity.CaseChecker(times, share_runs=not args.no_share, pool=pool)
@@ -93,6 +117,7 @@ def main() -> None:
     for line in times.lines(wall):
         print(line)
     print(f"{'cpu':<12} {cpu:8.2f} s (this process, all threads: steadier than wall on a busy host)")
+    print("cpu per phase: " + ", ".join(f"{name} {sec:.2f} s" for name, sec in times.cpu.items()))
     for fam, sec in sorted(per_family.items(), key=lambda kv: -kv[1]):
         print(f"  {fam:<12} {sec:7.2f} s")
 

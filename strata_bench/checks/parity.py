@@ -22,6 +22,10 @@ from strata_bench.checks.refcache import cached_references
 from strata_bench.errors import InputError
 from strata_bench.gpu.launch import VariantRun, run_variant
 
+# Elements per piece where a pass goes a piece at a time (bit comparisons, the quotients |err|/bound): a
+# piece's temporaries stay in a core's cache, and no array of the whole size is made and faulted in.
+PIECE = 1 << 16
+
 
 def omitted_outputs(family: Family, variant: str) -> tuple[str, ...]:
     """The outputs `variant` does not compute (Variant.omits); none for a stand-in family without a table."""
@@ -56,16 +60,52 @@ def _written_checks(family: Family, case: Case, run: VariantRun) -> list[CheckRe
     return out
 
 
-def _finite_checks(family: Family, case: Case, run: VariantRun) -> list[CheckResult]:
-    out = []
-    for name, arr in run.outputs.items():
-        if arr.dtype.kind != "f" or family.allows_nonfinite(case, name):
-            continue
-        mask = family.written_mask(case, name)
-        vals = arr if mask is None else arr[np.asarray(mask, dtype=bool)]
-        bad = int((~np.isfinite(vals)).sum())
-        out.append(CheckResult("finite", run.variant, bad == 0, f"{name}: {bad} non-finite elements" if bad else ""))
+def _finite_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
+                   bits: Mapping[str, Mapping[str, str]]) -> dict[str, list[CheckResult]]:
+    """Each variant's finite checks, made once per output and bit class (`bits`, _bit_classes)."""
+    made: dict[tuple[str, str], CheckResult] = {}
+    out: dict[str, list[CheckResult]] = {}
+    for variant, run in runs.items():
+        out[variant] = []
+        for name, arr in run.outputs.items():
+            if arr.dtype.kind != "f" or family.allows_nonfinite(case, name):
+                continue
+            key = (name, bits[name][variant])
+            if key not in made:
+                made[key] = _finite_check(family, case, name, arr)
+            out[variant].append(replace(made[key], variant=variant))
     return out
+
+
+def _finite_check(family: Family, case: Case, name: str, arr: np.ndarray) -> CheckResult:
+    mask = family.written_mask(case, name)
+    vals = arr if mask is None else arr[np.asarray(mask, dtype=bool)]
+    bad = vals.size - int(np.count_nonzero(np.isfinite(vals)))
+    return CheckResult("finite", "", bad == 0, f"{name}: {bad} non-finite elements" if bad else "")
+
+
+def _bit_classes(runs: Mapping[str, VariantRun]) -> dict[str, dict[str, str]]:
+    """Per output, each variant's class: the first variant (in run order) whose output has the same bits
+    (shape, dtype and bytes). Made once per case: a check of an output's values (finite, bitwise, a float64
+    reference) depends on its bits alone, so it is made once per class and its result given to the others."""
+    classes: dict[str, dict[str, str]] = {}
+    for variant, run in runs.items():
+        for name, arr in run.outputs.items():
+            firsts = classes.setdefault(name, {})
+            firsts[variant] = next((first for first in dict.fromkeys(firsts.values())
+                                    if _same_bits(runs[first].outputs[name], arr)), variant)
+    return classes
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same shape, dtype and bytes; compared a piece at a time (no comparison array of a's size to fault
+    in, and the first differing piece ends it)."""
+    if a is b:
+        return True
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    x, y = as_uint(a).reshape(-1), as_uint(b).reshape(-1)
+    return all(np.array_equal(x[i:i + PIECE], y[i:i + PIECE]) for i in range(0, x.size, PIECE))
 
 
 def _error_model(family: Family, case: Case, variant: str) -> Any:
@@ -78,7 +118,11 @@ def _error_model(family: Family, case: Case, variant: str) -> Any:
     return model if model is not None and model.applies(case.fmt) else None
 
 
-def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) -> list[CheckResult]:
+def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
+                    bits: Mapping[str, Mapping[str, str]] | None = None) -> list[CheckResult]:
+    """Each variant's outputs against its bitwise target's (`bits`: the runs' _bit_classes, made here
+    when not given)."""
+    bits = _bit_classes(runs) if bits is None else bits
     out = []
     for variant in case.variants[1:]:
         against = _bitwise_against(family, case, variant, runs)
@@ -90,16 +134,16 @@ def _bitwise_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]) 
             if name not in runs[variant].outputs or name not in base.outputs:
                 continue  # one of the two does not compute it (Variant.omits)
             a, b = base.outputs[name], runs[variant].outputs[name]
+            same = bits[name][variant] == bits[name][against]
             if model is not None:
                 # Not required: its error model judges it (err-model); said where it differs.
-                same = a.shape == b.shape and a.dtype == b.dtype and np.array_equal(as_uint(a), as_uint(b))
                 out.append(CheckResult("bitwise", variant, True, "" if same else
                                        f"{name}: not bitwise equal to {case.baseline} (judged by its error model)"))
+            elif same:
+                out.append(CheckResult("bitwise", variant, True))
             elif a.shape != b.shape or a.dtype != b.dtype:
                 out.append(CheckResult("bitwise", variant, False, f"{name}: shape/dtype {b.shape} {b.dtype} "
                                                                      f"!= {a.shape} {a.dtype}"))
-            elif np.array_equal(as_uint(a), as_uint(b)):
-                out.append(CheckResult("bitwise", variant, True))
             else:
                 out.append(CheckResult("bitwise", variant, False,
                                        diagnose(family, case, name, a, b, against, variant)))
@@ -138,9 +182,11 @@ def _same_as(family: Family, variant: str) -> str | None:
 
 class _RefStats:
     """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|,
-    sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape)."""
+    sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape);
+    `work`, where ref^2 was summed, then holds each check's |err| in turn (in `spare`, a work array done
+    with, where it fits: no new array to fault in)."""
 
-    def __init__(self, exp: Expected):
+    def __init__(self, exp: Expected, spare: np.ndarray | None = None):
         self.ref = np.asarray(exp.ref, dtype=np.float64)
         self.bound, self.largest_bound = _bounds(exp, self.ref.shape)
         # max |x| = max(|max x|, |min x|): exact, and no |x| array. Where both are finite every element is
@@ -153,7 +199,8 @@ class _RefStats:
         if ref0 is not self.ref:
             top, bottom = (float(ref0.max()), float(ref0.min())) if ref0.size else (0.0, 0.0)
         self.max_ref = max(abs(top), abs(bottom))
-        self.denom = float(np.sum(np.square(ref0)))
+        self.work = np.square(ref0, out=spare if _same_c_layout(ref0, spare) else None)
+        self.denom = float(np.sum(self.work))
 
     @property
     def fin(self) -> np.ndarray:
@@ -164,25 +211,29 @@ class _RefStats:
 
 
 def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float]:
-    """(the tolerance as the check applies it, its largest value): a scalar stays a float; an array
-    is broadcast (a view, no copy) to the reference's shape, or InputError naming both shapes."""
+    """(the tolerance as the check applies it, its largest value): a scalar stays a float; an array is
+    broadcast to the reference's shape in C order (a copy only where it is smaller or laid out otherwise:
+    the checks read it flat), or InputError naming both shapes."""
     if np.ndim(exp.tol) == 0:
         return float(exp.tol), float(exp.tol)
     tol = np.asarray(exp.tol, dtype=np.float64)
     try:
-        bound = np.broadcast_to(tol, shape)
+        bound = np.ascontiguousarray(np.broadcast_to(tol, shape))
     except ValueError:
         raise InputError(f"{exp.output} vs {exp.label}: tolerance of shape {tol.shape} does not broadcast to "
                          f"the reference's {shape}") from None
     return bound, float(np.max(tol)) if tol.size else 0.0
 
 
-def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool) -> np.ndarray:
-    """np.where(fin, a, 0.0), without the copy where fin is all True (all_finite; fin may then be None)
-    and `a` is already laid out as np.where's result would be (C order): the same values in the same
-    order give the same sums."""
+def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool, own: bool = False) -> np.ndarray:
+    """np.where(fin, a, 0.0), without the copy where `a` is already laid out as np.where's result would be
+    (C order: the same values in the same order give the same sums) and fin is all True (all_finite; fin
+    may then be None) or `a` is ours to zero in place (`own`) and fin is in C order too."""
     if all_finite:
         return a if a.flags.c_contiguous else np.where(True, a, 0.0)
+    if own and a.flags.c_contiguous and fin.flags.c_contiguous:
+        np.copyto(a, 0.0, where=~fin)
+        return a
     return np.where(fin, a, 0.0)
 
 
@@ -203,39 +254,60 @@ def _ratio(err: float, bound: float) -> float:
     return math.inf if math.isnan(ratio) else ratio
 
 
-def _worst_index(err0: np.ndarray, bound: float | np.ndarray, largest_err: int) -> int:
-    """Flat index of the element with the largest |err|/bound: under one bound, the largest error's
-    (`largest_err`); under per-element bounds, the largest quotient's (NaN, a NaN error or bound,
-    counts as the largest; 0/0 as 0)."""
+def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int,
+                      bound: float | np.ndarray) -> tuple[int, bool]:
+    """(flat index of the element with the largest |err|/bound, whether every |err| is within its bound).
+
+    One bound: the largest error's index (`largest_err`), and max|err| <= bound. Per-element bounds: the
+    largest quotient's index (NaN, a NaN error or bound, counts as the largest; 0 for no error, whatever
+    the bound), and every element compared (a NaN bound fails its element), a piece of PIECE elements at a
+    time: a piece's quotients stay in cache and no array of them all is made, and np.argmax finds the
+    first NaN, else the first maximum, so the first largest of the pieces' is the whole's."""
     if isinstance(bound, float):
-        return largest_err
+        return largest_err, max_err <= bound
+    if not err0.size:
+        return 0, True
+    e, b = err0.reshape(-1), bound.reshape(-1)
+    part = np.empty(min(e.size, PIECE))
+    index, value, within = [], [], True
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.divide(err0, bound, out=np.zeros(err0.shape), where=err0 != 0)
-    return int(np.argmax(ratio))
+        for start in range(0, e.size, PIECE):
+            errs, bounds = e[start:start + PIECE], b[start:start + PIECE]
+            ratio = np.divide(errs, bounds, out=part[:errs.size])
+            np.copyto(ratio, 0.0, where=errs == 0)
+            top = int(np.argmax(ratio))
+            index.append(start + top)
+            value.append(ratio[top])
+            within = within and bool(np.all(errs <= bounds))
+    best = int(np.argmax(value))
+    return index[best], within
 
 
-def _within(err0: np.ndarray, max_err: float, bound: float | np.ndarray) -> bool:
-    """Every element's |err| within its bound (a NaN bound fails its element)."""
-    if isinstance(bound, float):
-        return max_err <= bound
-    return bool(np.all(err0 <= bound))
+def _work(got: np.ndarray, stats: _RefStats) -> np.ndarray | None:
+    """Where |got - ref| goes: the reference's squares (summed already), so a check faults in no new
+    array, where it fits; else None, a new array."""
+    return stats.work if _same_c_layout(got, stats.work) else None
+
+
+def _same_c_layout(a: np.ndarray, out: np.ndarray | None) -> bool:
+    """Whether `out` holds a ufunc's result over `a` (and the reference) as the ufunc would lay it out:
+    both of one shape and in C order (the layout sets the order of the sums over it)."""
+    return out is not None and a.shape == out.shape and a.flags.c_contiguous and out.flags.c_contiguous
 
 
 def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
                describe: Callable[[tuple[int, ...]], str]) -> CheckResult:
     ref = stats.ref
     with np.errstate(invalid="ignore", over="ignore"):
-        err = np.subtract(got, ref)
+        err = np.subtract(got, ref, out=_work(got, stats))
         np.abs(err, out=err)
-    err0 = _zero_outside(err, stats._fin, stats.all_finite)
+    err0 = _zero_outside(err, stats._fin, stats.all_finite, own=True)
     largest, max_err = _largest(err0) if err.size else (0, 0.0)
-    if err0 is err and err.size:
-        # err holds |got - ref| (>= 0, or NaN), so it is all finite exactly when its largest element is.
-        finite = bool(np.isfinite(err.flat[largest]))
-    else:
-        finite = bool(np.isfinite(err).all()) if stats.all_finite else bool(np.isfinite(err[stats.fin]).all())
-    within = _within(err0, max_err, stats.bound)
-    worst = _worst_element(err0, stats.bound, largest, describe) if err.size else {}
+    # err0 holds |got - ref| (>= 0, or NaN) where the reference is finite and 0 elsewhere, so the errors
+    # there are all finite exactly when err0's largest element (np.argmax's first NaN, else its maximum) is.
+    finite = bool(np.isfinite(err0.flat[largest])) if err.size else True
+    worst_index, within = _worst_and_within(err0, max_err, largest, stats.bound)
+    worst = _worst_element(err0, stats.bound, worst_index, describe) if err.size else {}
     # Squared in place, after its last other read: err0 is err itself or np.where's new array.
     nmse = float(np.sum(np.square(err0, out=err0)) / stats.denom) if stats.denom else 0.0
     # Non-finite references (e.g. an fp16 overflow) must be matched exactly.
@@ -247,10 +319,10 @@ def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
                        worst.get("ratio"), worst.get("index"), worst.get("at", ""))
 
 
-def _worst_element(err0: np.ndarray, bound: float | np.ndarray, largest: int,
+def _worst_element(err0: np.ndarray, bound: float | np.ndarray, flat: int,
                    describe: Callable[[tuple[int, ...]], str]) -> dict[str, Any]:
-    """The element with the largest |err|/bound: its ratio, index, name, |err| and bound."""
-    flat = _worst_index(err0, bound, largest)
+    """The element with the largest |err|/bound (at flat index `flat`): its ratio, index, name, |err| and
+    bound."""
     index = tuple(int(i) for i in np.unravel_index(flat, err0.shape))
     err = float(err0.flat[flat])
     limit = bound if isinstance(bound, float) else float(bound.flat[flat])
@@ -263,39 +335,42 @@ def _bound_detail(exp: Expected, worst: Mapping[str, Any]) -> str:
             f"(|err| {worst['err']:.3e} > bound {worst['bound']:.3e}; {exp.why})")
 
 
-def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
-                      refs: Iterable[Expected], host: Mapping[str, Any] | None = None) -> list[CheckResult]:
+def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun], refs: Iterable[Expected],
+                      host: Mapping[str, Any] | None = None,
+                      bits: Mapping[str, Mapping[str, str]] | None = None) -> list[CheckResult]:
     """Each variant's values against each float64 reference. The reference's own statistics are computed
-    once; a variant whose values have the same bits as an earlier variant's gets that variant's numbers
-    (the same inputs give the same results), so bitwise-equal variants cost one comparison. A variant
-    judged by its error model (cases/error_model.py) is checked element by element against the model's
-    bounds instead, an err-model check with its max|err| over the baseline's."""
+    once; variants whose outputs have the same bits (one class in `bits`, the runs' _bit_classes, made
+    here when not given) share their values and their checks (the same inputs give the same results), so
+    bitwise-equal variants cost one comparison. A variant judged by its error model (cases/error_model.py)
+    is checked element by element against the model's bounds instead, an err-model check with its
+    max|err| over the baseline's."""
+    bits = _bit_classes(runs) if bits is None else bits
     out = []
-    values: dict[tuple[str, str], np.ndarray] = {}
+    values: dict[tuple[tuple[str | None, ...], str], np.ndarray] = {}
+    stats = None
     for exp in refs:
-        stats = _RefStats(exp)
-        done: list[tuple[np.ndarray, CheckResult]] = []
+        stats = _RefStats(exp, None if stats is None else stats.work)
+        made: dict[tuple[str | None, ...], CheckResult] = {}
         base_err = None
+        describe = partial(_describe, family, case, exp.output)
         for variant, run in runs.items():
             if exp.output in omitted_outputs(family, variant):
                 continue
-            key = (variant, exp.output)
-            if key not in values:
-                values[key] = np.asarray(family.output_values(case, exp.output, run.outputs), dtype=np.float64)
-            got = values[key]
-            describe = partial(_describe, family, case, exp.output)
+            # Its class over every output (None where it computes none: Variant.omits): values may read several.
+            klass = tuple(firsts.get(variant) for firsts in bits.values())
+            if (klass, exp.output) not in values:
+                values[klass, exp.output] = np.asarray(family.output_values(case, exp.output, run.outputs),
+                                                       dtype=np.float64)
+            got = values[klass, exp.output]
             model = _judging_model(family, case, variant)
             if model is not None:  # its own bounds, element by element (never shared with others)
                 out.append(_model_check(model, case, host or {}, exp, variant, got, describe, base_err))
                 continue
-            same = next((r for g, r in done if g.shape == got.shape and g.strides == got.strides
-                         and np.array_equal(as_uint(g), as_uint(got))), None)
-            result = (replace(same, variant=variant) if same is not None
-                      else _f64_check(exp, stats, variant, got, describe))
-            done.append((got, result))
-            out.append(result)
+            if klass not in made:
+                made[klass] = _f64_check(exp, stats, variant, got, describe)
+            out.append(replace(made[klass], variant=variant))
             if case.baseline == variant:
-                base_err = result.max_err
+                base_err = made[klass].max_err
     return out
 
 
@@ -404,12 +479,14 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
     runs = run_all(case, host)
     related_done = [(c, o, sel, related_runs(c)) for c, o, sel in related]
     with maybe(times, "comparisons"):
+        bits = _bit_classes(runs)
+        finite = _finite_checks(family, case, runs, bits)
         checks: list[CheckResult] = []
-        for run in runs.values():
-            checks += _written_checks(family, case, run) + _finite_checks(family, case, run)
-        checks += _bitwise_checks(family, case, runs)
+        for variant, run in runs.items():
+            checks += _written_checks(family, case, run) + finite[variant]
+        checks += _bitwise_checks(family, case, runs, bits)
         checks += _related_checks(family, case, runs, related_done)
-        checks += _reference_checks(family, case, runs, refs, host)
+        checks += _reference_checks(family, case, runs, refs, host, bits)
         checks += _error_equal_checks(family, case, checks)
     status = CaseStatus.PASS if all(c.ok for c in checks) else CaseStatus.FAIL
     result = CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)

@@ -152,6 +152,48 @@ def test_one_pass_reference_checks_equal_the_original_exactly(toy_family, toy_ca
     assert [c.variant for c in got] == ["old", "new", "same"] * 3
 
 
+@pytest.mark.parametrize("edge", ["at-bound", "a-float-above", "a-float-below", "subnormal", "overflowing-quotient",
+                                  "zero-bound", "infinite-bound", "nan-bound"])
+def test_own_bounds_at_the_edge_of_their_errors_decide_as_the_original(toy_family, toy_case, edge):
+    """An error equal to its own bound, a float above or below it, subnormal, or over a bound so small that
+    the quotient overflows, and zero, infinite or NaN bounds: the same verdict and worst element as the
+    element-by-element comparison."""
+    rng = np.random.default_rng(33)
+    got = (rng.standard_normal((3, 40)) * 1e-3).astype(np.float32)
+    got[0, 0] = 0.0
+    i = (1, 7)
+    if edge == "subnormal":
+        got[i] = np.float32(1e-45)
+    if edge == "overflowing-quotient":
+        got[i] = np.float32(3e38)
+    err = np.abs(got.astype(np.float64))  # the reference is 0
+    bound = err * 2.0 + 1e-9
+    bound[i] = {"at-bound": err[i], "a-float-above": np.nextafter(err[i], 0.0), "subnormal": np.nextafter(err[i], 0.0),
+                "a-float-below": np.nextafter(err[i], np.inf), "overflowing-quotient": 1e-300, "zero-bound": 0.0,
+                "infinite-bound": np.inf, "nan-bound": np.nan}[edge]
+    if edge == "zero-bound":
+        bound[0, 0] = 0.0  # no error there: ratio 0
+    moved = got.copy()
+    moved[2, 3] *= np.float32(1.5)
+    runs = {"old": _run("old", got), "new": _run("new", moved)}
+    refs = [Expected("y", np.zeros(got.shape), tol=bound, why="t")]
+    want = _reference_checks_before(toy_family, toy_case, runs, refs)
+    checks = _reference_checks(toy_family, toy_case, runs, refs)
+    assert [_fields(c) for c in checks] == [_fields(c) for c in want]
+    assert checks[0].ok == (edge in ("at-bound", "a-float-below", "infinite-bound"))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_largest_quotient_found_piece_by_piece_is_the_wholes(toy_family, toy_case, seed, monkeypatch):
+    """Pieces of 7 quotients, so the largest, a tie or a NaN falls in any piece: the same checks."""
+    from strata_bench.checks import parity
+
+    monkeypatch.setattr(parity, "PIECE", 7)
+    test_one_pass_reference_checks_equal_the_original_exactly(toy_family, toy_case, seed)
+    for edge in ("at-bound", "a-float-above", "overflowing-quotient"):
+        test_own_bounds_at_the_edge_of_their_errors_decide_as_the_original(toy_family, toy_case, edge)
+
+
 @pytest.mark.parametrize("special", ["transposed", "nan", "-inf", "+inf", "all-nan", "transposed-inf"])
 def test_reference_statistics_without_a_finite_mask_equal_the_original(toy_family, toy_case, special):
     """The finite mask is made only where max or min is not finite: every kind of special value, alone,
