@@ -270,7 +270,9 @@ def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int,
     e, b = err0.reshape(-1), bound.reshape(-1)
     part = np.empty(min(e.size, PIECE))
     index, value, within = [], [], True
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # x/0, 0/0 and a quotient past the float range (an error over a subnormal bound) are inf or NaN: the
+    # largest, as they should be, so numpy's warnings about them say nothing
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for start in range(0, e.size, PIECE):
             errs, bounds = e[start:start + PIECE], b[start:start + PIECE]
             ratio = np.divide(errs, bounds, out=part[:errs.size])
