@@ -104,6 +104,12 @@ class ResultsWriter:
         if not self._fh.closed:
             self._fh.close()
 
+    def discard(self) -> None:
+        """Remove the records file unfinished: a run refused before its first case (bad input, exit 2)
+        leaves nothing written."""
+        self.close()
+        self.records_path.unlink(missing_ok=True)
+
 
 def _create_records(directory: Path, stem: str):
     """A new records file `stem.jsonl`, else `stem-2.jsonl`, ...: created exclusively (O_EXCL), so two

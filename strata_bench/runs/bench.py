@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from strata_bench.cases import Case
+from strata_bench.errors import InputError
 from strata_bench.gpu import loop
 from strata_bench.runs import Progress, Selection
 from strata_bench.runs import profile as profiler  # through the module: tests stand in
@@ -73,21 +74,33 @@ def run_bench(plan: BenchPlan, progress: Progress | None = None) -> BenchReport:
         return device, fault_timings(case, exc)
 
     with sel.progress_bar(progress, "bench") as advance:
+        refused = False
         try:
             loop.run_on_devices(list(sel.cases), list(sel.devices), sel.catalog, per_case, keep, on_fault, advance)
             if plan.profile:
                 report.timings = profiler.profile_timings(sel.spec, sel.catalog, report.timings)
+        except InputError:
+            refused = not report.timings  # e.g. a variant's kernels not built: before any case ran
+            raise
         finally:
-            write_new()  # an interrupted profile still keeps every timing, without its profile
-            # Each device reached has its ceilings in this process (re-measured ones included), so
-            # measure_ceilings only reads them back here; a device never reached has none.
-            report.ceilings = {d: card.measure_ceilings(d) for d in report.ceilings}
-            report.per_device = per_device(plan, report)
-            report.summary_path = writer.finish(
-                {"timings": len(report.timings), "hot": plan.config.hot, "per_device": report.per_device,
-                 "ceilings": {str(d): c.to_dict() for d, c in report.ceilings.items()}},
-                sum(not t.status.timed for _, t in report.timings))
+            if refused:
+                writer.discard()  # bad input leaves nothing written
+            else:
+                write_new()  # an interrupted profile still keeps every timing, without its profile
+                _finish(plan, report, writer)
     return report
+
+
+def _finish(plan: BenchPlan, report: BenchReport, writer: Any) -> None:
+    """The summary record, however the loop ended (a device fault and an interrupt included)."""
+    # Each device reached has its ceilings in this process (re-measured ones included), so
+    # measure_ceilings only reads them back here; a device never reached has none.
+    report.ceilings = {d: card.measure_ceilings(d) for d in report.ceilings}
+    report.per_device = per_device(plan, report)
+    report.summary_path = writer.finish(
+        {"timings": len(report.timings), "hot": plan.config.hot, "per_device": report.per_device,
+         "ceilings": {str(d): c.to_dict() for d, c in report.ceilings.items()}},
+        sum(not t.status.timed for _, t in report.timings))
 
 
 def fault_timings(case: Case, exc: BaseException) -> list[Timing]:

@@ -12,6 +12,7 @@ from strata_bench.checks.outcome import ParityRun, fault_result
 from strata_bench.checks.parity import CaseChecker, error_model_notes
 from strata_bench.checks.phases import PhaseTimes
 from strata_bench.checks.refpool import ReferencePool
+from strata_bench.errors import InputError
 from strata_bench.gpu import loop
 from strata_bench.runs import Progress, Selection
 
@@ -62,17 +63,29 @@ def run_parity(plan: ParityPlan, progress: Progress | None = None,
 
     started = time.perf_counter()
     with sel.progress_bar(progress, "parity") as advance, ReferencePool(sel.cases, sel.catalog, warn=warn) as pool:
+        refused = False
         try:
             checker = CaseChecker(report.times, pool=pool, on_failure=plan.dump)
             loop.run_on_devices(list(sel.cases), list(sel.devices), sel.catalog, checker, keep, fault_result, advance,
                                 compiled=_compile_timer(report.times))
+        except InputError:
+            refused = not report.run.results  # e.g. a variant's kernels not built: before any case ran
+            raise
         finally:
-            if report.times is not None and pool.seconds is not None:
-                report.times.beside["references (pool)"] = pool.seconds
-            report.counts = device_counts(report, plan)
-            report.summary_path = writer.finish(summary(report, sel.devices), report.run.failures)
+            if refused:
+                writer.discard()  # bad input leaves nothing written
+            else:
+                _finish(report, plan, writer, pool)
     report.wall = time.perf_counter() - started
     return report
+
+
+def _finish(report: ParityReport, plan: ParityPlan, writer: Any, pool: Any) -> None:
+    """The summary record, however the loop ended (a device fault and an interrupt included)."""
+    if report.times is not None and pool.seconds is not None:
+        report.times.beside["references (pool)"] = pool.seconds
+    report.counts = device_counts(report, plan)
+    report.summary_path = writer.finish(summary(report, plan.selection.devices), report.run.failures)
 
 
 def _compile_timer(times: PhaseTimes | None):
