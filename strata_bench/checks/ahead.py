@@ -52,10 +52,10 @@ class HostSide:
 
 @dataclass
 class Ahead:
-    """Makes the host side of `cases` (in loop order, families from `catalog`) one case ahead on one
-    thread; `pool` (optional, a refpool.ReferencePool) is waited for where an entry is missing. Without
-    `cases` (or with `thread` False: default, STRATA_AHEAD=off) nothing is made ahead: take() makes each
-    case's when asked."""
+    """Makes the host side of `cases` (in loop order, families from `catalog`; built-in families only)
+    one case ahead on one thread; `pool` (optional, a refpool.ReferencePool) is waited for where an
+    entry is missing. Without `cases` (or with `thread` False: default, STRATA_AHEAD=off) nothing is
+    made ahead: take() makes each case's when asked."""
 
     cases: Iterable[Case] = ()
     catalog: Mapping[str, Family] = field(default_factory=dict)
@@ -78,10 +78,18 @@ class Ahead:
         if side is None or self.catalog.get(case.family) is not family:  # made for another family: not its
             inputs = _Now(lambda: _inputs(family, case))
             side = HostSide(inputs, _Now(lambda: self._lookup(family, case, inputs.result()[0])))
-        following = self._next.get(case)
-        if self._executor is not None and following is not None and following not in self._made:
-            self._made[following] = self._submit(self.catalog[following.family], following)
+        self._start(self._next.get(case))
         return side
+
+    def _start(self, case: Case | None) -> None:
+        """Start making `case`'s host side on the thread, unless it is made already or no thread is kept."""
+        if self._executor is None or case is None or case in self._made:
+            return
+        family = self.catalog[case.family]
+        # Only a built-in family's inputs are known to be safe to make beside the loop (each draw from its
+        # own seeded Generator); a user's may share state (numpy's global RandomState) with the loop.
+        if refcache._builtin(family):
+            self._made[case] = self._submit(family, case)
 
     def _submit(self, family: Family, case: Case) -> HostSide:
         # Two jobs on the one thread, in order: the lookup's job finds the inputs made already.

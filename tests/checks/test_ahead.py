@@ -1,6 +1,6 @@
 """checks/ahead.py: the next case's inputs and cache lookup made on one thread ahead of the loop, with the
 same results as made in the loop; an input error met when its case is reached; a missing reference
-computed in the loop, never on the thread."""
+computed in the loop, never on the thread; a user family's made in the loop."""
 from __future__ import annotations
 
 import threading
@@ -22,9 +22,11 @@ class _Seeded(_ToyFamily):
 
     def __init__(self):
         self.threads: dict[str, list[str]] = {"inputs": [], "reference": []}
+        self.made: list[Case] = []
 
     def make_inputs(self, case):
         self.threads["inputs"].append(threading.current_thread().name)
+        self.made.append(case)
         if case.param("bad"):
             raise ValueError(f"bad inputs for {case.name}")
         return {"x": np.random.default_rng(case.rows).standard_normal((4, 1 << 14), dtype=np.float32)}
@@ -91,3 +93,21 @@ def test_another_family_under_the_name_is_made_in_the_loop(cases):
     with Ahead(cases, {"toy": listed}) as ahead:
         _loop(other, cases, ahead)
     assert other.threads["inputs"] and not any(n.startswith("strata-ahead") for n in other.threads["inputs"])
+
+
+def test_a_user_family_is_made_in_the_loop(monkeypatch, cases):
+    monkeypatch.setattr(refcache, "_builtin", lambda family: False)
+    family = _Seeded()
+    with Ahead(cases, {"toy": family}) as ahead:
+        _loop(family, cases, ahead)
+    assert family.threads["inputs"] and not any(n.startswith("strata-ahead") for n in family.threads["inputs"])
+
+
+def test_each_case_is_made_by_its_own_family(cases):
+    families = {"toy": _Seeded(), "toy2": _Seeded()}
+    mixed = [c if i % 2 else Case("toy2", c.fmt, c.rows, c.cols, variants=c.variants) for i, c in enumerate(cases)]
+    with Ahead(mixed, families) as ahead:
+        checker = parity.CaseChecker(ahead=ahead)
+        assert all(checker(families[c.family], c, None, 0).status.value == "PASS" for c in mixed)
+    for name, family in families.items():
+        assert family.made and all(c.family == name for c in family.made)
