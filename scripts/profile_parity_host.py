@@ -8,7 +8,7 @@ variant's outputs come back as zeros with nothing unwritten (identical across va
 diagnosis runs, as in a passing GPU run). Everything else is the real parity path (checks/parity.py's
 check_case): make_inputs, the float64 references (and their disk cache), the related-case runs and every
 comparison, parity's pool of reference workers (checks/refpool.py; --pool 0 turns it off, as parity does
-when the cache is off) and its thread making the next case's inputs and cache lookup ahead of the loop
+when the cache is off) and its thread making the cases' inputs and cache lookups ahead of the loop
 (checks/ahead.py; --no-ahead makes them in the loop). Prints seconds per phase (wall, then the loop
 thread's CPU seconds: steadier on a shared host), the work beside the loop and the totals; run it twice
 to see the cold and the warm cache (STRATA_CACHE_DIR picks the cache folder, STRATA_REF_CACHE=off turns

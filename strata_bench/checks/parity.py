@@ -499,7 +499,7 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
 
 class CaseChecker:
     """check_case for a whole loop: keeps the related cases' runs (per device) and, optionally, the
-    seconds per phase, an ahead.Ahead making the cases' host side one case ahead of the loop (with the
+    seconds per phase, an ahead.Ahead making the cases' host side ahead of the loop (with the
     refpool.ReferencePool filling the reference cache) and what to do with a failed case's arrays
     (`on_failure`, as check_case takes it). Call it as run_on_devices' per_case."""
 

@@ -1,7 +1,6 @@
 """Seconds spent per phase of a parity run (inputs, references, launches, comparisons), summed over the
-cases, and the work before the loop (compile) and beside it (the references' pool, the next case's inputs
-and lookup made ahead), so `parity --profile`
-shows where the time goes and the next regression is visible."""
+cases, and the work before the loop (compile) and beside it (the references' pool, the cases' inputs and
+lookups made ahead), so `parity --profile` shows where the time goes and the next regression is visible."""
 from __future__ import annotations
 
 import time

@@ -23,7 +23,7 @@ from strata_bench.files import UserPath
 @click.option("--profile", is_flag=True,
               help="Print the seconds spent per phase (inputs, references, launches, comparisons; the compile "
                    "before the loop; beside it, the references' pool and the inputs and cached references made "
-                   "one case ahead) to stderr.")
+                   "ahead of the loop) to stderr.")
 @click.option("--dump-failures", "dump_dir", type=UserPath(), metavar="DIR",
               help="For each failing case, write DIR/<case name, / and : as _>.npz (its host inputs, each "
                    "variant's outputs, the float64 references and their bounds; np.load(..., allow_pickle=False)) "

@@ -1,5 +1,5 @@
-"""checks/ahead.py: the next case's inputs and cache lookup made on one thread ahead of the loop, with the
-same results as made in the loop; an input error met when its case is reached; a missing reference
+"""checks/ahead.py: the cases' inputs and cache lookups made on one thread ahead of the loop, with the same
+results as made in the loop; as far ahead as the byte budget lets it; what a device's fault passed over let go; an input error met when its case is reached; a missing reference
 computed in the loop, never on the thread; a user family's made in the loop."""
 from __future__ import annotations
 
@@ -29,15 +29,19 @@ class _Seeded(_ToyFamily):
         self.made.append(case)
         if case.param("bad"):
             raise ValueError(f"bad inputs for {case.name}")
-        return {"x": np.random.default_rng(case.rows).standard_normal((4, 1 << 14), dtype=np.float32)}
+        return {"x": _draw(case)}
 
     def reference(self, case, host):
         self.threads["reference"].append(threading.current_thread().name)
         return [Expected("y", host["x"][:, :8].astype(np.float64), 1e-3, "toy", "f64")]
 
 
+def _draw(case):
+    return np.random.default_rng(case.rows).standard_normal((4, 1 << 14), dtype=np.float32)
+
+
 def _fake_run(family, case, variant, kernels, dev):
-    y = family.make_inputs(case)["x"][:, :8].copy()
+    y = _draw(case)[:, :8].copy()
     return VariantRun(variant, {"y": y}, {"y": np.zeros(y.shape, bool)})
 
 
@@ -65,9 +69,7 @@ def test_made_ahead_on_one_thread_with_the_loops_results(cases):
         got = _loop(threaded, cases, ahead)
     assert [r.checks for r in got] == [r.checks for r in expected]
     assert all(r.status.value == "PASS" for r in got)
-    # The first case is made when asked (nothing was ahead of it); each later one on the thread.
-    made = [name for name in threaded.threads["inputs"] if name.startswith("strata-ahead")]
-    assert len(made) == len(cases) - 1 and threaded.threads["reference"] == []
+    assert threaded.threads["inputs"] == ["strata-ahead"] * len(cases) and threaded.threads["reference"] == []
     assert ahead.seconds["inputs"] > 0 and ahead.seconds["references"] > 0
 
 
@@ -111,3 +113,18 @@ def test_each_case_is_made_by_its_own_family(cases):
         assert all(checker(families[c.family], c, None, 0).status.value == "PASS" for c in mixed)
     for name, family in families.items():
         assert family.made and all(c.family == name for c in family.made)
+
+
+def test_the_thread_stays_within_its_budget_and_lets_go_of_passed_cases(cases):
+    family = _Seeded()
+    one_case = 4 * (1 << 14) * 4  # each case's inputs: 4 x 16384 float32
+    with Ahead(cases, {"toy": family}, budget=2 * one_case) as ahead:
+        checker = parity.CaseChecker(ahead=ahead)
+        checker(family, cases[0], None, 0)
+        with ahead._changed:  # cases 1 and 2 made, then it waits for the loop
+            ahead._changed.wait_for(lambda: ahead._held >= 2 * one_case)
+        assert len(family.made) == 3 and ahead._held == 2 * one_case
+        checker(family, cases[3], None, 0)  # a fault passed over 1 and 2: let go, and 3 made for the loop
+        assert ahead._held == 0 and len(family.made) == 4
+        checker(family, cases[1], None, 0)  # the next device's pass: made in the loop
+    assert family.threads["inputs"][-1] == threading.current_thread().name
