@@ -448,13 +448,14 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
                                     Any] | None = None) -> CaseResult:
     """Run every variant of one case on the current device and check it. KernelFault propagates.
 
-    `times` (optional) accumulates seconds per phase (the inputs and references phases are the loop's
-    wait where they were made ahead); `shared_runs` (optional, kept by CaseChecker for a whole loop)
-    holds the runs of related cases already made on this device, so a 1-column call that several
-    N-column cases compare with runs once; `ahead` (optional, an ahead.Ahead) makes the case's inputs and
-    finds its cached references, maybe ahead of the loop (and waits for its reference pool where an
-    entry is missing); `on_failure` (optional, e.g. a dump.FailureDump) is given a failed case's result,
-    host inputs, runs and references while they are at hand."""
+    `times` (optional) accumulates seconds per phase (where a case was made ahead, the inputs phase is
+    the loop's wait for it: its inputs and cache lookup, made together); `shared_runs` (optional, kept
+    by CaseChecker for a whole loop) holds the runs of related cases already made on this device, so a
+    1-column call that several N-column cases compare with runs once; `ahead` (optional, an
+    ahead.Ahead) makes the case's inputs and finds its cached references, maybe ahead of the loop (and
+    waits for its reference pool where an entry is missing); `on_failure` (optional, e.g. a
+    dump.FailureDump) is given a failed case's result, host inputs, runs and references while they are
+    at hand."""
     start = time.perf_counter()
 
     def run_all(c: Case, host: Mapping[str, Any]) -> dict[str, VariantRun]:
@@ -473,8 +474,8 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
             shared_runs[key] = runs
         return runs
 
-    side = (ahead or Ahead()).take(family, case)
     with maybe(times, "inputs"):
+        side = (ahead or Ahead()).take(family, case)
         host, related = side.inputs.result()
     with maybe(times, "references"):
         refs = computed_references(family, case, host, side.lookup.result())
