@@ -18,7 +18,8 @@ from strata_bench.cases import Case, Expected, Family
 from strata_bench.checks.diagnosis import as_uint, diagnose
 from strata_bench.checks.outcome import CaseResult, CheckResult, CaseStatus
 from strata_bench.checks.phases import PhaseTimes, maybe
-from strata_bench.checks.refcache import cached_references
+from strata_bench.checks.ahead import Ahead
+from strata_bench.checks.refcache import computed_references
 from strata_bench.errors import InputError
 from strata_bench.gpu.launch import VariantRun, run_variant
 
@@ -444,16 +445,19 @@ def _related_checks(family: Family, case: Case, runs: Mapping[str, VariantRun],
 
 
 def check_case(family: Family, case: Case, kernels: Any, device: int, times: PhaseTimes | None = None,
-               shared_runs: dict | None = None, pool: Any = None,
+               shared_runs: dict | None = None, ahead: Ahead | None = None,
                on_failure: Callable[[CaseResult, Mapping[str, Any], Mapping[str, VariantRun], tuple[Expected, ...]],
                                     Any] | None = None) -> CaseResult:
     """Run every variant of one case on the current device and check it. KernelFault propagates.
 
-    `times` (optional) accumulates seconds per phase; `shared_runs` (optional, kept by CaseChecker for a
-    whole loop) holds the runs of related cases already made on this device, so a 1-column call that
-    several N-column cases compare with runs once; `pool` (optional, a refpool.ReferencePool) is waited
-    for when the case's reference entry is missing; `on_failure` (optional, e.g. a dump.FailureDump) is
-    given a failed case's result, host inputs, runs and references while they are at hand."""
+    `times` (optional) accumulates seconds per phase (where a case was made ahead, the inputs phase is
+    the loop's wait for it: its inputs and cache lookup, made together); `shared_runs` (optional, kept
+    by CaseChecker for a whole loop) holds the runs of related cases already made on this device, so a
+    1-column call that several N-column cases compare with runs once; `ahead` (optional, an
+    ahead.Ahead) makes the case's inputs and finds its cached references, maybe ahead of the loop (and
+    waits for its reference pool where an entry is missing); `on_failure` (optional, e.g. a
+    dump.FailureDump) is given a failed case's result, host inputs, runs and references while they are
+    at hand."""
     start = time.perf_counter()
 
     def run_all(c: Case, host: Mapping[str, Any]) -> dict[str, VariantRun]:
@@ -473,11 +477,10 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
         return runs
 
     with maybe(times, "inputs"):
-        host = family.make_inputs(case)
-        related = family.related_cases(case)
+        side = (ahead or Ahead()).take(family, case)
+        host, related = side.inputs.result()
     with maybe(times, "references"):
-        refs = cached_references(family, case, host, on_miss=None if pool is None else lambda: pool.wait(case),
-                                 blas=getattr(pool, "blas", None))
+        refs = computed_references(family, case, host, side.lookup.result())
     runs = run_all(case, host)
     related_done = [(c, o, sel, related_runs(c)) for c, o, sel in related]
     with maybe(times, "comparisons"):
@@ -499,16 +502,16 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
 
 class CaseChecker:
     """check_case for a whole loop: keeps the related cases' runs (per device) and, optionally, the
-    seconds per phase, a refpool.ReferencePool filling the reference cache ahead of the loop and what
-    to do with a failed case's arrays (`on_failure`, as check_case takes it). Call it as
-    run_on_devices' per_case."""
+    seconds per phase, an ahead.Ahead making the cases' host side ahead of the loop (with the
+    refpool.ReferencePool filling the reference cache) and what to do with a failed case's arrays
+    (`on_failure`, as check_case takes it). Call it as run_on_devices' per_case."""
 
-    def __init__(self, times: PhaseTimes | None = None, share_runs: bool = True, pool: Any = None,
+    def __init__(self, times: PhaseTimes | None = None, share_runs: bool = True, ahead: Ahead | None = None,
                  on_failure: Callable[..., Any] | None = None):
         self.times = times
         self.shared_runs: dict | None = {} if share_runs else None
-        self.pool = pool
+        self.ahead = ahead
         self.on_failure = on_failure
 
     def __call__(self, family: Family, case: Case, kernels: Any, device: int) -> CaseResult:
-        return check_case(family, case, kernels, device, self.times, self.shared_runs, self.pool, self.on_failure)
+        return check_case(family, case, kernels, device, self.times, self.shared_runs, self.ahead, self.on_failure)

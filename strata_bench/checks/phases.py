@@ -1,6 +1,6 @@
 """Seconds spent per phase of a parity run (inputs, references, launches, comparisons), summed over the
-cases, and the work before the loop (compile) and beside it (the references' pool), so `parity --profile`
-shows where the time goes and the next regression is visible."""
+cases, and the work before the loop (compile) and beside it (the references' pool, the cases' inputs and
+lookups made ahead), so `parity --profile` shows where the time goes and the next regression is visible."""
 from __future__ import annotations
 
 import time
@@ -17,7 +17,8 @@ class PhaseTimes:
 
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
-    # Work beside the loop (not summed into the phases: it overlaps them), e.g. 'references (pool)'.
+    # Work beside the loop (not summed into the phases: it overlaps them), e.g. 'references (pool)',
+    # 'inputs (ahead)'.
     beside: dict[str, float] = field(default_factory=dict)
     # Work before the loop (not summed either), e.g. 'compile' (the references' pool runs beside it).
     before: dict[str, float] = field(default_factory=dict)

@@ -27,6 +27,7 @@ import tempfile
 import weakref
 import math
 import mmap
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -301,28 +302,26 @@ def probably_cached(case: Case, blas: tuple | None = None) -> bool:
     return len(key) == 64 and entry_path(key).exists()
 
 
-def cached_references(family: Family, case: Case, host: Mapping[str, Any],
-                      compute: Callable[[], Any] | None = None,
-                      on_miss: Callable[[], None] | None = None, blas: tuple | None = None) -> tuple[Expected, ...]:
-    """family.reference(case, host), from the disk cache when an entry exists, stored there when not.
-    `on_miss` (optional) is called once before computing a missing entry (refpool waits there for the
-    worker filling it), and the entry is read again after it. `blas` (optional): the BLAS settings the
-    entry is looked up under (refpool's workers' single thread); one computed here is computed under
-    compute_settings(), so where those differ it is looked up, and stored, under them instead. A
-    built-in family's references are computed with one BLAS thread where it can be set (cached or not)."""
-    from strata_bench.checks import blas as threads
+@dataclass(frozen=True)
+class Lookup:
+    """What the cache holds for a case: its references (None: a miss), and where references computed
+    for it are stored (`path`, None: not cached) and the BLAS settings mark() notes them under."""
 
-    given = compute or (lambda: family.reference(case, host))
+    refs: tuple[Expected, ...] | None
+    path: Path | None = None
+    blas: tuple | None = None
 
-    def compute() -> tuple[Expected, ...]:
-        if not _builtin(family):
-            return tuple(given())
-        with threads.one_thread():
-            return tuple(given())
 
+def lookup_references(family: Family, case: Case, host: Mapping[str, Any], on_miss: Callable[[], None] | None = None,
+                      blas: tuple | None = None) -> Lookup:
+    """The entry of `case` (inputs `host`), read without computing anything. `on_miss` (optional) is
+    called once where it is missing (refpool waits there for the worker filling it), and the entry is
+    read again after it. `blas` (optional): the BLAS settings the entry is looked up under (refpool's
+    workers' single thread); one computed in this process is computed under compute_settings(), so
+    where those differ a miss is looked up, and stored, under them instead."""
     key = reference_key(case, host, blas) if enabled() and _builtin(family) else None
     if key is None:
-        return compute()
+        return Lookup(None)
     path = entry_path(key)
     hit = _load(path)
     if hit is None and on_miss is not None:
@@ -331,10 +330,32 @@ def cached_references(family: Family, case: Case, host: Mapping[str, Any],
     if hit is None and blas is not None and tuple(blas) != compute_settings():
         path = entry_path(reference_key(case, host))
         hit = _load(path)
-    if hit is not None:
-        return hit
-    refs = compute()
-    layout = _layout(refs)
-    if layout is not None and _store(path, refs, *layout):
-        mark(case, blas if path == entry_path(key) else None, path.stem)
+    return Lookup(hit, path, blas if path == entry_path(key) else None)
+
+
+def computed_references(family: Family, case: Case, host: Mapping[str, Any], found: Lookup,
+                        compute: Callable[[], Any] | None = None) -> tuple[Expected, ...]:
+    """found's references where it is a hit; else family.reference(case, host) (or `compute`), stored
+    where `found` says. A built-in family's references are computed with one BLAS thread where it can
+    be set (cached or not)."""
+    from strata_bench.checks import blas as threads
+
+    if found.refs is not None:
+        return found.refs
+    if not _builtin(family):
+        return tuple(compute() if compute else family.reference(case, host))
+    with threads.one_thread():
+        refs = tuple(compute() if compute else family.reference(case, host))
+    layout = _layout(refs) if found.path is not None else None
+    if layout is not None and _store(found.path, refs, *layout):
+        mark(case, found.blas, found.path.stem)
     return refs
+
+
+def cached_references(family: Family, case: Case, host: Mapping[str, Any],
+                      compute: Callable[[], Any] | None = None,
+                      on_miss: Callable[[], None] | None = None, blas: tuple | None = None) -> tuple[Expected, ...]:
+    """family.reference(case, host), from the disk cache when an entry exists, stored there when not
+    (lookup_references, then computed_references: `on_miss` and `blas` as the one takes them, `compute`
+    as the other)."""
+    return computed_references(family, case, host, lookup_references(family, case, host, on_miss, blas), compute)

@@ -22,7 +22,8 @@ from strata_bench.files import UserPath
 @list_option
 @click.option("--profile", is_flag=True,
               help="Print the seconds spent per phase (inputs, references, launches, comparisons; the compile "
-                   "before the loop and the references' pool beside it) to stderr.")
+                   "before the loop; beside it, the references' pool and the inputs and cached references made "
+                   "ahead of the loop) to stderr.")
 @click.option("--dump-failures", "dump_dir", type=UserPath(), metavar="DIR",
               help="For each failing case, write DIR/<case name, / and : as _>.npz (its host inputs, each "
                    "variant's outputs, the float64 references and their bounds; np.load(..., allow_pickle=False)) "

@@ -32,9 +32,10 @@ def run_on_devices(cases: list[Case], devices: list[int], catalog: Mapping[str, 
     after the fault is recorded; results so far were already handed to on_result. The other devices'
     contexts are their own: the loop goes on with the next device, whose results are whole. A sticky CUDA
     error that reaches here unwrapped (bench's timing launches) is treated as that device's fault too.
-    Host references are prepared in this loop, not ahead on worker threads: a run that prepared them on
+    Host references are computed in this loop, not ahead on worker threads: a run that prepared them on
     8 threads took 66 s on the H200 host against 41 s before (the workers' numpy calls contend with the
-    launch loop for the GIL and the cores). `compiled` (optional) is given the seconds the compile took.
+    launch loop for the GIL and the cores); parity makes only the cases' inputs and cache lookups ahead,
+    on one thread (checks/ahead.py). `compiled` (optional) is given the seconds the compile took.
     In a `parity --sanitize` child (gpu/sanitize.py) CuPy's memory pool is off and a marker line on
     stderr names each case before its launches, for the sanitizer's reports to name their case."""
     import cupy

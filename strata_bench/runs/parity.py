@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from strata_bench.checks.ahead import Ahead
 from strata_bench.checks.outcome import ParityRun, fault_result
 from strata_bench.checks.parity import CaseChecker, error_model_notes
 from strata_bench.checks.phases import PhaseTimes
@@ -62,10 +63,11 @@ def run_parity(plan: ParityPlan, progress: Progress | None = None,
         writer.append(record(result, plan.rerun))
 
     started = time.perf_counter()
-    with sel.progress_bar(progress, "parity") as advance, ReferencePool(sel.cases, sel.catalog, warn=warn) as pool:
+    with (sel.progress_bar(progress, "parity") as advance, ReferencePool(sel.cases, sel.catalog, warn=warn) as pool,
+          Ahead(sel.cases, sel.catalog, pool) as ahead):
         refused = False
         try:
-            checker = CaseChecker(report.times, pool=pool, on_failure=plan.dump)
+            checker = CaseChecker(report.times, ahead=ahead, on_failure=plan.dump)
             loop.run_on_devices(list(sel.cases), list(sel.devices), sel.catalog, checker, keep, fault_result, advance,
                                 compiled=_compile_timer(report.times))
         except InputError:
@@ -75,17 +77,27 @@ def run_parity(plan: ParityPlan, progress: Progress | None = None,
             if refused:
                 writer.discard()  # bad input leaves nothing written
             else:
-                _finish(report, plan, writer, pool)
+                _finish(report, plan, writer, pool, ahead)
     report.wall = time.perf_counter() - started
     return report
 
 
-def _finish(report: ParityReport, plan: ParityPlan, writer: Any, pool: Any) -> None:
+def _finish(report: ParityReport, plan: ParityPlan, writer: Any, pool: ReferencePool, ahead: Ahead) -> None:
     """The summary record, however the loop ended (a device fault and an interrupt included)."""
-    if report.times is not None and pool.seconds is not None:
-        report.times.beside["references (pool)"] = pool.seconds
+    _beside(report.times, pool, ahead)
     report.counts = device_counts(report, plan)
     report.summary_path = writer.finish(summary(report, plan.selection.devices), report.run.failures)
+
+
+def _beside(times: PhaseTimes | None, pool: ReferencePool, ahead: Ahead) -> None:
+    """The work beside the loop, for --profile: the reference pool's, and the host side made ahead."""
+    if times is None:
+        return
+    if pool.seconds is not None:
+        times.beside["references (pool)"] = pool.seconds
+    for part, seconds in ahead.seconds.items():
+        if seconds:
+            times.beside[f"{part} (ahead)"] = seconds
 
 
 def _compile_timer(times: PhaseTimes | None):

@@ -96,7 +96,7 @@ def test_every_failure_prints_and_records_the_command_that_reruns_it_alone(three
             f"  rerun: `{fail}`") in md.stdout
 
 
-def _dumping_check_case(family, case, kernels, device, times=None, shared_runs=None, pool=None, on_failure=None):
+def _dumping_check_case(family, case, kernels, device, times=None, shared_runs=None, ahead=None, on_failure=None):
     """fake_check_case, handing a failed case's (made-up) arrays to on_failure as check_case does."""
     import numpy as np
 
