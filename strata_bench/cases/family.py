@@ -143,10 +143,14 @@ class Family(ABC):
 
     def name_expressions(self, source: str) -> list[str]:
         """Every kernel to compile from one source: the family-wide kernels, then each variant's, in
-        table order, each once."""
-        names = list(self.family_kernels(source))
+        table order, each once. A source a run added (a TOML or --ggml variant's, add_source) is asked of the
+        variants added with it only: a built-in variant's `kernels` may ignore its argument (swiglu_q8's
+        named swiglu_h_f32 from ggml's unary.cu), and its kernels live in the family's own sources."""
+        own = source in type(self).sources
+        names = list(self.family_kernels(source)) if own else []
         for v in self.variants:
-            names += v.kernels(self, source)
+            if own or v not in type(self).variants:
+                names += v.kernels(self, source)
         return list(dict.fromkeys(names))
 
     def launch_abi(self) -> "LaunchAbi | None":

@@ -18,11 +18,13 @@ ggml's host code instantiates every kernel of its file, so each source is one NV
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from pathlib import Path
 
 from strata_bench.errors import InputError
+from strata_bench.ggml import spelling
 from strata_bench.ggml.nvrtc_prelude import PRELUDE, include_dir
 from strata_bench.ggml.tree import INCLUDE_DIRS, GgmlTree
 from strata_bench.kernels import nvcc
@@ -64,7 +66,8 @@ def source_build(tree: GgmlTree, source: str, label: str, check: KernelCheck | N
         return SourceBuild("nvrtc", tree.path(source), where, (*NVRTC_FLAGS, *include), inputs_hash=tree.content_hash,
                            check=check, origin=origin, first_options=stub_options, whole=True)
     return SourceBuild("nvcc", tree.path(source), where, (*FLAGS, *include),
-                       inputs_hash=tree.content_hash, check=check, origin=origin, late_options=cublas_options)
+                       inputs_hash=tree.content_hash, check=check, origin=origin, late_options=cublas_options,
+                       symbol_name=functools.partial(spelling.complete, tree.root, tree.path(source)))
 
 
 def source_unit(tree: GgmlTree, source: str, variant: str) -> str:
@@ -105,20 +108,13 @@ def _cublas_only(include: Path) -> Path:
     (nvidia/cu13/include), and another wheel's CUDA runtime headers there, of another release than nvcc's,
     must not shadow the toolkit's (ptxas then misses their device functions)."""
     import hashlib
-    import os
 
     from strata_bench.kernels.build import cache_dir
+    from strata_bench.kernels.cache_write import publish_folder
 
     headers = sorted(include.glob("cublas*.h"))
     digest = hashlib.sha256(b"".join(h.name.encode() + h.read_bytes() for h in headers)).hexdigest()[:16]
-    folder = cache_dir() / f"cublas-include-{digest}"
-    if not folder.is_dir():
-        staging = Path(f"{folder}.tmp{os.getpid()}")
-        staging.mkdir(parents=True, exist_ok=True)
-        for header in headers:
-            (staging / header.name).write_bytes(header.read_bytes())
-        os.replace(staging, folder) if not folder.exists() else None
-    return folder
+    return publish_folder(cache_dir() / f"cublas-include-{digest}", {h.name: h.read_bytes() for h in headers})
 
 
 def _wheel_include() -> Path | None:

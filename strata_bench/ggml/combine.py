@@ -5,7 +5,9 @@ tokens of hidden size H, top-k K and 4 residual rows (DeepSeek V4's hyper-connec
    `moe_weighted_reduction_f32(experts = Y, expert_scale = null, weights = w, dst = c0, H, K)`, grid
    (T, ceil(H / threads)), `threads` read from the tree's launch (256). Y must be contiguous [T][K][H]: a
    case with padded rows (ld > H) runs on a packed copy, made once per device copy;
-2. the shared expert's add (binbcast.cu, ggml_add): `k_bin_bcast<op_add, float, float, float>(c0, S, c)`,
+2. the shared expert's add (binbcast.cu, ggml_add): `k_bin_bcast<op_add, float, float, float, float const*>(c0, S,
+   c, ..., S)`: ggml_add is bin_bcast_cuda with n_fuse = 1, so its pack holds one pointer, S again (an empty
+   pack, which ggml never instantiates, would be a kernel of its own: nvcc's cubin has none),
    launch_bin_bcast_pack's geometry: dims collapsed to one row of T x H where both operands are contiguous
    (ld = H), else (H, T) with S's row stride ld; 128 threads (block_size, read), x = min(ne0 / 2, 128);
 3. the residual update (dsv4-hc.cu, GGML_OP_DSV4_HC_POST without comb): `dsv4_hc_post_f32<false>(x = c,
@@ -99,7 +101,8 @@ NUMBERS = {
     # the fused reduction's top-k (2 ..): above it ggml runs MUL and ADD nodes one by one
     "max_experts": ("src/ggml-cuda/ggml-cuda.cu", r"MOE_WEIGHTED_REDUCTION_MAX_EXPERTS=(\d{1,3});", (2, 999)),
 }
-NAMES = {REDUCTION: ("moe_weighted_reduction_f32",), BINBCAST: ("k_bin_bcast<&op_add, float, float, float>",),
+NAMES = {REDUCTION: ("moe_weighted_reduction_f32",),
+         BINBCAST: ("k_bin_bcast<&op_add, float, float, float, float const*>",),
          HC: ("dsv4_hc_post_f32<false>", "dsv4_hc_pre_f32<false>"),
          CPY: ("cpy_scalar_contiguous<float, __half>", "cpy_scalar<&cpy_1_scalar<float, __half>>")}
 GRID_YZ = 65535  # above it binbcast launches another kernel (k_bin_bcast_unravel), not planned here
@@ -189,7 +192,7 @@ _LONGS = "n_embd:l hc:l n_tokens:l"
 SIGNATURES = {
     "moe_weighted_reduction_f32": _sig("experts:cf expert_scale:cf weights:cf dst:f n_embd:l n_expert_used:i"),
     "k_bin_bcast": _sig("src0:cf src1:cf dst:f ne0:u ne1:u ne2:u ne3:3 ne10:3 ne11:3 ne12:3 ne13:3 s1:u s2:u s3:u "
-                        "s00:u s01:u s02:u s03:u s10:u s11:u s12:u s13:u"),
+                        "s00:u s01:u s02:u s03:u s10:u s11:u s12:u s13:u src1s:cf"),
     "dsv4_hc_post_f32": _sig(f"x:cf residual:cf post:cf comb:cf dst:f {_LONGS} sx0:l sx1:l sr0:l sr1:l sr2:l sp0:l "
                              "sp1:l sc0:l sc1:l sc2:l sd0:l sd1:l sd2:l"),
     "dsv4_hc_pre_f32": _sig(f"x:cf weights:cf dst:f {_LONGS} sx0:l sx1:l sx2:l sw0:l sw1:l sw2:l sd0:l sd1:l "
@@ -231,7 +234,7 @@ def add_plan(n: Numbers, shape: dict[str, int], c0: Any, s: Any, dst: Any) -> La
                          "which the ggml variant does not plan")
     dst_s1 = whole if ld == h else h
     values = (c0, s, dst, ne0, ne1, 1, fastdiv(1), fastdiv(ne0), fastdiv(ne1), fastdiv(1), fastdiv(1),
-              dst_s1, whole, whole, 1, dst_s1, whole, whole, 1, s11, s12, s12)
+              dst_s1, whole, whole, 1, dst_s1, whole, whole, 1, s11, s12, s12, s)  # the pack: S again
     return _launch(NAMES[BINBCAST][0], grid, (bx, by, 1), values)
 
 

@@ -22,7 +22,6 @@ function-scope static, which a device function may hold only when its initialize
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 STD_HEADER = "strata_std.h"
@@ -306,18 +305,11 @@ def include_dir() -> Path:
     """The folder of the stub headers and the prelude, written once into the cache (renamed into place, so
     a reader never sees a half-written one)."""
     from strata_bench.kernels.build import cache_dir
+    from strata_bench.kernels.cache_write import publish_folder
 
     files = headers()
     digest = hashlib.sha256("".join(f"{n}\0{t}\0" for n, t in sorted(files.items())).encode()).hexdigest()[:16]
     folder = cache_dir() / f"ggml-nvrtc-include-{digest}"
-    if not folder.is_dir():
-        staging = Path(f"{folder}.tmp{os.getpid()}")
-        staging.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            (staging / name).write_text(text)
-        try:
-            os.replace(staging, folder)
-        except OSError:  # another process put it there first
-            if not folder.is_dir():
-                raise
-    return folder
+    # Written under a name of its own per call: compile's threads build several of ggml's sources at once,
+    # and a staging folder they shared was renamed under one while another still wrote into it.
+    return publish_folder(folder, {name: text.encode() for name, text in files.items()})

@@ -21,6 +21,7 @@ from typing import Sequence
 
 from strata_bench.errors import CompileError, InputError
 from strata_bench.kernels import cubin
+from strata_bench.kernels.cache_write import replace_file
 
 ERROR_LINES = 12  # lines of nvcc's output a compile error shows
 
@@ -134,6 +135,4 @@ def _store(cache: Path, key: str, built: NvccOutput) -> None:
             "cubin_sha256": hashlib.sha256(built.cubin).hexdigest()}
     # The cubin first, its metadata (with the cubin's hash) last: a reader sees both or a miss.
     for name, data in ((f"{key}.cubin", built.cubin), (f"{key}.json", json.dumps(meta).encode())):
-        tmp = cache / f"{name}.tmp{os.getpid()}"
-        tmp.write_bytes(data)
-        os.replace(tmp, cache / name)
+        replace_file(cache / name, data)  # a temporary name per call: compile's threads share one pid

@@ -46,6 +46,9 @@ class SourceBuild:
     # NVRTC: one program for every kernel, as nvcc (ggml's host code instantiates every kernel of its file,
     # so each program would build them all).
     whole: bool = False
+    # nvcc or a binary: the name expression as its demangled symbol spells it, where the expression leaves
+    # out defaulted template arguments NVRTC would fill in (ggml: spelling.complete); None: as declared.
+    symbol_name: Callable[[str], str] | None = field(default=None, compare=False, repr=False)
 
     def build_options(self) -> tuple[str, ...]:
         return (*self.options, *(self.late_options() if self.late_options is not None else ()))
@@ -125,7 +128,9 @@ def _foreign(spec: SourceBuild, unit: str, exprs: Sequence[str], arch: str,
     with cubin.named(what):
         image = cubin.read_elf(elf)
     names = cubin_symbols.demangle(image.kernels)
-    lowered = {e: cubin_symbols.find_kernel(e, image.kernels, f"{spec.where}: kernel", names) for e in exprs}
+    spelled = spec.symbol_name or (lambda e: e)
+    lowered = {e: cubin_symbols.find_kernel(spelled(e), image.kernels, f"{spec.where}: kernel", names)
+               for e in exprs}
     return build.CompiledSource(unit, arch, tuple(options), elf, lowered, log, cache_hit=hit), image
 
 

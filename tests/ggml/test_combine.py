@@ -44,13 +44,14 @@ def test_the_add_collapses_contiguous_rows_and_keeps_padded_ones():
     from strata_bench.toml_abi.args import fastdiv_values as fd
 
     flat = combine.add_plan(N, _shape(333, 2048, 2048), C0, S, C)
-    assert (flat.kernel, flat.grid, flat.block) == ("k_bin_bcast<&op_add, float, float, float>", (2664, 1, 1),
-                                                    (128, 1, 1))  # 333 x 2048 / 2 / 128
+    assert (flat.kernel, flat.grid, flat.block) == (  # 333 x 2048 / 2 / 128
+        "k_bin_bcast<&op_add, float, float, float, float const*>", (2664, 1, 1), (128, 1, 1))
     whole = 333 * 2048
     assert _values(flat) == {
         "src0": C0, "src1": S, "dst": C, "ne0": whole, "ne1": 1, "ne2": 1, "ne3": ONE, "ne10": fd(whole),
         "ne11": ONE, "ne12": ONE, "ne13": ONE, "s1": whole, "s2": whole, "s3": whole, "s00": 1, "s01": whole,
-        "s02": whole, "s03": whole, "s10": 1, "s11": whole, "s12": whole, "s13": whole}
+        "s02": whole, "s03": whole, "s10": 1, "s11": whole, "s12": whole, "s13": whole,
+        "src1s": S}  # ggml_add's pack of one pointer: S again
     rows = combine.add_plan(N, _shape(517, 2048, 2112), C0, S, C)
     assert (rows.grid, rows.block) == ((8, 517, 1), (128, 1, 1))  # (ceil(1024 / 128), T)
     values = _values(rows)
@@ -100,7 +101,7 @@ def test_the_cast_launch_contiguous_and_strided():
 
 
 def test_every_signature_has_the_kernels_parameter_count():
-    counts = {"moe_weighted_reduction_f32": 6, "k_bin_bcast": 22, "dsv4_hc_post_f32": 21, "dsv4_hc_pre_f32": 15,
+    counts = {"moe_weighted_reduction_f32": 6, "k_bin_bcast": 23, "dsv4_hc_post_f32": 21, "dsv4_hc_pre_f32": 15,
               "rms_norm_f32": 24, "cpy_scalar": 17, "cpy_scalar_contiguous": 3}
     assert {k: len(v) for k, v in combine.SIGNATURES.items()} == counts
     assert combine.instances(N)[combine.NORM] == ("rms_norm_f32<256, true, false, false>",
@@ -192,7 +193,7 @@ def test_the_launch_runs_the_chain_in_ggmls_order(families, fake_tree):
     outs = {k: np.zeros(4, np.float32) for k in ("R_out", "rs", "xn16", "xn16_lo")}
     family.variant("ggml").launch(family, case, SimpleNamespace(in_source=in_source), dev, outs)
     assert calls == [("moe-weighted-reduction.cu@ggml", "moe_weighted_reduction_f32"),
-                     ("binbcast.cu@ggml", "k_bin_bcast<&op_add, float, float, float>"),
+                     ("binbcast.cu@ggml", "k_bin_bcast<&op_add, float, float, float, float const*>"),
                      ("dsv4-hc.cu@ggml", "dsv4_hc_post_f32<false>"), ("dsv4-hc.cu@ggml", "dsv4_hc_pre_f32<false>"),
                      ("norm.cu@ggml", "rms_norm_f32<1024, true, false, false>"),
                      ("cpy.cu@ggml", "cpy_scalar<&cpy_1_scalar<float, __half>>")]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from strata_bench.errors import InputError
-from strata_bench.ggml import convert, mmvq
+from strata_bench.ggml import convert, glu, mmvq
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, locate
 from strata_bench.ggml.variants import attach
 
@@ -50,6 +50,21 @@ def test_each_family_gets_variant_ggml_from_its_own_source(families, tree):
     q = families["q8_1"].variant("ggml")
     assert (q.formats, q.prepare) == (None, None)
     assert q.kernels(families["q8_1"], units["q8_1"]) == ["quantize_q8_1"]
+
+
+def test_a_trees_sources_compile_only_the_ggml_variants_kernels(families, tree):
+    """The built-in variants' kernels are never asked of ggml's sources: swiglu_q8's and moe_combine's name
+    their kernels whatever the source (nvcc's cubin of unary.cu was searched for swiglu_h_f32)."""
+    attach(families, tree)
+    for name in ("mmvq", "dequant", "q8_1", "fp16deq", "grouped", "swiglu_q8", "moe_combine"):
+        family = families[name]
+        variant = family.variant("ggml")
+        for source in family.sources:
+            if source not in type(family).sources:
+                assert family.name_expressions(source) == list(dict.fromkeys(variant.kernels(family, source)))
+    swiglu = families["swiglu_q8"]
+    assert swiglu.name_expressions(f"{tree.root / 'src/ggml-cuda/unary.cu'}@ggml") == [glu.NAME]
+    assert "swiglu_h_f32" in swiglu.name_expressions(type(swiglu).sources[0])  # its own source keeps its own
 
 
 def test_a_second_tree_is_held_to_the_first(families, tree, fake_tree, tmp_path):
