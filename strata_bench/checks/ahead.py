@@ -34,6 +34,8 @@ from strata_bench.checks import refcache
 # The bytes of host inputs made ahead and not yet taken by the loop, at most (one case may pass it). Arrays
 # shared by several cases (the families' lru_caches) count once per case, so less memory is held.
 AHEAD_BYTES = 2 << 30
+
+
 @dataclass
 class _Now:
     """A Future-like result made when first asked for, on the asking thread (a case not made ahead)."""
