@@ -6,20 +6,19 @@ from typing import Sequence
 
 import click
 
-from strata_bench.cli.options import SAID, extension_options, make_filter
+from strata_bench.cli.options import SAID, extension_options, family_format_options, make_filter
 
 
 @click.command("compile")
 @click.option("--arch", "archs", multiple=True, type=SAID, metavar="SM[,SM]",
               help="Architectures, e.g. 75,80,86,89,90,120 (default: the local GPU's).")
-@click.option("--family", "families", multiple=True, type=SAID, metavar="NAME[,NAME]",
-              help="Only these kernel families.")
+@family_format_options
 @click.option("--resources", is_flag=True, help="Also print registers, spills, shared memory and stack per kernel.")
 @click.option("--no-cache", is_flag=True, help="Compile again even where the cubin cache has the result.")
 @extension_options
 @click.option("-j", "--jobs", "workers", type=click.IntRange(1, 64), default=None,
               help="Parallel NVRTC compiles (default: CPU count).")
-def command(archs: Sequence[str], families: Sequence[str], resources: bool, no_cache: bool,
+def command(archs: Sequence[str], families: Sequence[str], formats: Sequence[str], resources: bool, no_cache: bool,
             extensions: tuple, workers: int | None) -> None:
     """Compile kernel sources through NVRTC with the options results record.
 
@@ -38,6 +37,7 @@ def command(archs: Sequence[str], families: Sequence[str], resources: bool, no_c
         strata-bench compile --arch 90 --kernels my_kernels --cases my_cases.py
         strata-bench compile --variants examples/toml_variant/variants.toml --arch 90 --family mmvq
         strata-bench compile --ggml ~/llama.cpp --arch 90 --family mmvq,dequant,q8_1
+        strata-bench compile --ggml ~/llama.cpp --arch 90 --family mmq --format q8_0
     """
     from strata_bench.cli.console import stdout_console
 
@@ -49,7 +49,7 @@ def command(archs: Sequence[str], families: Sequence[str], resources: bool, no_c
 
     arch_list = buildplan.parse_archs(archs) if archs else None  # bad --arch fails before any import
     # the families are the spec's filter too: an extension speaks only of what the run selects
-    spec = RunSpec(filter=make_filter(tuple(families), (), None), extensions=extensions)
+    spec = RunSpec(filter=make_filter(tuple(families), tuple(formats), None), extensions=extensions)
     spec.check()
     chosen = select_families(build_catalog(spec), spec.filter.families)
     arch_list = arch_list or local_archs()

@@ -218,6 +218,14 @@ def run_options(purpose: str = "parity"):
     return decorate
 
 
+def family_format_options(func):
+    """--family and --format as the run commands declare them (compile: which families, and which formats'
+    sources where a family's sources are per format, as ggml's mul_mat_q instances are)."""
+    for option in reversed(_FILTER_OPTIONS[:2]):
+        func = option(func)
+    return func
+
+
 def extension_options(func):
     """Every extension's options alone (compile: no cases, only the families and variant tables), parsed into
     `extensions` (a tuple)."""

@@ -191,7 +191,7 @@ def test_an_empty_path_is_one_line_exit_2_and_writes_nothing(cwd, words, name):
 EMPTY_TEXT = {
     "parity": ["--family", "--format", "-k", "--shape", "--cols", "--tensor", "--rows", "--device"],
     "bench": ["--family", "--format", "-k", "--shape", "--cols", "--device"],
-    "compile": ["--family", "--arch"],
+    "compile": ["--family", "--format", "--arch"],
     "ab": ["--family", "--metric", "--same", "--prepare", "--conclude", "--setup", "--cleanup", "--ready", "--name"],
     "engine build": ["--arch"],
 }

@@ -217,3 +217,25 @@ def test_a_branch_changing_the_bounded_arithmetic_is_held_to_ggmls_bits_not_refu
     assert refused.exit_code == 2 and refused.stderr.splitlines() == [
         f"--ggml {branch.resolve()}: src/ggml-cuda/moe-weighted-reduction.cu has no `{line}`, which moe_combine's "
         f"error model bounds (an unsupported ggml version?): moe_combine needs it"]
+
+
+@pytest.mark.parametrize("formats,built", [
+    ((), {"mmq-instance-q4_0.cu", "mmq-instance-q5_0.cu", "mmq-instance-q8_0.cu", "mmq-instance-iq4_nl.cu",
+          "mmq-instance-iq4_xs.cu", "quantize.cu"}),
+    (("--format", "q8_0"), {"mmq-instance-q8_0.cu", "quantize.cu"}),
+])
+def test_compile_builds_only_the_mmq_instances_of_its_formats(monkeypatch, formats, built):
+    """compile takes --format as the run commands do: mul_mat_q's instances are a source each (42-64 s of nvcc
+    apiece on 2 cores), so a compile of one format builds that one's alone."""
+    import strata_bench.cli.compile as compile_cmd
+    from tests.ggml_trees import pinned_sdist_tree, Unavailable
+
+    try:
+        ggml = pinned_sdist_tree()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    planned = []
+    monkeypatch.setattr(compile_cmd, "_run_with_progress", lambda jobs, *a: planned.extend(jobs) or [])
+    result = _run("compile", "--ggml", ggml, "--family", "mmq", *formats, "--arch", "90")
+    assert result.exit_code == 0, result.output
+    assert {job.source.split("@")[0].rsplit("/", 1)[-1] for job in planned} == built
