@@ -15,7 +15,7 @@ Each output is held to its own bound: the family's for it plus ggml's allowance 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
@@ -26,6 +26,22 @@ U32 = 2.0 ** -24
 EXTRA_ROUNDINGS = 4 + 8 + 5  # per term, over the warps, the butterfly
 
 
+@dataclass
+class LastCase:
+    """The value computed for the last key, kept for the next call with that key: a family checks several
+    references (and ggml and ggml_b each) against one case's inputs in turn, so an error model's per-case
+    bounds are computed once for them. One value at most is held (the cases go one by one)."""
+
+    _key: Any = None
+    _value: Any = None
+    _held: bool = False
+
+    def get(self, key: Any, compute: Callable[[], Any]) -> Any:
+        if not self._held or self._key != key:
+            self._key, self._value, self._held = key, compute(), True
+        return self._value
+
+
 @dataclass(frozen=True)
 class GgmlErrorModel:
     """cases/error_model.ErrorModel for ggml's mul_mat_vec_q over the formats in `formats`: each output is held
@@ -33,7 +49,7 @@ class GgmlErrorModel:
 
     formats: tuple[str, ...]
     judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
-    _last: list = field(default_factory=list, compare=False, repr=False)  # [(case, raw), allowance] of the last
+    _last: LastCase = field(default_factory=LastCase, compare=False, repr=False)  # the last case's bounds
 
     def applies(self, fmt: str) -> bool:
         return fmt in self.formats
@@ -46,9 +62,7 @@ class GgmlErrorModel:
     def _allowance(self, case: Any, host: Mapping[str, Any]) -> np.ndarray:
         # mmvq checks two references against one case's inputs: computed once for them.
         key = (case, id(host["raw"]))
-        if not self._last or self._last[0] != key:
-            self._last[:] = [key, allowance(case.fmt, host["raw"], host["act"], case.cols)]
-        return self._last[1]
+        return self._last.get(key, lambda: allowance(case.fmt, host["raw"], host["act"], case.cols))
 
     def describe(self) -> str:
         return "the family's bound + ggml's truncations, iq1_s's raw sum and fp32 order (docs/GGML.md)"
@@ -168,7 +182,7 @@ class MoeErrorModel:
 
     formats: tuple[str, ...]
     judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
-    _last: list = field(default_factory=list, compare=False, repr=False)  # [(case, x), widened bounds]
+    _last: LastCase = field(default_factory=LastCase, compare=False, repr=False)  # the last case's bounds
 
     def applies(self, fmt: str) -> bool:
         return fmt in self.formats
@@ -184,9 +198,7 @@ class MoeErrorModel:
 
         # grouped checks four references against one case's inputs: computed once for them.
         key = (case, id(host["x"]))
-        if not self._last or self._last[0] != key:
-            self._last[:] = [key, grouped_reference(host, case.rows, case.cols, moe_allowance())]
-        return self._last[1]
+        return self._last.get(key, lambda: grouped_reference(host, case.rows, case.cols, moe_allowance()))
 
     def describe(self) -> str:
         return ("grouped's bounds with ggml's arithmetic: its mat-vec allowance on gate, up and down, and a "

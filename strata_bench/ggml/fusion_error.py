@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from strata_bench.ggml.error import DIV_ULPS, EXPF_ULPS, SILU_LOST_BELOW, U32, ULP
+from strata_bench.ggml.error import DIV_ULPS, EXPF_ULPS, SILU_LOST_BELOW, U32, ULP, LastCase
 from strata_bench.numerics.bounds import fp16_half_ulp
 
 APPROX_REL = 2 * ULP  # a 2-ulp operation (division, rsqrtf), relative to its result
@@ -54,7 +54,7 @@ class SwigluErrorModel:
     from the case's own gate and up."""
 
     judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
-    _last: list = field(default_factory=list, compare=False, repr=False)  # [(case, gate), {output: bound}]
+    _last: LastCase = field(default_factory=LastCase, compare=False, repr=False)  # the last case's bounds
 
     def applies(self, fmt: str) -> bool:
         return True  # every down type: the format only sets the rows' width
@@ -65,12 +65,12 @@ class SwigluErrorModel:
     def _bounds(self, case: Any, host: Mapping[str, Any]) -> dict[str, np.ndarray]:
         from strata_bench.families.swiglu_q8 import expected, swiglu_reference
 
-        # two references of one case's inputs: computed once for them
-        key = (case, id(host["gate"]))
-        if not self._last or self._last[0] != key:
+        def bounds() -> dict[str, np.ndarray]:
             ref = swiglu_reference(host["gate"], host["up"], ggml_swiglu())
-            self._last[:] = [key, {e.output: e.tol for e in expected(ref)}]
-        return self._last[1]
+            return {e.output: e.tol for e in expected(ref)}
+
+        # two references of one case's inputs: computed once for them
+        return self._last.get((case, id(host["gate"])), bounds)
 
     def describe(self) -> str:
         return ("swiglu_q8's bounds with ggml's arithmetic: __expf and an approximate division in the SwiGLU, "
@@ -105,7 +105,7 @@ class CombineErrorModel:
 
     numbers: Any  # combine.Numbers of the tree: the norm's block, so the sum's depth
     judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
-    _last: list = field(default_factory=list, compare=False, repr=False)  # [(case, Y), {output: bound}]
+    _last: LastCase = field(default_factory=LastCase, compare=False, repr=False)  # the last case's bounds
 
     def applies(self, fmt: str) -> bool:
         return True  # moe_combine's one format (f32)
@@ -116,12 +116,13 @@ class CombineErrorModel:
     def _bounds(self, case: Any, host: Mapping[str, Any]) -> dict[str, np.ndarray]:
         from strata_bench.families.moe_combine import MoeCombine, expected, moe_reference
 
-        key = (case, id(host["Y"]))
-        if not self._last or self._last[0] != key:  # two references of one case's inputs: computed once
+        def bounds() -> dict[str, np.ndarray]:
             geo = MoeCombine.geometry(case)
             ref = moe_reference(host, geo["H"], geo["eps"], ggml_norm(self.numbers))
-            self._last[:] = [key, {e.output: e.tol for e in expected(ref, geo["ld"], geo["lo"])}]
-        return self._last[1]
+            return {e.output: e.tol for e in expected(ref, geo["ld"], geo["lo"])}
+
+        # two references of one case's inputs: computed once for them
+        return self._last.get((case, id(host["Y"])), bounds)
 
     def describe(self) -> str:
         return ("moe_combine's bounds with ggml's arithmetic: an unfused product in the residual update, flushed "

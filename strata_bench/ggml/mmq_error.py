@@ -19,6 +19,8 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
+from strata_bench.ggml.error import LastCase
+
 CHUNK = 32  # values a q8_1 scale covers in the D4 layout
 TIE_WINDOW = 2.0 ** -21  # |device x d_inv - x/D| / |x/D|: d_inv's 2 ulp (2^-22), the product's rounding, float64
 F64_REL = 2.0 ** -52  # a float64 dot of K terms errs by at most K 2^-53 of its |terms|: twice that, for two of them
@@ -82,7 +84,7 @@ class MmidErrorModel:
 
     formats: tuple[str, ...]
     judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
-    _last: list = field(default_factory=list, compare=False, repr=False)  # [(case, x), bounds] of the last
+    _last: LastCase = field(default_factory=LastCase, compare=False, repr=False)  # the last case's bounds
 
     def applies(self, fmt: str) -> bool:
         return fmt in self.formats
@@ -90,9 +92,7 @@ class MmidErrorModel:
     def bounds(self, case: Any, host: Mapping[str, Any], exp: Any, baseline_err: float | None) -> np.ndarray:
         # ggml and ggml_b are judged against one case's inputs in turn: computed once for both.
         key = (case, id(host["x"]))
-        if not self._last or self._last[0] != key:
-            self._last[:] = [key, pfgemm_bound(case.fmt, host, case.rows, case.cols)]
-        return self._last[1]
+        return self._last.get(key, lambda: pfgemm_bound(case.fmt, host, case.rows, case.cols))
 
     def describe(self) -> str:
         return ("ggml's q8_1 activations (the case's own quantization error, a code either way near a tie), "

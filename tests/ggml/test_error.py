@@ -91,3 +91,17 @@ def test_each_output_is_held_to_its_own_family_bound_plus_its_own_allowance(mmvq
     scalar = Expected("y", np.zeros((2, 6)), 1e-3, why="t")  # a scalar family bound is broadcast
     np.testing.assert_array_equal(model.bounds(case, host, scalar, None), 1e-3 + extra)
     assert model.judges_baseline
+
+
+def test_last_case_computes_once_per_key_and_again_for_a_new_one():
+    from strata_bench.ggml.error import LastCase
+
+    calls = []
+    last = LastCase()
+
+    def compute(value):
+        return lambda: calls.append(value) or value
+
+    assert [last.get(None, compute("a")), last.get(None, compute("b")), last.get(("c", 1), compute("c")),
+            last.get(("c", 1), compute("d")), last.get(None, compute("e"))] == ["a", "a", "c", "c", "e"]
+    assert calls == ["a", "c", "e"]
