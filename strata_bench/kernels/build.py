@@ -16,13 +16,13 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from strata_bench.errors import CompileError, InputError
 from strata_bench.kernels import closure, nvrtc
+from strata_bench.kernels.cache_write import replace_file
 from strata_bench.kernels import cubin as cubin_module
 from strata_bench.kernels.sources import is_builtin_source, kernels_dir, kernels_src_hash
 
@@ -245,20 +245,7 @@ def _cache_store(key: str, compiled: CompiledSource) -> None:
     for suffix, data in ((".cubin", compiled.cubin),
                          (".json", json.dumps({"lowered": compiled.lowered, "log": compiled.log,
                                                "cubin_sha256": hashlib.sha256(compiled.cubin).hexdigest()}).encode())):
-        _write_atomic(base.with_suffix(suffix), data)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    # A temporary name of this writer's own: two processes (or compile threads) storing one key never
-    # write into one file, and a crash leaves only a .tmp file no reader opens.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        replace_file(base.with_suffix(suffix), data)
 
 
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
