@@ -123,8 +123,9 @@ engine_libraries() {  # the CUDA libraries the builds link, where the loader doe
     done
     echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" | tee -a "$logdir/status.txt"
 }
-engine_wanted() {  # STRATA_ENGINE_ABS: which A/Bs of engine-ab run (default all eight, by the name after engine-)
-    [[ " ${STRATA_ENGINE_ABS:-aa-speed aa-tokens aa-logits slow-speed slow-tokens ulp-tokens ulp-logits env-fusion} " \
+engine_wanted() {  # STRATA_ENGINE_ABS: which A/Bs of engine-ab run (default all eight and the noise probe, by
+    # the name after engine-)
+    [[ " ${STRATA_ENGINE_ABS:-aa-speed aa-tokens aa-logits slow-speed slow-tokens ulp-tokens ulp-logits env-fusion noise} " \
         == *" $1 "* ]]
 }
 engine_step() {
@@ -198,6 +199,9 @@ engine_step() {
     engine_wanted ulp-logits && step engine-ulp-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$U")"
     engine_wanted env-fusion && step engine-env-fusion "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --env-a GGML_CUDA_DISABLE_FUSION=1 \
         --env-b GGML_CUDA_DISABLE_FUSION=0 -- "$A/llama-bench" $bench
+    # where the prompt figures' run-to-run spread comes from (plain, pinned, after a GPU-busy run): scripts/engine_noise.py
+    engine_wanted noise && step engine-noise python3 scripts/engine_noise.py "$A/llama-bench" "$q" \
+        --out "$logdir/engine-noise.json"
 }
 
 AB_CASE=(--family mmvq --format iq2_xs -k '4096x14336/n1/')

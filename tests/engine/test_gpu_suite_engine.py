@@ -23,7 +23,8 @@ FAKE = ROOT / "tests" / "engine" / "llama-fake.py"
 @pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("cc")), reason="cmake or a C compiler is missing")
 def test_the_engine_step_builds_three_trees_and_runs_every_ab(tmp_path):
     repo = tmp_path / "repo"
-    for rel in ("scripts/gpu_suite.sh", "scripts/engine_plant.py", "examples/engine/calibration.txt"):
+    for rel in ("scripts/gpu_suite.sh", "scripts/engine_plant.py", "scripts/engine_noise.py",
+                "examples/engine/calibration.txt"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, repo / rel)
     (repo / "strata_bench").symlink_to(ROOT / "strata_bench")
@@ -50,7 +51,7 @@ def test_the_engine_step_builds_three_trees_and_runs_every_ab(tmp_path):
         "engine-imatrix": "rc=0", "engine-quantize-iq2_xxs": "rc=0", "engine-aa-speed": "rc=0",
         "engine-aa-tokens": "rc=0", "engine-aa-logits": "rc=0", "engine-slow-speed": "rc=0",
         "engine-slow-tokens": "rc=0", "engine-ulp-tokens": "rc=0", "engine-ulp-logits": "rc=0",
-        "engine-env-fusion": "rc=0"}, done.stdout + done.stderr
+        "engine-env-fusion": "rc=0", "engine-noise": "rc=0"}, done.stdout + done.stderr
     logs = next((repo / "results" / "logs").iterdir())
     assert "| avg_ts[tg128] (t/s, higher) |" in (logs / "engine-aa-speed.log").read_text()
     assert "| tokens |" in (logs / "engine-slow-tokens.log").read_text()
@@ -65,7 +66,7 @@ def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
     a model requantized elsewhere, carried in parts, is joined and used with no quantization here."""
     repo = tmp_path / "repo"
     for rel in ("scripts/gpu_suite.sh", "scripts/engine_plant.py", "scripts/engine_carry.py",
-                "examples/engine/calibration.txt"):
+                "scripts/engine_noise.py", "examples/engine/calibration.txt"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, repo / rel)
     (repo / "strata_bench").symlink_to(ROOT / "strata_bench")
@@ -93,7 +94,7 @@ def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
     status = {line.split()[0]: line.split()[1] for line in done.stdout.splitlines()
               if len(line.split()) > 1 and line.split()[1].startswith("rc=")}
     assert not [name for name in status if name.startswith("engine-build")], done.stdout
-    assert set(status.values()) == {"rc=0"} and len(status) == 8, done.stdout + done.stderr
+    assert set(status.values()) == {"rc=0"} and len(status) == 9, done.stdout + done.stderr
     assert not [name for name in status if "quantize" in name or "imatrix" in name]
     assert "engine-quantize          carried: .models/gemma-3-270m-iq4_xs.gguf (sha256 " in done.stdout
     assert Path("/tmp/strata-engine/iq4_xs.gguf").read_bytes() == model
@@ -101,6 +102,8 @@ def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
     logs = next((repo / "results" / "logs").iterdir())
     assert (logs / "engine-builds.json").read_text() == '[{"arm": "a"}]\n'
     assert "| avg_ts[tg128] (t/s, higher) |" in (logs / "engine-slow-speed.log").read_text()
+    assert "| pinned | pp4096 | 6 | " in (logs / "engine-noise.log").read_text()
+    assert (logs / "engine-noise.json").exists()
 
 
 FAKE_TOOLS = {"llama-bench": "bench", "llama-perplexity": "perplexity", "llama-server": "server",
