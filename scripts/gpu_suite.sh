@@ -207,9 +207,10 @@ engine_step() {
 AB_CASE=(--family mmvq --format iq2_xs -k '4096x14336/n1/')
 REP_CASE=(--family mmvq --format iq4_xs -k '131072x8192/n1/' --cols 1)
 METRIC='prefill \d+ tokens in (?P<value>[0-9.]+) ms'
-# STRATA_GGML_PARTS: which parts of step ggml run (default all): core (the mat-vec, dequant, q8_1, fp16deq and
-# grouped variants), fuse (swiglu_q8, moe_combine), mmq, pfgemm, bench; a part's --ggml-b plants run with it.
-ggml_part() { [[ " ${STRATA_GGML_PARTS:-core fuse mmq pfgemm bench} " == *" $1 "* ]]; }
+# STRATA_GGML_PARTS: which parts of step ggml run (default all): first (every family from an empty cache, timed),
+# core (the mat-vec, dequant, q8_1, fp16deq and grouped variants), fuse (swiglu_q8, moe_combine), mmq, pfgemm,
+# bench; a part's --ggml-b plants run with it.
+ggml_part() { [[ " ${STRATA_GGML_PARTS:-first core fuse mmq pfgemm bench} " == *" $1 "* ]]; }
 for s in "${steps[@]}"; do
     case $s in
         env) step env sb env ;;
@@ -235,7 +236,7 @@ for s in "${steps[@]}"; do
         gputests)  # the experiments' GPU tests too; the README's commands are step readme's
             step gputests python3 -m pytest -q -m gpu -ra tests experiments --ignore=tests/test_readme_gpu.py ;;
         readme)  # every README example that needs a GPU, as a reader types it (the CPU test runs only their --list)
-            step readme python3 -m pytest -q -ra tests/test_readme_gpu.py ;;
+            step readme python3 -m pytest -q -ra --durations=0 tests/test_readme_gpu.py ;;
         bench-dram)
             step bench-mmvq-dram sb bench -q --family mmvq --shape 131072x8192 --cols 1,4,8 --budget 1
             new=$(newest_bench)
@@ -365,6 +366,13 @@ for s in "${steps[@]}"; do
                 /tmp/ggml-planted-fuse/ggml/src/ggml-cuda/moe-weighted-reduction.cu
             grep -c 'weights\[row\] \* 1.0001f' /tmp/ggml-planted-fuse/ggml/src/ggml-cuda/moe-weighted-reduction.cu \
                 > "$logdir/ggml-planted-fuse.txt"
+            if ggml_part first; then
+                # issue 35 item 4: the first complete ggml table, every family's build plus parity from an empty
+                # cache (its seconds are the status line's; goal 5 minutes)
+                rm -rf /tmp/ggml-first-cache
+                step ggml-first-table env STRATA_CACHE_DIR=/tmp/ggml-first-cache python3 -m strata_bench parity -q \
+                    --ggml "$tree" -o md
+            fi
             if ggml_part core; then
                 step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped --resources
                 step ggml-parity sb parity -q --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped -o md
