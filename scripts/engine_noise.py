@@ -1,13 +1,15 @@
 """Where a real engine's run-to-run spread comes from: llama-bench processes under a few conditions, interleaved.
 
-    python scripts/engine_noise.py LLAMA_BENCH MODEL [--processes 6] [--prompts 512,1024,4096] [--out FILE.json]
+    python scripts/engine_noise.py LLAMA_BENCH MODEL [--processes 5] [--prompts 512,1024,4096] [--out FILE.json]
 
 Issue 36's A/A of one llama.cpp build (H100, Gemma 3 270M IQ4_XS, -r 10) was UNDECIDED on every prompt size:
 one process's mean spread 3% (pp64) to 11% (pp1024) across processes, while generation spread 1.3%. A paired
 A/B cannot decide below its per-process spread, so the spread's source decides what to change. Each condition
 runs the same llama-bench command as a fresh process, the conditions interleaved so drift falls on all alike:
 - plain: as the suite's engine A/B runs it;
-- pinned: under `taskset -c 0-3` (the host's scheduler moving the launching thread is one candidate);
+- pinned: under `taskset -c 0-7` with `-t 8` (the host's scheduler moving the launching thread is one candidate);
+- threads4: `-t 4` (the CPU backend's thread pool: the input embedding's rows are taken on the CPU, and 16
+  spinning threads on a shared host are another candidate);
 - warm: right after a GPU-busy llama-bench run (clocks and power state still up when the measured one starts).
 Before each measured process the GPU's SM clock, memory clock, power, temperature and active clock-event
 reasons are read (nvidia-smi, where present). From llama-bench's JSON: per test, each process's mean of its
@@ -49,12 +51,19 @@ def test_name(obj: dict) -> str:
     return f"pp{obj['n_prompt']}" if obj.get("n_prompt") else f"tg{obj['n_gen']}"
 
 
+# condition: (command prefix, llama-bench arguments added, a GPU-busy run first)
+CONDITIONS = {"plain": ((), (), False), "pinned": (("taskset", "-c", "0-7"), ("-t", "8"), False),
+              "threads4": ((), ("-t", "4"), False), "warm": ((), (), True)}
+
+
 def measure(condition: str, bench: list[str], model: str) -> dict:
-    prefix = ["taskset", "-c", "0-3"] if condition == "pinned" and shutil.which("taskset") else []
-    if condition == "warm":
+    prefix, extra, busy_first = CONDITIONS[condition]
+    if prefix and not shutil.which(prefix[0]):
+        raise RuntimeError(f"condition {condition} needs {prefix[0]}, not found")
+    if busy_first:
         bench_objects([bench[0], "-m", model, "-p", "4096", "-n", "0", "-r", "5", "-ngl", "99", "-o", "json"])
     reading = gpu_reading()
-    samples = {test_name(o): o["samples_ts"] for o in bench_objects(prefix + bench)}
+    samples = {test_name(o): o["samples_ts"] for o in bench_objects([*prefix, *bench, *extra])}
     return {"condition": condition, "gpu": reading, "samples_ts": samples}
 
 
@@ -80,9 +89,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("llama_bench")
     parser.add_argument("model")
-    parser.add_argument("--processes", type=int, default=6)
+    parser.add_argument("--processes", type=int, default=5)
     parser.add_argument("--prompts", default="512,1024,4096")
-    parser.add_argument("--conditions", default="plain,pinned,warm")
+    parser.add_argument("--conditions", default=",".join(CONDITIONS))
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     bench = [args.llama_bench, "-m", args.model, "-p", args.prompts, "-n", "128", "-r", "10", "-ngl", "99",
