@@ -368,10 +368,9 @@ for s in "${steps[@]}"; do
                 > "$logdir/ggml-planted-fuse.txt"
             if ggml_part first; then
                 # issue 35 item 4: the first complete ggml table, every family's build plus parity from an empty
-                # cache (its seconds are the status line's; goal 5 minutes)
-                rm -rf /tmp/ggml-first-cache
-                step ggml-first-table env STRATA_CACHE_DIR=/tmp/ggml-first-cache python3 -m strata_bench parity -q \
-                    --ggml "$tree" -o md
+                # cache (its seconds are the status line's; goal 5 minutes); the later parts reuse what it built
+                rm -rf "$STRATA_CACHE_DIR"
+                step ggml-first-table sb parity -q --ggml "$tree" -o md
             fi
             if ggml_part core; then
                 step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped --resources
