@@ -48,6 +48,7 @@ DECODERS = {
     "iq1_s:bytes": Decoder("onecol::Iq1sOneCol<true>", 4096, 40),
     "iq2_xxs:mul7": Decoder("onecol::Iq2xxsMul7", 256 + 32, 36),
     "iq1_s:tern": Decoder("onecol::Iq1sTern", 1024 + 64, 40),
+    "iq2_xxs:mul7w": Decoder("onecol::Iq2xxsMul7W", 256 + 32, 36),
 }
 
 
@@ -90,7 +91,8 @@ class OneColConfig(NamedTuple):
 # `m` and `m2` (docs/PERF_NOTES.md v13) add no shared-memory load and no table either: iq2_xxs's sign selectors by
 # one multiply a group (mul7), iq1_s's two ternary values a selector nibble (tern: no shift for the high PRMT, a
 # 4 KiB u16 table in place of the 8 KiB nibble table); `m` at the controls' shapes, `m2` at new's iq2_xxs shape
-# (r2m4u8) and t's iq1_s shape.
+# (r2m4u8) and t's iq1_s shape. `w`: m's iq2_xxs with the code words by two 8-byte loads in place of three 4-byte
+# ones (one weight load a row-chunk fewer, three SELs more): the L1 model and the issue model predict opposite signs.
 CONFIGS = (
     OneColConfig("onecol-t", (("iq2_xxs", Launch("iq2_xxs:stab1", 2, 4, 4)),
                               ("iq1_s", Launch("iq1_s:bytes", 2, 4, 8)))),
@@ -99,6 +101,7 @@ CONFIGS = (
                               ("iq1_s", Launch("iq1_s:nib", 4, 3, 4)))),
     OneColConfig("onecol-m", (("iq2_xxs", Launch("iq2_xxs:mul7", 2, 4, 4)), ("iq1_s", Launch("iq1_s:tern", 4, 3, 4)))),
     OneColConfig("onecol-m2", (("iq2_xxs", Launch("iq2_xxs:mul7", 2, 4, 8)), ("iq1_s", Launch("iq1_s:tern", 2, 4, 8)))),
+    OneColConfig("onecol-w", (("iq2_xxs", Launch("iq2_xxs:mul7w", 2, 4, 4)),)),
 )
 
 

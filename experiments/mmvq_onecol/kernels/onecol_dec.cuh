@@ -19,7 +19,11 @@
 //   - iq1_s: the delta's sign picks the table word (K0 or K1) once per chunk instead of an OR per group
 //     (Iq1sOneCol<false>); or (Iq1sOneCol<true>) a 2048 x 8-byte table of the positive-delta weight bytes
 //     (8g + 1, one LDS.64 a group, no PRMT) and the negative delta through the dot: the bytes 8g - 1 are
-//     8g + 1 - 2, so sum w q = sum (8g + 1) q - 2 sum q, with sum q (the block's code sum) staged beside d_act.
+//     8g + 1 - 2, so sum w q = sum (8g + 1) q - 2 sum q, with sum q (the block's code sum) staged beside d_act;
+//   - no table and no shared load added (docs/PERF_NOTES.md v13): iq2_xxs's selector bits by one multiply a group
+//     (Iq2xxsMul7; weights, grid nibbles and activation codes in one permuted order within a group), and with the
+//     code words by two 8-byte loads (Iq2xxsMul7W); iq1_s's two ternary values a selector nibble, one selector for
+//     both PRMTs of a group, the delta through the dot (Iq1sTern). Each section below says why it is exact.
 #pragma once
 #include "common/decoders.cuh"  // iq_decode.cuh (formats, tables), iq2_sel, or_and
 
@@ -34,10 +38,6 @@ __device__ __forceinline__ void two_words_at(const uint32_t* a, uint32_t shift, 
     const uint32_t w0 = __ldg(a), w1 = __ldg(a + 1), w2 = __ldg(a + 2);
     lo = __funnelshift_r(w0, w1, shift);
     hi = __funnelshift_r(w1, w2, shift);
-}
-
-__device__ __forceinline__ const uint32_t* aligned_word(const uint8_t* p) {
-    return reinterpret_cast<const uint32_t*>(reinterpret_cast<unsigned long long>(p) & ~3ull);
 }
 
 // The shift that aligns the 4-byte values at p (2-byte aligned) from its aligned words.
@@ -87,18 +87,29 @@ struct Iq2xxsRaw {
     uint32_t idx, aux, d16;
 };
 
-// A row's field pointers for the lane's chunk: the aligned words of its 8 code bytes and its block's d.
-struct Iq2xxsPtr {
-    const uint32_t* qs;
+// A row's field pointers for the lane's chunk: its 8 code bytes' address rounded down to a W (the unit its loads
+// read) and its block's d.
+template <class W>
+struct Iq2xxsFields {
+    const W* qs;
     const uint16_t* d;
     static constexpr int STEP = LaneWalk<fmt_iq2_xxs>::STEP;
-    Iq2xxsPtr() = default;
-    __device__ __forceinline__ Iq2xxsPtr(const uint8_t* block, int j)
-        : qs(aligned_word(block + layout::iq2_xxs::QS + 8 * j)), d(reinterpret_cast<const uint16_t*>(block)) {}
+    static_assert(STEP % sizeof(W) == 0, "a lane's next block must keep its offset in a W");
+    Iq2xxsFields() = default;
+    __device__ __forceinline__ Iq2xxsFields(const uint8_t* block, int j)
+        : qs(reinterpret_cast<const W*>(reinterpret_cast<unsigned long long>(block + layout::iq2_xxs::QS + 8 * j) &
+                                        ~(unsigned long long)(sizeof(W) - 1))),
+          d(reinterpret_cast<const uint16_t*>(block)) {}
     __device__ __forceinline__ void advance() {
-        qs += STEP / 4;
+        qs += STEP / (int)sizeof(W);
         d += STEP / 2;
     }
+};
+
+// The code words by three aligned 4-byte loads.
+struct Iq2xxsPtr : Iq2xxsFields<uint32_t> {
+    using Iq2xxsFields::Iq2xxsFields;
+    Iq2xxsPtr() = default;
     __device__ __forceinline__ Iq2xxsRaw load(uint32_t shift) const {
         Iq2xxsRaw r;
         two_words_at(qs, shift, r.idx, r.aux);
@@ -231,6 +242,39 @@ struct Iq2xxsMul7 : Iq2xxsOneCol<false> {
     __device__ __forceinline__ static int isum(const uint32_t* sh, const Raw& r, const LaneConst& lc, const int q[8],
                                                int /*code_sum2*/) {
         return iq2xxs_isum<Iq2xxsMul7>(sh, r, lc, q);
+    }
+};
+
+// ---- iq2_xxs code words by two 8-byte loads (Iq2xxsMul7W) --------------------------------------------------
+// A lane's 8 code bytes start at byte o = 0, 2, 4 or 6 of an 8-byte aligned 16-byte window (o is the lane's constant:
+// rows are 16-byte aligned and a lane's blocks STEP = 264 = 33 x 8 bytes apart), so two LDG.64 hold them where
+// two_words_at takes three LDG.32: one weight load a row-chunk fewer, the same bytes, for three SELs on a lane-constant
+// predicate. It tests the L1's load (docs/PERF_NOTES.md v13): fewer requests, a few more instructions.
+// A planted-defect build of the host test overrides this (tests/test_mmvq_onecol.py); the kernels never do.
+#ifndef ONECOL_PTR8_UPPER
+#define ONECOL_PTR8_UPPER 32u  // 8 o from which the bytes start in the window's second word
+#endif
+
+struct Iq2xxsPtr8 : Iq2xxsFields<uint2> {
+    using Iq2xxsFields::Iq2xxsFields;
+    Iq2xxsPtr8() = default;
+    // shift = 8 o: words 0-2 of the window from o < 4, else words 1-3, each pair funnel-shifted by 8 o mod 32.
+    __device__ __forceinline__ Iq2xxsRaw load(uint32_t shift) const {
+        const uint2 a = __ldg(qs), b = __ldg(qs + 1);
+        const bool upper = shift >= ONECOL_PTR8_UPPER;
+        const uint32_t w0 = upper ? a.y : a.x, w1 = upper ? b.x : a.y, w2 = upper ? b.y : b.x;
+        Iq2xxsRaw r;
+        r.idx = __funnelshift_r(w0, w1, shift);  // uses shift's low 5 bits
+        r.aux = __funnelshift_r(w1, w2, shift);
+        r.d16 = (uint32_t)__ldg(d);
+        return r;
+    }
+};
+
+struct Iq2xxsMul7W : Iq2xxsMul7 {
+    using Ptr = Iq2xxsPtr8;
+    __device__ __forceinline__ static uint32_t shift(const uint8_t* first_block, int j) {
+        return (uint32_t)(reinterpret_cast<unsigned long long>(first_block + layout::iq2_xxs::QS + 8 * j) & 7u) * 8u;
     }
 };
 

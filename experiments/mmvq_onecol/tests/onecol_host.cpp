@@ -1,7 +1,8 @@
 // Host emulation of experiments/mmvq_onecol's kernel (kernels/mmvq_onecol.cu) with its own decoders
 // (kernels/onecol_dec.cuh, compiled here by a C++ compiler with tests/iq_host/include's CUDA stand-ins).
 // usage: onecol_host DECODER ROWS COLS W.bin X.bin N OUT.bin
-//   DECODER: iq2_xxs:arith, iq2_xxs:stab1, iq2_xxs:stab16, iq2_xxs:mul7, iq1_s:nib, iq1_s:bytes, iq1_s:tern.
+//   DECODER: iq2_xxs:arith, iq2_xxs:stab1, iq2_xxs:stab16, iq2_xxs:mul7, iq2_xxs:mul7w, iq1_s:nib, iq1_s:bytes,
+//   iq1_s:tern.
 //   W.bin: ROWS rows of raw blocks; X.bin: N rows of q8_1 blocks (COLS/32 each).
 //   OUT.bin: float y[N][ROWS], each column as the kernel's one-column pass computes it: the rows laid out as on
 //   the device (a 16-byte aligned stride, 16 readable bytes after the last row), the tables and activations
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
     DECODER("iq2_xxs:arith", Iq2xxsOneCol<false>) DECODER("iq2_xxs:stab1", Iq2xxsOneCol<true>)
     DECODER("iq2_xxs:stab16", Iq2xxsOneCol<true, 16>) DECODER("iq1_s:nib", Iq1sOneCol<false>)
     DECODER("iq1_s:bytes", Iq1sOneCol<true>) DECODER("iq2_xxs:mul7", Iq2xxsMul7) DECODER("iq1_s:tern", Iq1sTern)
+    DECODER("iq2_xxs:mul7w", Iq2xxsMul7W)
     { fprintf(stderr, "unknown decoder %s\n", dec); return 2; }
     fclose(out);
     return 0;

@@ -87,12 +87,12 @@ def test_the_kernels_arithmetic_equals_one_warp_per_row_bitwise(decoder, rows, c
 # (decoder, ONECOL_DEFECT, -D overrides of onecol_dec.cuh's macros): staged-data defects, then defects inside the
 # no-table decoders' own arithmetic (mul7: the 8th sign shifted off the kept bit, the spread without copies 2 and 3,
 # i.e. signs 2, 6 and 3; tern: the pair (-1, 0) given state 4's (-1, 1)) and staging (codes in old's order, a zero
-# code sum).
+# code sum), and in mul7w's load (the lanes whose bytes start at window byte 4 read the first word's).
 PLANTED = [("iq2_xxs:stab1", "parity", ()), ("iq2_xxs:stab16", "parity", ()), ("iq1_s:bytes", "codesum", ()),
            ("iq2_xxs:arith", "scale", ()), ("iq1_s:nib", "scale", ()),
            ("iq2_xxs:mul7", "", ("ONECOL_MUL7_PARITY_BIT=29",)), ("iq2_xxs:mul7", "", ("ONECOL_MUL7_SPREAD=0x4081u",)),
            ("iq2_xxs:mul7", "order", ()), ("iq1_s:tern", "", ("ONECOL_TERN_REPLICATED=4",)),
-           ("iq1_s:tern", "codesum", ())]
+           ("iq1_s:tern", "codesum", ()), ("iq2_xxs:mul7w", "", ("ONECOL_PTR8_UPPER=48u",))]
 
 
 @pytest.mark.slow  # host emulation (about 1 s a case; a -D build about 3 s more)
@@ -107,7 +107,8 @@ def test_a_planted_defect_changes_the_bits(decoder, defect, defines):
 def test_the_variants_and_their_kernels():
     fam = ONECOL.MmvqOneCol()
     assert [v.name for v in fam.variants] == ["old", "new", "onecol-t", "onecol-t16", "onecol-a", "onecol-m",
-                                              "onecol-m2"]
+                                              "onecol-m2", "onecol-w"]
+    assert ONECOL.CONFIGS[5].launch("iq1_s") is None  # w is iq2_xxs's only: iq1_s's loads have no wider form
     assert ONECOL.CONFIGS[3].launch("iq2_xxs").kernel == "mmvq_onecol<onecol::Iq2xxsMul7, 2, 4, 4>"
     assert ONECOL.CONFIGS[3].launch("iq1_s").kernel == "mmvq_onecol<onecol::Iq1sTern, 4, 3, 4>"
     assert ONECOL.CONFIGS[0].launch("iq2_xxs").kernel == "mmvq_onecol<onecol::Iq2xxsOneCol<true>, 2, 4, 4>"
