@@ -37,14 +37,18 @@ class Decoder(NamedTuple):  # not a dataclass: a --cases file's module is not in
     act_bytes: int
 
 
-# iq2_xxs: the grid's 256 nibble words, the sign table (128 x copies), 32 copies of K0; iq1_s: 2048 nibble words,
-# or the 2048 x 2 words of positive-delta weight bytes (the code sum staged: 8 bytes a block after the codes).
+# iq2_xxs: the grid's 256 nibble words, the sign table (128 x copies), 32 copies of K0 (mul7: of its PRMT source A);
+# iq1_s: 2048 nibble words, or the 2048 x 2 words of positive-delta weight bytes, or (tern) 2048 u16 selectors and
+# 32 copies each of A_LO and A_HI (bytes and tern stage the code sum: 8 bytes a block after the codes).
 DECODERS = {
     "iq2_xxs:arith": Decoder("onecol::Iq2xxsOneCol<false>", 256 + 32, 36),
     "iq2_xxs:stab1": Decoder("onecol::Iq2xxsOneCol<true>", 256 + 128 + 32, 36),
     "iq2_xxs:stab16": Decoder("onecol::Iq2xxsOneCol<true, 16>", 256 + 2048 + 32, 36),
     "iq1_s:nib": Decoder("onecol::Iq1sOneCol<false>", 2048, 36),
     "iq1_s:bytes": Decoder("onecol::Iq1sOneCol<true>", 4096, 40),
+    "iq2_xxs:mul7": Decoder("onecol::Iq2xxsMul7", 256 + 32, 36),
+    "iq1_s:tern": Decoder("onecol::Iq1sTern", 1024 + 64, 40),
+    "iq2_xxs:mul7w": Decoder("onecol::Iq2xxsMul7W", 256 + 32, 36),
 }
 
 
@@ -84,12 +88,20 @@ class OneColConfig(NamedTuple):
 # conflicts at most 2-way), `a` adds no shared-memory load (iq2_xxs's arithmetic selector; iq1_s's nibble table
 # with K0 or K1 chosen once a chunk): it separates the restructured loop from the tables. Shapes: the fastest of
 # R 2-4, MINB 3-4, U 4-8 in instructions a chunk without spills (NVRTC 13.5).
+# `m` and `m2` (docs/PERF_NOTES.md v13) add no shared-memory load and no table either: iq2_xxs's sign selectors by
+# one multiply a group (mul7), iq1_s's two ternary values a selector nibble (tern: no shift for the high PRMT, a
+# 4 KiB u16 table in place of the 8 KiB nibble table); `m` at the controls' shapes, `m2` at new's iq2_xxs shape
+# (r2m4u8) and t's iq1_s shape. `w`: m's iq2_xxs with the code words by two 8-byte loads in place of three 4-byte
+# ones (one weight load a row-chunk fewer, three SELs more): the L1 model and the issue model predict opposite signs.
 CONFIGS = (
     OneColConfig("onecol-t", (("iq2_xxs", Launch("iq2_xxs:stab1", 2, 4, 4)),
                               ("iq1_s", Launch("iq1_s:bytes", 2, 4, 8)))),
     OneColConfig("onecol-t16", (("iq2_xxs", Launch("iq2_xxs:stab16", 2, 4, 4)),)),
     OneColConfig("onecol-a", (("iq2_xxs", Launch("iq2_xxs:arith", 2, 4, 4)),
                               ("iq1_s", Launch("iq1_s:nib", 4, 3, 4)))),
+    OneColConfig("onecol-m", (("iq2_xxs", Launch("iq2_xxs:mul7", 2, 4, 4)), ("iq1_s", Launch("iq1_s:tern", 4, 3, 4)))),
+    OneColConfig("onecol-m2", (("iq2_xxs", Launch("iq2_xxs:mul7", 2, 4, 8)), ("iq1_s", Launch("iq1_s:tern", 2, 4, 8)))),
+    OneColConfig("onecol-w", (("iq2_xxs", Launch("iq2_xxs:mul7w", 2, 4, 4)),)),
 )
 
 

@@ -11,8 +11,9 @@
 // So every output has old's bits; parity checks every variant against old.
 //
 // The activations: the q8_1 codes as mmvq_new stages them (two 16-byte planes), and a third plane with
-// float(d16) * D_ACT_SCALE (and for a decoder with CODE_SUM, 2 * the sum of the block's 32 codes, as an int
-// beside it: one 8-byte load).
+// float(d16) * D_ACT_SCALE (and for a decoder with CODE_SUM, CODE_SUM_FACTOR times the sum of the block's 32 codes,
+// as an int beside it: one 8-byte load). The codes in the decoder's byte order within each group (ActPairs: old's
+// order but for Iq2xxsMul7's).
 // Layout and launch: mmvq_new's ABI (W rows 16-byte aligned, 16 readable bytes after the last row, X as
 // [1][K/32] q8_1 blocks, Y [1][rows]); 8 warps a block, R rows a warp, blocks loop over row groups.
 #include "onecol_dec.cuh"
@@ -25,7 +26,7 @@ template <class D>
 struct OneColActs {
     const uint4* lo;  // code words 0-3 of block i
     const uint4* hi;  // code words 4-7
-    const uint2* ds;  // x: float(d16) * D_ACT_SCALE as bits; y: 2 * sum of the codes (CODE_SUM only)
+    const uint2* ds;  // x: float(d16) * D_ACT_SCALE as bits; y: CODE_SUM_FACTOR * sum of the codes (CODE_SUM only)
     const float* d;   // the same scale as a float plane (without CODE_SUM)
 
     __device__ __forceinline__ float load(int i, int q[8], int& code_sum2) const {
@@ -58,14 +59,18 @@ __device__ __forceinline__ OneColActs<D> stage_onecol_acts(const block_q8_1* __r
     float* d = reinterpret_cast<float*>(hi + n);
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const uint32_t* src = reinterpret_cast<const uint32_t*>(X + i);
-        lo[i] = make_uint4(src[1], src[2], src[3], src[4]);
-        hi[i] = make_uint4(src[5], src[6], src[7], src[8]);
+        uint32_t w[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) w[k] = src[1 + k];
+        onecol::ActPairs<D>::apply(w);  // the decoder's byte order within each group (Iq2xxsMul7), else as is
+        lo[i] = make_uint4(w[0], w[1], w[2], w[3]);
+        hi[i] = make_uint4(w[4], w[5], w[6], w[7]);
         const float scale = __half2float(X[i].d) * D::D_ACT_SCALE;  // exact: a power of two, no underflow
         if constexpr (D::CODE_SUM) {
             int sum = 0;
 #pragma unroll
             for (int w = 1; w <= 8; ++w) sum = __dp4a((int)src[w], 0x01010101, sum);
-            ds[i] = make_uint2((uint32_t)__float_as_int(scale), (uint32_t)(2 * sum));
+            ds[i] = make_uint2((uint32_t)__float_as_int(scale), (uint32_t)(D::CODE_SUM_FACTOR * sum));
         } else {
             d[i] = scale;
         }

@@ -19,7 +19,11 @@
 //   - iq1_s: the delta's sign picks the table word (K0 or K1) once per chunk instead of an OR per group
 //     (Iq1sOneCol<false>); or (Iq1sOneCol<true>) a 2048 x 8-byte table of the positive-delta weight bytes
 //     (8g + 1, one LDS.64 a group, no PRMT) and the negative delta through the dot: the bytes 8g - 1 are
-//     8g + 1 - 2, so sum w q = sum (8g + 1) q - 2 sum q, with sum q (the block's code sum) staged beside d_act.
+//     8g + 1 - 2, so sum w q = sum (8g + 1) q - 2 sum q, with sum q (the block's code sum) staged beside d_act;
+//   - no table and no shared load added (docs/PERF_NOTES.md v13): iq2_xxs's selector bits by one multiply a group
+//     (Iq2xxsMul7; weights, grid nibbles and activation codes in one permuted order within a group), and with the
+//     code words by two 8-byte loads (Iq2xxsMul7W); iq1_s's two ternary values a selector nibble, one selector for
+//     both PRMTs of a group, the delta through the dot (Iq1sTern). Each section below says why it is exact.
 #pragma once
 #include "common/decoders.cuh"  // iq_decode.cuh (formats, tables), iq2_sel, or_and
 
@@ -34,10 +38,6 @@ __device__ __forceinline__ void two_words_at(const uint32_t* a, uint32_t shift, 
     const uint32_t w0 = __ldg(a), w1 = __ldg(a + 1), w2 = __ldg(a + 2);
     lo = __funnelshift_r(w0, w1, shift);
     hi = __funnelshift_r(w1, w2, shift);
-}
-
-__device__ __forceinline__ const uint32_t* aligned_word(const uint8_t* p) {
-    return reinterpret_cast<const uint32_t*>(reinterpret_cast<unsigned long long>(p) & ~3ull);
 }
 
 // The shift that aligns the 4-byte values at p (2-byte aligned) from its aligned words.
@@ -56,6 +56,7 @@ __device__ __forceinline__ uint32_t word_at(const uint32_t* table, uint32_t byte
 struct LaneConst {
     uint32_t bytes;
     uint32_t k0;
+    uint32_t k1;  // a second constant (Iq1sTern's A_HI); 0 where unused
 };
 
 // ---- iq2_xxs -----------------------------------------------------------------------------------------------
@@ -86,18 +87,29 @@ struct Iq2xxsRaw {
     uint32_t idx, aux, d16;
 };
 
-// A row's field pointers for the lane's chunk: the aligned words of its 8 code bytes and its block's d.
-struct Iq2xxsPtr {
-    const uint32_t* qs;
+// A row's field pointers for the lane's chunk: its 8 code bytes' address rounded down to a W (the unit its loads
+// read) and its block's d.
+template <class W>
+struct Iq2xxsFields {
+    const W* qs;
     const uint16_t* d;
     static constexpr int STEP = LaneWalk<fmt_iq2_xxs>::STEP;
-    Iq2xxsPtr() = default;
-    __device__ __forceinline__ Iq2xxsPtr(const uint8_t* block, int j)
-        : qs(aligned_word(block + layout::iq2_xxs::QS + 8 * j)), d(reinterpret_cast<const uint16_t*>(block)) {}
+    static_assert(STEP % sizeof(W) == 0, "a lane's next block must keep its offset in a W");
+    Iq2xxsFields() = default;
+    __device__ __forceinline__ Iq2xxsFields(const uint8_t* block, int j)
+        : qs(reinterpret_cast<const W*>(reinterpret_cast<unsigned long long>(block + layout::iq2_xxs::QS + 8 * j) &
+                                        ~(unsigned long long)(sizeof(W) - 1))),
+          d(reinterpret_cast<const uint16_t*>(block)) {}
     __device__ __forceinline__ void advance() {
-        qs += STEP / 4;
+        qs += STEP / (int)sizeof(W);
         d += STEP / 2;
     }
+};
+
+// The code words by three aligned 4-byte loads.
+struct Iq2xxsPtr : Iq2xxsFields<uint32_t> {
+    using Iq2xxsFields::Iq2xxsFields;
+    Iq2xxsPtr() = default;
     __device__ __forceinline__ Iq2xxsRaw load(uint32_t shift) const {
         Iq2xxsRaw r;
         two_words_at(qs, shift, r.idx, r.aux);
@@ -105,6 +117,17 @@ struct Iq2xxsPtr {
         return r;
     }
 };
+
+// ls * sum w q over decoder D's four groups: ls = 2 * (aux >> 28) + 1 (bit 27, the last sign index's top bit, is
+// overwritten by the 1).
+template <class D>
+__device__ __forceinline__ int iq2xxs_isum(const uint32_t* sh, const Iq2xxsRaw& r, const LaneConst& lc, const int q[8]) {
+    int s = D::template group<0>(sh, r, lc, q, 0);
+    s = D::template group<1>(sh, r, lc, q, s);
+    s = D::template group<2>(sh, r, lc, q, s);
+    s = D::template group<3>(sh, r, lc, q, s);
+    return (int)((r.aux >> 27) | 1u) * s;
+}
 
 // TABLE: the sign selectors from SignTab<COPIES> (else iq2_sel's arithmetic). Shared: the grid's nibble words
 // (256), then the sign table.
@@ -146,14 +169,130 @@ struct Iq2xxsOneCol {
         s = __dp4a((int)prmt(lc.k0, F::K1, sel), q[2 * G], s);
         return __dp4a((int)prmt(lc.k0, F::K1, sel >> 16), q[2 * G + 1], s);
     }
-    // ls * sum w q: ls = 2 * (aux >> 28) + 1 (bit 27, the last sign index's top bit, is overwritten by the 1).
     __device__ __forceinline__ static int isum(const uint32_t* sh, const Raw& r, const LaneConst& lc, const int q[8],
                                                int /*code_sum2*/) {
-        int s = group<0>(sh, r, lc, q, 0);
-        s = group<1>(sh, r, lc, q, s);
-        s = group<2>(sh, r, lc, q, s);
-        s = group<3>(sh, r, lc, q, s);
-        return (int)((r.aux >> 27) | 1u) * s;
+        return iq2xxs_isum<Iq2xxsOneCol>(sh, r, lc, q);
+    }
+};
+
+// ---- iq2_xxs, no added table: the sign selectors by one multiply (Iq2xxsMul7) ------------------------------
+// A planted-defect build of the host test overrides these two (tests/test_mmvq_onecol.py); the kernels never do.
+#ifndef ONECOL_MUL7_SPREAD
+#define ONECOL_MUL7_SPREAD 0x204081u  // 1 + 2^7 + 2^14 + 2^21
+#endif
+#ifndef ONECOL_MUL7_PARITY_BIT
+#define ONECOL_MUL7_PARITY_BIT 28
+#endif
+
+// Why one multiply places 7 signs: x (the 7-bit sign index) times 1 + 2^7 + 2^14 + 2^21 is four copies of x at
+// bits 0, 7, 14, 21. Bit j of copy t lands at 7t + j, distinct for j < 7, t < 4 (no two partial products share a
+// bit: no carries), and 7t + j is a multiple of 4 exactly when j = t or j = t + 4. So bit 4p holds sign PI[p] of
+// the group, PI = (0, 4, 1, 5, 2, 6, 3), and bit 28 (the product is below 2^28) is free for the 8th sign, the
+// index's parity (bit 0 of its POPC). One IMAD, one POPC and one LEA a group, where iq2_sel spends two masked
+// multiplies, two masks and a shift of the POPC (ksign_nibbles' spread needs two: its bits go to 4i + 2 in order).
+// Selector nibble p therefore decodes weight PI[p]: its sign in bit 0, and the restaged grid word's code (0-2) of
+// weight PI[p] in bits 1-2; PRMT over (A, B) = (+m0, -m0, +m1, -m1 | +m2, -m2, 0, 0) turns 2 code + sign into the
+// signed grid byte. The activations are staged in the same order (ActPairs), so each dp4a pairs weight PI[p] with
+// code PI[p]: the same 32 products as old's, summed exactly.
+struct Mul7Order {
+    static constexpr int PI[8] = {0, 4, 1, 5, 2, 6, 3, 7};  // weight of selector nibble p
+    // The activation code bytes of a group (a: values 0-3, b: 4-7) in nibble order: lo = (0, 4, 1, 5), hi = (2, 6, 3, 7).
+    static constexpr uint32_t ACT_SEL_LO = 0x5140u, ACT_SEL_HI = 0x7362u;
+};
+
+// The 8 PRMT source bytes: byte 2c + s is grid magnitude c (K0's byte c), negated when s = 1 (K1's byte c).
+__host__ __device__ __forceinline__ constexpr uint32_t mul7_source(uint32_t k0, uint32_t k1, int half) {
+    return half == 0 ? (k0 & 0xFFu) | (k1 & 0xFFu) << 8 | (k0 & 0xFF00u) << 8 | (k1 & 0xFF00u) << 16
+                     : (k0 >> 16 & 0xFFu) | (k1 >> 16 & 0xFFu) << 8;
+}
+
+// Grid word `nib` (code of value i in nibble i, bits 0-1) restaged: code of value PI[p] times 2 in nibble p.
+__device__ __forceinline__ uint32_t mul7_grid_word(uint32_t nib) {
+    uint32_t out = 0;
+#pragma unroll
+    for (int p = 0; p < 8; ++p) out |= ((nib >> (4 * Mul7Order::PI[p])) & 3u) << (4 * p + 1);
+    return out;
+}
+
+struct Iq2xxsMul7 : Iq2xxsOneCol<false> {
+    using Order = Mul7Order;
+    static constexpr uint32_t A = mul7_source(F::K0, F::K1, 0), B = mul7_source(F::K0, F::K1, 1);
+    static constexpr int SHARED_WORDS = GRID_WORDS + 32;  // the restaged grid, then 32 copies of A, one a lane
+
+    __device__ __forceinline__ static void stage(uint32_t* sh, int tid, int nthreads) {
+        for (int i = tid; i < GRID_WORDS; i += nthreads) sh[i] = mul7_grid_word(F::table()[i]);
+        for (int i = tid; i < 32; i += nthreads) sh[GRID_WORDS + i] = A;
+    }
+    // A in a register (read at a lane-dependent address: ptxas keeps it, as K0 in Iq2xxsOneCol).
+    __device__ __forceinline__ static LaneConst lane_const(const uint32_t* sh, int lane) {
+        return LaneConst{0u, sh[GRID_WORDS + lane]};
+    }
+    // Bit 4p: the sign of value PI[p]; bit 28: the 8th sign (the index's parity); other bits junk, masked by the caller.
+    __device__ __forceinline__ static uint32_t signs(uint32_t x) {
+        return x * ONECOL_MUL7_SPREAD + ((uint32_t)__popc(x) << ONECOL_MUL7_PARITY_BIT);
+    }
+    template <int G>
+    __device__ __forceinline__ static int group(const uint32_t* sh, const Raw& r, const LaneConst& lc,
+                                                const int q[8], int s) {
+        const uint32_t nib = word_at(sh, prmt(r.idx, 0u, 0x4440u + G) * 4u);
+        const uint32_t sel = or_and(nib, signs((r.aux >> (7 * G)) & 0x7Fu), 0x11111111u);
+        s = __dp4a((int)prmt(lc.k0, B, sel), q[2 * G], s);
+        return __dp4a((int)prmt(lc.k0, B, sel >> 16), q[2 * G + 1], s);
+    }
+    __device__ __forceinline__ static int isum(const uint32_t* sh, const Raw& r, const LaneConst& lc, const int q[8],
+                                               int /*code_sum2*/) {
+        return iq2xxs_isum<Iq2xxsMul7>(sh, r, lc, q);
+    }
+};
+
+// ---- iq2_xxs code words by two 8-byte loads (Iq2xxsMul7W) --------------------------------------------------
+// A lane's 8 code bytes start at byte o = 0, 2, 4 or 6 of an 8-byte aligned 16-byte window (o is the lane's constant:
+// rows are 16-byte aligned and a lane's blocks STEP = 264 = 33 x 8 bytes apart), so two LDG.64 hold them where
+// two_words_at takes three LDG.32: one weight load a row-chunk fewer, the same bytes, for three SELs on a lane-constant
+// predicate. It tests the L1's load (docs/PERF_NOTES.md v13): fewer requests, a few more instructions.
+// A planted-defect build of the host test overrides this (tests/test_mmvq_onecol.py); the kernels never do.
+#ifndef ONECOL_PTR8_UPPER
+#define ONECOL_PTR8_UPPER 32u  // 8 o from which the bytes start in the window's second word
+#endif
+
+struct Iq2xxsPtr8 : Iq2xxsFields<uint2> {
+    using Iq2xxsFields::Iq2xxsFields;
+    Iq2xxsPtr8() = default;
+    // shift = 8 o: words 0-2 of the window from o < 4, else words 1-3, each pair funnel-shifted by 8 o mod 32.
+    __device__ __forceinline__ Iq2xxsRaw load(uint32_t shift) const {
+        const uint2 a = __ldg(qs), b = __ldg(qs + 1);
+        const bool upper = shift >= ONECOL_PTR8_UPPER;
+        const uint32_t w0 = upper ? a.y : a.x, w1 = upper ? b.x : a.y, w2 = upper ? b.y : b.x;
+        Iq2xxsRaw r;
+        r.idx = __funnelshift_r(w0, w1, shift);  // uses shift's low 5 bits
+        r.aux = __funnelshift_r(w1, w2, shift);
+        r.d16 = (uint32_t)__ldg(d);
+        return r;
+    }
+};
+
+struct Iq2xxsMul7W : Iq2xxsMul7 {
+    using Ptr = Iq2xxsPtr8;
+    __device__ __forceinline__ static uint32_t shift(const uint8_t* first_block, int j) {
+        return (uint32_t)(reinterpret_cast<unsigned long long>(first_block + layout::iq2_xxs::QS + 8 * j) & 7u) * 8u;
+    }
+};
+
+// The activation code words of a block as a decoder reads them: its Order's byte order within each group (words
+// 2G, 2G + 1), else as staged (old's order).
+template <class D, class = void>
+struct ActPairs {
+    __device__ __forceinline__ static void apply(uint32_t (&)[8]) {}
+};
+template <class D>
+struct ActPairs<D, decltype((void)D::Order::ACT_SEL_LO)> {
+    __device__ __forceinline__ static void apply(uint32_t (&w)[8]) {
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const uint32_t a = w[2 * g], b = w[2 * g + 1];
+            w[2 * g] = prmt(a, b, D::Order::ACT_SEL_LO);
+            w[2 * g + 1] = prmt(a, b, D::Order::ACT_SEL_HI);
+        }
     }
 };
 
@@ -207,6 +346,7 @@ struct Iq1sOneCol {
     using Raw = Iq1sRaw;
     static constexpr float D_ACT_SCALE = 0.125f;  // dw = d / 8
     static constexpr bool CODE_SUM = BYTES;       // 2 * sum q staged beside d_act
+    static constexpr int CODE_SUM_FACTOR = 2;     // the staged code sum is 2 sum q
     static constexpr int GRID_WORDS = F::TABLE_WORDS * (BYTES ? 2 : 1);
     static constexpr int SHARED_WORDS = GRID_WORDS;
 
@@ -256,6 +396,97 @@ struct Iq1sOneCol {
         s = group<3>(sh, r.qs, high, k, q, s);
         if constexpr (BYTES) s -= neg ? code_sum2 : 0;
         return (2 * (int)((r.qh >> 12) & 7u) + 1) * s;
+    }
+};
+
+// ---- iq1_s, no added table: two ternary values a selector nibble (Iq1sTern) ---------------------------------
+// A planted-defect build of the host test overrides this (tests/test_mmvq_onecol.py); the kernels never do.
+#ifndef ONECOL_TERN_REPLICATED
+#define ONECOL_TERN_REPLICATED 12  // the state of the pair (-1, 0): byte 4's sign replicated
+#endif
+
+// Why one selector serves both PRMTs of a group: the grid's values g (-1, 0, 1; weight 8g + delta) of positions p
+// and p + 4 share selector nibble p, and the two PRMTs read it over different sources, (A_LO, B_LO) giving g_p and
+// (A_HI, B_HI) giving g_{p+4}. The 9 pairs need 9 of a nibble's states: plain states 0-7 pick byte v of the 8
+// source bytes (TernPairs: 8 pairs), and state 12 (bit 3 set: byte 4's sign replicated) gives 0xFF from B_LO's
+// 0xFF and 0x00 from B_HI's 0x01, the 9th pair (-1, 0). So the high PRMT needs no shift (the nibble table's
+// PRMT-SHF-PRMT becomes PRMT-PRMT), and a group's selector is 16 bits: the table is 2048 u16 (4 KiB; the nibble
+// table has 8). The delta through the dot: sum (8g + delta) q = 8 sum g q + delta sum q, with sum q (the
+// activation block's code sum, exact) staged beside d_act; the same integer as old's, so the same float.
+struct TernPairs {
+    // (g_p, g_{p+4}) of plain state v: byte v of the low and of the high source.
+    static constexpr int LO[8] = {0, 1, 0, 1, -1, 0, 1, -1};
+    static constexpr int HI[8] = {0, 0, 1, 1, 1, -1, -1, -1};
+    // Source bytes 4 * half .. 4 * half + 3 of values v (LO or HI).
+    __host__ __device__ static constexpr uint32_t source(const int (&v)[8], int half) {
+        uint32_t out = 0;
+        for (int b = 0; b < 4; ++b) out |= (uint32_t)(uint8_t)(int8_t)v[4 * half + b] << (8 * b);
+        return out;
+    }
+    // The state of codes (g + 1) lo, hi; as a 64-bit constant of 9 nibbles so that device code indexes no array.
+    __host__ __device__ static constexpr unsigned long long states() {
+        unsigned long long out = 0;
+        for (int lo = 0; lo < 3; ++lo)
+            for (int hi = 0; hi < 3; ++hi) {
+                unsigned long long st = ONECOL_TERN_REPLICATED;
+                for (int v = 7; v >= 0; --v)
+                    if (LO[v] == lo - 1 && HI[v] == hi - 1) st = (unsigned long long)v;
+                out |= st << (4 * (3 * lo + hi));
+            }
+        return out;
+    }
+};
+
+struct Iq1sTern : Iq1sOneCol<false> {
+    static constexpr bool CODE_SUM = true;  // sum q staged beside d_act
+    static constexpr int CODE_SUM_FACTOR = 1;
+    static constexpr uint32_t A_LO = TernPairs::source(TernPairs::LO, 0), B_LO = TernPairs::source(TernPairs::LO, 1);
+    static constexpr uint32_t A_HI = TernPairs::source(TernPairs::HI, 0), B_HI = TernPairs::source(TernPairs::HI, 1);
+    static constexpr unsigned long long STATES = TernPairs::states();
+    static constexpr int GRID_WORDS = F::TABLE_WORDS / 2;  // 2048 u16 selectors
+    static constexpr int SHARED_WORDS = GRID_WORDS + 64;   // then 32 copies of A_LO and 32 of A_HI
+
+    // Grid entry `nib` (code g + 1 of value i in nibble i) as 4 selector nibbles: nibble p, the pair (p, p + 4).
+    __device__ __forceinline__ static uint32_t selector(uint32_t nib) {
+        uint32_t out = 0;
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            const uint32_t lo = (nib >> (4 * p)) & 3u, hi = (nib >> (4 * p + 16)) & 3u;
+            out |= (uint32_t)((STATES >> (4 * (3 * lo + hi))) & 0xFu) << (4 * p);
+        }
+        return out;
+    }
+    __device__ __forceinline__ static void stage(uint32_t* sh, int tid, int nthreads) {
+        for (int i = tid; i < GRID_WORDS; i += nthreads)
+            sh[i] = selector(F::table()[2 * i]) | selector(F::table()[2 * i + 1]) << 16;
+        for (int i = tid; i < 32; i += nthreads) {
+            sh[GRID_WORDS + i] = A_LO;
+            sh[GRID_WORDS + 32 + i] = A_HI;
+        }
+    }
+    // A_LO and A_HI in registers (read at lane-dependent addresses: ptxas keeps them, as K0 in Iq2xxsOneCol).
+    __device__ __forceinline__ static LaneConst lane_const(const uint32_t* sh, int lane) {
+        return LaneConst{0u, sh[GRID_WORDS + lane], sh[GRID_WORDS + 32 + lane]};
+    }
+
+    template <int G>
+    __device__ __forceinline__ static int group(const uint32_t* sh, uint32_t qs, uint32_t high, const LaneConst& lc,
+                                                const int q[8], int s) {
+        const uint32_t i = iq1_index<G>(qs, high);
+        const uint32_t sel = *reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(sh) + i * 2u);
+        s = __dp4a((int)prmt(lc.k0, B_LO, sel), q[2 * G], s);
+        return __dp4a((int)prmt(lc.k1, B_HI, sel), q[2 * G + 1], s);
+    }
+    // ls * (8 sum g q + delta sum q), ls = 2 * ((qh >> 12) & 7) + 1, delta = -1 where qh bit 15 is set.
+    __device__ __forceinline__ static int isum(const uint32_t* sh, const Raw& r, const LaneConst& lc, const int q[8],
+                                               int code_sum) {
+        const uint32_t high = iq1_high_bytes(r.qh);
+        int s = group<0>(sh, r.qs, high, lc, q, 0);
+        s = group<1>(sh, r.qs, high, lc, q, s);
+        s = group<2>(sh, r.qs, high, lc, q, s);
+        s = group<3>(sh, r.qs, high, lc, q, s);
+        const int delta_sum = (r.qh & 0x8000u) ? -code_sum : code_sum;
+        return (2 * (int)((r.qh >> 12) & 7u) + 1) * (8 * s + delta_sum);
     }
 };
 

@@ -1,14 +1,17 @@
 // Host emulation of experiments/mmvq_onecol's kernel (kernels/mmvq_onecol.cu) with its own decoders
 // (kernels/onecol_dec.cuh, compiled here by a C++ compiler with tests/iq_host/include's CUDA stand-ins).
 // usage: onecol_host DECODER ROWS COLS W.bin X.bin N OUT.bin
-//   DECODER: iq2_xxs:arith, iq2_xxs:stab1, iq2_xxs:stab16, iq1_s:nib, iq1_s:bytes.
+//   DECODER: iq2_xxs:arith, iq2_xxs:stab1, iq2_xxs:stab16, iq2_xxs:mul7, iq2_xxs:mul7w, iq1_s:nib, iq1_s:bytes,
+//   iq1_s:tern.
 //   W.bin: ROWS rows of raw blocks; X.bin: N rows of q8_1 blocks (COLS/32 each).
 //   OUT.bin: float y[N][ROWS], each column as the kernel's one-column pass computes it: the rows laid out as on
 //   the device (a 16-byte aligned stride, 16 readable bytes after the last row), the tables and activations
 //   staged as the kernel stages them, lane l taking chunks l, l + 32, ... through Ptr/load/isum with
 //   acc = fmaf(d * d_act', (float)isum, acc), then warp_sum_f32's butterfly.
 // ONECOL_DEFECT (environment), to show the comparison has teeth: "parity" drops the 8th sign (bit 30) from the
-// staged sign table; "codesum" stages a zero code sum; "scale" stages d_act without its power of two.
+// staged sign table; "codesum" stages a zero code sum; "scale" stages d_act without its power of two; "order"
+// stages the codes in old's order for a decoder that reads them in its own (Iq2xxsMul7). Defects inside the
+// decoders' arithmetic come from a build with onecol_dec.cuh's ONECOL_MUL7_* or ONECOL_TERN_* macros overridden.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +30,15 @@ static bool defect(const char* name) {
     return d && !strcmp(d, name);
 }
 
-// The staged activation block: codes, scale times D_ACT_SCALE, 2 * the code sum (stage_onecol_acts).
+// What a decoder stages beside d_act: CODE_SUM_FACTOR times the code sum, or nothing (0).
+template <class D>
+static int code_sum_factor() {
+    if constexpr (D::CODE_SUM) return D::CODE_SUM_FACTOR;
+    return 0;
+}
+
+// The staged activation block: codes (in the decoder's order), scale times D_ACT_SCALE, the code sum times the
+// decoder's factor (stage_onecol_acts).
 struct HostAct {
     int q[8];
     float d;
@@ -38,11 +49,14 @@ template <class D>
 static std::vector<HostAct> stage_acts(const block_q8_1* x, int n) {
     std::vector<HostAct> out(n);
     for (int i = 0; i < n; ++i) {
-        memcpy(out[i].q, x[i].qs, 32);
+        uint32_t w[8];
+        memcpy(w, x[i].qs, 32);
+        if (!defect("order")) ActPairs<D>::apply(w);
+        memcpy(out[i].q, w, 32);
         out[i].d = __half2float(x[i].d) * (defect("scale") ? 1.0f : D::D_ACT_SCALE);
         int sum = 0;
-        for (int w = 0; w < 8; ++w) sum = __dp4a(out[i].q[w], 0x01010101, sum);
-        out[i].code_sum2 = defect("codesum") ? 0 : 2 * sum;
+        for (int k = 0; k < 8; ++k) sum = __dp4a(out[i].q[k], 0x01010101, sum);
+        out[i].code_sum2 = defect("codesum") ? 0 : code_sum_factor<D>() * sum;
     }
     return out;
 }
@@ -110,7 +124,9 @@ int main(int argc, char** argv) {
 #define DECODER(name, ...) if (!strcmp(dec, name)) run<__VA_ARGS__>(w, rows, cols, x, n, out); else
     DECODER("iq2_xxs:arith", Iq2xxsOneCol<false>) DECODER("iq2_xxs:stab1", Iq2xxsOneCol<true>)
     DECODER("iq2_xxs:stab16", Iq2xxsOneCol<true, 16>) DECODER("iq1_s:nib", Iq1sOneCol<false>)
-    DECODER("iq1_s:bytes", Iq1sOneCol<true>) { fprintf(stderr, "unknown decoder %s\n", dec); return 2; }
+    DECODER("iq1_s:bytes", Iq1sOneCol<true>) DECODER("iq2_xxs:mul7", Iq2xxsMul7) DECODER("iq1_s:tern", Iq1sTern)
+    DECODER("iq2_xxs:mul7w", Iq2xxsMul7W)
+    { fprintf(stderr, "unknown decoder %s\n", dec); return 2; }
     fclose(out);
     return 0;
 }

@@ -34,14 +34,15 @@ SHAPES = [(40, 1536, 2, "seed:7"), (33, 512, 1, "seed:4"), (512, 2560, 1, "edge:
 
 
 @functools.lru_cache(maxsize=None)
-def _host_binary() -> Path:
+def _host_binary(defines: tuple[str, ...] = ()) -> Path:
+    """The host driver, built with `defines` (-D: a planted defect inside a decoder's arithmetic) or as it is."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no C++ compiler (g++ or clang++) on PATH")
     out = Path(tempfile.mkdtemp(prefix="onecol_host-")) / "onecol_host"
-    cmd = [cxx, "-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", f"-I{ROOT / 'kernels_src'}",
-           f"-I{ROOT / 'tests' / 'iq_host' / 'include'}", f"-I{ONECOL.KERNELS}", "-o", str(out),
-           str(HERE / "onecol_host.cpp")]
+    cmd = [cxx, "-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", *(f"-D{d}" for d in defines),
+           f"-I{ROOT / 'kernels_src'}", f"-I{ROOT / 'tests' / 'iq_host' / 'include'}", f"-I{ONECOL.KERNELS}",
+           "-o", str(out), str(HERE / "onecol_host.cpp")]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 and "_Float16" in proc.stderr:
         pytest.skip(f"{cxx} has no _Float16")
@@ -49,23 +50,25 @@ def _host_binary() -> Path:
     return out
 
 
-def _onecol_y(decoder: str, raw: np.ndarray, cols: int, act: np.ndarray, defect: str = "") -> np.ndarray:
+def _onecol_y(decoder: str, raw: np.ndarray, cols: int, act: np.ndarray, defect: str = "",
+              defines: tuple[str, ...] = ()) -> np.ndarray:
     rows, n = raw.shape[0], act.shape[0]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         np.ascontiguousarray(raw, dtype=np.uint8).tofile(tmp / "w.bin")
         np.ascontiguousarray(act, dtype=np.uint8).tofile(tmp / "x.bin")
-        subprocess.run([str(_host_binary()), decoder, str(rows), str(cols), str(tmp / "w.bin"), str(tmp / "x.bin"),
+        subprocess.run([str(_host_binary(defines)), decoder, str(rows), str(cols), str(tmp / "w.bin"), str(tmp / "x.bin"),
                         str(n), str(tmp / "y.bin")], check=True, env={**os.environ, "ONECOL_DEFECT": defect})
         return np.fromfile(tmp / "y.bin", dtype=np.float32).reshape(n, rows)
 
 
-def _old_and_onecol(decoder: str, rows: int, cols: int, ncols: int, data: str, defect: str = ""):
+def _old_and_onecol(decoder: str, rows: int, cols: int, ncols: int, data: str, defect: str = "",
+                    defines: tuple[str, ...] = ()):
     fmt = decoder.split(":")[0]
     fam = ONECOL.MmvqOneCol()
     host = fam.make_inputs(fam.case(fmt, rows, cols, ncols, data))
     return (harness.run_dot(fmt, host["raw"], cols, host["act"]),
-            _onecol_y(decoder, host["raw"], cols, host["act"], defect))
+            _onecol_y(decoder, host["raw"], cols, host["act"], defect, defines))
 
 
 def _differing(a: np.ndarray, b: np.ndarray) -> int:
@@ -81,20 +84,33 @@ def test_the_kernels_arithmetic_equals_one_warp_per_row_bitwise(decoder, rows, c
     assert _differing(old, onecol) == 0, f"{_differing(old, onecol)} of {old.size} outputs differ"
 
 
-@pytest.mark.slow  # host emulation (about 1 s a case)
-@pytest.mark.parametrize("decoder,defect", [("iq2_xxs:stab1", "parity"), ("iq2_xxs:stab16", "parity"),
-                                            ("iq1_s:bytes", "codesum"), ("iq2_xxs:arith", "scale"),
-                                            ("iq1_s:nib", "scale")])
-def test_a_planted_defect_changes_the_bits(decoder, defect):
-    """The comparison has teeth: the sign table without the 8th (parity) sign, the code sum staged as 0, the
-    activation scale staged without its power of two each change most outputs."""
-    old, onecol = _old_and_onecol(decoder, 40, 1536, 1, "seed:7", defect)
+# (decoder, ONECOL_DEFECT, -D overrides of onecol_dec.cuh's macros): staged-data defects, then defects inside the
+# no-table decoders' own arithmetic (mul7: the 8th sign shifted off the kept bit, the spread without copies 2 and 3,
+# i.e. signs 2, 6 and 3; tern: the pair (-1, 0) given state 4's (-1, 1)) and staging (codes in old's order, a zero
+# code sum), and in mul7w's load (the lanes whose bytes start at window byte 4 read the first word's).
+PLANTED = [("iq2_xxs:stab1", "parity", ()), ("iq2_xxs:stab16", "parity", ()), ("iq1_s:bytes", "codesum", ()),
+           ("iq2_xxs:arith", "scale", ()), ("iq1_s:nib", "scale", ()),
+           ("iq2_xxs:mul7", "", ("ONECOL_MUL7_PARITY_BIT=29",)), ("iq2_xxs:mul7", "", ("ONECOL_MUL7_SPREAD=0x4081u",)),
+           ("iq2_xxs:mul7", "order", ()), ("iq1_s:tern", "", ("ONECOL_TERN_REPLICATED=4",)),
+           ("iq1_s:tern", "codesum", ()), ("iq2_xxs:mul7w", "", ("ONECOL_PTR8_UPPER=48u",))]
+
+
+@pytest.mark.slow  # host emulation (about 1 s a case; a -D build about 3 s more)
+@pytest.mark.parametrize("decoder,defect,defines", PLANTED)
+def test_a_planted_defect_changes_the_bits(decoder, defect, defines):
+    """The comparison has teeth: each planted defect, in the staged data or in a decoder's arithmetic, changes most
+    outputs."""
+    old, onecol = _old_and_onecol(decoder, 40, 1536, 1, "seed:7", defect, defines)
     assert _differing(old, onecol) > old.size // 2
 
 
 def test_the_variants_and_their_kernels():
     fam = ONECOL.MmvqOneCol()
-    assert [v.name for v in fam.variants] == ["old", "new", "onecol-t", "onecol-t16", "onecol-a"]
+    assert [v.name for v in fam.variants] == ["old", "new", "onecol-t", "onecol-t16", "onecol-a", "onecol-m",
+                                              "onecol-m2", "onecol-w"]
+    assert ONECOL.CONFIGS[5].launch("iq1_s") is None  # w is iq2_xxs's only: iq1_s's loads have no wider form
+    assert ONECOL.CONFIGS[3].launch("iq2_xxs").kernel == "mmvq_onecol<onecol::Iq2xxsMul7, 2, 4, 4>"
+    assert ONECOL.CONFIGS[3].launch("iq1_s").kernel == "mmvq_onecol<onecol::Iq1sTern, 4, 3, 4>"
     assert ONECOL.CONFIGS[0].launch("iq2_xxs").kernel == "mmvq_onecol<onecol::Iq2xxsOneCol<true>, 2, 4, 4>"
     assert ONECOL.CONFIGS[0].launch("iq1_s").kernel == "mmvq_onecol<onecol::Iq1sOneCol<true>, 2, 4, 8>"
     assert ONECOL.CONFIGS[1].launch("iq1_s") is None  # t16 is iq2_xxs's only: iq1_s has no sign table
@@ -110,6 +126,9 @@ def test_shared_bytes():
     assert t.launch("iq2_xxs").static_bytes == 4 * (256 + 128 + 32)
     assert t.launch("iq1_s").static_bytes == 16384 and a.launch("iq1_s").static_bytes == 8192
     assert t.launch("iq1_s").dynamic_bytes(256) == 256 * 40 and t.launch("iq2_xxs").dynamic_bytes(256) == 256 * 36
+    m = ONECOL.CONFIGS[3]  # no added table: iq2_xxs's grid and A copies; iq1_s's u16 selectors, A_LO and A_HI copies
+    assert m.launch("iq2_xxs").static_bytes == 4 * (256 + 32) and m.launch("iq1_s").static_bytes == 4 * (1024 + 64)
+    assert m.launch("iq1_s").dynamic_bytes(256) == 256 * 40 and m.launch("iq2_xxs").dynamic_bytes(256) == 256 * 36
 
 
 @pytest.mark.parametrize("index", range(len(ONECOL.CONFIGS)))
@@ -208,3 +227,29 @@ def test_the_table_loops_issue_fewer_instructions_a_chunk_than_their_controls():
         assert t_per < a_per, (fmt, t_per, a_per)
     assert main_loop(t.launch("iq2_xxs"))[0]["POPC"] == 0 < main_loop(a.launch("iq2_xxs"))[0]["POPC"]
     assert main_loop(t.launch("iq1_s"))[0]["PRMT"] < main_loop(a.launch("iq1_s"))[0]["PRMT"]
+
+
+@pytest.mark.slow  # an NVRTC compile (cached by the test above), then cuobjdump
+@pytest.mark.nvrtc
+@pytest.mark.skipif(CUOBJDUMP is None, reason="no cuobjdump (set CUOBJDUMP=path): the SASS is not read")
+def test_the_no_table_loops_issue_fewer_instructions_a_chunk_with_no_more_shared_loads():
+    """Per chunk of the unrolled step loop, against the control at the same launch shape (onecol-a): mul7 and tern
+    read shared memory no more often (LDS a chunk) and issue fewer instructions; mul7 keeps one POPC a group (the
+    8th sign) and tern no SHF for its high PRMTs beyond the control's count less 4 a chunk."""
+    from strata_bench.kernels.sass import dump_sass, loops, parse_functions
+
+    built = _built("sm_90")
+    functions = parse_functions(dump_sass(built.cubin, CUOBJDUMP))
+
+    def per_chunk(launch):
+        body = [lp for lp in loops(functions[built.lowered[launch.kernel]])
+                if lp.counts["IDP"] == 8 * launch.rows * launch.unroll][0]
+        chunks = launch.rows * launch.unroll
+        return {op: n / chunks for op, n in body.counts.items()}, len(body.opcodes) / chunks
+
+    a, m = ONECOL.CONFIGS[2], ONECOL.CONFIGS[3]
+    for fmt in ONECOL.FORMATS:
+        (a_ops, a_total), (m_ops, m_total) = per_chunk(a.launch(fmt)), per_chunk(m.launch(fmt))
+        assert m_ops["LDS"] <= a_ops["LDS"] and m_total < a_total, (fmt, m_ops, a_ops, m_total, a_total)
+    assert per_chunk(m.launch("iq2_xxs"))[0]["POPC"] == 4
+    assert per_chunk(m.launch("iq1_s"))[0].get("SHF", 0) <= per_chunk(a.launch("iq1_s"))[0]["SHF"] - 4
