@@ -90,7 +90,8 @@ def test_the_family_joins_a_runs_catalog_and_not_the_registry():
     family = mmq_family.into(catalog)
     assert list(catalog) == ["mmq"] and "mmq" not in FAMILIES
     names = [c.name for c in family.default_cases()]
-    assert len(names) == 20 and names[:2] == ["mmq/q4_0/1024x2048/n16/seed:1", "mmq/q4_0/1000x2048/n100/seed:2"]
+    assert len(names) == 72 and names[:2] == ["mmq/q4_0/1024x2048/n16/seed:1", "mmq/q4_0/1000x2048/n100/seed:2"]
+    assert names[4] == "mmq/q4_1/1024x2048/n16/seed:1" and names[-1] == "mmq/iq4_xs/1000x1024/n512/seed:4"
 
 
 def test_the_activations_quantize_exactly():
