@@ -141,10 +141,11 @@ def _k_min(spec, blocks, rows, k) -> Split:
 
 def _q2_k(spec, blocks, rows, k) -> Split:
     """q2_K: value d sc q - dmin m per 16 values; the tile keeps fp16(d sc), fp16(dmin m)."""
+    at = D_OFFSET["q2_k"]  # d, then dmin
     scales = blocks[..., :16].reshape(rows, -1).astype(np.float64)
-    d = np.repeat(_half(blocks, 80), 16, axis=1) * (scales % 16)  # [rows][k / 16]
-    neg_min = -np.repeat(_half(blocks, 82), 16, axis=1) * np.floor(scales / 16)
-    a = _values(spec, _with_zero(blocks, 82), rows, k)
+    d = np.repeat(_half(blocks, at), 16, axis=1) * (scales % 16)  # [rows][k / 16]
+    neg_min = -np.repeat(_half(blocks, at + 2), 16, axis=1) * np.floor(scales / 16)
+    a = _values(spec, _with_zero(blocks, at + 2), rows, k)
     d16 = np.repeat(d, 16, axis=1)
     return Split(a, neg_min, _codes(a, d16) * np.repeat(_rounded(d), 16, axis=1), -_rounded(-neg_min), 16)
 
@@ -207,7 +208,8 @@ def tree_dots(tree) -> dict[str, str]:
     text = squash(_uncommented(tree.path(MMQ_CUH).read_text(errors="replace")))
     start = text.find("staticconstexpr__device__ggml_cuda_mmq_util_funcsggml_cuda_mmq_get_util_funcs()")
     body = text[start:text.find("ggml_cuda_mmq_get_vdr()", start)] if start >= 0 else ""
-    body = body[body.rfind("#endif//BLACKWELL_MMA_AVAILABLE") + 1:]
+    marker = body.rfind("#endif//BLACKWELL_MMA_AVAILABLE")  # the MMA switch follows Blackwell's FP4 one
+    body = body[marker:] if marker >= 0 else body
     by_name = {name: fmt for fmt, name in TYPE_NAMES.items()}
     return {by_name[m.group(1)]: m.group(2) for m in _MMA_CASE.finditer(body) if m.group(1) in by_name}
 
