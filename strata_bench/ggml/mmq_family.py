@@ -38,7 +38,7 @@ SCALE_DEVIATION = 2.0 ** -20
 F64_REL = 2.0 ** -52  # a float64 dot of K terms errs by at most K 2^-53 of its |terms|: twice that, for two
 SHAPES = ((1024, 2048, 16), (1000, 2048, 100), (4096, 1024, 512), (1000, 1024, 512))
 BENCH_SHAPE = (4096, 4096, 512)
-BENCH_FORMATS = ("q4_0", "q8_0", "iq4_xs")
+BENCH_FORMATS = ("q4_0", "q8_0", "q4_k", "iq4_xs")
 
 
 def prequantized_activations(seed: int, ncols: int, k: int, per_scale: int = CHUNK) -> np.ndarray:
