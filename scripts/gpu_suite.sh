@@ -348,9 +348,9 @@ for s in "${steps[@]}"; do
                 && cp -r "$tree" /tmp/ggml-planted-mmq && cp -r "$tree" /tmp/ggml-planted-fuse
             sed -i 's|sumi = sumi \* ls / 8; |sumi = sumi * ls / 8 + 1; |' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh
             grep -c 'sumi \* ls / 8 + 1' /tmp/ggml-planted/ggml/src/ggml-cuda/vecdotq.cuh > "$logdir/ggml-planted.txt"
-            # The MoE path's one-line change: the fused SwiGLU of mul_mat_vec_q (its first of two such lines;
-            # the second is mul_mat_vec_q_moe's, which one-token MUL_MAT_IDs do not launch).
-            sed -i '0,/result \*= ggml_cuda_op_silu_single(gate_value);/s||result *= ggml_cuda_op_silu_single(gate_value) * 1.0001f;|' \
+            # The MoE path's one-line change: the fused SwiGLU, both of its lines (mul_mat_vec_q's, which grouped's
+            # variant ggml launches, and mul_mat_vec_q_moe's, which ggml_moe launches): 2 lines changed.
+            sed -i 's|result \*= ggml_cuda_op_silu_single(gate_value);|result *= ggml_cuda_op_silu_single(gate_value) * 1.0001f;|' \
                 /tmp/ggml-planted-moe/ggml/src/ggml-cuda/mmvq.cu
             grep -c 'silu_single(gate_value) \* 1.0001f' /tmp/ggml-planted-moe/ggml/src/ggml-cuda/mmvq.cu \
                 > "$logdir/ggml-planted-moe.txt"
@@ -360,6 +360,11 @@ for s in "${steps[@]}"; do
                 /tmp/ggml-planted-mmq/ggml/src/ggml-cuda/mmq-vec-dot.cuh
             grep -c '(C.x\[l\] + 1)\*dA' /tmp/ggml-planted-mmq/ggml/src/ggml-cuda/mmq-vec-dot.cuh \
                 > "$logdir/ggml-planted-mmq.txt"
+            # and one in the min term of vec_dot_q8_1_q8_1_mma (q4_1, q5_1, q4_k, q5_k, iq1_s): 1.0001 times itself
+            sed -i 's|+= dmA\[n\]\[l/2\]\[k01/QI8_1\].y\*dsB\[l%2\].y;|+= dmA[n][l/2][k01/QI8_1].y*dsB[l%2].y*1.0001f;|' \
+                /tmp/ggml-planted-mmq/ggml/src/ggml-cuda/mmq-vec-dot.cuh
+            grep -c 'dsB\[l%2\].y\*1.0001f' /tmp/ggml-planted-mmq/ggml/src/ggml-cuda/mmq-vec-dot.cuh \
+                >> "$logdir/ggml-planted-mmq.txt"
             # moe_combine's one-line change: each expert's term of the fused MoE weighted reduction 1.0001 times
             # itself (every moe_combine case: ggml's chain runs it for top-k 2 to 15)
             sed -i 's|sum += (experts\[row \* n_embd + col\] \* scale) \* weights\[row\];|sum += (experts[row * n_embd + col] * scale) * weights[row] * 1.0001f;|' \
@@ -396,9 +401,13 @@ for s in "${steps[@]}"; do
                 # dot is caught, bench
                 step ggml-mmq-compile sb compile --ggml "$tree" --family mmq --resources
                 step ggml-mmq-parity sb parity -q --ggml "$tree" --family mmq -o md
-                step ggml-mmq-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmq --format q8_0,iq4_xs -o md
+                step ggml-mmq-b-same sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-same --family mmq \
+                    --format q8_0,iq4_xs,q4_k,q2_k -o md
                 step ggml-mmq-b-planted sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-mmq --family mmq \
                     --format q8_0,iq4_xs
+                # the min term's change: every q4_1, q4_k and iq1_s case (exit 1)
+                step ggml-mmq-b-planted-min sb parity -q --ggml "$tree" --ggml-b /tmp/ggml-planted-mmq --family mmq \
+                    --format q4_1,q4_k,iq1_s
                 step ggml-mmq-bench sb bench -q --ggml "$tree" --family mmq --budget 0.5 -o md
             fi
             if ggml_part pfgemm; then

@@ -13,7 +13,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from strata_bench.ggml import combine, glu, mmid, mmq, moe, to_fp16
+from strata_bench.ggml import combine, glu, mmid, mmq, mmq_dots, moe, to_fp16
 from strata_bench.ggml.tree import CONVERT, MMVQ, QUANTIZE, SIGNATURES
 
 # The fake tree's types: format -> (ggml name, type id, QR, VDR); iq4_xs has a type id and nothing else,
@@ -78,6 +78,24 @@ def _mmq_files() -> dict[str, str]:
             "quantize_mmq": _kernel(quantize, quantize_params, "template <int ds_layout, bool scatter>\n")}
 
 
+def _mmq_dot_lines() -> dict[str, str]:
+    """What family mmq's error model reads (mmq_dots.lacking): mmq.cuh's MMA dispatch of each format's dot and
+    the lines whose rounding it emulates, appended to their files."""
+    from strata_bench.ggml.tree import TYPE_NAMES
+
+    dispatch = "".join(f"        case GGML_TYPE_{TYPE_NAMES[fmt]}:\n            return ggml_cuda_mmq_util_funcs(\n"
+                       f"                -1, ggml_cuda_mmq_load_tiles_{fmt}<type, J, fallback>,\n"
+                       f"                ggml_cuda_mmq_{dot.name}<type, J, fallback>, wb<type, J, fallback>);\n"
+                       for fmt, dot in mmq_dots.DOTS.items())
+    out = {mmq.MMQ_CUH: "template <ggml_type type, int J, bool fallback, ggml_prec prec_src1 = GGML_PREC_Q8>\n"
+                        "static constexpr __device__ ggml_cuda_mmq_util_funcs ggml_cuda_mmq_get_util_funcs() {\n"
+                        f"    switch (type) {{\n{dispatch}    }}\n}}\n"
+                        "template <ggml_type type> static constexpr __device__ int ggml_cuda_mmq_get_vdr() {}\n"}
+    for source, line in mmq_dots.ARITHMETIC:
+        out[source] = out.get(source, "") + line + "\n"
+    return out
+
+
 def write_fake_tree(root: Path) -> Path:
     """A ggml-shaped tree at `root` (its ggml/ folder); returns `root`."""
     mmq_files = _mmq_files()
@@ -109,6 +127,8 @@ def write_fake_tree(root: Path) -> Path:
         "src/ggml-cpu/ops.h": "// the CPU backend: no CUDA build reads it\n",
         "README.md": "ggml\n",
     }
+    for relative, text in _mmq_dot_lines().items():
+        files[relative] = files.get(relative, "") + text
     for relative, text in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -68,9 +68,10 @@ class Ggml:
         return ["--ggml", self.tree] + ([] if self.tree_b is None else ["--ggml-b", self.tree_b])
 
     def provenance(self) -> dict[str, Any]:
-        """The trees, and the variants that are llama.cpp's (a report's peer, not this project's kernels)."""
+        """The trees, and the variants that are llama.cpp's (a report's peer, not this project's kernels): each
+        tree's, and its multi-token MoE mat-vec's in grouped (`<name>_moe`)."""
         trees = {"ggml": self.tree, **({} if self.tree_b is None else {"ggml_b": self.tree_b})}
-        return {"trees": trees, "foreign_variants": list(trees)}
+        return {"trees": trees, "foreign_variants": [*trees, *(f"{name}_moe" for name in trees)]}
 
 
 def _selects(selection: Any, family: str, formats: tuple[str, ...] | None) -> bool:

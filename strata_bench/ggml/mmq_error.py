@@ -24,9 +24,6 @@ from strata_bench.ggml.error import LastCase
 CHUNK = 32  # values a q8_1 scale covers in the D4 layout
 TIE_WINDOW = 2.0 ** -21  # |device x d_inv - x/D| / |x/D|: d_inv's 2 ulp (2^-22), the product's rounding, float64
 F64_REL = 2.0 ** -52  # a float64 dot of K terms errs by at most K 2^-53 of its |terms|: twice that, for two of them
-# fp32 roundings of one 32-value term before it is summed, by the dot the format's mul_mat_q uses on Turing and
-# newer: vec_dot_q8_0_q8_1_mma, C*dA*dB (iq4_nl); vec_dot_q8_0_16_q8_1_mma, dB*(C0*dA0 + C1*dA1) (iq2_s).
-TERM_ROUNDINGS = {"iq4_nl": 2, "iq2_s": 3}
 
 
 @dataclass(frozen=True)
@@ -54,6 +51,7 @@ def q8_1_mmq(x: np.ndarray) -> Quantized:
 def expert_bound(fmt: str, w: np.ndarray, x: np.ndarray) -> np.ndarray:
     """[tokens][rows]: the bound of ggml's |Y - x w^T| for one expert's tokens x [tokens][k] and its exact
     weights w [rows][k] (module docstring)."""
+    from strata_bench.ggml.mmq_dots import DOTS
     from strata_bench.ggml.mmq_family import mmq_bound
 
     k = x.shape[1]
@@ -63,7 +61,7 @@ def expert_bound(fmt: str, w: np.ndarray, x: np.ndarray) -> np.ndarray:
     ambiguous = quant.step @ aw
     magnitude = (np.abs(quant.values) + quant.step) @ aw
     own = k * F64_REL * (np.abs(x) @ aw + magnitude)
-    return signed + 1.01 * ambiguous + mmq_bound(magnitude, k, TERM_ROUNDINGS[fmt]) + own
+    return signed + 1.01 * ambiguous + mmq_bound(magnitude, k, DOTS[fmt].term_roundings, DOTS[fmt].adds) + own
 
 
 def pfgemm_bound(fmt: str, host: Mapping[str, Any], rows: int, k: int) -> np.ndarray:

@@ -7,11 +7,13 @@ pfgemm's fp16 activations, whose 8-bit quantization error its model adds (mmq_er
 
 W: `rows` quantized rows of `cols` values; X: float32 [ncols][cols]; Y: float32 [ncols][rows].
 
-The activations are made so that ggml's 8-bit quantization is exact: each 32-value chunk is 2^e * q with
-integer codes |q| <= 127, one of them +-127, e in -6..0. ggml's quantizer then finds amax = 127 * 2^e and
-its codes are q again (its fast-math 127/amax and 1/d_inv are within 2^-21 of 2^-e and 2^e, far from a
-rounding boundary of the codes), so the float64 reference X W^T is what the GEMM must compute, and the only
-error left is its fp32 arithmetic (`mmq_bound`). Weights: seeded random blocks, rows packed at whole blocks.
+The activations are made so that ggml's 8-bit quantization is exact: each chunk of values that one scale
+covers (32; q2_K's D2S6 layout: 64) is 2^e * q with integer codes |q| <= 127, each 32 values with a +-127, e
+in -6..0. ggml's quantizer then finds amax = 127 * 2^e and its codes are q again (its fast-math 127/amax and
+1/d_inv are within 2^-21 of 2^-e and 2^e, far from a rounding boundary of the codes), so the float64
+reference X W^T (W's exact values) is what the GEMM must compute. What is left is what the format's dot does
+(mmq_dots.py): scales the tile loader rounds to fp16, the fp16 activation sums a min term multiplies, and
+fp32 rounding (`mmq_bound`). Weights: seeded random blocks, rows packed at whole blocks.
 """
 from __future__ import annotations
 
@@ -19,41 +21,71 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from strata_bench.ggml.mmq_dots import DOTS, activation_sums, split
 from strata_bench.kit import Case, Expected, Family, InputError, U32, gamma, parse_data
 
 FAMILY = "mmq"
-# The formats whose mul_mat_q dot is ggml_cuda_mmq_vec_dot_q8_0_q8_1_mma on Turing and newer: int8 codes of
-# the weights times a block scale that is exact in fp32 (the product of the format's scales).
-FORMATS = ("q4_0", "q5_0", "q8_0", "iq4_nl", "iq4_xs")
+# Every format ggml's mul_mat_q takes on Turing and newer that strata-bench knows: each one's MMA dot, its
+# activation layout and the scales it rounds are in mmq_dots.py.
+FORMATS = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
+           "iq1_s", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq4_nl", "iq4_xs")
 CHUNK = 32  # values per activation scale (mmq's D4 and DS4 layouts)
 SCALE_EXPONENTS = (-6, 0)  # 2^e of each chunk: fp16-normal, so DS4's half scale is exact too
 ACT_SEED_OFFSET = 7919  # activations get their own stream, independent of the weights
 # The stored activation scale d = 1 / (127 / amax) under -use_fast_math (approximate division and reciprocal):
 # within 2^-21 of amax / 127; 2^-20 leaves room.
 SCALE_DEVIATION = 2.0 ** -20
+F64_REL = 2.0 ** -52  # a float64 dot of K terms errs by at most K 2^-53 of its |terms|: twice that, for two
 SHAPES = ((1024, 2048, 16), (1000, 2048, 100), (4096, 1024, 512), (1000, 1024, 512))
 BENCH_SHAPE = (4096, 4096, 512)
-BENCH_FORMATS = ("q4_0", "q8_0", "iq4_xs")
+BENCH_FORMATS = ("q4_0", "q8_0", "q4_k", "iq4_xs")
 
 
-def prequantized_activations(seed: int, ncols: int, k: int) -> np.ndarray:
-    """float32 [ncols][k]: chunks 2^e q that ggml's quantize_mmq_q8_1 quantizes exactly (module docstring)."""
+def prequantized_activations(seed: int, ncols: int, k: int, per_scale: int = CHUNK) -> np.ndarray:
+    """float32 [ncols][k]: chunks 2^e q that ggml's quantize_mmq_q8_1 quantizes exactly (module docstring);
+    one e per `per_scale` values (64 for the D2S6 layout), a +-127 in every 32."""
     rng = np.random.default_rng(seed)
     chunks = k // CHUNK
     q = rng.integers(-126, 127, size=(ncols, chunks, CHUNK))
     where = rng.integers(0, CHUNK, size=(ncols, chunks, 1))
     np.put_along_axis(q, where, rng.choice((-127, 127), size=(ncols, chunks, 1)), axis=2)
-    e = rng.integers(SCALE_EXPONENTS[0], SCALE_EXPONENTS[1] + 1, size=(ncols, chunks, 1))
-    return (q * np.exp2(e)).astype(np.float32).reshape(ncols, k)
+    per = per_scale // CHUNK
+    e = rng.integers(SCALE_EXPONENTS[0], SCALE_EXPONENTS[1] + 1, size=(ncols, chunks // per, 1))
+    return (q * np.exp2(np.repeat(e, per, axis=1))).astype(np.float32).reshape(ncols, k)
 
 
-def mmq_bound(abs_product: np.ndarray, k: int, term_roundings: int = 2) -> np.ndarray:
+def scale_values(fmt: str) -> int:
+    """The values one activation scale covers in the layout `fmt`'s dot reads (mmq.ds_layout)."""
+    from strata_bench.ggml.mmq import ds_layout
+
+    return 64 if ds_layout(fmt) == "D2S6" else CHUNK
+
+
+def mmq_bound(abs_product: np.ndarray, k: int, term_roundings: int = 2, adds: int = 1) -> np.ndarray:
     """|Y - X W^T| for each output, from ggml's arithmetic (docs/GGML.md, "mul_mat_q"): each 32-value chunk's
     int8 tensor-core dot C is exact (|C| <= 32 * 127 * 127 < 2^24), its term C * d_w * d_x two fp32 roundings
     (`term_roundings`: three for a dot of two 16-value halves with their own d_w), then the terms of the
-    k / 32 chunks summed in fp32 in one thread, stream-k adding at most as many partial sums again:
-    gamma(2 + 2 k / 32) of sum |x||w|; plus the stored activation scale's deviation."""
-    return 1.01 * (gamma(term_roundings + 2 * (k // CHUNK), U32) + SCALE_DEVIATION) * abs_product
+    k / 32 chunks summed in fp32 in one thread (`adds` sums a chunk: two where a min term is added too),
+    stream-k adding at most k / 32 partial sums again: gamma(2 + 2 k / 32) of sum |x||w|; plus the stored
+    activation scale's deviation. `abs_product`: the sum of the terms' magnitudes."""
+    return 1.01 * (gamma(term_roundings + (adds + 1) * (k // CHUNK), U32) + SCALE_DEVIATION) * abs_product
+
+
+def reference_and_bound(fmt: str, raw: np.ndarray, x: np.ndarray, rows: int, k: int) -> tuple[np.ndarray,
+                                                                                            np.ndarray]:
+    """X W^T with W's exact values, and each output's bound on ggml's |Y - X W^T|: the known deviation of what
+    the dot computes in exact arithmetic (the loader's scales and offsets, the activation sums it reads;
+    mmq_dots.split), mmq_bound over the magnitude of its terms, and float64's own K 2^-52 of the sums."""
+    parts = split(fmt, raw, rows, k)
+    dot = DOTS[fmt]
+    x = np.asarray(x, dtype=np.float64)
+    w = parts.exact
+    sums, sums_read = activation_sums(x, parts.group)
+    deviation = (x @ (parts.a_dev - parts.a).T + (sums_read - sums) @ parts.b_dev.T
+                 + sums @ (parts.b_dev - parts.b).T)
+    magnitude = np.abs(x) @ np.abs(parts.a_dev).T + np.abs(sums_read) @ np.abs(parts.b_dev).T
+    own = k * F64_REL * (np.abs(x) @ np.abs(w).T + magnitude)
+    return x @ w.T, np.abs(deviation) + mmq_bound(magnitude, k, dot.term_roundings, dot.adds) + own
 
 
 class MmqGemm(Family):
@@ -86,7 +118,7 @@ class MmqGemm(Family):
         if src.kind != "seed":
             raise InputError(f"{FAMILY}: data {case.data!r}: only seed:N (the activations must quantize exactly)")
         raw = synthetic_weights(case.fmt, case.rows, case.cols, src.seed)
-        x = prequantized_activations(src.seed + ACT_SEED_OFFSET, case.ncols, case.cols)
+        x = prequantized_activations(src.seed + ACT_SEED_OFFSET, case.ncols, case.cols, scale_values(case.fmt))
         return {"w": np.ascontiguousarray(raw), "x": x}
 
     def to_device(self, case: Case, host: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,14 +132,11 @@ class MmqGemm(Family):
         return {"y": cupy.empty((case.ncols, case.rows), dtype=cupy.float32)}
 
     def reference(self, case: Case, host: Mapping[str, Any]) -> list[Expected]:
-        from strata_bench.formats import get_format
-
-        w = get_format(case.fmt).dequantize(host["w"]).astype(np.float64).reshape(case.rows, case.cols)
-        x = host["x"].astype(np.float64)
-        bound = mmq_bound(np.abs(x) @ np.abs(w).T, case.cols)
-        return [Expected("y", x @ w.T, bound, label="f64",
-                         why="exact int8 dots, two fp32 roundings a 32-value term and fp32 sums in ggml's order: "
-                             "gamma(2 + k/16) sum|x||w| + 2^-20 sum|x||w| (docs/GGML.md)")]
+        ref, bound = reference_and_bound(case.fmt, host["w"], host["x"], case.rows, case.cols)
+        return [Expected("y", ref, bound, label="f64",
+                         why=f"{DOTS[case.fmt].name}: exact int8 dots, the loader's fp16 scales and the fp16 "
+                             "activation sums as the dot takes them, fp32 roundings and sums in ggml's order "
+                             "(docs/GGML.md)")]
 
     def describe_index(self, case: Case, output: str, index: tuple[int, ...]) -> str:
         j, i = index

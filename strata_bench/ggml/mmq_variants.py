@@ -28,10 +28,20 @@ def attach(catalog: dict, tree: GgmlTree, name: str, same_as: str | None, format
            skip: Collection[str] = ()) -> dict[str, str]:
     """Family mmq and pfgemm's variant from `tree` (not for the families in `skip`: the tree the variant would
     be held to could not give them theirs); family -> why the tree cannot, for those it cannot give (the
-    other still gets its variant). pfgemm is attached only where the run's catalog has it."""
-    attachers = {"mmq": (mmq.lacking, lambda: attach_mmq(catalog, tree, name, same_as, formats))}
+    other still gets its variant). pfgemm is attached only where the run's catalog has it. A tree an error
+    model judges (same_as None) must give each format the dot its model bounds (mmq_dots.lacking); a tree held
+    to another's bits needs only the kernels."""
+    from strata_bench.ggml import mmq_dots, mmq_family
+
+    def bounded(lacking: Any, family_formats: tuple[str, ...], lines: bool) -> Any:
+        chosen = _chosen(family_formats, tree, formats)
+        return lambda t: lacking(t) or (None if same_as else mmq_dots.lacking(t, chosen, lines))
+
+    attachers = {"mmq": (bounded(mmq.lacking, mmq_family.FORMATS, True),
+                         lambda: attach_mmq(catalog, tree, name, same_as, formats))}
     if PFGEMM in catalog:
-        attachers[PFGEMM] = (mmid.lacking, lambda: attach_pfgemm(catalog[PFGEMM], tree, name, same_as, formats))
+        attachers[PFGEMM] = (bounded(mmid.lacking, PFGEMM_FORMATS, False),
+                             lambda: attach_pfgemm(catalog[PFGEMM], tree, name, same_as, formats))
     reasons = {}
     for family, (lacking, attach_one) in attachers.items():
         why = lacking(tree)

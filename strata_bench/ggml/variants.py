@@ -25,7 +25,7 @@ import numpy as np
 
 from strata_bench.cases.family import Variant
 from strata_bench.errors import InputError
-from strata_bench.ggml import combine, convert, fusion_variants, glu, mmvq, moe, to_fp16
+from strata_bench.ggml import combine, convert, fusion_variants, glu, mmvq, moe, moe_tokens, to_fp16
 from strata_bench.ggml.build import source_build, source_unit
 from strata_bench.ggml.error import RAW_SUM, TRUNCATING, ZERO_SIGN_FORMATS, GgmlErrorModel, MoeErrorModel, ZeroSignModel
 from strata_bench.ggml.launch import checker, compute_capability, lookup_in, needs_packing, packed_rows
@@ -190,47 +190,80 @@ def _attach_fp16deq(family: Any, tree: GgmlTree, name: str, formats: tuple[str, 
 
 
 def _attach_grouped(family: Any, tree: GgmlTree, name: str, formats: tuple[str, ...], same_as: str | None) -> None:
+    """grouped's variant `name` (mul_mat_vec_q with expert ids, one token) and, where the tree has the
+    multi-token kernel, `name`_moe (mul_mat_vec_q_moe: moe_tokens.py) from the same build of mmvq.cu."""
     from strata_bench.families.grouped import DOWN_FORMATS, GATE_FORMATS, groups_of
     from strata_bench.kernels.launch import launch_quantize_q8_1
 
-    unit, prefix = source_unit(tree, MMVQ, name), f"{name}_"
+    unit = source_unit(tree, MMVQ, name)
     gates = tuple(f for f in GATE_FORMATS if f in formats)
     # The down product's bound adds ggml's rounding alone: formats whose dot truncates or reads s are left out.
     downs = tuple(f for f in DOWN_FORMATS if f in formats and f not in TRUNCATING and f not in RAW_SUM)
+    multi = moe_tokens.lacking(tree) is None
 
-    def kernels(fam: Any, src: str) -> list[str]:
-        return moe.instances(tree, gates, downs) if src == unit else []
+    def one_variant(vname: str, kernel: Any, check: Any, readable: Any, plan: Any, applies: Any, what: str) -> Any:
+        prefix = f"{vname}_"
 
-    def prepare(fam: Any, case: Any, dev: Mapping[str, Any]) -> dict[str, Any]:
-        import cupy
+        def prepare(fam: Any, case: Any, dev: Mapping[str, Any]) -> dict[str, Any]:
+            import cupy
 
-        _check_device(dev["gate"])  # once per device copy, before anything launches on it
-        groups = groups_of(case)
-        out = {f"{prefix}ids": cupy.asarray(np.repeat(np.arange(len(groups), dtype=np.int32), groups))}
-        for matrix, (fmt, rows, k) in _matrices(case).items():
-            packed = _packed_experts(tree, dev[matrix], fmt, rows, k, len(groups))
-            if packed is not None:
-                out[prefix + matrix] = packed
-        return out
+            check(dev["gate"])  # once per device copy, before anything launches on it
+            groups = groups_of(case)
+            out = {f"{prefix}ids": cupy.asarray(np.repeat(np.arange(len(groups), dtype=np.int32), groups))}
+            for matrix, (fmt, rows, k) in _matrices(case).items():
+                packed = _packed_experts(dev[matrix], fmt, rows, k, len(groups), readable(fmt, rows, k, len(groups)))
+                if packed is not None:
+                    out[prefix + matrix] = packed
+            return out
 
-    def launch(fam: Any, case: Any, kernels_: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
-               stream: Any = None) -> None:
-        experts, entries = len(groups_of(case)), case.ncols
-        shapes = {m: _shape(fmt, rows, k, experts, entries) for m, (fmt, rows, k) in _matrices(case).items()}
-        w = {m: dev.get(prefix + m, dev[m]) for m in shapes}
-        lookup, ids = lookup_in(kernels_, unit), dev[f"{prefix}ids"]
-        # x -> q8_1 -> H = up(x) * silu(gate(x)) in one fused launch -> q8_1 -> Y = down(H), as ggml's graph runs.
-        launch_quantize_q8_1(kernels_, dev["x"], dev["xq"], entries * case.cols // 32, stream)
-        moe.plan(tree, case.fmt, shapes["up"], w["up"], dev["xq"], ids, outs["H"], gate=w["gate"]).run(lookup, stream)
-        launch_quantize_q8_1(kernels_, outs["H"], dev["hq"], entries * case.rows // 32, stream)
-        down = case.param("down")
-        moe.plan(tree, down, shapes["down"], w["down"], dev["hq"], ids, outs["Y"]).run(lookup, stream)
+        def launch(fam: Any, case: Any, kernels_: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
+                   stream: Any = None) -> None:
+            experts, entries = len(groups_of(case)), case.ncols
+            shapes = {m: _shape(fmt, rows, k, experts, entries) for m, (fmt, rows, k) in _matrices(case).items()}
+            w = {m: dev.get(prefix + m, dev[m]) for m in shapes}
+            lookup, ids = lookup_in(kernels_, unit), dev[f"{prefix}ids"]
+            # x -> q8_1 -> H = up(x) * silu(gate(x)) in one fused launch -> q8_1 -> Y = down(H), as ggml's graph runs.
+            launch_quantize_q8_1(kernels_, dev["x"], dev["xq"], entries * case.cols // 32, stream)
+            plan(tree, case.fmt, shapes["up"], w["up"], dev["xq"], ids, outs["H"], gate=w["gate"]).run(lookup, stream)
+            launch_quantize_q8_1(kernels_, outs["H"], dev["hq"], entries * case.rows // 32, stream)
+            plan(tree, case.param("down"), shapes["down"], w["down"], dev["hq"], ids, outs["Y"]).run(lookup, stream)
 
-    variant = Variant(name, kernels, launch, f"llama.cpp's mul_mat_vec_q with expert ids, ggml {tree.version}",
-                      applies=lambda case: case.fmt in gates and case.param("down") in downs,
-                      error_model=MoeErrorModel(gates), prepare=prepare, same_as=same_as)
-    build = source_build(tree, MMVQ, f"--ggml variant {name!r}", checker(lambda e: mmvq.SIGNATURE, name))
-    family.add_variant(variant, unit, (), build)
+        held = f"{same_as}{vname[len(name):]}" if same_as else None
+        return Variant(vname, lambda fam, src: kernel() if src == unit else [], launch,
+                       f"{what}, ggml {tree.version}",
+                       applies=lambda case: case.fmt in gates and case.param("down") in downs and applies(case),
+                       error_model=MoeErrorModel(gates), prepare=prepare, same_as=held)
+
+    one = one_variant(name, lambda: moe.instances(tree, gates, downs), _check_device,
+                      lambda fmt, rows, k, experts: moe.readable_rows(tree, fmt, rows, k, _block_values(fmt), experts),
+                      moe.plan, lambda case: True, "llama.cpp's mul_mat_vec_q with expert ids")
+    build = source_build(tree, MMVQ, f"--ggml variant {name!r}", checker(_mmvq_signature, name))
+    family.add_variant(one, unit, (), build)
+    if multi:
+        limit = moe_tokens.numbers(tree)[1]
+        family.add_variant(one_variant(
+            f"{name}_moe", lambda: moe_tokens.instances(tree, gates, downs), _check_moe_device,
+            lambda fmt, rows, k, experts: moe_tokens.readable_rows(tree, rows, experts), moe_tokens.plan,
+            lambda case: moe_tokens.tokens(case.ncols, limit) is not None,
+            "llama.cpp's mul_mat_vec_q_moe, its entries as tokens of expert slots"))
+
+
+def _mmvq_signature(expr: str) -> Any:
+    """The parameters a launch of one of mmvq.cu's kernels passes: mul_mat_vec_q_moe's, or mul_mat_vec_q's."""
+    return moe_tokens.SIGNATURE if expr.startswith(moe_tokens.KERNEL) else mmvq.SIGNATURE
+
+
+def _check_moe_device(array: Any) -> None:
+    cc = compute_capability(array)
+    if cc is not None:
+        mmvq.check_device(*cc)
+        moe_tokens.check_device(*cc)
+
+
+def _block_values(fmt: str) -> int:
+    from strata_bench.formats import get_format
+
+    return get_format(fmt).block_size
 
 
 def _matrices(case: Any) -> dict[str, tuple[str, int, int]]:
@@ -247,15 +280,14 @@ def _shape(fmt: str, rows: int, k: int, experts: int, entries: int) -> dict[str,
             "block_bytes": spec.type_size}
 
 
-def _packed_experts(tree: GgmlTree, w: Any, fmt: str, rows: int, k: int, experts: int) -> Any:
-    """grouped's padded expert matrices as ggml reads them (rows at whole blocks, the rows the last CUDA block
-    reads), or None where they already are."""
+def _packed_experts(w: Any, fmt: str, rows: int, k: int, experts: int, readable: int) -> Any:
+    """grouped's padded expert matrices as ggml reads them (rows at whole blocks, `readable` rows: those the
+    last CUDA block reads), or None where they already are."""
     from strata_bench.data.weights import row_stride
     from strata_bench.formats import get_format
 
     spec = get_format(fmt)
     stride, row_bytes = row_stride(fmt, k), spec.bytes_per_row(k)
-    readable = moe.readable_rows(tree, fmt, rows, k, spec.block_size, experts)
     if not needs_packing(stride, row_bytes, experts * rows, readable):
         return None
     return packed_rows(w, experts * rows, stride, row_bytes, readable)

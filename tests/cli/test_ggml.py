@@ -219,10 +219,14 @@ def test_a_branch_changing_the_bounded_arithmetic_is_held_to_ggmls_bits_not_refu
         f"error model bounds (an unsupported ggml version?): moe_combine needs it"]
 
 
+MMQ_FORMATS = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq1_s", "iq2_xxs",
+               "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq4_nl", "iq4_xs")  # every format family mmq runs
+
+
 @pytest.mark.parametrize("formats,built", [
-    ((), {"mmq-instance-q4_0.cu", "mmq-instance-q5_0.cu", "mmq-instance-q8_0.cu", "mmq-instance-iq4_nl.cu",
-          "mmq-instance-iq4_xs.cu", "quantize.cu"}),
+    ((), {f"mmq-instance-{fmt}.cu" for fmt in MMQ_FORMATS} | {"quantize.cu"}),
     (("--format", "q8_0"), {"mmq-instance-q8_0.cu", "quantize.cu"}),
+    (("--format", "q4_k,iq2_xxs"), {"mmq-instance-q4_k.cu", "mmq-instance-iq2_xxs.cu", "quantize.cu"}),
 ])
 def test_compile_builds_only_the_mmq_instances_of_its_formats(monkeypatch, formats, built):
     """compile takes --format as the run commands do: mul_mat_q's instances are a source each (42-64 s of nvcc

@@ -90,7 +90,8 @@ def test_the_family_joins_a_runs_catalog_and_not_the_registry():
     family = mmq_family.into(catalog)
     assert list(catalog) == ["mmq"] and "mmq" not in FAMILIES
     names = [c.name for c in family.default_cases()]
-    assert len(names) == 20 and names[:2] == ["mmq/q4_0/1024x2048/n16/seed:1", "mmq/q4_0/1000x2048/n100/seed:2"]
+    assert len(names) == 72 and names[:2] == ["mmq/q4_0/1024x2048/n16/seed:1", "mmq/q4_0/1000x2048/n100/seed:2"]
+    assert names[4] == "mmq/q4_1/1024x2048/n16/seed:1" and names[-1] == "mmq/iq4_xs/1000x1024/n512/seed:4"
 
 
 def test_the_activations_quantize_exactly():
@@ -136,7 +137,8 @@ def test_the_bound_holds_ggmls_arithmetic_and_not_a_scale_one_ulp_off(fmt):
 
 @pytest.mark.nvrtc
 @pytest.mark.slow
-def test_the_q8_0_instance_compiles_by_name_with_nvrtc(tree, monkeypatch, tmp_path):
+@pytest.mark.parametrize("fmt,type_id", [("q8_0", 8), ("q4_k", 12), ("iq2_xxs", 16)])
+def test_an_instance_compiles_by_name_with_nvrtc(tree, monkeypatch, tmp_path, fmt, type_id):
     from tests.ggml.test_nvrtc_build import _nvrtc_or_skip
     from strata_bench.ggml import build
     from strata_bench.ggml.launch import checker
@@ -145,9 +147,9 @@ def test_the_q8_0_instance_compiles_by_name_with_nvrtc(tree, monkeypatch, tmp_pa
     _nvrtc_or_skip()
     monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(build.COMPILER_ENV, "nvrtc")
-    cfg = mmq.choose(mmq.config_table(tree), "q8_0", 1000, 100, H100_OPTIN)
+    cfg = mmq.choose(mmq.config_table(tree), fmt, 1000, 100, H100_OPTIN)
     exprs = list(mmq.kernel_names(tree, cfg))
-    spec = build.source_build(tree, mmq.instance_source("q8_0"), "--ggml variant 'ggml'", checker(signature, "ggml"))
+    spec = build.source_build(tree, mmq.instance_source(fmt), "--ggml variant 'ggml'", checker(signature, "ggml"))
     compiled = spec.compile("unit", exprs, "90", use_cache=False)  # 14-30 s on 2 cores
-    assert compiled.lowered[exprs[0]].startswith("_Z9mul_mat_qIL9ggml_type8ELi128ELb1EL9ggml_prec")
-    assert compiled.lowered[exprs[1]].startswith("_Z24mul_mat_q_stream_k_fixupIL9ggml_type8ELi128ELb1E")
+    assert compiled.lowered[exprs[0]].startswith(f"_Z9mul_mat_qIL9ggml_type{type_id}ELi128ELb1EL9ggml_prec")
+    assert compiled.lowered[exprs[1]].startswith(f"_Z24mul_mat_q_stream_k_fixupIL9ggml_type{type_id}ELi128ELb1E")
