@@ -373,9 +373,11 @@ for s in "${steps[@]}"; do
                 > "$logdir/ggml-planted-fuse.txt"
             if ggml_part first; then
                 # issue 35 item 4: the first complete ggml table, every family's build plus parity from an empty
-                # cache (its seconds are the status line's; goal 5 minutes); the later parts reuse what it built
+                # cache (its seconds are the status line's; goal 5 minutes): compile builds the programs on every
+                # core (mul_mat_q is one nvcc run per format), parity then finds them; the later parts reuse them
                 rm -rf "$STRATA_CACHE_DIR"
-                step ggml-first-table sb parity -q --ggml "$tree" -o md
+                step ggml-first-table bash -c "python3 -m strata_bench compile --ggml '$tree' \
+                    && python3 -m strata_bench parity -q --ggml '$tree' -o md"
             fi
             if ggml_part core; then
                 step ggml-compile sb compile --ggml "$tree" --family mmvq,dequant,q8_1,fp16deq,grouped --resources
