@@ -187,10 +187,15 @@ engine_step() {
     local logits=(--pairs 2 --shell --setup "$A/llama-perplexity $ppl --kl-divergence-base $base"
                   --same 'logits=^([0-9a-f]{64})  ' --same 'kld=Mean\s+KLD:\s+(\S+)' --same 'top1=Same top p:\s+(\S+)' -o md)
     logits_run() { echo "$1/llama-perplexity $ppl --kl-divergence-base $eng/own.kld > /dev/null 2>&1 && sha256sum $eng/own.kld && $1/llama-perplexity $ppl --kl-divergence-base $base --kl-divergence"; }
-    engine_wanted aa-speed && step engine-aa-speed "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --a "$A/llama-bench $bench" --b "$A/llama-bench $bench" -o md
+    # the mean of llama-bench's repetitions (its own figure) and their median: the first repetitions of a process
+    # run slower (scripts/engine_noise.py), which the median leaves out; A/A adds pairs while a verdict is open
+    local speed=(--metric-json llama-bench --metric-json llama-bench-median)
+    engine_wanted aa-speed && step engine-aa-speed "${ab[@]}" --pairs "$pairs" --until-decided $((2 * pairs)) "${speed[@]}" \
+        --a "$A/llama-bench $bench" --b "$A/llama-bench $bench" -o md
     engine_wanted aa-tokens && step engine-aa-tokens "${ab[@]}" "${tokens[@]}" --server "$A/llama-server -m $q --port $port -ngl 99"
     engine_wanted aa-logits && step engine-aa-logits "${ab[@]}" "${logits[@]}" --a "$(logits_run "$A")" --b "$(logits_run "$A")"
-    engine_wanted slow-speed && step engine-slow-speed "${ab[@]}" --pairs "$pairs" --metric-json llama-bench --a "$A/llama-bench $bench" --b "$S/llama-bench $bench" -o md
+    engine_wanted slow-speed && step engine-slow-speed "${ab[@]}" --pairs "$pairs" "${speed[@]}" --a "$A/llama-bench $bench" \
+        --b "$S/llama-bench $bench" -o md
     # one --server for both arms: the arm's environment says whose llama-server starts
     engine_wanted slow-tokens && step engine-slow-tokens "${ab[@]}" "${tokens[@]}" --server "\$BIN/llama-server -m $q --port $port -ngl 99" \
         --env-a "BIN=$A" --env-b "BIN=$S"

@@ -6,7 +6,11 @@ A spec is `[NAME[:higher|:lower][:UNIT]=]FIELD[@KEY]`:
          ` @ d512` added at a depth, as llama-bench's markdown prints it), or a template over the object's
          fields (`pp{n_prompt}`); without KEY, one entry, the last object that has FIELD.
 `--metric-json llama-bench` is `avg_ts:higher:t/s=avg_ts@llama-bench`: one metric per test, its
-tokens/s, higher is better.
+tokens/s, higher is better. A FIELD whose value is an array of numbers gives their median:
+`--metric-json llama-bench-median` is `median_ts:higher:t/s=samples_ts@llama-bench`, the median of a test's
+repetitions. Why a median: on an H100 a 270M model's pp512 and pp1024 repetitions ran 14-19% slower in the
+first three of ten than in the last three, in every process (scripts/engine_noise.py, issue 36), so the mean
+carries that ramp and its spread from process to process; the median of ten does not.
 
 The objects are found wherever they are in the output: llama-bench's JSON array (`-o json`) or one object
 a line (`-o jsonl`), with the engine's log lines (stderr, merged) before, after or between them. Each
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import string
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
@@ -31,8 +36,9 @@ LLAMA_BENCH = "llama-bench"
 # The numbers llama-bench prints for every test (tools/llama-bench/llama-bench.cpp's `test::get_fields`):
 # its direction and unit. Its other fields are the test's settings and provenance, not figures.
 LLAMA_BENCH_FIGURES = {"avg_ts": (True, "t/s"), "stddev_ts": (None, "t/s"), "avg_ns": (False, "ns"),
-                       "stddev_ns": (None, "ns")}
-PRESETS = {LLAMA_BENCH: "avg_ts:higher:t/s=avg_ts@llama-bench"}
+                       "stddev_ns": (None, "ns"), "samples_ts": (True, "t/s"), "samples_ns": (False, "ns")}
+PRESETS = {LLAMA_BENCH: "avg_ts:higher:t/s=avg_ts@llama-bench",
+           f"{LLAMA_BENCH}-median": "median_ts:higher:t/s=samples_ts@llama-bench"}
 _SPEC = re.compile(r"^(?:(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?::(?P<dir>higher|lower))?(?::(?P<unit>[^\s=:@]+))?=)?"
                    r"(?P<field>[A-Za-z_][A-Za-z0-9_.-]*)(?:@(?P<key>.+))?$")
 
@@ -72,6 +78,18 @@ def json_objects(text: str | bytes) -> Iterator[dict[str, Any]]:
         pos = end
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
+
+
+def _figure(value: Any) -> Any:
+    """The figure a field gives: a number (or its text) as it is, an array of numbers its median, else None."""
+    if isinstance(value, list):
+        numbers = [v for v in value if _number(v) and not isinstance(v, str)]
+        return statistics.median(numbers) if numbers and len(numbers) == len(value) else None
+    return value if _number(value) else None
+
+
 class _Found:
     """One object's entry, as a regex match object answers `group`."""
 
@@ -103,8 +121,8 @@ class JsonPattern:
 
     def finditer(self, text: str | bytes) -> Iterator[_Found]:
         for obj in json_objects(text):
-            value = obj.get(self.field)
-            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            value = _figure(obj.get(self.field))
+            if value is None:
                 continue  # the field is absent (or not a figure) in this object
             yield _Found(self._key_of(obj), str(value))
 
@@ -126,8 +144,8 @@ def parse_json_metric(text: str, commands: Sequence[str] = ()) -> OutputSpec:
     spec = PRESETS.get(text, text)
     m = _SPEC.match(spec)
     if not m:
-        raise InputError(f"--metric-json must be llama-bench or [NAME[:higher|:lower][:UNIT]=]FIELD[@KEY], "
-                         f"got {text!r}")
+        raise InputError(f"--metric-json must be {' or '.join(PRESETS)} or "
+                         f"[NAME[:higher|:lower][:UNIT]=]FIELD[@KEY], got {text!r}")
     field, key = m.group("field"), m.group("key")
     direction = None if m.group("dir") is None else m.group("dir") == "higher"
     unit = m.group("unit")

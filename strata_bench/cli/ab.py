@@ -42,8 +42,10 @@ from strata_bench.errors import InputError
                    "decode:higher:tok/s=) the unit it is printed in. Default: wall time of the process.")
 @click.option("--metric-json", "metric_json", multiple=True, metavar="llama-bench|[NAME[:higher][:UNIT]=]FIELD[@KEY]",
               help="Read figures from JSON objects in the output (repeatable): FIELD of each object, one metric per "
-                   "KEY (llama-bench: its test name, pp512, tg128; or a template, pp{n_prompt}). 'llama-bench' "
-                   "is avg_ts:higher:t/s=avg_ts@llama-bench, for llama-bench -o json.")
+                   "KEY (llama-bench: its test name, pp512, tg128; or a template, pp{n_prompt}); an array FIELD "
+                   "gives its median. 'llama-bench' is avg_ts:higher:t/s=avg_ts@llama-bench, for llama-bench -o "
+                   "json; 'llama-bench-median' is median_ts:higher:t/s=samples_ts@llama-bench, the median of "
+                   "each test's repetitions.")
 @click.option("--same", "same", multiple=True, type=SAID, metavar="[NAME=]REGEX",
               help="Output that must be identical in every run of both arms (repeatable; group value, the only "
                    "group, or the whole match; a key group checks per key). A difference exits 1, and so does an "

@@ -39,6 +39,24 @@ def test_the_llama_bench_preset_gives_one_tokens_per_second_metric_per_test():
         "avg_ts[pp512 @ d512]": 80211.664001}
 
 
+def test_the_median_preset_reads_each_tests_repetitions():
+    spec = parse_json_metric("llama-bench-median", [CMD])
+    assert (spec.name, spec.higher_is_better, spec.unit) == ("median_ts", True, "t/s")
+    got = read_metrics([spec], SAMPLE)
+    assert got["median_ts[pp64]"] == 21884.34  # of 21829.66, 21895.28, 21884.34, 21862.47, 21895.28
+    assert len(got) == 7
+
+
+def test_an_array_field_gives_its_median_and_a_ramp_leaves_it():
+    ramp = json.dumps({"n_prompt": 512, "n_gen": 0, "samples_ts": [80.0, 90.0, 100.0, 100.0, 101.0, 100.0],
+                       "avg_ts": 95.1667})
+    spec = parse_json_metric("median_ts:higher=samples_ts@llama-bench", [CMD])
+    assert read_metrics([spec], ramp) == {"median_ts[pp512]": 100.0}
+    mixed = json.dumps({"n_prompt": 512, "n_gen": 0, "samples_ts": [80.0, "fast"]})
+    with pytest.raises(OutputMissing):
+        read_metrics([spec], mixed)  # not an array of numbers: no figure, a missing metric
+
+
 def test_jsonl_templates_unkeyed_fields_and_time_figures():
     lines = "\n".join(json.dumps(o) for o in json_objects(SAMPLE)) + "\nllama_perf: done\n"
     ns = parse_json_metric("avg_ns@pp{n_prompt}/tg{n_gen}", [CMD.replace("json", "jsonl")])
@@ -60,14 +78,16 @@ def test_a_run_that_printed_no_such_object_fails_as_a_missing_metric():
 
 @pytest.mark.parametrize("spec, commands, message", [
     ("avg_tps@llama-bench", [CMD], "--metric-json: llama-bench never prints a figure 'avg_tps' (its figures: "
-                                   "avg_ts, stddev_ts, avg_ns, stddev_ns): 'avg_tps@llama-bench'"),
+                                   "avg_ts, stddev_ts, avg_ns, stddev_ns, samples_ts, samples_ns): "
+                                   "'avg_tps@llama-bench'"),
     ("llama-bench", ["./bin/llama-bench -m m.gguf -p 512"], "--metric-json llama-bench: llama-bench prints no JSON "
                                                             "without -o json (or -o jsonl); the command is "
                                                             "'./bin/llama-bench -m m.gguf -p 512'"),
     ("llama-bench", ["llama-bench -m m.gguf -o csv"], "--metric-json llama-bench: llama-bench prints no JSON without "
                                                       "-o json (or -o jsonl); the command is "
                                                       "'llama-bench -m m.gguf -o csv'"),
-    ("x=", [], "--metric-json must be llama-bench or [NAME[:higher|:lower][:UNIT]=]FIELD[@KEY], got 'x='"),
+    ("x=", [], "--metric-json must be llama-bench or llama-bench-median or [NAME[:higher|:lower][:UNIT]=]FIELD[@KEY], "
+               "got 'x='"),
     ("avg_ts@pp{n_prompt", [], "--metric-json KEY is not a template like pp{n_prompt} (expected '}' before end of "
                                "string): 'avg_ts@pp{n_prompt'"),
     ("avg_ts@pp", [], "--metric-json KEY must name fields as {field} (or be llama-bench): 'avg_ts@pp'"),

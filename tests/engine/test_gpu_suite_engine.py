@@ -102,6 +102,7 @@ def test_carried_builds_run_every_ab_and_build_nothing(tmp_path):
     logs = next((repo / "results" / "logs").iterdir())
     assert (logs / "engine-builds.json").read_text() == '[{"arm": "a"}]\n'
     assert "| avg_ts[tg128] (t/s, higher) |" in (logs / "engine-slow-speed.log").read_text()
+    assert "| median_ts[pp1024] (t/s, higher) |" in (logs / "engine-aa-speed.log").read_text()
     assert "| threads4 | pp4096 | 5 | " in (logs / "engine-noise.log").read_text()
     assert (logs / "engine-noise.json").exists()
 
