@@ -10,7 +10,7 @@ import math
 import time
 from dataclasses import replace
 from functools import partial
-from typing import Any, Callable, Collection, Iterable, Mapping
+from typing import Any, Callable, Collection, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -18,13 +18,15 @@ from strata_bench.cases import Case, Expected, Family
 from strata_bench.checks.diagnosis import as_uint, diagnose
 from strata_bench.checks.outcome import CaseResult, CheckResult, CaseStatus
 from strata_bench.checks.phases import PhaseTimes, maybe
+from strata_bench.checks import pieces
 from strata_bench.checks.ahead import Ahead
 from strata_bench.checks.refcache import computed_references
 from strata_bench.errors import InputError
 from strata_bench.gpu.launch import VariantRun, run_variant
 
-# Elements per piece where a pass goes a piece at a time (bit comparisons, the quotients |err|/bound): a
-# piece's temporaries stay in a core's cache, and no array of the whole size is made and faulted in.
+# Elements per piece where a pass goes a piece at a time (bit comparisons; a reference's statistics and
+# its checks, on the pieces' threads: checks/pieces.py): a piece's temporaries stay in a core's cache, and
+# no array of the whole size is made and faulted in.
 PIECE = 1 << 16
 
 
@@ -182,39 +184,66 @@ def _same_as(family: Family, variant: str) -> str | None:
 
 
 class _RefStats:
-    """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|,
-    sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape);
-    `work`, where ref^2 was summed, then holds each check's |err| in turn (in `spare`, a work array done
-    with, where it fits: no new array to fault in)."""
+    """What a reference contributes to every variant's check, computed once, a piece at a time on the
+    pieces' threads (checks/pieces.py): whether every element is finite, max |ref| and sum ref^2 (the
+    NMSE denominator; both over the finite elements) and its bounds (a float, or an array of the
+    reference's shape)."""
 
-    def __init__(self, exp: Expected, spare: np.ndarray | None = None):
+    def __init__(self, exp: Expected):
         self.ref = np.asarray(exp.ref, dtype=np.float64)
         self.bound, self.largest_bound = _bounds(exp, self.ref.shape)
-        # max |x| = max(|max x|, |min x|): exact, and no |x| array. Where both are finite every element is
-        # (a NaN makes max NaN, an inf makes max or min infinite), so the finite mask is only made otherwise.
-        with np.errstate(invalid="ignore"):
-            top, bottom = (float(self.ref.max()), float(self.ref.min())) if self.ref.size else (0.0, 0.0)
-        self.all_finite = bool(np.isfinite(top) and np.isfinite(bottom))
-        self._fin = None if self.all_finite else np.isfinite(self.ref)
-        ref0 = _zero_outside(self.ref, self._fin, self.all_finite)
-        if ref0 is not self.ref:
-            top, bottom = (float(ref0.max()), float(ref0.min())) if ref0.size else (0.0, 0.0)
-        self.max_ref = max(abs(top), abs(bottom))
-        self.work = np.square(ref0, out=spare if _same_c_layout(ref0, spare) else None)
-        self.denom = float(np.sum(self.work))
+        self._flats: dict[tuple[int, ...], tuple[np.ndarray, float | np.ndarray]] = {}
+        flat = self.flat(_result_axes(self.ref))[0]  # ref^2's own layout: its sum runs in that order
+        found = pieces.run([partial(_ref_piece, flat, lo, hi) for lo, hi in pieces.leaves(flat.size, PIECE)])
+        self.all_finite = all(p[0] for p in found)
+        self.max_ref = max((max(abs(p[1]), abs(p[2])) for p in found), default=0.0)
+        self.denom = pieces.tree_sum(flat.size, PIECE, [p[3] for p in found])
 
-    @property
-    def fin(self) -> np.ndarray:
-        """The finite mask of the reference (made on first use where every element is finite)."""
-        if self._fin is None:
-            self._fin = np.ones(self.ref.shape, dtype=bool)
-        return self._fin
+    def flat(self, axes: tuple[int, ...]) -> tuple[np.ndarray, float | np.ndarray]:
+        """The reference and its bounds read flat with `axes` outermost (views where they are laid out so
+        already, else copies made once per order)."""
+        if axes not in self._flats:
+            bound = self.bound if isinstance(self.bound, float) else _flat(self.bound, axes)
+            self._flats[axes] = (_flat(self.ref, axes), bound)
+        return self._flats[axes]
+
+
+def _result_axes(*arrays: np.ndarray) -> tuple[int, ...]:
+    """The axes, outermost first, of the layout numpy gives a result over `arrays` (their common order
+    where they agree, else C order): the sums of the check before the pieces ran over such results, in
+    memory order, so the pieces keep that order (a transposed reference sums as it did)."""
+    if all(a.flags.c_contiguous for a in arrays):
+        return tuple(range(arrays[0].ndim))
+    ops = [["readonly"]] * len(arrays) + [["writeonly", "allocate"]]
+    out = np.nditer([*arrays, None], flags=["zerosize_ok"], op_flags=ops).operands[-1]  # np.empty: not touched
+    return tuple(sorted(range(out.ndim), key=lambda axis: -out.strides[axis]))
+
+
+def _flat(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    return np.ravel(a.transpose(axes))
+
+
+def _ref_piece(flat: np.ndarray, lo: int, hi: int) -> tuple[bool, float, float, float]:
+    """(whether every element is finite, max and min of the finite ones, sum of their squares) of
+    flat[lo:hi]; 0 for an empty piece. max |x| = max(|max x|, |min x|): exact, and no |x| array; where
+    both are finite every element is (a NaN makes max NaN, an inf makes max or min infinite), so the
+    finite mask is only made otherwise."""
+    x = flat[lo:hi]
+    if not x.size:
+        return True, 0.0, 0.0, 0.0
+    with np.errstate(invalid="ignore"):
+        top, bottom = float(x.max()), float(x.min())
+    finite = bool(np.isfinite(top) and np.isfinite(bottom))
+    if not finite:
+        x = np.where(np.isfinite(x), x, 0.0)
+        top, bottom = float(x.max()), float(x.min())
+    return finite, top, bottom, float(np.sum(np.square(x, out=pieces.scratch(x.size))))
 
 
 def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float]:
     """(the tolerance as the check applies it, its largest value): a scalar stays a float; an array is
-    broadcast to the reference's shape in C order (a copy only where it is smaller or laid out otherwise:
-    the checks read it flat), or InputError naming both shapes."""
+    broadcast to the reference's shape in C order (a copy only where it is smaller or laid out otherwise),
+    or InputError naming both shapes."""
     if np.ndim(exp.tol) == 0:
         return float(exp.tol), float(exp.tol)
     tol = np.asarray(exp.tol, dtype=np.float64)
@@ -226,26 +255,6 @@ def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, 
     return bound, float(np.max(tol)) if tol.size else 0.0
 
 
-def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool, own: bool = False) -> np.ndarray:
-    """np.where(fin, a, 0.0), without the copy where `a` is already laid out as np.where's result would be
-    (C order: the same values in the same order give the same sums) and fin is all True (all_finite; fin
-    may then be None) or `a` is ours to zero in place (`own`) and fin is in C order too."""
-    if all_finite:
-        return a if a.flags.c_contiguous else np.where(True, a, 0.0)
-    if own and a.flags.c_contiguous and fin.flags.c_contiguous:
-        np.copyto(a, 0.0, where=~fin)
-        return a
-    return np.where(fin, a, 0.0)
-
-
-def _largest(a: np.ndarray) -> tuple[int, float]:
-    """(flat index, value) of a's largest element in one pass; a NaN counts as the largest (np.argmax
-    stops at the first NaN), and then the value is the largest of the others (np.nanmax's)."""
-    index = int(np.argmax(a))
-    top = float(a.flat[index])
-    return index, float(np.nanmax(a)) if np.isnan(top) else top
-
-
 def _ratio(err: float, bound: float) -> float:
     """|err|/bound of one element: 0 for no error (whatever the bound), inf for a NaN error or an error
     against a zero (or NaN) bound."""
@@ -255,80 +264,110 @@ def _ratio(err: float, bound: float) -> float:
     return math.inf if math.isnan(ratio) else ratio
 
 
-def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int,
-                      bound: float | np.ndarray) -> tuple[int, bool]:
-    """(flat index of the element with the largest |err|/bound, whether every |err| is within its bound).
+class _Piece(NamedTuple):
+    """One piece's part of an f64 check (flat indices are the whole array's)."""
 
-    One bound: the largest error's index (`largest_err`), and max|err| <= bound. Per-element bounds: the
-    largest quotient's index (NaN, a NaN error or bound, counts as the largest; 0 for no error, whatever
-    the bound), and every element compared (a NaN bound fails its element), a piece of PIECE elements at a
-    time: a piece's quotients stay in cache and no array of them all is made, and np.argmax finds the
-    first NaN, else the first maximum, so the first largest of the pieces' is the whole's."""
-    if isinstance(bound, float):
-        return largest_err, max_err <= bound
-    if not err0.size:
-        return 0, True
-    e, b = err0.reshape(-1), bound.reshape(-1)
-    part = np.empty(min(e.size, PIECE))
-    index, value, within = [], [], True
+    largest: int  # the largest |err| (the first NaN, else the first maximum: np.argmax's)
+    top: float  # |err| there
+    top_value: float  # the largest |err| that is not NaN (np.fmax's: NaN only where all are)
+    worst: int  # the largest |err|/bound (per-element bounds; else `largest`)
+    worst_ratio: float
+    within: bool  # every |err| <= its bound (per-element bounds; else True)
+    squares: float  # sum |err|^2
+    special_ok: bool  # the non-finite references matched exactly (True where all are finite)
+
+
+def _f64_piece(got: np.ndarray, ref: np.ndarray, bound: float | np.ndarray, all_finite: bool, lo: int,
+               hi: int) -> _Piece:
+    """flat[lo:hi]'s part of the check: |got - ref| (0 where the reference is not finite) in this
+    thread's scratch array, its largest element, its largest quotient |err|/bound and whether every
+    element is within its bound (per-element bounds), then its squares' sum (last: squared in place)."""
+    g, r = got[lo:hi], ref[lo:hi]
+    err = pieces.scratch(r.size)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.subtract(g, r, out=err)
+        np.abs(err, out=err)
+    special_ok = True
+    if not all_finite:
+        fin = np.isfinite(r)
+        np.copyto(err, 0.0, where=~fin)
+        special_ok = bool(np.array_equal(g[~fin], r[~fin], equal_nan=True))
+    largest = int(np.argmax(err))
+    top = float(err[largest])
+    top_value = float(np.fmax.reduce(err)) if math.isnan(top) else top
+    worst, ratio, within = largest, math.nan, True
+    if not isinstance(bound, float):
+        worst, ratio, within = _worst_quotient(err, bound[lo:hi])
+    squares = float(np.sum(np.square(err, out=err)))
+    return _Piece(lo + largest, top, top_value, lo + worst, ratio, within, squares, special_ok)
+
+
+def _worst_quotient(err: np.ndarray, bound: np.ndarray) -> tuple[int, float, bool]:
+    """(index of the largest |err|/bound, that quotient, whether every |err| is within its bound) of one
+    piece: NaN (a NaN error or bound) counts as the largest, 0 for no error whatever the bound, and a NaN
+    bound fails its element."""
     # x/0, 0/0 and a quotient past the float range (an error over a subnormal bound) are inf or NaN: the
     # largest, as they should be, so numpy's warnings about them say nothing
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for start in range(0, e.size, PIECE):
-            errs, bounds = e[start:start + PIECE], b[start:start + PIECE]
-            ratio = np.divide(errs, bounds, out=part[:errs.size])
-            np.copyto(ratio, 0.0, where=errs == 0)
-            top = int(np.argmax(ratio))
-            index.append(start + top)
-            value.append(ratio[top])
-            within = within and bool(np.all(errs <= bounds))
-    best = int(np.argmax(value))
-    return index[best], within
+        ratio = np.divide(err, bound)
+    np.copyto(ratio, 0.0, where=err == 0)
+    top = int(np.argmax(ratio))
+    return top, float(ratio[top]), bool(np.all(err <= bound))
 
 
-def _work(got: np.ndarray, stats: _RefStats) -> np.ndarray | None:
-    """Where |got - ref| goes: the reference's squares (summed already), so a check faults in no new
-    array, where it fits; else None, a new array."""
-    return stats.work if _same_c_layout(got, stats.work) else None
-
-
-def _same_c_layout(a: np.ndarray, out: np.ndarray | None) -> bool:
-    """Whether `out` holds a ufunc's result over `a` (and the reference) as the ufunc would lay it out:
-    both of one shape and in C order (the layout sets the order of the sums over it)."""
-    return out is not None and a.shape == out.shape and a.flags.c_contiguous and out.flags.c_contiguous
+def _first_largest(values: Sequence[float]) -> int:
+    """np.argmax's choice over the pieces' largest values (the first NaN, else the first maximum): as
+    np.argmax finds the first of the whole, the first largest of the pieces' is the whole's."""
+    return int(np.argmax(np.array(values, dtype=np.float64)))
 
 
 def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
                describe: Callable[[tuple[int, ...]], str]) -> CheckResult:
-    ref = stats.ref
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.subtract(got, ref, out=_work(got, stats))
-        np.abs(err, out=err)
-    err0 = _zero_outside(err, stats._fin, stats.all_finite, own=True)
-    largest, max_err = _largest(err0) if err.size else (0, 0.0)
-    # err0 holds |got - ref| (>= 0, or NaN) where the reference is finite and 0 elsewhere, so the errors
-    # there are all finite exactly when err0's largest element (np.argmax's first NaN, else its maximum) is.
-    finite = bool(np.isfinite(err0.flat[largest])) if err.size else True
-    worst_index, within = _worst_and_within(err0, max_err, largest, stats.bound)
-    worst = _worst_element(err0, stats.bound, worst_index, describe) if err.size else {}
-    # Squared in place, after its last other read: err0 is err itself or np.where's new array.
-    nmse = float(np.sum(np.square(err0, out=err0)) / stats.denom) if stats.denom else 0.0
+    if not stats.ref.size:
+        return CheckResult("f64", variant, True, "", 0.0, stats.max_ref, stats.largest_bound, 0.0, exp.label,
+                           None, None, "")
+    got = got if got.shape == stats.ref.shape else np.broadcast_to(got, stats.ref.shape)
+    axes = _result_axes(got, stats.ref)  # |got - ref|'s layout: its squares sum in that order
+    flat, (ref, bound) = _flat(got, axes), stats.flat(axes)
+    parts = pieces.leaves(flat.size, PIECE)
+    found = pieces.run([partial(_f64_piece, flat, ref, bound, stats.all_finite, lo, hi) for lo, hi in parts])
+    first = found[_first_largest([p.top for p in found])]
+    # The errors where the reference is finite are all finite exactly when the largest is (a NaN is the
+    # largest where there is one).
+    finite = math.isfinite(first.top)
+    max_err = float(np.fmax.reduce([p.top_value for p in found])) if math.isnan(first.top) else first.top
+    if isinstance(bound, float):
+        worst_index, within = first.largest, max_err <= bound
+    else:
+        worst_index = found[_first_largest([p.worst_ratio for p in found])].worst
+        within = all(p.within for p in found)
+    index = _unflattened(worst_index, stats.ref.shape, axes)
+    worst = _worst_element(float(flat[worst_index]), float(ref[worst_index]),
+                           bound if isinstance(bound, float) else float(bound[worst_index]), index, describe)
+    nmse = pieces.tree_sum(flat.size, PIECE, [p.squares for p in found]) / stats.denom if stats.denom else 0.0
     # Non-finite references (e.g. an fp16 overflow) must be matched exactly.
-    special_ok = stats.all_finite or bool(np.array_equal(got[~stats.fin], ref[~stats.fin], equal_nan=True))
+    special_ok = all(p.special_ok for p in found)
     ok = finite and special_ok and within
     detail = "" if ok else (_bound_detail(exp, worst) if finite and special_ok else
                             f"{exp.output} vs {exp.label}: non-finite or mismatched special values")
     return CheckResult("f64", variant, ok, detail, max_err, stats.max_ref, stats.largest_bound, nmse, exp.label,
-                       worst.get("ratio"), worst.get("index"), worst.get("at", ""))
+                       worst["ratio"], worst["index"], worst["at"])
 
 
-def _worst_element(err0: np.ndarray, bound: float | np.ndarray, flat: int,
+def _unflattened(flat: int, shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """The index in `shape` of element `flat` of an array read flat with `axes` outermost."""
+    moved = np.unravel_index(flat, tuple(shape[axis] for axis in axes))
+    index = [0] * len(shape)
+    for axis, i in zip(axes, moved):
+        index[axis] = int(i)
+    return tuple(index)
+
+
+def _worst_element(got: float, ref: float, limit: float, index: tuple[int, ...],
                    describe: Callable[[tuple[int, ...]], str]) -> dict[str, Any]:
-    """The element with the largest |err|/bound (at flat index `flat`): its ratio, index, name, |err| and
-    bound."""
-    index = tuple(int(i) for i in np.unravel_index(flat, err0.shape))
-    err = float(err0.flat[flat])
-    limit = bound if isinstance(bound, float) else float(bound.flat[flat])
+    """The element with the largest |err|/bound: its ratio, index, name, |err| (computed again, as the
+    pieces did: 0 where the reference is not finite) and bound."""
+    err = abs(got - ref) if math.isfinite(ref) else 0.0
     return {"ratio": _ratio(err, limit), "index": index, "at": describe(index), "err": err, "bound": limit}
 
 
@@ -350,9 +389,8 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
     bits = _bit_classes(runs) if bits is None else bits
     out = []
     values: dict[tuple[tuple[str | None, ...], str], np.ndarray] = {}
-    stats = None
     for exp in refs:
-        stats = _RefStats(exp, None if stats is None else stats.work)
+        stats = _RefStats(exp)
         made: dict[tuple[str | None, ...], CheckResult] = {}
         base_err = None
         describe = partial(_describe, family, case, exp.output)
@@ -362,8 +400,7 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
             # Its class over every output (None where it computes none: Variant.omits): values may read several.
             klass = tuple(firsts.get(variant) for firsts in bits.values())
             if (klass, exp.output) not in values:
-                values[klass, exp.output] = np.asarray(family.output_values(case, exp.output, run.outputs),
-                                                       dtype=np.float64)
+                values[klass, exp.output] = _values(family, case, exp.output, run.outputs)
             got = values[klass, exp.output]
             model = _judging_model(family, case, variant)
             if model is not None:  # its own bounds, element by element (never shared with others)
@@ -375,6 +412,15 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
             if case.baseline == variant:
                 base_err = made[klass].max_err
     return out
+
+
+def _values(family: Family, case: Case, name: str, outputs: Mapping[str, Any]) -> np.ndarray:
+    """The values an Expected named `name` is checked against (family.output_values): a bool, integer or
+    float array of 8 bytes an element at most as it is (the check's pieces widen it to float64 as they
+    read it: the same values as a float64 copy, without one of the whole size), anything else widened
+    here."""
+    got = np.asarray(family.output_values(case, name, outputs))
+    return got if got.dtype.kind in "biuf" and got.dtype.itemsize <= 8 else got.astype(np.float64)
 
 
 def _judging_model(family: Family, case: Case, variant: str) -> Any:

@@ -1,0 +1,94 @@
+"""A pass over a large flat array a piece at a time, the pieces on a few threads, with sums that keep
+numpy's order.
+
+A piece's temporaries stay in a core's cache (no array of the whole size is made and faulted in), and
+numpy releases the GIL over a piece, so the pieces of one array run on several cores at once. The pieces
+are the leaves of numpy's own pairwise sum (np.add.reduce over a contiguous float64 array halves it, a
+multiple of 8 to the left, down to blocks of 128), and their sums are added back up that same tree:
+the total is np.sum's, bit for bit (tests/checks/test_pieces.py holds it against np.sum), so a check's
+numbers do not depend on the piece size or on how many threads ran.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator, Sequence, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+# numpy's pairwise sum adds up to this many elements in one block (PW_BLOCKSIZE) before it halves.
+BLOCK = 128
+# Threads at most: comparisons are memory-bound, and the loop's other threads (inputs made ahead, the
+# reference workers of a cold run) need cores too.
+MAX_THREADS = 8
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_scratch = threading.local()
+
+
+def _halves(n: int) -> int:
+    """Where numpy's pairwise sum splits n elements: half, rounded down to a multiple of 8."""
+    half = n // 2
+    return half - half % 8
+
+
+def leaves(n: int, piece: int) -> list[tuple[int, int]]:
+    """The (start, stop) pieces of n elements: numpy's pairwise-sum tree, split down to `piece` elements
+    (or one block of 128) at most; one empty piece for n == 0."""
+    if n <= max(piece, BLOCK):
+        return [(0, n)]
+    left = _halves(n)
+    return leaves(left, piece) + [(left + lo, left + hi) for lo, hi in leaves(n - left, piece)]
+
+
+def tree_sum(n: int, piece: int, sums: Sequence[float]) -> float:
+    """The pieces' sums (of leaves(n, piece), in order) added up numpy's pairwise tree: np.sum's total."""
+    def add(size: int, each: Iterator[float]) -> float:
+        if size <= max(piece, BLOCK):
+            return float(next(each))
+        left = add(_halves(size), each)
+        return left + add(size - _halves(size), each)
+
+    return add(n, iter(sums))
+
+
+def scratch(size: int) -> np.ndarray:
+    """A float64 work array of `size` elements, this thread's own (reused: a new one per piece would be
+    faulted in every time)."""
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or buf.size < size:
+        buf = _scratch.buf = np.empty(max(size, 1))
+    return buf[:size]
+
+
+def threads() -> int:
+    """One per core, MAX_THREADS at most."""
+    return max(1, min(os.cpu_count() or 1, MAX_THREADS))
+
+
+def run(tasks: Sequence[Callable[[], T]]) -> list[T]:
+    """Each task's result, in order; on the shared pool where there are several (one runs here)."""
+    if len(tasks) <= 1 or threads() == 1:
+        return [task() for task in tasks]
+    return list(_shared_pool().map(lambda task: task(), tasks))
+
+
+def _forget_pool() -> None:
+    global _pool
+    _pool = None
+
+
+# A forked child has none of its parent's threads: a pool it inherited would wait on them forever.
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _shared_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="strata-pieces")
+        return _pool
