@@ -21,13 +21,14 @@ from strata_bench.checks.phases import PhaseTimes, maybe
 from strata_bench.checks import pieces
 from strata_bench.checks.ahead import Ahead
 from strata_bench.checks.refcache import computed_references
+from strata_bench.checks.refstats import RefStats, reference_stats
 from strata_bench.errors import InputError
 from strata_bench.gpu.launch import VariantRun, run_variant
 
 # Elements per piece where a pass goes a piece at a time (bit comparisons; a reference's statistics and
 # its checks, on the pieces' threads: checks/pieces.py): a piece's temporaries stay in a core's cache, and
 # no array of the whole size is made and faulted in.
-PIECE = 1 << 16
+PIECE = pieces.PIECE
 
 
 def omitted_outputs(family: Family, variant: str) -> tuple[str, ...]:
@@ -184,75 +185,39 @@ def _same_as(family: Family, variant: str) -> str | None:
 
 
 class _RefStats:
-    """What a reference contributes to every variant's check, computed once, a piece at a time on the
-    pieces' threads (checks/pieces.py): whether every element is finite, max |ref| and sum ref^2 (the
-    NMSE denominator; both over the finite elements) and its bounds (a float, or an array of the
-    reference's shape)."""
+    """What a reference contributes to every variant's check: its statistics (refstats.RefStats: `known`,
+    read from its cache entry, else computed here) and its bounds (a float, or an array of the
+    reference's shape), and both read flat in the order a check needs."""
 
-    def __init__(self, exp: Expected):
+    def __init__(self, exp: Expected, known: RefStats | None = None):
         self.ref = np.asarray(exp.ref, dtype=np.float64)
-        self.bound, self.largest_bound = _bounds(exp, self.ref.shape)
+        self.bound = _bounds(exp, self.ref.shape)
+        stats = known if known is not None else reference_stats(exp, PIECE)
+        self.all_finite, self.max_ref, self.denom = stats.all_finite, stats.max_ref, stats.denom
+        self.largest_bound = stats.largest_bound
         self._flats: dict[tuple[int, ...], tuple[np.ndarray, float | np.ndarray]] = {}
-        flat = self.flat(_result_axes(self.ref))[0]  # ref^2's own layout: its sum runs in that order
-        found = pieces.run([partial(_ref_piece, flat, lo, hi) for lo, hi in pieces.leaves(flat.size, PIECE)])
-        self.all_finite = all(p[0] for p in found)
-        self.max_ref = max((max(abs(p[1]), abs(p[2])) for p in found), default=0.0)
-        self.denom = pieces.tree_sum(flat.size, PIECE, [p[3] for p in found])
 
     def flat(self, axes: tuple[int, ...]) -> tuple[np.ndarray, float | np.ndarray]:
         """The reference and its bounds read flat with `axes` outermost (views where they are laid out so
         already, else copies made once per order)."""
         if axes not in self._flats:
-            bound = self.bound if isinstance(self.bound, float) else _flat(self.bound, axes)
-            self._flats[axes] = (_flat(self.ref, axes), bound)
+            bound = self.bound if isinstance(self.bound, float) else pieces.flat(self.bound, axes)
+            self._flats[axes] = (pieces.flat(self.ref, axes), bound)
         return self._flats[axes]
 
 
-def _result_axes(*arrays: np.ndarray) -> tuple[int, ...]:
-    """The axes, outermost first, of the layout numpy gives a result over `arrays` (their common order
-    where they agree, else C order): the sums of the check before the pieces ran over such results, in
-    memory order, so the pieces keep that order (a transposed reference sums as it did)."""
-    if all(a.flags.c_contiguous for a in arrays):
-        return tuple(range(arrays[0].ndim))
-    ops = [["readonly"]] * len(arrays) + [["writeonly", "allocate"]]
-    out = np.nditer([*arrays, None], flags=["zerosize_ok"], op_flags=ops).operands[-1]  # np.empty: not touched
-    return tuple(sorted(range(out.ndim), key=lambda axis: -out.strides[axis]))
-
-
-def _flat(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    return np.ravel(a.transpose(axes))
-
-
-def _ref_piece(flat: np.ndarray, lo: int, hi: int) -> tuple[bool, float, float, float]:
-    """(whether every element is finite, max and min of the finite ones, sum of their squares) of
-    flat[lo:hi]; 0 for an empty piece. max |x| = max(|max x|, |min x|): exact, and no |x| array; where
-    both are finite every element is (a NaN makes max NaN, an inf makes max or min infinite), so the
-    finite mask is only made otherwise."""
-    x = flat[lo:hi]
-    if not x.size:
-        return True, 0.0, 0.0, 0.0
-    with np.errstate(invalid="ignore"):
-        top, bottom = float(x.max()), float(x.min())
-    finite = bool(np.isfinite(top) and np.isfinite(bottom))
-    if not finite:
-        x = np.where(np.isfinite(x), x, 0.0)
-        top, bottom = float(x.max()), float(x.min())
-    return finite, top, bottom, float(np.sum(np.square(x, out=pieces.scratch(x.size))))
-
-
-def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float]:
-    """(the tolerance as the check applies it, its largest value): a scalar stays a float; an array is
-    broadcast to the reference's shape in C order (a copy only where it is smaller or laid out otherwise),
-    or InputError naming both shapes."""
+def _bounds(exp: Expected, shape: tuple[int, ...]) -> float | np.ndarray:
+    """The tolerance as the check applies it: a scalar stays a float; an array is broadcast to the
+    reference's shape in C order (a copy only where it is smaller or laid out otherwise), or InputError
+    naming both shapes."""
     if np.ndim(exp.tol) == 0:
-        return float(exp.tol), float(exp.tol)
+        return float(exp.tol)
     tol = np.asarray(exp.tol, dtype=np.float64)
     try:
-        bound = np.ascontiguousarray(np.broadcast_to(tol, shape))
+        return np.ascontiguousarray(np.broadcast_to(tol, shape))
     except ValueError:
         raise InputError(f"{exp.output} vs {exp.label}: tolerance of shape {tol.shape} does not broadcast to "
                          f"the reference's {shape}") from None
-    return bound, float(np.max(tol)) if tol.size else 0.0
 
 
 def _ratio(err: float, bound: float) -> float:
@@ -327,8 +292,8 @@ def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
         return CheckResult("f64", variant, True, "", 0.0, stats.max_ref, stats.largest_bound, 0.0, exp.label,
                            None, None, "")
     got = got if got.shape == stats.ref.shape else np.broadcast_to(got, stats.ref.shape)
-    axes = _result_axes(got, stats.ref)  # |got - ref|'s layout: its squares sum in that order
-    flat, (ref, bound) = _flat(got, axes), stats.flat(axes)
+    axes = pieces.result_axes(got, stats.ref)  # |got - ref|'s layout: its squares sum in that order
+    flat, (ref, bound) = pieces.flat(got, axes), stats.flat(axes)
     parts = pieces.leaves(flat.size, PIECE)
     found = pieces.run([partial(_f64_piece, flat, ref, bound, stats.all_finite, lo, hi) for lo, hi in parts])
     first = found[_first_largest([p.top for p in found])]
@@ -379,18 +344,20 @@ def _bound_detail(exp: Expected, worst: Mapping[str, Any]) -> str:
 
 def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun], refs: Iterable[Expected],
                       host: Mapping[str, Any] | None = None,
-                      bits: Mapping[str, Mapping[str, str]] | None = None) -> list[CheckResult]:
-    """Each variant's values against each float64 reference. The reference's own statistics are computed
-    once; variants whose outputs have the same bits (one class in `bits`, the runs' _bit_classes, made
-    here when not given) share their values and their checks (the same inputs give the same results), so
+                      bits: Mapping[str, Mapping[str, str]] | None = None,
+                      known: Sequence[RefStats | None] = ()) -> list[CheckResult]:
+    """Each variant's values against each float64 reference. The reference's own statistics are read
+    from `known` (per reference, in order: its cache entry's; None or missing: computed once here);
+    variants whose outputs have the same bits (one class in `bits`, the runs' _bit_classes, made here when
+    not given) share their values and their checks (the same inputs give the same results), so
     bitwise-equal variants cost one comparison. A variant judged by its error model (cases/error_model.py)
     is checked element by element against the model's bounds instead, an err-model check with its
     max|err| over the baseline's."""
     bits = _bit_classes(runs) if bits is None else bits
     out = []
     values: dict[tuple[tuple[str | None, ...], str], np.ndarray] = {}
-    for exp in refs:
-        stats = _RefStats(exp)
+    for i, exp in enumerate(refs):
+        stats = _RefStats(exp, known[i] if i < len(known) else None)
         made: dict[tuple[str | None, ...], CheckResult] = {}
         base_err = None
         describe = partial(_describe, family, case, exp.output)
@@ -526,7 +493,9 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
         side = (ahead or Ahead()).take(family, case)
         host, related = side.inputs.result()
     with maybe(times, "references"):
-        refs = computed_references(family, case, host, side.lookup.result())
+        found = side.lookup.result()
+        refs = computed_references(family, case, host, found)
+        known = found.stats if refs is found.refs else ()  # a hit's statistics, read with it
     runs = run_all(case, host)
     related_done = [(c, o, sel, related_runs(c)) for c, o, sel in related]
     with maybe(times, "comparisons"):
@@ -537,7 +506,7 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
             checks += _written_checks(family, case, run) + finite[variant]
         checks += _bitwise_checks(family, case, runs, bits)
         checks += _related_checks(family, case, runs, related_done)
-        checks += _reference_checks(family, case, runs, refs, host, bits)
+        checks += _reference_checks(family, case, runs, refs, host, bits, known)
         checks += _error_equal_checks(family, case, checks)
     status = CaseStatus.PASS if all(c.ok for c in checks) else CaseStatus.FAIL
     result = CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)

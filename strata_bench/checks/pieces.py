@@ -19,11 +19,15 @@ import numpy as np
 
 T = TypeVar("T")
 
+# Elements per piece at most: a piece's temporaries stay in a core's cache.
+PIECE = 1 << 16
 # numpy's pairwise sum adds up to this many elements in one block (PW_BLOCKSIZE) before it halves.
 BLOCK = 128
 # Threads at most: comparisons are memory-bound, and the loop's other threads (inputs made ahead, the
 # reference workers of a cold run) need cores too.
 MAX_THREADS = 8
+# Sets the thread count (1: every piece on the calling thread); refpool's workers, one per core, set 1.
+THREADS_VARIABLE = "STRATA_CHECK_THREADS"
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -56,6 +60,22 @@ def tree_sum(n: int, piece: int, sums: Sequence[float]) -> float:
     return add(n, iter(sums))
 
 
+def result_axes(*arrays: np.ndarray) -> tuple[int, ...]:
+    """The axes, outermost first, of the layout numpy gives a result over `arrays` (their common order
+    where they agree, else C order): a sum over such a result runs in memory order, so pieces read flat
+    in this order (flat()) keep its order (a transposed array sums as it would)."""
+    if all(a.flags.c_contiguous for a in arrays):
+        return tuple(range(arrays[0].ndim))
+    ops = [["readonly"]] * len(arrays) + [["writeonly", "allocate"]]
+    out = np.nditer([*arrays, None], flags=["zerosize_ok"], op_flags=ops).operands[-1]  # np.empty: not touched
+    return tuple(sorted(range(out.ndim), key=lambda axis: -out.strides[axis]))
+
+
+def flat(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """`a` read flat with `axes` outermost (a view where it is laid out so, else a copy)."""
+    return np.ravel(a.transpose(axes))
+
+
 def scratch(size: int) -> np.ndarray:
     """A float64 work array of `size` elements, this thread's own (reused: a new one per piece would be
     faulted in every time)."""
@@ -66,7 +86,11 @@ def scratch(size: int) -> np.ndarray:
 
 
 def threads() -> int:
-    """One per core, MAX_THREADS at most."""
+    """$STRATA_CHECK_THREADS, else one per core, MAX_THREADS at most (the results are the same whatever
+    the count)."""
+    text = os.environ.get(THREADS_VARIABLE, "").strip()
+    if text.isdigit() and int(text) > 0:
+        return int(text)
     return max(1, min(os.cpu_count() or 1, MAX_THREADS))
 
 

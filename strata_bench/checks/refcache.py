@@ -12,7 +12,8 @@ name and renamed, so a reader never sees half a file; one that cannot be read (o
 its header's) is computed again. Only built-in families are cached (a user
 family's reference code lies outside the hashed sources), and only entries up to MAX_ENTRY_BYTES; an
 array two references share (bit for bit) is stored once. A tolerance is stored in the header where it
-is one float, and as one more array where each element has its own bound. The default matrix filled
+is one float, and as one more array where each element has its own bound; each reference's statistics
+(checks/refstats.py) are in the header too. The default matrix filled
 about 1.2 GB before per-element bounds; each bound array is as large as its reference, so more now.
 
 Folder: $STRATA_CACHE_DIR/references, else ~/.cache/strata-bench/references; STRATA_REF_CACHE=off
@@ -35,6 +36,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from strata_bench.cases import Case, Expected, Family
+from strata_bench.checks.refstats import RefStats, reference_stats
 
 KEY_VERSION = 4  # bump when the key or the entry layout changes
 # The default cases' largest entry (moe_combine 1000 x 2048) is 172 MiB with its per-element bounds (93 MiB
@@ -174,9 +176,10 @@ _MAGIC = b"STRATREF"  # then the header's length (8 bytes, little-endian), the J
 _ALIGN = 64
 
 
-def _load(path: Path) -> tuple[Expected, ...] | None:
+def _load(path: Path) -> tuple[tuple[Expected, ...], tuple[RefStats | None, ...]] | None:
     """The entry's references, their arrays read-only views of the file mapped in memory (no copy: a warm
-    run reads over 1.2 GB); None where the file is missing, cut (its size is not the header's) or foreign."""
+    run reads over 1.2 GB), and each one's statistics where the entry holds them; None where the file is
+    missing, cut (its size is not the header's) or foreign."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -189,8 +192,9 @@ def _load(path: Path) -> tuple[Expected, ...] | None:
         arrays = [np.frombuffer(mapped, np.dtype(a["dtype"]), math.prod(a["shape"]), a["offset"]).reshape(a["shape"])
                   for a in header["arrays"]]
         tols = [arrays[m["tol_array"]] if "tol_array" in m else m["tol"] for m in header["meta"]]
-        return tuple(Expected(m["output"], arrays[m["array"]], tol, m["why"], m["label"])
+        refs = tuple(Expected(m["output"], arrays[m["array"]], tol, m["why"], m["label"])
                      for m, tol in zip(header["meta"], tols))
+        return refs, tuple(RefStats.from_json(m["stats"]) if "stats" in m else None for m in header["meta"])
     except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError):  # missing, cut or foreign
         return None
 
@@ -237,8 +241,9 @@ def _layout(refs: tuple[Expected, ...]) -> tuple[list[np.ndarray], list[dict[str
 def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], which: list[dict[str, int]]) -> bool:
     """Write the entry (False where the disk refused): the header, then each array's bytes (C order) at an
     offset aligned to 64 bytes, to a temporary name renamed at the end."""
-    meta = [{"output": e.output, **w, **({} if "tol_array" in w else {"tol": e.tol}), "why": e.why, "label": e.label}
-            for e, w in zip(refs, which)]
+    # Each reference's statistics too (a warm run's checks read them instead of a pass over the reference).
+    meta = [{"output": e.output, **w, **({} if "tol_array" in w else {"tol": e.tol}), "why": e.why, "label": e.label,
+             "stats": reference_stats(e).to_json()} for e, w in zip(refs, which)]
     specs = [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays]
     header, previous = b"", None
     while header != previous:  # the offsets depend on the header's length, which depends on their digits
@@ -310,6 +315,7 @@ class Lookup:
     refs: tuple[Expected, ...] | None
     path: Path | None = None
     blas: tuple | None = None
+    stats: tuple[RefStats | None, ...] = ()  # a hit's statistics per reference (None: not in the entry)
 
 
 def lookup_references(family: Family, case: Case, host: Mapping[str, Any], on_miss: Callable[[], None] | None = None,
@@ -330,7 +336,8 @@ def lookup_references(family: Family, case: Case, host: Mapping[str, Any], on_mi
     if hit is None and blas is not None and tuple(blas) != compute_settings():
         path = entry_path(reference_key(case, host))
         hit = _load(path)
-    return Lookup(hit, path, blas if path == entry_path(key) else None)
+    refs, stats = hit if hit is not None else (None, ())
+    return Lookup(refs, path, blas if path == entry_path(key) else None, stats)
 
 
 def computed_references(family: Family, case: Case, host: Mapping[str, Any], found: Lookup,

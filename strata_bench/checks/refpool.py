@@ -28,7 +28,7 @@ import time
 from typing import Any, Callable
 
 from strata_bench.cases import Case, Family
-from strata_bench.checks import refcache
+from strata_bench.checks import pieces, refcache
 
 
 def _fill(case: Case, family_type: str, folder: str) -> bool:
@@ -96,8 +96,10 @@ class ReferencePool:
         count = min(count, len(wanted))
         if count < 1:
             return
-        saved = {name: os.environ.get(name) for name in refcache.SINGLE_THREAD}
-        os.environ.update(refcache.SINGLE_THREAD)  # inherited by the workers (and a forkserver) they start
+        # One thread each for their BLAS and for the reference statistics they store (checks/pieces.py).
+        single = {**refcache.SINGLE_THREAD, pieces.THREADS_VARIABLE: "1"}
+        saved = {name: os.environ.get(name) for name in single}
+        os.environ.update(single)  # inherited by the workers (and a forkserver) they start
         try:
             folder = str(refcache.cache_dir().parent)
             context = multiprocessing.get_context(start_method or _start_method())

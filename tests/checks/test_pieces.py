@@ -66,3 +66,14 @@ def test_a_forked_child_makes_its_own_pool():
     if pid == 0:  # the child: a pool of its own, or it would wait on threads it does not have
         os._exit(0 if pieces._pool is None and pieces.run([lambda: 1] * 2) == [1, 1] else 1)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def test_the_variable_sets_the_thread_count(monkeypatch):
+    monkeypatch.setattr(pieces.os, "cpu_count", lambda: 16)
+    monkeypatch.setenv("STRATA_CHECK_THREADS", "1")
+    assert pieces.threads() == 1
+    assert set(pieces.run([lambda: threading.current_thread().name] * 3)) == {threading.current_thread().name}
+    monkeypatch.setenv("STRATA_CHECK_THREADS", "12")
+    assert pieces.threads() == 12
+    monkeypatch.setenv("STRATA_CHECK_THREADS", "0")
+    assert pieces.threads() == 8

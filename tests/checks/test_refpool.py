@@ -186,6 +186,7 @@ def test_pooled_entries_are_the_single_thread_serial_references_where_threads_ch
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     with ReferencePool([case], load_builtin_families(), workers=1) as pool:
         assert os.environ["OMP_NUM_THREADS"] == "7" and "OPENBLAS_NUM_THREADS" not in os.environ
+        assert "STRATA_CHECK_THREADS" not in os.environ
         pool.wait(case)
     host = family.make_inputs(case)
     own = refcache.blas_threads()  # the parent's (two or more threads here)
@@ -258,3 +259,24 @@ def test_a_warm_run_starts_no_worker_and_a_lost_entry_is_filled_again(cache):
         assert again.workers == 1
         again.wait(case)
     assert refcache.probably_cached(case, pool.blas)
+
+
+def test_a_worker_computes_the_statistics_it_stores_on_its_own_thread(cache, monkeypatch):
+    """Workers run one per core: the statistics stored with their entries take no pieces' threads."""
+    import os
+
+    monkeypatch.delenv("STRATA_CHECK_THREADS", raising=False)
+    family, case = _cases()[0]
+    with ReferencePool([case], load_builtin_families(), workers=1) as pool:
+        assert pool._executor.submit(_piece_threads).result() == ("1", 1)
+        pool.wait(case)
+    assert "STRATA_CHECK_THREADS" not in os.environ
+
+
+def _piece_threads():
+    """In a worker: its STRATA_CHECK_THREADS and the pieces' thread count."""
+    import os
+
+    from strata_bench.checks import pieces
+
+    return os.environ.get("STRATA_CHECK_THREADS"), pieces.threads()
