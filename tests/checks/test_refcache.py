@@ -280,3 +280,23 @@ def test_the_statistics_stored_with_a_reference_are_what_the_checks_read(cache, 
     text = json.dumps(header).encode().ljust(length)  # shorter: padded, the arrays stay where they were
     entry.write_bytes(data[:8] + length.to_bytes(8, "little") + text + data[16 + length:])
     assert refcache.lookup_references(fam, case, host).stats == (None, None)
+
+
+def test_a_large_input_is_hashed_as_pieces_on_the_pieces_threads(monkeypatch):
+    """From TREE_BYTES up an array's digest is sha256 over its 1 MiB pieces' sha256s, the pieces hashed
+    on the pieces' threads; below it, sha256 of its bytes."""
+    import hashlib
+
+    from strata_bench.checks import pieces
+
+    ran = []
+    monkeypatch.setattr(pieces, "run", lambda tasks: ran.append(len(tasks)) or [task() for task in tasks])
+    big = np.random.default_rng(1).integers(0, 255, (9 << 20) + 3, dtype=np.uint8)
+    raw = big.tobytes()
+    want = hashlib.sha256(b"tree1048576:" + b"".join(hashlib.sha256(raw[i:i + (1 << 20)]).digest()
+                                                     for i in range(0, len(raw), 1 << 20))).hexdigest()
+    assert refcache._array_digest(big[::1].copy()) == want and ran == [10]
+    small = big[:(4 << 20) - 1]
+    assert refcache._array_digest(small) == hashlib.sha256(small.tobytes()).hexdigest() and ran == [10]
+    wide = big[:(4 << 20) * 2].view(np.float64).reshape(-1, 2)[:, 0]  # not contiguous: its values' bytes
+    assert refcache._array_digest(wide) == refcache._array_digest(np.ascontiguousarray(wide))
