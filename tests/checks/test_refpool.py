@@ -5,6 +5,7 @@ or for a user family."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from strata_bench.families import load_builtin_families
 from strata_bench.checks import blas, refcache
 from strata_bench.checks.parity import _error_equal_checks, _reference_checks
-from strata_bench.checks.refpool import ReferencePool
+from strata_bench.checks.refpool import ReferencePool, siblings
 
 from tests.checks.test_refcache import CASES, _default_case, _runs_from
 
@@ -280,3 +281,19 @@ def _piece_threads():
     from strata_bench.checks import pieces
 
     return os.environ.get("STRATA_CHECK_THREADS"), pieces.threads()
+
+
+def test_cases_differing_only_in_columns_go_to_one_worker_in_order(cache):
+    """Siblings (all but ncols equal) are one task: the worker makes their shared products once; every
+    entry is still stored, and the other cases are tasks of their own."""
+    family, case = _cases()[0]
+    others = [replace(case, ncols=n) for n in (1, 2, 5) if n != case.ncols]
+    stranger = _cases()[1][1]
+    assert siblings([case, stranger, *others]) == [[case, *others], [stranger]]
+    with ReferencePool([case, stranger, *others], load_builtin_families(), workers=2) as pool:
+        assert pool.workers == 2
+        assert {id(pool._futures[c]) for c in (case, *others)} == {id(pool._futures[case])}
+        assert pool._futures[stranger] is not pool._futures[case]
+        assert pool._futures[case].result() == [True] * (1 + len(others))
+    for c in (case, *others):
+        assert refcache.probably_cached(c, pool.blas)
