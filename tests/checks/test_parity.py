@@ -186,9 +186,10 @@ def test_own_bounds_at_the_edge_of_their_errors_decide_as_the_original(toy_famil
 @pytest.mark.parametrize("seed", range(12))
 def test_the_largest_quotient_found_piece_by_piece_is_the_wholes(toy_family, toy_case, seed, monkeypatch):
     """Pieces of 7 quotients, so the largest, a tie or a NaN falls in any piece: the same checks."""
-    from strata_bench.checks import parity
+    from strata_bench.checks import f64, parity
 
     monkeypatch.setattr(parity, "PIECE", 7)
+    monkeypatch.setattr(f64, "PIECE", 7)
     test_one_pass_reference_checks_equal_the_original_exactly(toy_family, toy_case, seed)
     for edge in ("at-bound", "a-float-above", "overflowing-quotient"):
         test_own_bounds_at_the_edge_of_their_errors_decide_as_the_original(toy_family, toy_case, edge)
@@ -409,7 +410,7 @@ def test_a_failed_case_hands_its_arrays_to_on_failure_and_a_passing_one_does_not
 def test_a_reference_of_many_pieces_checked_on_threads_equals_the_original(toy_family, toy_case, bound, monkeypatch):
     """A reference of several pieces (checks/pieces.py), on the pool's threads: the numbers of the plain
     element-by-element comparison, bit for bit (max|err|, NMSE, worst element), however many threads."""
-    from strata_bench.checks import parity, pieces
+    from strata_bench.checks import f64, pieces
 
     rng = np.random.default_rng(11)
     ref = rng.standard_normal((301, 997)) * 10.0 ** rng.integers(-3, 4, (301, 997))
@@ -421,8 +422,8 @@ def test_a_reference_of_many_pieces_checked_on_threads_equals_the_original(toy_f
     tol = 1e-2 if bound == "scalar" else np.abs(ref) * 1e-4 + 1e-6
     runs = {"old": _run("old", got), "new": _run("new", moved)}
     refs = [Expected("y", ref, tol=tol, why="t", label="a"), Expected("y", ref.T.copy().T, tol=tol, why="t", label="b")]
-    monkeypatch.setattr(parity, "PIECE", 1 << 14)
-    assert len(pieces.leaves(ref.size, parity.PIECE)) > 8
+    monkeypatch.setattr(f64, "PIECE", 1 << 14)
+    assert len(pieces.leaves(ref.size, f64.PIECE)) > 8
     want = [_fields(c) for c in _reference_checks_before(toy_family, toy_case, runs, refs)]
     for threads in (1, 3):
         monkeypatch.setattr(pieces.os, "cpu_count", lambda n=threads: n)

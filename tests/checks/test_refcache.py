@@ -254,7 +254,7 @@ def test_the_statistics_stored_with_a_reference_are_what_the_checks_read(cache, 
     exactly; the checks of a hit take them (no pass over the reference), a miss or an entry without
     them (written before they were stored) computes them."""
     import json
-    from strata_bench.checks import parity
+    from strata_bench.checks import f64
 
     ref = np.array([[1.5, -3.0, np.inf], [0.1, np.nan, 2.0 ** -1074]])
     refs = [Expected("y", ref, 1e-3, "t", "a"), Expected("y", ref * 3.0, np.abs(ref) + 1e-300, "u", "b")]
@@ -268,7 +268,7 @@ def test_the_statistics_stored_with_a_reference_are_what_the_checks_read(cache, 
     assert want[0] == RefStats(False, 3.0, 1.5 ** 2 + 9.0 + 0.1 ** 2 + 2.0 ** -1074 * 2.0 ** -1074, 1e-3)
     runs = {"old": VariantRun("old", {"y": ref.astype(np.float32)}, {"y": np.zeros(ref.shape, bool)})}
     plain = _reference_checks(toy_family, case, runs, found.refs)
-    monkeypatch.setattr(parity, "reference_stats", lambda *a: pytest.fail("computed again"))
+    monkeypatch.setattr(f64, "reference_stats", lambda *a: pytest.fail("computed again"))
     assert [_fields(c) for c in _reference_checks(toy_family, case, runs, found.refs, known=found.stats)] == \
         [_fields(c) for c in plain]
     entry = next(cache.rglob("*.ref"))
