@@ -64,8 +64,8 @@ def ratio(err: float, bound: float) -> float:
     against a zero (or NaN) bound."""
     if err == 0:
         return 0.0
-    ratio = err / bound if bound else math.inf
-    return math.inf if math.isnan(ratio) else ratio
+    quotient = err / bound if bound else math.inf
+    return math.inf if math.isnan(quotient) else quotient
 
 
 class _Piece(NamedTuple):
@@ -99,11 +99,11 @@ def _f64_piece(got: np.ndarray, ref: np.ndarray, bound: float | np.ndarray, all_
     largest = int(np.argmax(err))
     top = float(err[largest])
     top_value = float(np.fmax.reduce(err)) if math.isnan(top) else top
-    worst, ratio, within = largest, math.nan, True
+    worst, quotient, within = largest, math.nan, True
     if not isinstance(bound, float):
-        worst, ratio, within = _worst_quotient(err, bound[lo:hi])
+        worst, quotient, within = _worst_quotient(err, bound[lo:hi])
     squares = float(np.sum(np.square(err, out=err)))
-    return _Piece(lo + largest, top, top_value, lo + worst, ratio, within, squares, special_ok)
+    return _Piece(lo + largest, top, top_value, lo + worst, quotient, within, squares, special_ok)
 
 
 def _worst_quotient(err: np.ndarray, bound: np.ndarray) -> tuple[int, float, bool]:
@@ -113,10 +113,10 @@ def _worst_quotient(err: np.ndarray, bound: np.ndarray) -> tuple[int, float, boo
     # x/0, 0/0 and a quotient past the float range (an error over a subnormal bound) are inf or NaN: the
     # largest, as they should be, so numpy's warnings about them say nothing
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = np.divide(err, bound)
-    np.copyto(ratio, 0.0, where=err == 0)
-    top = int(np.argmax(ratio))
-    return top, float(ratio[top]), bool(np.all(err <= bound))
+        quotients = np.divide(err, bound)
+    np.copyto(quotients, 0.0, where=err == 0)
+    top = int(np.argmax(quotients))
+    return top, float(quotients[top]), bool(np.all(err <= bound))
 
 
 def _first_largest(values: Sequence[float]) -> int:
