@@ -95,10 +95,14 @@ def threads() -> int:
 
 
 def run(tasks: Sequence[Callable[[], T]]) -> list[T]:
-    """Each task's result, in order; on the shared pool where there are several (one runs here)."""
+    """Each task's result, in order: the first runs here, the others on the shared pool (all here where
+    there is one task or one thread), so the caller works rather than waits."""
     if len(tasks) <= 1 or threads() == 1:
         return [task() for task in tasks]
-    return list(_shared_pool().map(lambda task: task(), tasks))
+    pool = _shared_pool()
+    others = [pool.submit(task) for task in tasks[1:]]
+    first = tasks[0]()
+    return [first, *(future.result() for future in others)]
 
 
 def _forget_pool() -> None:

@@ -9,6 +9,12 @@ import pytest
 from strata_bench.checks import pieces
 
 
+@pytest.fixture(autouse=True)
+def _cores_decide(monkeypatch):
+    """The thread count from the (patched) core count, whatever this shell sets."""
+    monkeypatch.delenv("STRATA_CHECK_THREADS", raising=False)
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 128, 129, 1000, 65_536, 65_537, 200_003, 1 << 20, 2_500_001])
 @pytest.mark.parametrize("piece", [1, 7, 4096, 1 << 16])
 def test_the_pieces_sums_add_up_to_np_sum_bit_for_bit(n, piece):
@@ -32,7 +38,8 @@ def test_several_tasks_run_on_the_pool_and_come_back_in_order(monkeypatch):
     monkeypatch.setattr(pieces.os, "cpu_count", lambda: 4)
     names = pieces.run([lambda i=i: (i, threading.current_thread().name) for i in range(6)])
     assert [i for i, _ in names] == list(range(6))
-    assert all(name.startswith("strata-pieces") for _, name in names)
+    assert names[0][1] == threading.current_thread().name  # the caller runs the first, not waits
+    assert all(name.startswith("strata-pieces") for _, name in names[1:])
     assert pieces.run([lambda: threading.current_thread().name]) == [threading.current_thread().name]
 
 
@@ -49,13 +56,14 @@ def test_threads_follow_the_cores_up_to_the_cap(monkeypatch):
     assert pieces.threads() == 1
 
 
-def test_scratch_is_reused_per_thread_and_grows():
+def test_scratch_is_reused_per_thread_and_grows(monkeypatch):
+    monkeypatch.setattr(pieces.os, "cpu_count", lambda: 4)
     a = pieces.scratch(10)
     assert pieces.scratch(5).base is a.base and pieces.scratch(5).dtype == np.float64
     big = pieces.scratch(100)
     assert big.size == 100
-    other = pieces.run([lambda: pieces.scratch(10)] * 2)
-    assert all(o.base is not big.base for o in other)
+    here, there = pieces.run([lambda: pieces.scratch(10)] * 2)  # the first runs here: this thread's
+    assert here.base is big.base and there.base is not big.base
 
 
 def test_a_forked_child_makes_its_own_pool():
