@@ -12,7 +12,8 @@ when the cache is off) and its thread making the cases' inputs and cache lookups
 (checks/ahead.py; --no-ahead makes them in the loop). Prints seconds per phase (wall, then the loop
 thread's CPU seconds: steadier on a shared host), the work beside the loop and the totals; run it twice
 to see the cold and the warm cache (STRATA_CACHE_DIR picks the cache folder, STRATA_REF_CACHE=off turns
-the reference cache off).
+the reference cache off; STRATA_CHECK_THREADS=1 keeps the comparisons' pieces on the loop's thread, whose
+CPU seconds then hold all of them).
 """
 from __future__ import annotations
 

@@ -6,11 +6,10 @@ requires it, the variants' max |err| must be equal.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import replace
 from functools import partial
-from typing import Any, Callable, Collection, Iterable, Mapping
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -18,14 +17,16 @@ from strata_bench.cases import Case, Expected, Family
 from strata_bench.checks.diagnosis import as_uint, diagnose
 from strata_bench.checks.outcome import CaseResult, CheckResult, CaseStatus
 from strata_bench.checks.phases import PhaseTimes, maybe
+from strata_bench.checks import f64, pieces
 from strata_bench.checks.ahead import Ahead
 from strata_bench.checks.refcache import computed_references
+from strata_bench.checks.refstats import RefStats
 from strata_bench.errors import InputError
 from strata_bench.gpu.launch import VariantRun, run_variant
 
-# Elements per piece where a pass goes a piece at a time (bit comparisons, the quotients |err|/bound): a
-# piece's temporaries stay in a core's cache, and no array of the whole size is made and faulted in.
-PIECE = 1 << 16
+# Elements per piece where bits are compared a piece at a time: a piece's temporaries stay in a core's
+# cache, no array of the whole size is made and faulted in, and the first differing piece ends it.
+PIECE = pieces.PIECE
 
 
 def omitted_outputs(family: Family, variant: str) -> tuple[str, ...]:
@@ -181,178 +182,22 @@ def _same_as(family: Family, variant: str) -> str | None:
         return None
 
 
-class _RefStats:
-    """What a reference contributes to every variant's check, computed once: its finite mask, max |ref|,
-    sum ref^2 (the NMSE denominator) and its bounds (a float, or an array of the reference's shape);
-    `work`, where ref^2 was summed, then holds each check's |err| in turn (in `spare`, a work array done
-    with, where it fits: no new array to fault in)."""
-
-    def __init__(self, exp: Expected, spare: np.ndarray | None = None):
-        self.ref = np.asarray(exp.ref, dtype=np.float64)
-        self.bound, self.largest_bound = _bounds(exp, self.ref.shape)
-        # max |x| = max(|max x|, |min x|): exact, and no |x| array. Where both are finite every element is
-        # (a NaN makes max NaN, an inf makes max or min infinite), so the finite mask is only made otherwise.
-        with np.errstate(invalid="ignore"):
-            top, bottom = (float(self.ref.max()), float(self.ref.min())) if self.ref.size else (0.0, 0.0)
-        self.all_finite = bool(np.isfinite(top) and np.isfinite(bottom))
-        self._fin = None if self.all_finite else np.isfinite(self.ref)
-        ref0 = _zero_outside(self.ref, self._fin, self.all_finite)
-        if ref0 is not self.ref:
-            top, bottom = (float(ref0.max()), float(ref0.min())) if ref0.size else (0.0, 0.0)
-        self.max_ref = max(abs(top), abs(bottom))
-        self.work = np.square(ref0, out=spare if _same_c_layout(ref0, spare) else None)
-        self.denom = float(np.sum(self.work))
-
-    @property
-    def fin(self) -> np.ndarray:
-        """The finite mask of the reference (made on first use where every element is finite)."""
-        if self._fin is None:
-            self._fin = np.ones(self.ref.shape, dtype=bool)
-        return self._fin
-
-
-def _bounds(exp: Expected, shape: tuple[int, ...]) -> tuple[float | np.ndarray, float]:
-    """(the tolerance as the check applies it, its largest value): a scalar stays a float; an array is
-    broadcast to the reference's shape in C order (a copy only where it is smaller or laid out otherwise:
-    the checks read it flat), or InputError naming both shapes."""
-    if np.ndim(exp.tol) == 0:
-        return float(exp.tol), float(exp.tol)
-    tol = np.asarray(exp.tol, dtype=np.float64)
-    try:
-        bound = np.ascontiguousarray(np.broadcast_to(tol, shape))
-    except ValueError:
-        raise InputError(f"{exp.output} vs {exp.label}: tolerance of shape {tol.shape} does not broadcast to "
-                         f"the reference's {shape}") from None
-    return bound, float(np.max(tol)) if tol.size else 0.0
-
-
-def _zero_outside(a: np.ndarray, fin: np.ndarray | None, all_finite: bool, own: bool = False) -> np.ndarray:
-    """np.where(fin, a, 0.0), without the copy where `a` is already laid out as np.where's result would be
-    (C order: the same values in the same order give the same sums) and fin is all True (all_finite; fin
-    may then be None) or `a` is ours to zero in place (`own`) and fin is in C order too."""
-    if all_finite:
-        return a if a.flags.c_contiguous else np.where(True, a, 0.0)
-    if own and a.flags.c_contiguous and fin.flags.c_contiguous:
-        np.copyto(a, 0.0, where=~fin)
-        return a
-    return np.where(fin, a, 0.0)
-
-
-def _largest(a: np.ndarray) -> tuple[int, float]:
-    """(flat index, value) of a's largest element in one pass; a NaN counts as the largest (np.argmax
-    stops at the first NaN), and then the value is the largest of the others (np.nanmax's)."""
-    index = int(np.argmax(a))
-    top = float(a.flat[index])
-    return index, float(np.nanmax(a)) if np.isnan(top) else top
-
-
-def _ratio(err: float, bound: float) -> float:
-    """|err|/bound of one element: 0 for no error (whatever the bound), inf for a NaN error or an error
-    against a zero (or NaN) bound."""
-    if err == 0:
-        return 0.0
-    ratio = err / bound if bound else math.inf
-    return math.inf if math.isnan(ratio) else ratio
-
-
-def _worst_and_within(err0: np.ndarray, max_err: float, largest_err: int,
-                      bound: float | np.ndarray) -> tuple[int, bool]:
-    """(flat index of the element with the largest |err|/bound, whether every |err| is within its bound).
-
-    One bound: the largest error's index (`largest_err`), and max|err| <= bound. Per-element bounds: the
-    largest quotient's index (NaN, a NaN error or bound, counts as the largest; 0 for no error, whatever
-    the bound), and every element compared (a NaN bound fails its element), a piece of PIECE elements at a
-    time: a piece's quotients stay in cache and no array of them all is made, and np.argmax finds the
-    first NaN, else the first maximum, so the first largest of the pieces' is the whole's."""
-    if isinstance(bound, float):
-        return largest_err, max_err <= bound
-    if not err0.size:
-        return 0, True
-    e, b = err0.reshape(-1), bound.reshape(-1)
-    part = np.empty(min(e.size, PIECE))
-    index, value, within = [], [], True
-    # x/0, 0/0 and a quotient past the float range (an error over a subnormal bound) are inf or NaN: the
-    # largest, as they should be, so numpy's warnings about them say nothing
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for start in range(0, e.size, PIECE):
-            errs, bounds = e[start:start + PIECE], b[start:start + PIECE]
-            ratio = np.divide(errs, bounds, out=part[:errs.size])
-            np.copyto(ratio, 0.0, where=errs == 0)
-            top = int(np.argmax(ratio))
-            index.append(start + top)
-            value.append(ratio[top])
-            within = within and bool(np.all(errs <= bounds))
-    best = int(np.argmax(value))
-    return index[best], within
-
-
-def _work(got: np.ndarray, stats: _RefStats) -> np.ndarray | None:
-    """Where |got - ref| goes: the reference's squares (summed already), so a check faults in no new
-    array, where it fits; else None, a new array."""
-    return stats.work if _same_c_layout(got, stats.work) else None
-
-
-def _same_c_layout(a: np.ndarray, out: np.ndarray | None) -> bool:
-    """Whether `out` holds a ufunc's result over `a` (and the reference) as the ufunc would lay it out:
-    both of one shape and in C order (the layout sets the order of the sums over it)."""
-    return out is not None and a.shape == out.shape and a.flags.c_contiguous and out.flags.c_contiguous
-
-
-def _f64_check(exp: Expected, stats: _RefStats, variant: str, got: np.ndarray,
-               describe: Callable[[tuple[int, ...]], str]) -> CheckResult:
-    ref = stats.ref
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.subtract(got, ref, out=_work(got, stats))
-        np.abs(err, out=err)
-    err0 = _zero_outside(err, stats._fin, stats.all_finite, own=True)
-    largest, max_err = _largest(err0) if err.size else (0, 0.0)
-    # err0 holds |got - ref| (>= 0, or NaN) where the reference is finite and 0 elsewhere, so the errors
-    # there are all finite exactly when err0's largest element (np.argmax's first NaN, else its maximum) is.
-    finite = bool(np.isfinite(err0.flat[largest])) if err.size else True
-    worst_index, within = _worst_and_within(err0, max_err, largest, stats.bound)
-    worst = _worst_element(err0, stats.bound, worst_index, describe) if err.size else {}
-    # Squared in place, after its last other read: err0 is err itself or np.where's new array.
-    nmse = float(np.sum(np.square(err0, out=err0)) / stats.denom) if stats.denom else 0.0
-    # Non-finite references (e.g. an fp16 overflow) must be matched exactly.
-    special_ok = stats.all_finite or bool(np.array_equal(got[~stats.fin], ref[~stats.fin], equal_nan=True))
-    ok = finite and special_ok and within
-    detail = "" if ok else (_bound_detail(exp, worst) if finite and special_ok else
-                            f"{exp.output} vs {exp.label}: non-finite or mismatched special values")
-    return CheckResult("f64", variant, ok, detail, max_err, stats.max_ref, stats.largest_bound, nmse, exp.label,
-                       worst.get("ratio"), worst.get("index"), worst.get("at", ""))
-
-
-def _worst_element(err0: np.ndarray, bound: float | np.ndarray, flat: int,
-                   describe: Callable[[tuple[int, ...]], str]) -> dict[str, Any]:
-    """The element with the largest |err|/bound (at flat index `flat`): its ratio, index, name, |err| and
-    bound."""
-    index = tuple(int(i) for i in np.unravel_index(flat, err0.shape))
-    err = float(err0.flat[flat])
-    limit = bound if isinstance(bound, float) else float(bound.flat[flat])
-    return {"ratio": _ratio(err, limit), "index": index, "at": describe(index), "err": err, "bound": limit}
-
-
-def _bound_detail(exp: Expected, worst: Mapping[str, Any]) -> str:
-    """'y vs f64: worst |err|/bound 1.73 at column 2, row 17 (|err| 3.100e-05 > bound 1.800e-05; why)'."""
-    return (f"{exp.output} vs {exp.label}: worst |err|/bound {worst['ratio']:.3g} at {worst['at']} "
-            f"(|err| {worst['err']:.3e} > bound {worst['bound']:.3e}; {exp.why})")
-
-
 def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun], refs: Iterable[Expected],
                       host: Mapping[str, Any] | None = None,
-                      bits: Mapping[str, Mapping[str, str]] | None = None) -> list[CheckResult]:
-    """Each variant's values against each float64 reference. The reference's own statistics are computed
-    once; variants whose outputs have the same bits (one class in `bits`, the runs' _bit_classes, made
-    here when not given) share their values and their checks (the same inputs give the same results), so
+                      bits: Mapping[str, Mapping[str, str]] | None = None,
+                      known: Sequence[RefStats | None] = ()) -> list[CheckResult]:
+    """Each variant's values against each float64 reference. The reference's own statistics are read
+    from `known` (per reference, in order: its cache entry's; None or missing: computed once here);
+    variants whose outputs have the same bits (one class in `bits`, the runs' _bit_classes, made here when
+    not given) share their values and their checks (the same inputs give the same results), so
     bitwise-equal variants cost one comparison. A variant judged by its error model (cases/error_model.py)
     is checked element by element against the model's bounds instead, an err-model check with its
     max|err| over the baseline's."""
     bits = _bit_classes(runs) if bits is None else bits
     out = []
     values: dict[tuple[tuple[str | None, ...], str], np.ndarray] = {}
-    stats = None
-    for exp in refs:
-        stats = _RefStats(exp, None if stats is None else stats.work)
+    for i, exp in enumerate(refs):
+        stats = f64.Reference(exp, known[i] if i < len(known) else None)
         made: dict[tuple[str | None, ...], CheckResult] = {}
         base_err = None
         describe = partial(_describe, family, case, exp.output)
@@ -362,19 +207,27 @@ def _reference_checks(family: Family, case: Case, runs: Mapping[str, VariantRun]
             # Its class over every output (None where it computes none: Variant.omits): values may read several.
             klass = tuple(firsts.get(variant) for firsts in bits.values())
             if (klass, exp.output) not in values:
-                values[klass, exp.output] = np.asarray(family.output_values(case, exp.output, run.outputs),
-                                                       dtype=np.float64)
+                values[klass, exp.output] = _values(family, case, exp.output, run.outputs)
             got = values[klass, exp.output]
             model = _judging_model(family, case, variant)
             if model is not None:  # its own bounds, element by element (never shared with others)
                 out.append(_model_check(model, case, host or {}, exp, variant, got, describe, base_err))
                 continue
             if klass not in made:
-                made[klass] = _f64_check(exp, stats, variant, got, describe)
+                made[klass] = f64.check(exp, stats, variant, got, describe)
             out.append(replace(made[klass], variant=variant))
             if case.baseline == variant:
                 base_err = made[klass].max_err
     return out
+
+
+def _values(family: Family, case: Case, name: str, outputs: Mapping[str, Any]) -> np.ndarray:
+    """The values an Expected named `name` is checked against (family.output_values): a bool, integer or
+    float array of 8 bytes an element at most as it is (the check's pieces widen it to float64 as they
+    read it: the same values as a float64 copy, without one of the whole size), anything else widened
+    here."""
+    got = np.asarray(family.output_values(case, name, outputs))
+    return got if got.dtype.kind in "biuf" and got.dtype.itemsize <= 8 else got.astype(np.float64)
 
 
 def _judging_model(family: Family, case: Case, variant: str) -> Any:
@@ -390,8 +243,8 @@ def _model_check(model: Any, case: Case, host: Mapping[str, Any], exp: Expected,
                  describe: Callable[[tuple[int, ...]], str], base_err: float | None) -> CheckResult:
     why = f"error model: {model.describe()}" + ("" if base_err is None else f"; the baseline's max|err| {base_err:.3e}")
     own = replace(exp, tol=model.bounds(case, host, exp, base_err), why=why)
-    check = _f64_check(own, _RefStats(own), variant, got, describe)
-    ratio = _ratio(check.max_err, base_err) if base_err is not None and check.max_err is not None else None
+    check = f64.check(own, f64.Reference(own), variant, got, describe)
+    ratio = f64.ratio(check.max_err, base_err) if base_err is not None and check.max_err is not None else None
     return replace(check, check="err-model", baseline_ratio=ratio)
 
 
@@ -480,7 +333,9 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
         side = (ahead or Ahead()).take(family, case)
         host, related = side.inputs.result()
     with maybe(times, "references"):
-        refs = computed_references(family, case, host, side.lookup.result())
+        found = side.lookup.result()
+        refs = computed_references(family, case, host, found)
+        known = found.stats if refs is found.refs else ()  # a hit's statistics, read with it
     runs = run_all(case, host)
     related_done = [(c, o, sel, related_runs(c)) for c, o, sel in related]
     with maybe(times, "comparisons"):
@@ -491,7 +346,7 @@ def check_case(family: Family, case: Case, kernels: Any, device: int, times: Pha
             checks += _written_checks(family, case, run) + finite[variant]
         checks += _bitwise_checks(family, case, runs, bits)
         checks += _related_checks(family, case, runs, related_done)
-        checks += _reference_checks(family, case, runs, refs, host, bits)
+        checks += _reference_checks(family, case, runs, refs, host, bits, known)
         checks += _error_equal_checks(family, case, checks)
     status = CaseStatus.PASS if all(c.ok for c in checks) else CaseStatus.FAIL
     result = CaseResult(case, device, status, tuple(checks), time.perf_counter() - start)

@@ -2,9 +2,10 @@
 code that computes them (the package's Python sources, gguf-py, numpy), so a rerun after a kernel edit
 loads them instead of computing them again.
 
-Key: sha256 over the case, every input array's dtype, shape and bytes (nested dicts, lists and tuples
-walked; scalars and slices by repr), the hash of the .py files that compute references (code_hash) and
-the gguf and numpy versions and the BLAS thread settings the references are computed under.
+Key: sha256 over the case, every input array's dtype, shape and bytes (a large array's bytes as the
+sha256 of its pieces' sha256s; nested dicts, lists and tuples walked; scalars and slices by repr), the
+hash of the .py files that compute references (code_hash) and the gguf and numpy versions and the BLAS
+thread settings the references are computed under.
 An input the key cannot describe (any other object) means no caching for that case. Entries are .ref
 files (a JSON header, then each array's raw bytes, 64-byte aligned, read as views of the file mapped in
 memory: no copy and no checksum pass, which cost ~1 s of a warm run as .npz) written to a temporary
@@ -12,7 +13,8 @@ name and renamed, so a reader never sees half a file; one that cannot be read (o
 its header's) is computed again. Only built-in families are cached (a user
 family's reference code lies outside the hashed sources), and only entries up to MAX_ENTRY_BYTES; an
 array two references share (bit for bit) is stored once. A tolerance is stored in the header where it
-is one float, and as one more array where each element has its own bound. The default matrix filled
+is one float, and as one more array where each element has its own bound; each reference's statistics
+(checks/refstats.py) are in the header too. The default matrix filled
 about 1.2 GB before per-element bounds; each bound array is as large as its reference, so more now.
 
 Folder: $STRATA_CACHE_DIR/references, else ~/.cache/strata-bench/references; STRATA_REF_CACHE=off
@@ -28,15 +30,17 @@ import weakref
 import math
 import mmap
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from strata_bench.cases import Case, Expected, Family
+from strata_bench.checks import pieces
+from strata_bench.checks.refstats import RefStats, reference_stats
 
-KEY_VERSION = 4  # bump when the key or the entry layout changes
+KEY_VERSION = 5  # bump when the key or the entry layout changes
 # The default cases' largest entry (moe_combine 1000 x 2048) is 172 MiB with its per-element bounds (93 MiB
 # without): one over the limit is computed in the loop on every run, which costs more than its disk space.
 MAX_ENTRY_BYTES = 192 << 20
@@ -116,6 +120,9 @@ class _Unkeyable(Exception):
 # families' lru_caches already share them between cases), so identity is enough.
 _DIGESTS: dict[int, tuple[weakref.ref, str]] = {}
 _MEMO_BYTES = 1 << 20
+# Arrays from this size are hashed as pieces of TREE_PIECE bytes on several threads (_bytes_digest).
+TREE_BYTES = 4 << 20
+TREE_PIECE = 1 << 20
 
 
 def _array_digest(a: np.ndarray) -> str:
@@ -125,13 +132,28 @@ def _array_digest(a: np.ndarray) -> str:
     hit = _DIGESTS.get(id(a)) if memo else None
     if hit is not None and hit[0]() is a:
         return hit[1]
-    digest = hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).data).hexdigest()
+    digest = _bytes_digest(np.ascontiguousarray(a).view(np.uint8).reshape(-1).data)
     if memo:
         try:
             _DIGESTS[id(a)] = (weakref.ref(a, lambda _r, k=id(a): _DIGESTS.pop(k, None)), digest)
         except TypeError:  # not weak-referenceable: no memo
             pass
     return digest
+
+
+def _bytes_digest(data: memoryview) -> str:
+    """sha256 of the bytes, or, from TREE_BYTES up, sha256 over the sha256 of each TREE_PIECE bytes, the
+    pieces hashed on the pieces' threads (hashlib releases the GIL): a warm run hashes 1.2 GB of inputs,
+    0.9 s on one core."""
+    if data.nbytes < TREE_BYTES:
+        return hashlib.sha256(data).hexdigest()
+    starts = range(0, data.nbytes, TREE_PIECE)
+    digests = pieces.run([partial(_piece_digest, data, i) for i in starts])
+    return hashlib.sha256(b"tree%d:" % TREE_PIECE + b"".join(digests)).hexdigest()
+
+
+def _piece_digest(data: memoryview, start: int) -> bytes:
+    return hashlib.sha256(data[start:start + TREE_PIECE]).digest()
 
 
 def _feed(h: Any, value: Any) -> None:
@@ -174,9 +196,10 @@ _MAGIC = b"STRATREF"  # then the header's length (8 bytes, little-endian), the J
 _ALIGN = 64
 
 
-def _load(path: Path) -> tuple[Expected, ...] | None:
+def _load(path: Path) -> tuple[tuple[Expected, ...], tuple[RefStats | None, ...]] | None:
     """The entry's references, their arrays read-only views of the file mapped in memory (no copy: a warm
-    run reads over 1.2 GB); None where the file is missing, cut (its size is not the header's) or foreign."""
+    run reads over 1.2 GB), and each one's statistics where the entry holds them; None where the file is
+    missing, cut (its size is not the header's) or foreign."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -189,8 +212,9 @@ def _load(path: Path) -> tuple[Expected, ...] | None:
         arrays = [np.frombuffer(mapped, np.dtype(a["dtype"]), math.prod(a["shape"]), a["offset"]).reshape(a["shape"])
                   for a in header["arrays"]]
         tols = [arrays[m["tol_array"]] if "tol_array" in m else m["tol"] for m in header["meta"]]
-        return tuple(Expected(m["output"], arrays[m["array"]], tol, m["why"], m["label"])
+        refs = tuple(Expected(m["output"], arrays[m["array"]], tol, m["why"], m["label"])
                      for m, tol in zip(header["meta"], tols))
+        return refs, tuple(RefStats.from_json(m["stats"]) if "stats" in m else None for m in header["meta"])
     except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError):  # missing, cut or foreign
         return None
 
@@ -237,8 +261,9 @@ def _layout(refs: tuple[Expected, ...]) -> tuple[list[np.ndarray], list[dict[str
 def _store(path: Path, refs: tuple[Expected, ...], arrays: list[np.ndarray], which: list[dict[str, int]]) -> bool:
     """Write the entry (False where the disk refused): the header, then each array's bytes (C order) at an
     offset aligned to 64 bytes, to a temporary name renamed at the end."""
-    meta = [{"output": e.output, **w, **({} if "tol_array" in w else {"tol": e.tol}), "why": e.why, "label": e.label}
-            for e, w in zip(refs, which)]
+    # Each reference's statistics too (a warm run's checks read them instead of a pass over the reference).
+    meta = [{"output": e.output, **w, **({} if "tol_array" in w else {"tol": e.tol}), "why": e.why, "label": e.label,
+             "stats": reference_stats(e).to_json()} for e, w in zip(refs, which)]
     specs = [{"dtype": a.dtype.str, "shape": list(a.shape)} for a in arrays]
     header, previous = b"", None
     while header != previous:  # the offsets depend on the header's length, which depends on their digits
@@ -310,6 +335,7 @@ class Lookup:
     refs: tuple[Expected, ...] | None
     path: Path | None = None
     blas: tuple | None = None
+    stats: tuple[RefStats | None, ...] = ()  # a hit's statistics per reference (None: not in the entry)
 
 
 def lookup_references(family: Family, case: Case, host: Mapping[str, Any], on_miss: Callable[[], None] | None = None,
@@ -330,7 +356,8 @@ def lookup_references(family: Family, case: Case, host: Mapping[str, Any], on_mi
     if hit is None and blas is not None and tuple(blas) != compute_settings():
         path = entry_path(reference_key(case, host))
         hit = _load(path)
-    return Lookup(hit, path, blas if path == entry_path(key) else None)
+    refs, stats = hit if hit is not None else (None, ())
+    return Lookup(refs, path, blas if path == entry_path(key) else None, stats)
 
 
 def computed_references(family: Family, case: Case, host: Mapping[str, Any], found: Lookup,

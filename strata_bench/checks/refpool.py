@@ -25,10 +25,11 @@ import multiprocessing
 import os
 import sys
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from strata_bench.cases import Case, Family
-from strata_bench.checks import refcache
+from strata_bench.checks import pieces, refcache
 
 
 def _fill(case: Case, family_type: str, folder: str) -> bool:
@@ -51,6 +52,30 @@ def _fill(case: Case, family_type: str, folder: str) -> bool:
         return True
     refcache.cached_references(family, case, host)
     return refcache.entry_path(key).exists()
+
+
+def _fill_all(cases: list[Case], family_type: str, folder: str) -> list[bool]:
+    """_fill for each of `cases` in turn (siblings(): one family), in one worker; a case that raises
+    is left for the loop, which computes it and meets its error, as a case of its own would be."""
+    done = []
+    for case in cases:
+        try:
+            done.append(_fill(case, family_type, folder))
+        except Exception:  # noqa: BLE001 - the loop computes this one itself
+            done.append(False)
+    return done
+
+
+def siblings(cases: list[Case]) -> list[list[Case]]:
+    """`cases` grouped by all but their column count, in the order of each group's first case. A built-in
+    family caches what its references need per format, shape and data (mmvq's float64 products of all
+    its columns: 6.8 s of one core for iq2_xxs 131072x1024), so one worker computing a group one case
+    after another makes that once, where a worker per case made it once in each (the default matrix's
+    452 cases are 199 groups)."""
+    groups: dict[Case, list[Case]] = {}
+    for case in cases:
+        groups.setdefault(replace(case, ncols=1), []).append(case)
+    return list(groups.values())
 
 
 MAX_WORKERS = 15
@@ -92,22 +117,24 @@ class ReferencePool:
         self.blas = refcache.single_thread_blas()
         # Cases whose entry is there already (a warm run) start no worker: a worker would make their inputs
         # only to find the entry.
-        wanted = [c for c in wanted if not refcache.probably_cached(c, self.blas)]
-        count = min(count, len(wanted))
+        groups = siblings([c for c in wanted if not refcache.probably_cached(c, self.blas)])
+        count = min(count, len(groups))
         if count < 1:
             return
-        saved = {name: os.environ.get(name) for name in refcache.SINGLE_THREAD}
-        os.environ.update(refcache.SINGLE_THREAD)  # inherited by the workers (and a forkserver) they start
+        # One thread each for their BLAS and for the reference statistics they store (checks/pieces.py).
+        single = {**refcache.SINGLE_THREAD, pieces.THREADS_VARIABLE: "1"}
+        saved = {name: os.environ.get(name) for name in single}
+        os.environ.update(single)  # inherited by the workers (and a forkserver) they start
         try:
             folder = str(refcache.cache_dir().parent)
             context = multiprocessing.get_context(start_method or _start_method())
             if context.get_start_method() == "forkserver":  # workers fork from a server with numpy imported
                 context.set_forkserver_preload([__name__])
             self._executor = cf.ProcessPoolExecutor(count, mp_context=context)
-            for case in wanted:  # in loop order: the first cases are ready first
-                future = self._executor.submit(_fill, case, _type_name(families[case.family]), folder)
+            for group in groups:  # in loop order: the first cases are ready first
+                future = self._executor.submit(_fill_all, group, _type_name(families[group[0].family]), folder)
                 future.add_done_callback(self._note_done)
-                self._futures[case] = future
+                self._futures.update(dict.fromkeys(group, future))
             self._submitted = True
             self.workers = count
         except Exception as exc:  # noqa: BLE001 - any failure to start leaves the serial path

@@ -464,7 +464,7 @@ def _matvec(fmt: str, rows: int, cols: int, data: str) -> MatvecRef:
     d = _weight_data(fmt, rows, cols, data)
     if fmt not in KERNEL_FORMATS:
         return foreign_matvec_reference(fmt, d["raw"], d["x"], d["act"])
-    return matvec_reference(exact_weights(fmt, d["raw"]), d["x"], d["act"])
+    return matvec_reference(exact_weights(fmt, d["raw"], np.float32), d["x"], d["act"])
 
 
 _DEVICE_CACHE: dict[tuple[int, int], Any] = {}

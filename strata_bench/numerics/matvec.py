@@ -11,8 +11,9 @@ from strata_bench.numerics.bounds import U64, gamma, q8_1_value_error
 from strata_bench.numerics.q8_1 import dequantize_q8_1
 
 
-def exact_weights(fmt: str, raw: np.ndarray) -> np.ndarray:
-    """float64 (rows, cols) exact weight values.
+def exact_weights(fmt: str, raw: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+    """float64 (rows, cols) exact weight values (or float32, `dtype`: the same values in half the memory,
+    which matvec_reference widens a block of rows at a time).
 
     gguf-py's float32 dequantization is exact for every format here (docs/ARITHMETIC.md, section 1:
     each value is a product of factors whose significands fit in 24 bits), so widening it loses
@@ -20,7 +21,7 @@ def exact_weights(fmt: str, raw: np.ndarray) -> np.ndarray:
     """
     from strata_bench.formats import get_format
 
-    return get_format(fmt).dequantize(raw).astype(np.float64)
+    return get_format(fmt).dequantize(raw).astype(dtype, copy=False)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,10 @@ def chain_depth(nchunks: int) -> int:
 def matvec_reference(w64: np.ndarray, x: np.ndarray, act: np.ndarray, ref_rows: int = 4096) -> MatvecRef:
     """References and bounds for y[c][r] = sum_k w64[r,k] x[c,k] computed by the kernels' contract.
 
-    w64 (rows, K) exact weights; x (n, K) float32 raw activations; act (n, K/32*36) their q8_1 blocks.
+    w64 (rows, K) exact weights, float64 or float32 (widened a block of `ref_rows` rows at a time into
+    one reused array: the same products, without a float64 copy of the whole matrix, 1 GiB at 131072 x
+    1024, whose page faults took half of that case's 6.8 s on the CPU host); x (n, K) float32 raw
+    activations; act (n, K/32*36) their q8_1 blocks.
     Bound (q8_1 acts): gamma_h * sum_k |w||xq| + gamma64_K (float64's own); (raw acts) adds
     sum_k |w_k| E_k with E the a-priori q8_1 error bound of k's block (docs/ARITHMETIC.md, section 3).
     """
@@ -56,10 +60,15 @@ def matvec_reference(w64: np.ndarray, x: np.ndarray, act: np.ndarray, ref_rows: 
     rhs_abs = np.concatenate([np.abs(xq), err, np.abs(x64)], axis=0).T  # (K, 3n)
     n = x.shape[0]
     y, mags = [], []
+    wide = None if w64.dtype == np.float64 else np.empty((min(ref_rows, rows), k))
+    magnitudes = np.empty((min(ref_rows, rows), k))  # |block|, one array for every block
     for r0 in range(0, rows, ref_rows):
         block = w64[r0:r0 + ref_rows]
+        if wide is not None:  # float32 values widened, exactly, into the reused array
+            np.copyto(wide[:len(block)], block)
+            block = wide[:len(block)]
         y.append(block @ rhs)
-        mags.append(np.abs(block) @ rhs_abs)
+        mags.append(np.abs(block, out=magnitudes[:len(block)]) @ rhs_abs)
     y = np.concatenate(y).T
     mags = np.concatenate(mags).T
     bound_q = rel * mags[:n]

@@ -98,7 +98,8 @@ def test_hook_defaults():
     assert fam.allows_nonfinite(case, "y") is False and fam.errors_must_match(case) is False
     assert fam.describe_index(case, "y", (1, 2)) == "index 1,2"
     assert fam.bytes_moved(case) == 0 and fam.flops(case) == 0
-    assert fam.output_values(case, "y", {"y": np.ones(2, np.float32)}).dtype == np.float64
+    outs = {"y": np.ones(2, np.float32)}
+    assert fam.output_values(case, "y", outs) is outs["y"]  # as it is: parity's check reads it as float64
     assert fam.bench_cases() == [case]
 
 

@@ -186,9 +186,10 @@ def test_own_bounds_at_the_edge_of_their_errors_decide_as_the_original(toy_famil
 @pytest.mark.parametrize("seed", range(12))
 def test_the_largest_quotient_found_piece_by_piece_is_the_wholes(toy_family, toy_case, seed, monkeypatch):
     """Pieces of 7 quotients, so the largest, a tie or a NaN falls in any piece: the same checks."""
-    from strata_bench.checks import parity
+    from strata_bench.checks import f64, parity
 
     monkeypatch.setattr(parity, "PIECE", 7)
+    monkeypatch.setattr(f64, "PIECE", 7)
     test_one_pass_reference_checks_equal_the_original_exactly(toy_family, toy_case, seed)
     for edge in ("at-bound", "a-float-above", "overflowing-quotient"):
         test_own_bounds_at_the_edge_of_their_errors_decide_as_the_original(toy_family, toy_case, edge)
@@ -403,3 +404,40 @@ def test_a_failed_case_hands_its_arrays_to_on_failure_and_a_passing_one_does_not
     ((result, host, runs, refs),) = seen
     assert result is failed and host["x"].tolist() == [0.0, 1.0, 2.0] and set(runs) == {"old", "new"}
     assert [e.label for e in refs] == ["ref"] and runs["new"].outputs["y"][1] == np.float32(1e-6)
+
+
+@pytest.mark.parametrize("bound", ["scalar", "own"])
+def test_a_reference_of_many_pieces_checked_on_threads_equals_the_original(toy_family, toy_case, bound, monkeypatch):
+    """A reference of several pieces (checks/pieces.py), on the pool's threads: the numbers of the plain
+    element-by-element comparison, bit for bit (max|err|, NMSE, worst element), however many threads."""
+    from strata_bench.checks import f64, pieces
+
+    rng = np.random.default_rng(11)
+    ref = rng.standard_normal((301, 997)) * 10.0 ** rng.integers(-3, 4, (301, 997))
+    ref[5, 7], ref[200, 3] = np.inf, np.nan
+    got = ref.astype(np.float32)
+    got[np.isnan(ref)] = np.nan
+    moved = got.copy()
+    moved.ravel()[rng.integers(0, got.size, 50)] *= np.float32(1.001)
+    tol = 1e-2 if bound == "scalar" else np.abs(ref) * 1e-4 + 1e-6
+    runs = {"old": _run("old", got), "new": _run("new", moved)}
+    refs = [Expected("y", ref, tol=tol, why="t", label="a"), Expected("y", ref.T.copy().T, tol=tol, why="t", label="b")]
+    monkeypatch.setattr(f64, "PIECE", 1 << 14)
+    assert len(pieces.leaves(ref.size, f64.PIECE)) > 8
+    want = [_fields(c) for c in _reference_checks_before(toy_family, toy_case, runs, refs)]
+    for threads in (1, 3):
+        monkeypatch.setattr(pieces.os, "cpu_count", lambda n=threads: n)
+        assert [_fields(c) for c in _reference_checks(toy_family, toy_case, runs, refs)] == want
+
+
+def test_integer_and_half_outputs_are_read_as_their_float64_copies(toy_family, toy_case):
+    """The check widens an output as it reads it: the same checks as over a float64 copy."""
+    rng = np.random.default_rng(2)
+    bits = rng.integers(0, 1 << 32, (7, 300), dtype=np.uint64).astype(np.uint32)
+    half = rng.standard_normal((7, 300)).astype(np.float16)
+    for out in (bits, half):
+        ref = out.astype(np.float64) * (1 + 1e-6)
+        refs = [Expected("y", ref, tol=1e-3, why="t"), Expected("y", ref, tol=np.abs(ref) * 1e-5, why="t")]
+        plain = _reference_checks(toy_family, toy_case, {"old": _run("old", out)}, refs)
+        wide = _reference_checks(toy_family, toy_case, {"old": _run("old", out.astype(np.float64))}, refs)
+        assert [_fields(c) for c in plain] == [_fields(c) for c in wide]

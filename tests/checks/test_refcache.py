@@ -13,6 +13,7 @@ from strata_bench.cases import Case, Expected
 from strata_bench.families import load_builtin_families
 from strata_bench.checks import refcache
 from strata_bench.checks.parity import _error_equal_checks, _reference_checks
+from strata_bench.checks.refstats import RefStats, reference_stats
 from strata_bench.gpu.launch import VariantRun
 
 # Small default cases of families whose outputs are checked as they are (output_values is the output).
@@ -37,6 +38,13 @@ def _same_bits(a, b):
 
 def _fields(check):
     return tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in vars(check).values())
+
+
+def _stats(stats):
+    """Statistics as their JSON text (NaN equal to NaN)."""
+    import json
+
+    return [json.dumps(s.to_json()) for s in stats]
 
 
 def _runs_from(refs, seed):
@@ -77,6 +85,12 @@ def test_cached_references_and_their_checks_are_bit_identical(spec, cache):
         got = _reference_checks(family, case, runs, loaded)
         got += _error_equal_checks(family, case, got)
         assert [_fields(c) for c in got] == [_fields(c) for c in want]
+        # The entry's statistics, read instead of a pass over each reference: the same checks.
+        found = refcache.lookup_references(family, case, host)
+        assert _stats(found.stats) == _stats(reference_stats(e) for e in computed)
+        kept = _reference_checks(family, case, runs, found.refs, known=found.stats)
+        kept += _error_equal_checks(family, case, kept)
+        assert [_fields(c) for c in kept] == [_fields(c) for c in want]
 
 
 def test_key_follows_input_bytes_case_and_nesting(cache):
@@ -233,3 +247,56 @@ def test_key_holds_the_blas_thread_settings(cache, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MKL_NUM_THREADS", "1")
     assert refcache.reference_key(case, host) == single  # a process started with one thread shares the workers'
+
+
+def test_the_statistics_stored_with_a_reference_are_what_the_checks_read(cache, monkeypatch, toy_family):
+    """An entry holds each reference's statistics (non-finite, per-element bounds included), read back
+    exactly; the checks of a hit take them (no pass over the reference), a miss or an entry without
+    them (written before they were stored) computes them."""
+    import json
+    from strata_bench.checks import f64
+
+    ref = np.array([[1.5, -3.0, np.inf], [0.1, np.nan, 2.0 ** -1074]])
+    refs = [Expected("y", ref, 1e-3, "t", "a"), Expected("y", ref * 3.0, np.abs(ref) + 1e-300, "u", "b")]
+    fam = _Counting(refs)
+    fam.__class__.__module__ = "strata_bench.families.fake"
+    case, host = Case("mmvq", "q8_0", 2, 3), {"w": np.arange(3.0)}
+    refcache.cached_references(fam, case, host)
+    found = refcache.lookup_references(fam, case, host)
+    want = tuple(reference_stats(e) for e in refs)
+    assert _stats(found.stats) == _stats(want) and not want[0].all_finite and math.isnan(want[1].largest_bound)
+    assert want[0] == RefStats(False, 3.0, 1.5 ** 2 + 9.0 + 0.1 ** 2 + 2.0 ** -1074 * 2.0 ** -1074, 1e-3)
+    runs = {"old": VariantRun("old", {"y": ref.astype(np.float32)}, {"y": np.zeros(ref.shape, bool)})}
+    plain = _reference_checks(toy_family, case, runs, found.refs)
+    monkeypatch.setattr(f64, "reference_stats", lambda *a: pytest.fail("computed again"))
+    assert [_fields(c) for c in _reference_checks(toy_family, case, runs, found.refs, known=found.stats)] == \
+        [_fields(c) for c in plain]
+    entry = next(cache.rglob("*.ref"))
+    data = entry.read_bytes()
+    length = int.from_bytes(data[8:16], "little")
+    header = json.loads(data[16:16 + length])
+    for m in header["meta"]:
+        del m["stats"]
+    text = json.dumps(header).encode().ljust(length)  # shorter: padded, the arrays stay where they were
+    entry.write_bytes(data[:8] + length.to_bytes(8, "little") + text + data[16 + length:])
+    assert refcache.lookup_references(fam, case, host).stats == (None, None)
+
+
+def test_a_large_input_is_hashed_as_pieces_on_the_pieces_threads(monkeypatch):
+    """From TREE_BYTES up an array's digest is sha256 over its 1 MiB pieces' sha256s, the pieces hashed
+    on the pieces' threads; below it, sha256 of its bytes."""
+    import hashlib
+
+    from strata_bench.checks import pieces
+
+    ran = []
+    monkeypatch.setattr(pieces, "run", lambda tasks: ran.append(len(tasks)) or [task() for task in tasks])
+    big = np.random.default_rng(1).integers(0, 255, (9 << 20) + 3, dtype=np.uint8)
+    raw = big.tobytes()
+    want = hashlib.sha256(b"tree1048576:" + b"".join(hashlib.sha256(raw[i:i + (1 << 20)]).digest()
+                                                     for i in range(0, len(raw), 1 << 20))).hexdigest()
+    assert refcache._array_digest(big[::1].copy()) == want and ran == [10]
+    small = big[:(4 << 20) - 1]
+    assert refcache._array_digest(small) == hashlib.sha256(small.tobytes()).hexdigest() and ran == [10]
+    wide = big[:(4 << 20) * 2].view(np.float64).reshape(-1, 2)[:, 0]  # not contiguous: its values' bytes
+    assert refcache._array_digest(wide) == refcache._array_digest(np.ascontiguousarray(wide))

@@ -5,6 +5,7 @@ or for a user family."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from strata_bench.families import load_builtin_families
 from strata_bench.checks import blas, refcache
 from strata_bench.checks.parity import _error_equal_checks, _reference_checks
-from strata_bench.checks.refpool import ReferencePool
+from strata_bench.checks.refpool import ReferencePool, siblings
 
 from tests.checks.test_refcache import CASES, _default_case, _runs_from
 
@@ -186,6 +187,7 @@ def test_pooled_entries_are_the_single_thread_serial_references_where_threads_ch
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     with ReferencePool([case], load_builtin_families(), workers=1) as pool:
         assert os.environ["OMP_NUM_THREADS"] == "7" and "OPENBLAS_NUM_THREADS" not in os.environ
+        assert "STRATA_CHECK_THREADS" not in os.environ
         pool.wait(case)
     host = family.make_inputs(case)
     own = refcache.blas_threads()  # the parent's (two or more threads here)
@@ -258,3 +260,40 @@ def test_a_warm_run_starts_no_worker_and_a_lost_entry_is_filled_again(cache):
         assert again.workers == 1
         again.wait(case)
     assert refcache.probably_cached(case, pool.blas)
+
+
+def test_a_worker_computes_the_statistics_it_stores_on_its_own_thread(cache, monkeypatch):
+    """Workers run one per core: the statistics stored with their entries take no pieces' threads."""
+    import os
+
+    monkeypatch.delenv("STRATA_CHECK_THREADS", raising=False)
+    family, case = _cases()[0]
+    with ReferencePool([case], load_builtin_families(), workers=1) as pool:
+        assert pool._executor.submit(_piece_threads).result() == ("1", 1)
+        pool.wait(case)
+    assert "STRATA_CHECK_THREADS" not in os.environ
+
+
+def _piece_threads():
+    """In a worker: its STRATA_CHECK_THREADS and the pieces' thread count."""
+    import os
+
+    from strata_bench.checks import pieces
+
+    return os.environ.get("STRATA_CHECK_THREADS"), pieces.threads()
+
+
+def test_cases_differing_only_in_columns_go_to_one_worker_in_order(cache):
+    """Siblings (all but ncols equal) are one task: the worker makes their shared products once; every
+    entry is still stored, and the other cases are tasks of their own."""
+    family, case = _cases()[0]
+    others = [replace(case, ncols=n) for n in (1, 2, 5) if n != case.ncols]
+    stranger = _cases()[1][1]
+    assert siblings([case, stranger, *others]) == [[case, *others], [stranger]]
+    with ReferencePool([case, stranger, *others], load_builtin_families(), workers=2) as pool:
+        assert pool.workers == 2
+        assert {id(pool._futures[c]) for c in (case, *others)} == {id(pool._futures[case])}
+        assert pool._futures[stranger] is not pool._futures[case]
+        assert pool._futures[case].result() == [True] * (1 + len(others))
+    for c in (case, *others):
+        assert refcache.probably_cached(c, pool.blas)

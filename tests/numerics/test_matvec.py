@@ -21,3 +21,20 @@ def test_float32_dequantization_is_exact(fmt):
     """The references widen gguf's float32 values: that must equal the format's exact float64 values."""
     blocks = _blocks(fmt, seed=9)
     assert np.array_equal(exact_weights(fmt, blocks), get_format(fmt).dequantize_f64(blocks))
+
+
+@pytest.mark.parametrize("rows, ref_rows", [(37, 4096), (1000, 128), (1000, 333)])
+def test_float32_weights_give_the_float64_weights_references_bit_for_bit(rows, ref_rows):
+    """Widened a block of rows at a time into one reused array: the same products as the float64 matrix."""
+    from strata_bench.numerics.matvec import matvec_reference
+    from strata_bench.numerics.q8_1 import quantize_q8_1
+
+    rng = np.random.default_rng(rows)
+    raw = synthetic_weights("q8_0", rows, 256, 5).reshape(rows, -1)
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    act = quantize_q8_1(x)
+    wide = matvec_reference(exact_weights("q8_0", raw), x, act, ref_rows)
+    narrow = matvec_reference(exact_weights("q8_0", raw, np.float32), x, act, ref_rows)
+    assert exact_weights("q8_0", raw, np.float32).dtype == np.float32
+    for a, b in zip(vars(wide).values(), vars(narrow).values()):
+        assert a.dtype == b.dtype == np.float64 and a.tobytes() == b.tobytes()
