@@ -92,9 +92,6 @@ struct MmaFrag<fmt_iq3_s> {
 template <class F>
 struct ScaleHi;
 
-#ifndef MMA5_DEFECT_I2F
-#define MMA5_DEFECT_I2F 0  // 1: iq1_m converts by I2F too (the same float: a control of the magic form's bound)
-#endif
 #ifndef MMA5_DEFECT_LS1
 #define MMA5_DEFECT_LS1 0  // tests plant 1: ls1 read from the low nibble (ls0's), as a one-scale decode would
 #endif
@@ -187,7 +184,7 @@ template <class F, bool PAIR>
 struct SplitFrag : GridPairFrag<F, PAIR>, ScaleHi<F> {
     // The float of isum = ls0 * c0 + ls1 * c1 (the header's contract: the magic form where |isum| < 2^22).
     static __device__ __forceinline__ float isum_float(int c0, int c1, int ls0, int ls1) {
-        if constexpr (ScaleHi<F>::MAX_ISUM < (1 << 22) && !MMA5_DEFECT_I2F) {
+        if constexpr (ScaleHi<F>::MAX_ISUM < (1 << 22)) {
             return __int_as_float(MMA_MAGIC + c0 * ls0 + c1 * ls1) - MMA_BIAS;
         } else {
             return (float)(c0 * ls0 + c1 * ls1);

@@ -96,6 +96,24 @@ def test_which_passes_a_candidate_runs(monkeypatch):
     assert not MMA5.applies(lane, "iq2_xs", 8, 256)
 
 
+def test_the_bounds_that_choose_each_split_formats_float_hold_for_the_grids():
+    """mma_frag5.cuh's MAX_ISUM = 32 x max |w| x 127 x max ls: iq1_m's (|8g +- 1| <= 9, g in {-1, 0, 1}; ls <= 15)
+    is under 2^22, so its magic-bias float is exact; iq2_*'s (43, the largest grid byte; ls <= 31) is not, and an
+    all-43 grid entry exists, so the bound is reached in principle and those formats convert by I2F."""
+    from gguf import quants
+
+    from strata_bench.kernels.tables import _grid_values
+
+    header = (MMA5.KERNELS / "mma_frag5.cuh").read_text(encoding="utf-8")
+    bounds = [tuple(map(int, m)) for m in re.findall(r"MAX_ISUM = 32 \* (\d+) \* 127 \* (\d+);", header)]
+    assert bounds == [(43, 31), (9, 15)]  # Iq2Scales (iq2_xs, iq2_s), then iq1_m
+    for cls in (quants.IQ2_XS, quants.IQ2_S):
+        grid = np.asarray(_grid_values(cls)).reshape(-1, 8).astype(int)
+        assert grid.max() == 43 and (grid == 43).all(axis=1).any()
+    assert np.abs(np.asarray(_grid_values(quants.IQ1_M)).astype(int)).max() == 1  # w = 8g +- 1: |w| <= 9
+    assert 32 * 9 * 127 * 15 < 2**22 <= 32 * 43 * 127 * 31
+
+
 def _calls(monkeypatch, fmt: str, variant: str) -> list:
     """The launches of `variant` on an 11-column case of 1000 x 1536 (63 tiles) without a GPU: stub kernels that
     record them, an H200's limits."""
