@@ -12,6 +12,8 @@
 # `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench),
 # `lanepair` (issue 37: new's iq1_s and iq2_xxs lane-pair passes, parity and bench beside new before them);
 # `onecol` (issue 37 item 3: experiments/mmvq_onecol's one-column kernels, parity and bench beside old and new);
+# `mma5` (issue 37 item 1: experiments/mmvq_mma5's tensor-core 8-column passes of iq1_m, iq2_xs, iq2_s, iq3_xxs and
+# iq3_s, parity and bench beside old and new);
 # `peer-run` (the README's peer table from one run: bench --ggml, bench --profile of the 1-column rows, the peer
 # reports), `bench-base` and `bench-match-base` (after bench-dram: $BASE_TREE's DRAM bench on this card, compared);
 # and the profiles `ncu`, `ncu-source`, `ncu-mma` and `ncu-rows` (issue 37: each row's binding resource). Every
@@ -451,6 +453,12 @@ for s in "${steps[@]}"; do
             # one column for both formats: old, new and the candidates
             step onecol-parity sb parity -q --cases experiments/mmvq_onecol/cases.py --family mmvq_onecol
             step onecol-bench sb bench -q --cases experiments/mmvq_onecol/cases.py --family mmvq_onecol \
+                --budget 0.5 --results results/tune -o md ;;
+        mma5)  # issue 37 item 1: experiments/mmvq_mma5's 8-column mma passes of the five other 1-3-bit formats (two k16
+            # mmas a chunk for the scale-per-16 ones): parity of every candidate on all the experiment's cases (bitwise
+            # against old), then 131072x8192 and 32768x8192 at 8 columns for all five: old, new and the candidates
+            step mma5-parity sb parity -q --cases experiments/mmvq_mma5/cases.py --family mmvq_mma5
+            step mma5-bench sb bench -q --cases experiments/mmvq_mma5/cases.py --family mmvq_mma5 \
                 --budget 0.5 --results results/tune -o md ;;
         speed)  # issue 28's candidates (experiments/<name>/, family <name>): resources, bitwise parity against old, bench
             for x in ${STRATA_SPEED_EXPERIMENTS:-mmvq_coal mmvq_lanepair grouped_sched}; do

@@ -335,15 +335,19 @@ class Mmvq(Family):
         self.launch_new_passes(case, kernels, dev, outs, new_config, stream, tensor_cores=True)
 
     def launch_new_passes(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
-                          config_of, stream: Any = None, tensor_cores: bool = False) -> None:
+                          config_of, stream: Any = None, tensor_cores: bool = False, mma_of=None) -> None:
         """Quantize the activations, then one launch per column pass: mmvq_new as config_of(fmt, nc) says,
         or with `tensor_cores` mmvq_mma where mmvq_mma.mma_config says (the launch candidates of
-        experiments/mmvq_tune leave it off, so that they time their own configs)."""
+        experiments/mmvq_tune leave it off, so that they time their own configs), or where `mma_of` is given
+        where mma_of(fmt, nc, nchunks) returns a launch (an MmaConfig: an experiment's tensor-core candidate)."""
         self.quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in column_passes(case.ncols):
-            mma = (mma_config(case.fmt, nc, case.rows, case.cols // 32, compute_major, shared_optin)
-                   if tensor_cores else None)
+            if mma_of is not None:
+                mma = mma_of(case.fmt, nc, case.cols // 32)
+            else:
+                mma = (mma_config(case.fmt, nc, case.rows, case.cols // 32, compute_major, shared_optin)
+                       if tensor_cores else None)
             if mma is not None:
                 launch_mma_pass(mma, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
             else:

@@ -82,6 +82,38 @@ inline void load_columns(const block_q8_1* xb, int nchunks, int col0, int n, int
     }
 }
 
+// A split format (an experiment's tag with MMA_K16, experiments/mmvq_mma5): the kernel runs two m16n8k16 mmas a
+// chunk, words t (values 0-15, ls0) and words 4 + t (values 16-31, ls1), MmaFrag<F>::ls1 gives ls1 and
+// MmaFrag<F>::isum_float the float of ls0 C0 + ls1 C1 from the two integers (checked against (float)isum). For
+// any other format ls1 is the fragment's one ls (decode()'s ls1 must equal it) and one m16n8k32 runs.
+template <class F, class = void>
+struct Split {
+    static constexpr bool value = false;
+    static int ls1(const uint8_t*, int, const siq::Frag& f) { return f.ls; }
+    static float isum_float(int, int, int, int) { return 0.0f; }  // not called: one mma, isum_float_ls
+};
+template <class F>
+struct Split<F, decltype((void)F::MMA_K16)> {
+    static constexpr bool value = F::MMA_K16;
+    static int ls1(const uint8_t* b, int j, const siq::Frag&) { return siq::MmaFrag<F>::ls1(b, j); }
+    static float isum_float(int c0, int c1, int ls0, int ls1) { return siq::MmaFrag<F>::isum_float(c0, c1, ls0, ls1); }
+};
+
+// The two m16n8k16 mmas of a split chunk from the m16n8k32 fragments: m16n8k16's A regs 0, 1 and B reg 0 are
+// m16n8k32's A regs 0, 1 and B reg 0 (k 4t..4t+3, rows g and g + 8), so c0 is m16n8k32 with regs 2, 3 (k >= 16)
+// zero, and c1 (the mma over words 4 + t) the same with regs 0, 1 zero.
+inline void mma_halves(const uint32_t a[32][4], const uint32_t b[32][2], int c0[32][4], int c1[32][4]) {
+    uint32_t lo[32][4], hi[32][4];
+    for (int lane = 0; lane < 32; ++lane) {
+        for (int i = 0; i < 4; ++i) {
+            lo[lane][i] = i < 2 ? a[lane][i] : 0u;
+            hi[lane][i] = i < 2 ? 0u : a[lane][i];
+        }
+    }
+    mma_m16n8k32(lo, b, c0);
+    mma_m16n8k32(hi, b, c1);
+}
+
 // warp_sum_f32's value at lane 0 from the 32 lanes' a[v], with the tree cut where mmvq_mma.cu cuts it:
 // warp q holds a[8q .. 8q+7]. Level 1 (xor 16) pairs v with v + 16: warps 0+2 and 1+3; level 2 (xor 8)
 // pairs s1[l] with s1[l + 8]: warp 0's with warp 1's; levels 3-5 (xor 4, 2, 1) stay in warp 0's registers.
@@ -166,7 +198,8 @@ void dot_mma(const uint8_t* w, size_t row_stride, int rows, int nchunks, const b
                                 fr[lane][h] = siq::MmaFrag<F>::load(blk[g + 8 * h], j, t, kv, tab);
                                 const Chunk& full = ch[g + 8 * h];
                                 if (fr[lane][h].lo != full.w[t] || fr[lane][h].hi != full.w[4 + t] ||
-                                    fr[lane][h].dw != full.dw || fr[lane][h].ls != full.ls0 || full.ls0 != full.ls1) {
+                                    fr[lane][h].dw != full.dw || fr[lane][h].ls != full.ls0 ||
+                                    Split<F>::ls1(blk[g + 8 * h], j, fr[lane][h]) != full.ls1) {
                                     fprintf(stderr, "dot_mma: MmaFrag != decode at row %d chunk %d lane %d\n",
                                             row0 + g + 8 * h, c, lane);
                                     exit(3);
@@ -179,17 +212,27 @@ void dot_mma(const uint8_t* w, size_t row_stride, int rows, int nchunks, const b
                             fb[lane][0] = (uint32_t)qw[g][t];
                             fb[lane][1] = (uint32_t)qw[g][4 + t];
                         }
-                        mma_m16n8k32(fa, fb, fc);
+                        int fc1[32][4];  // a split format's second k16 mma (values 16-31)
+                        if (Split<F>::value) {
+                            mma_halves(fa, fb, fc, fc1);
+                        } else {
+                            mma_m16n8k32(fa, fb, fc);
+                        }
                         for (int lane = 0; lane < 32; ++lane) {
                             const int t = lane % 4;
                             for (int e = 0; e < 4; ++e) {
                                 const siq::Frag& f = fr[lane][e >> 1];  // C reg e: row g + 8 * (e >> 1)
                                 const int r = lane / 4 + 8 * (e >> 1), col = 2 * t + (e & 1);
                                 float& acc = a[(r * 8 + col) * 32 + v];
-                                const float isum = (float)(f.ls * fc[lane][e]);
-                                // the kernel's float: the mma started at MMA_MAGIC, then isum_float_ls
-                                if (siq::isum_float_ls(siq::MMA_MAGIC + fc[lane][e], f.ls) != isum ||
-                                    siq::small_int_float(f.ls) != (float)f.ls) {
+                                const int ls1 = Split<F>::ls1(blk[r], j, f);
+                                const float isum = Split<F>::value ? (float)(f.ls * fc[lane][e] + ls1 * fc1[lane][e])
+                                                                   : (float)(f.ls * fc[lane][e]);
+                                // the kernel's float: the mma started at MMA_MAGIC, then isum_float_ls; a split
+                                // format's from the two mmas' integers (started at 0) by its MmaFrag's isum_float
+                                const float kernel = Split<F>::value
+                                    ? Split<F>::isum_float(fc[lane][e], fc1[lane][e], f.ls, ls1)
+                                    : siq::isum_float_ls(siq::MMA_MAGIC + fc[lane][e], f.ls);
+                                if (kernel != isum || siq::small_int_float(f.ls) != (float)f.ls) {
                                     fprintf(stderr, "dot_mma: isum_float_ls != (float)isum at chunk %d\n", c);
                                     exit(3);
                                 }
@@ -227,6 +270,11 @@ void dot_mma_format(const std::vector<uint8_t>& w, int rows, int cols, const blo
 #ifndef MMA_EMUL_EXTRA_FORMATS
 #define MMA_EMUL_EXTRA_FORMATS(X)
 #endif
+// Formats run with a tag of another name (an experiment's decoder variant), e.g.
+// -D'MMA_EMUL_EXTRA_TAGS(X)=X(iq2_xs, fmt_iq2_xs_k16)'.
+#ifndef MMA_EMUL_EXTRA_TAGS
+#define MMA_EMUL_EXTRA_TAGS(X)
+#endif
 #ifndef MMA_EMUL_EXTRA_NAMES
 #define MMA_EMUL_EXTRA_NAMES ""
 #endif
@@ -260,6 +308,10 @@ inline bool dot_mma_main(const char* f, const std::vector<uint8_t>& w, int rows,
     } else if (!strcmp(f, #name)) { \
         dot_mma_format<siq::fmt_##name>(w, rows, cols, xb, n, y.data());
     MMA_EMUL_EXTRA_FORMATS(MMA_EMUL_FORMAT)
+#define MMA_EMUL_TAG(name, tag) \
+    } else if (!strcmp(f, #name)) { \
+        dot_mma_format<siq::tag>(w, rows, cols, xb, n, y.data());
+    MMA_EMUL_EXTRA_TAGS(MMA_EMUL_TAG)
     } else {
         fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0, iq4_xs, iq1_s, iq2_xxs%s)\n", f, MMA_EMUL_EXTRA_NAMES);
         return false;
