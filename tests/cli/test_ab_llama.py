@@ -125,7 +125,7 @@ def test_env_switch_within_one_build(tmp_path, model, monkeypatch):
      "--metric-json llama-bench: llama-bench prints no JSON without -o json (or -o jsonl); the command is "
      "'llama-bench -m {m} -p 512'"),
     (["--metric-json", "avg_tps@llama-bench", "--", "llama-bench", "-m", "{m}", "-o", "json"],
-     "--metric-json: llama-bench never prints a figure 'avg_tps' (its figures: avg_ts, stddev_ts, avg_ns, stddev_ns): "
+     "--metric-json: llama-bench never prints a figure 'avg_tps' (its figures: avg_ts, stddev_ts, avg_ns, stddev_ns, samples_ts, samples_ns): "
      "'avg_tps@llama-bench'"),
     (["--metric-json", "llama-bench", "--", "llama-bench", "-m", "{bad}", "-o", "json"],
      "model is not a GGUF file (it starts b'PK\\x03\\x04', not b'GGUF'): {bad}"),
