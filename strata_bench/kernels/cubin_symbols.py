@@ -47,8 +47,11 @@ def normalize(name: str) -> str:
     the demanglers' differences made one: the toolkit's cu++filt writes template values with their type
     ("(int)1", "(bool)0") where c++filt writes "1" and "false", nvcc's internal namespace of a static
     function (_INTERNAL_<hash>_10_convert_cu_<hash>::) is shown by one and not the other, and a function
-    template argument is "&(void f<T>(char const*))" to c++filt, "&f<T>" as declared."""
+    template argument is "&(void f<T>(char const*))" to c++filt, "&f<T>" as declared; a const pointee is
+    "const float *" to cu++filt and "float const*" to c++filt (the H100's cu++filt did not match
+    binbcast's k_bin_bcast<&op_add, float, float, float, float const*>)."""
     text = re.sub(r"\s+", " ", name.strip())
+    text = re.sub(r"\bconst ([\w:]+) ?(?=[*&])", r"\1 const", text)
     text = re.sub(r"(?<=\W) | (?=\W)", "", text)
     text = re.sub(r"_INTERNAL_\w*?::", "", text)
     text = re.sub(r"\(bool\)0\b", "false", re.sub(r"\(bool\)1\b", "true", text))

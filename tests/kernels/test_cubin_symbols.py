@@ -63,6 +63,12 @@ def test_the_two_demanglers_spellings_normalize_alike():
     assert normalize("dequantize_block<(int)32, (int)2, &dequantize_q4_0, float>") == \
         normalize("dequantize_block<32, 2, &_INTERNAL_aef01cfe_10_convert_cu_cdcd2d29_7247::dequantize_q4_0, float>")
     assert normalize("k<(unsigned int)5, (long long)-3>") == "k<5,-3>"
+    # cu++filt puts a pointee's const first, c++filt after it (binbcast's pack of source pointers)
+    assert normalize("k_bin_bcast<&op_add, float, float, float, const float *>") == \
+        normalize("k_bin_bcast<&op_add, float, float, float, float const*>") == \
+        "k_bin_bcast<&op_add,float,float,float,float const*>"
+    assert normalize("k<const __half *, const ns::T &>") == normalize("k<__half const*, ns::T const&>")
+    assert normalize("k<const int>") == "k<const int>"  # not a pointee: left as it is
     assert normalize("k<(ggml_type)1>") != normalize("k<1>")  # an enum's cast is part of the name
     # c++filt spells a function template argument with its type (nvcc's cpy_scalar<cpy_1_scalar<float, half>>)
     assert normalize(declared_name(
