@@ -380,8 +380,9 @@ for s in "${steps[@]}"; do
                 > "$logdir/ggml-planted-fuse.txt"
             if ggml_part first; then
                 # issue 35 item 4: the first complete ggml table, every family's build plus parity from an empty
-                # cache (its seconds are the status line's; goal 5 minutes): compile builds the programs on every
-                # core (mul_mat_q is one nvcc run per format), parity then finds them; the later parts reuse them
+                # cache (its seconds are the status line's; goal 5 minutes): compile --ggml builds every program on
+                # every core (mul_mat_q is one nvcc run per format), then parity finds them all built; the later
+                # parts reuse them (parity alone builds in parallel too, before its loop: gpu/loop.py)
                 rm -rf "$STRATA_CACHE_DIR"
                 step ggml-first-table bash -c "python3 -m strata_bench compile --ggml '$tree' \
                     && python3 -m strata_bench parity -q --ggml '$tree' -o md"
