@@ -12,6 +12,7 @@
 # `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench),
 # `lanepair` (issue 37: new's iq1_s and iq2_xxs lane-pair passes, parity and bench beside new before them);
 # `onecol` (issue 37 item 3: experiments/mmvq_onecol's one-column kernels, parity and bench beside old and new);
+# `onecol3` (issue 37 item 3: experiments/mmvq_onecol3's one-column iq3_xxs with mul7's signs, likewise);
 # `mma5` (issue 37 item 1: experiments/mmvq_mma5's tensor-core 8-column passes of iq1_m, iq2_xs, iq2_s, iq3_xxs and
 # iq3_s, parity and bench beside old and new);
 # `peer-run` (the README's peer table from one run: bench --ggml, bench --profile of the 1-column rows, the peer
@@ -454,6 +455,12 @@ for s in "${steps[@]}"; do
             # one column for both formats: old, new and the candidates
             step onecol-parity sb parity -q --cases experiments/mmvq_onecol/cases.py --family mmvq_onecol
             step onecol-bench sb bench -q --cases experiments/mmvq_onecol/cases.py --family mmvq_onecol \
+                --budget 0.5 --results results/tune -o md ;;
+        onecol3)  # issue 37 item 3: experiments/mmvq_onecol3's one-column iq3_xxs with mul7's sign decode (docs/PERF_NOTES.md
+            # v15): parity of every candidate on all the experiment's cases (bitwise against old), then 131072x8192 at
+            # one column: old, new and the candidates
+            step onecol3-parity sb parity -q --cases experiments/mmvq_onecol3/cases.py --family mmvq_onecol3
+            step onecol3-bench sb bench -q --cases experiments/mmvq_onecol3/cases.py --family mmvq_onecol3 \
                 --budget 0.5 --results results/tune -o md ;;
         mma5)  # issue 37 item 1: experiments/mmvq_mma5's 8-column mma passes of the five other 1-3-bit formats (two k16
             # mmas a chunk for the scale-per-16 ones): parity of every candidate on all the experiment's cases (bitwise
