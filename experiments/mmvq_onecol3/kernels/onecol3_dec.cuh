@@ -20,7 +20,8 @@
 // masked dp4a and a LOP3 a word): no masks, no second dp4a chain; the grid lookups are one LDS.64 per index where
 // new has one LDS.32 (the same count, twice the bytes).
 #pragma once
-#include "../../mmvq_onecol/kernels/onecol_dec.cuh"  // experiments/mmvq_onecol's: Mul7Order, Iq2xxsMul7::signs, two_words_at, ActPairs
+// experiments/mmvq_onecol's decoders: Mul7Order, Iq2xxsMul7::signs, two_words_at, word_shift, ActPairs, LaneConst
+#include "../../mmvq_onecol/kernels/onecol_dec.cuh"
 
 namespace onecol {
 
