@@ -43,9 +43,9 @@ class LastCase:
 
 
 @dataclass(frozen=True)
-class GgmlErrorModel:
-    """cases/error_model.ErrorModel for ggml's mul_mat_vec_q over the formats in `formats`: each output is held
-    to its own bound, the family's plus ggml's allowance for it, from the case's own host inputs."""
+class PerFormatModel:
+    """What ggml's per-format error models share: the formats they judge, absolute bounds (so they judge the
+    baseline too), and the last case's bounds kept for its next reference (LastCase)."""
 
     formats: tuple[str, ...]
     judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
@@ -53,6 +53,12 @@ class GgmlErrorModel:
 
     def applies(self, fmt: str) -> bool:
         return fmt in self.formats
+
+
+@dataclass(frozen=True)
+class GgmlErrorModel(PerFormatModel):
+    """cases/error_model.ErrorModel for ggml's mul_mat_vec_q over the formats in `formats`: each output is held
+    to its own bound, the family's plus ggml's allowance for it, from the case's own host inputs."""
 
     def bounds(self, case: Any, host: Mapping[str, Any], exp: Any, baseline_err: float | None) -> np.ndarray:
         """The per-output bound: `exp`'s (the family's) plus ggml's allowance, from the case's inputs."""
@@ -175,17 +181,10 @@ def moe_allowance() -> Any:
 
 
 @dataclass(frozen=True)
-class MoeErrorModel:
+class MoeErrorModel(PerFormatModel):
     """cases/error_model.ErrorModel for ggml's MoE mat-vec on grouped's cases of the gate formats in `formats`:
     each element of H and Y is held to grouped's own bound recomputed with ggml's allowance (moe_allowance)
     through the SwiGLU and the down product, from the case's own host inputs."""
-
-    formats: tuple[str, ...]
-    judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
-    _last: LastCase = field(default_factory=LastCase, compare=False, repr=False)  # the last case's bounds
-
-    def applies(self, fmt: str) -> bool:
-        return fmt in self.formats
 
     def bounds(self, case: Any, host: Mapping[str, Any], exp: Any, baseline_err: float | None) -> np.ndarray:
         from strata_bench.families.grouped import CHAIN_LABELS

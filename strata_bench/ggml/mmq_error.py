@@ -14,12 +14,12 @@ rounding) + 1.01 sum step |w| + mmq_bound(sum (|x^| + step) |w|) + float64's K 2
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import numpy as np
 
-from strata_bench.ggml.error import LastCase
+from strata_bench.ggml.error import PerFormatModel
 
 CHUNK = 32  # values a q8_1 scale covers in the D4 layout
 TIE_WINDOW = 2.0 ** -21  # |device x d_inv - x/D| / |x/D|: d_inv's 2 ulp (2^-22), the product's rounding, float64
@@ -75,17 +75,10 @@ def pfgemm_bound(fmt: str, host: Mapping[str, Any], rows: int, k: int) -> np.nda
 
 
 @dataclass(frozen=True)
-class MmidErrorModel:
+class MmidErrorModel(PerFormatModel):
     """cases/error_model.ErrorModel for ggml's mul_mat_q with ids on pfgemm's cases of `formats`: each output
     held to its own bound from the case's own activations and weights (pfgemm_bound), not the family's (which
     bounds fp16 weights and tensor-core sums, neither of them ggml's)."""
-
-    formats: tuple[str, ...]
-    judges_baseline: ClassVar[bool] = True  # absolute bounds: they hold wherever ggml runs
-    _last: LastCase = field(default_factory=LastCase, compare=False, repr=False)  # the last case's bounds
-
-    def applies(self, fmt: str) -> bool:
-        return fmt in self.formats
 
     def bounds(self, case: Any, host: Mapping[str, Any], exp: Any, baseline_err: float | None) -> np.ndarray:
         # ggml and ggml_b are judged against one case's inputs in turn: computed once for both.
