@@ -78,16 +78,15 @@ def json_objects(text: str | bytes) -> Iterator[dict[str, Any]]:
         pos = end
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
-
-
 def _figure(value: Any) -> Any:
-    """The figure a field gives: a number (or its text) as it is, an array of numbers its median, else None."""
+    """The figure a field gives: a number (or its text) as it is, a non-empty array of numbers its median,
+    else None."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
     if isinstance(value, list):
-        numbers = [v for v in value if _number(v) and not isinstance(v, str)]
-        return statistics.median(numbers) if numbers and len(numbers) == len(value) else None
-    return value if _number(value) else None
+        return statistics.median(value) if value and all(number(v) for v in value) else None
+    return value if number(value) or isinstance(value, str) else None
 
 
 class _Found:
