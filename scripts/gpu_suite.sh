@@ -17,7 +17,8 @@
 # iq3_s, parity and bench beside old and new);
 # `peer-run` (the README's peer table from one run: bench --ggml, bench --profile of the 1-column rows, the peer
 # reports), `bench-base` and `bench-match-base` (after bench-dram: $BASE_TREE's DRAM bench on this card, compared);
-# and the profiles `ncu`, `ncu-source`, `ncu-mma` and `ncu-rows` (issue 37: each row's binding resource). Every
+# and the profiles `ncu`, `ncu-source`, `ncu-mma`, `ncu-rows` and `profile-rows` (issue 37: each row's binding
+# resource). Every
 # step's log and exit code land in $OUT (default gpu-out/), and results/ is packed into $OUT/results.tgz so a
 # remote run brings everything back.
 #
@@ -483,6 +484,15 @@ for s in "${steps[@]}"; do
                 step "ncu-row-$1-n$2" python3 -m strata_bench.kernels.ncu --format "$1" --shape 131072x8192 --cols "$2" \
                     --out "results/ncu/ncu-$1-n$2.csv"
             done ;;
+        profile-rows)  # issue 37's targets the peer run's one-column profile does not cover: what binds new's 8-column
+            # pass of each 1-3-bit format (kernels/ncu.py's columns, the CSV under results/ncu/), q2warp at one column
+            # and the grouped experts at 8 entries an expert (bench --profile: every row of the case)
+            for f in iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s; do
+                step "ncu-row-$f-n8" python3 -m strata_bench.kernels.ncu --format "$f" --shape 131072x8192 --cols 8 \
+                    --out "results/ncu/ncu-$f-n8.csv"
+            done
+            step profile-q2warp sb bench -q --profile --family q2warp --shape 131072x8192 --cols 1 --budget 0.2 -o md
+            step profile-grouped sb bench -q --profile --family grouped -k 'groups=8-8-8-8-8-8-8-8' --budget 0.2 -o md ;;
         engine|engine-build|engine-ab)  # issue 36: two CUDA builds of a carried llama.cpp tree and a real model, the four A/Bs
             engine_step "$s" ;;
         ncu)  # stall reasons and occupancy of the 1-column kernels furthest from their targets (PEER.md method)
