@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from strata_bench.cli.main import cli
 from strata_bench.errors import InputError
 from strata_bench.results.load import load
-from strata_bench.report.peer import load_peer, peer_rows, render_peer, target
+from strata_bench.report.peer import load_peer, peer_rows, read_target, render_peer, target
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "tests/data/results/bench-20261201T094112Z.json"  # an H200 run of an earlier tree
@@ -26,28 +26,35 @@ def test_targets_follow_issue_14():
     assert [target("iq4_nl", 8), target("iq1_s", 8), target("q8_0", 8), target("iq2_s", 4)] == [2.5, 2.5, None, None]
 
 
+def test_read_targets_follow_issue_37():
+    assert [read_target(f, 1) for f in ("iq1_s", "iq3_s", "iq4_nl", "iq4_xs", "q8_0", "q2_0")] == \
+        [0.60, 0.60, 0.60, 0.85, 0.85, 0.60]
+    assert [read_target(f, 8) for f in ("iq1_m", "iq3_s", "iq4_xs", "q8_0", "q2_0")] == [0.40, 0.40, None, None, None]
+    assert read_target("iq2_xxs", 4) is None
+
+
 def test_csv_rows_are_exact(rows):
     lines = render_peer(rows, "csv").splitlines()
     assert lines[0] == ("shape,format,n,old us,old GB/s,new us,new GB/s,best,best %read,llama.cpp us,llama/best,"
-                        "target,speed,read>=60%")
+                        "target,speed,read target,read")
     assert len(lines) == 1 + 11 * 3  # 11 formats x n = 1, 4, 8
-    assert "131072x8192,iq1_s,1,281.1,748,133.7,1573,new,35.2,284.0,2.12,2x,met,missed" in lines
-    assert "131072x8192,iq4_xs,1,165.2,3457,221.1,2582,old,77.3,245.0,1.48,1.15x,met,met" in lines
-    assert "131072x8192,iq3_s,8,2388.7,195,377.5,1234,new,27.6,746.0,1.98,2.5x,missed," in lines
-    assert "131072x8192,q2_0,1,158.7,1906,119.2,2538,new,56.8,,,,,missed" in lines  # no peer figure
+    assert "131072x8192,iq1_s,1,281.1,748,133.7,1573,new,35.2,284.0,2.12,2x,met,60%,missed" in lines
+    assert "131072x8192,iq4_xs,1,165.2,3457,221.1,2582,old,77.3,245.0,1.48,1.15x,met,85%,missed" in lines
+    assert "131072x8192,iq3_s,8,2388.7,195,377.5,1234,new,27.6,746.0,1.98,2.5x,missed,40%,missed" in lines
+    assert "131072x8192,q2_0,1,158.7,1906,119.2,2538,new,56.8,,,,,60%,missed" in lines  # no peer figure
 
 
 def test_markdown_counts_the_targets(rows):
     md = render_peer(rows, "md")
     assert md.splitlines()[0].startswith("| shape ")
     assert "| 131072x8192 | iq4_nl   |   1 |    195.9 |" in md
-    assert "Speed targets met: 4 of 19;" in md
+    assert "Speed targets met: 4 of 19; read targets met: 2 of 18;" in md
 
 
 def test_report_peer_command_and_bad_input(tmp_path):
     res = CliRunner().invoke(cli, ["report", "--peer", str(PEER), str(BENCH), "-o", "csv"])
     assert res.exit_code == 0, res.output
-    assert res.output.splitlines()[1] == "131072x8192,iq1_m,1,267.8,879,174.5,1350,new,30.2,309.0,1.77,2x,missed,missed"
+    assert res.output.splitlines()[1] == "131072x8192,iq1_m,1,267.8,879,174.5,1350,new,30.2,309.0,1.77,2x,missed,60%,missed"
     bad = tmp_path / "peer.csv"
     bad.write_text("format,us\niq2_xxs,279\n")
     res = CliRunner().invoke(cli, ["report", "--peer", str(bad), str(BENCH)])
