@@ -243,7 +243,9 @@ for s in "${steps[@]}"; do
                 printf '%-24s skipped: no base tree at %s\n' digests "$BASE_TREE" | tee -a "$logdir/status.txt"
             fi ;;
         gputests)  # the experiments' GPU tests too; the README's commands are step readme's
-            step gputests python3 -m pytest -q -m gpu -ra tests experiments --ignore=tests/test_readme_gpu.py ;;
+            # STRATA_GPUTESTS: the paths to collect (default every test folder), e.g. a change's own files
+            step gputests python3 -m pytest -q -m gpu -ra ${STRATA_GPUTESTS:-tests experiments} \
+                --ignore=tests/test_readme_gpu.py ;;
         readme)  # every README example that needs a GPU, as a reader types it (the CPU test runs only their --list)
             step readme python3 -m pytest -q -ra --durations=0 tests/test_readme_gpu.py ;;
         bench-dram)
@@ -272,6 +274,8 @@ for s in "${steps[@]}"; do
                 printf '%-24s skipped: run steps bench-dram and bench-base first\n' bench-match-base \
                     | tee -a "$logdir/status.txt"
             fi ;;
+        bench-grouped)  # the grouped experts alone (8 and 32 entries an expert), as bench-families times them
+            step bench-grouped sb bench -q --family grouped --budget 0.5 -o md ;;
         bench-peer) step bench-mmvq-peer sb bench -q --family mmvq --shape 4096x14336 --cols 1,4,8 --budget 1 ;;
         bench-families)  # the other families' bench cases (grouped: >= 4x the L2 touched; q2warp on the DRAM shape)
             step bench-families sb bench -q --family q2warp,grouped,fp16deq,swiglu_q8,moe_combine --budget 0.5
