@@ -51,7 +51,7 @@ def test_memcheck_and_initcheck_run_every_variant_of_every_case(default_plans):
     every = tuple((case.name, case.variants) for case in cases)
     for tool in ("memcheck", "initcheck"):
         assert plans[tool].runs == every and plans[tool].skipped == () and plans[tool].skip_note() == ""
-    assert plans["memcheck"].launches == 873 and plans["racecheck"].launches == 424
+    assert plans["memcheck"].launches == 903 and plans["racecheck"].launches == 439
 
 
 def test_the_exact_skips_of_a_small_selection(default_plans):
