@@ -467,9 +467,12 @@ for s in "${steps[@]}"; do
             step onecol3-parity sb parity -q --cases experiments/mmvq_onecol3/cases.py --family mmvq_onecol3
             step onecol3-bench sb bench -q --cases experiments/mmvq_onecol3/cases.py --family mmvq_onecol3 \
                 --budget 0.5 --results results/tune -o md ;;
-        mma5)  # issue 37 item 1: experiments/mmvq_mma5's 8-column mma passes of the five other 1-3-bit formats (two k16
-            # mmas a chunk for the scale-per-16 ones): parity of every candidate on all the experiment's cases (bitwise
-            # against old), then 131072x8192 and 32768x8192 at 8 columns for all five: old, new and the candidates
+        mma5)  # issue 37 item 1: the 8-column mma passes of the five other 1-3-bit formats (two k16 mmas a chunk for
+            # the scale-per-16 ones; `new`'s on 32768 rows and more since the promotion): parity of every built-in case
+            # of the five (the tall ones run it) and of every candidate on all the experiment's cases (bitwise against
+            # old), then 131072x8192 and 32768x8192 at 8 columns for all five: new beside new-dp4a (new before the
+            # change), the candidates and old
+            step mma5-parity-product sb parity -q --family mmvq --format iq1_m,iq2_xs,iq2_s,iq3_xxs,iq3_s
             step mma5-parity sb parity -q --cases experiments/mmvq_mma5/cases.py --family mmvq_mma5
             step mma5-bench sb bench -q --cases experiments/mmvq_mma5/cases.py --family mmvq_mma5 \
                 --budget 0.5 --results results/tune -o md ;;

@@ -42,3 +42,19 @@ def stub_launch_helpers(monkeypatch, *modules: ModuleType, resident: int = 132, 
         for name, stub in stubs.items():
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, stub)
+
+
+def mmvq_launches(fam, case, variants) -> dict[str, list[str]]:
+    """The kernels each of `variants` of an mmvq family launches for `case`, on zero inputs of its shape (the
+    stubs of stub_launch_helpers in place)."""
+    import numpy as np
+
+    nchunks = case.cols // 32
+    dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((case.ncols, case.cols), np.float32),
+           "xq": np.zeros((case.ncols, nchunks * 36), np.uint8)}
+    names = {}
+    for variant in variants:
+        kernels = RecordingKernels()
+        fam.launch(case, variant, kernels, dev, {"y": np.zeros((case.ncols, case.rows), np.float32)})
+        names[variant] = kernels.names
+    return names

@@ -1,19 +1,20 @@
-"""mmvq_mma5 (issue 37 item 1): mmvq_mma's 8-column tensor-core pass for the five 1-3-bit formats `new` still runs
-on the CUDA cores (iq1_m, iq2_xs, iq2_s, iq3_xxs, iq3_s), as a --cases file: a family `mmvq_mma5`, the built-in
-mmvq with one variant per candidate launch, so that parity checks each bitwise against old and bench times them
-beside new and old in one run; nothing built-in changes.
+"""mmvq_mma5 (issue 37 item 1): mmvq_mma's 8-column tensor-core pass for the five 1-3-bit formats `new` ran on the
+CUDA cores (iq1_m, iq2_xs, iq2_s, iq3_xxs, iq3_s), as a --cases file: a family `mmvq_mma5`, the built-in mmvq with
+one variant per candidate launch and `new-dp4a` (new's launch before issue 37 promoted the winners), so that parity
+checks each bitwise against old and bench times them beside new and old in one run.
 
     strata-bench compile --arch 90 --cases experiments/mmvq_mma5/cases.py --family mmvq_mma5 --resources
     strata-bench parity --cases experiments/mmvq_mma5/cases.py --family mmvq_mma5
     strata-bench bench --cases experiments/mmvq_mma5/cases.py --family mmvq_mma5 --budget 0.5
 
 A candidate runs mmvq_mma<F, TG, 1, 1> (kernels_src/mmvq/mmvq_mma.cu, included as it is by kernels/mmvq_mma5.cu)
-for the 8-column passes of its formats, with F this folder's decoder (kernels/mma_frag5.cuh): iq3_xxs and iq3_s
-their own per-lane MmaFrag (one scale per 32 values: the kernel as it is); iq1_m, iq2_xs and iq2_s (a scale per
-16 values) the tags fmt_<format>_k16 (per lane) or fmt_<format>_k16pair (the lane pair, mma_frag.cuh's
-GridPairFrag), whose mma_chunk runs two m16n8k16 mmas a chunk, one per scale. Every other pass runs new's
-launch, so each variant runs every case. Only the public kit is used, and the built-in family's extension
-surface (docs/EXTENDING.md).
+for the 8-column passes of its formats, with F: iq3_xxs and iq3_s their own per-lane MmaFrag (one scale per 32
+values: the kernel as it is); iq1_m, iq2_xs and iq2_s (a scale per 16 values) the tags fmt_<format>_k16pair (the
+lane pair, mma_frag.cuh's GridPairFrag) or fmt_<format>_k16 (per lane, the control: kernels/mma_frag5.cuh), whose
+mma_chunk runs two m16n8k16 mmas a chunk, one per scale. The winners (lane-tg4's iq3_* and pair-tg4) are the
+product's since issue 37 (kernels_src/mmvq/mma_frag.cuh, mma_frag_split.cuh; `new` runs them on 8-column passes of
+32768 rows and more); the controls stay here. Every other pass runs new's launch, so each variant runs every case.
+Only the public kit is used, and the built-in family's extension surface (docs/EXTENDING.md).
 """
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ MMA_MAJOR = 8  # mma.sync of int8 needs sm_80 (an older GPU runs new's pass)
 
 
 class Mma5Config(Mmvq.MmaConfig):
-    """mmvq_mma's launch (tile groups, MINB, one weight stage: MmaConfig's shared bytes and threads) with this
-    folder's decoder: `frag` "lane" (iq3_*: the format's own MmaFrag; the split formats: fmt_<format>_k16) or
-    "pair" (the split formats only: fmt_<format>_k16pair)."""
+    """mmvq_mma's launch (tile groups, MINB, one weight stage: MmaConfig's shared bytes and threads) with the
+    candidate's decoder: `frag` "lane" (iq3_*: the format's own MmaFrag; the split formats: fmt_<format>_k16, this
+    folder's control) or "pair" (the split formats only: fmt_<format>_k16pair, the product's since issue 37)."""
 
     @property
     def label(self) -> str:
@@ -81,6 +82,24 @@ def _variant(config: Mma5Config) -> Variant:
 
 
 VARIANTS = tuple(_variant(c) for c in CONFIGS)
+
+
+def _dp4a_kernels(family, source: str) -> list[str]:
+    return ([Mmvq.new_config(fmt, nc).kernel(fmt, nc) for fmt in FORMATS for nc in (1, 2, 4, 8)]
+            if source == Mmvq.sources[1] else [])
+
+
+def _launch_dp4a(family, case, kernels, dev, outs, stream=None) -> None:
+    """new's launch without the tensor cores: `new` as it was before issue 37 made the winners its 8-column pass
+    (mmvq_new; H100 131072x8192: iq1_m 318.9 us, iq2_xs 325.6, iq2_s 329.6, iq3_xxs 353.2, iq3_s 379.2), so one
+    bench shows both."""
+    family.launch_new_passes(case, kernels, dev, outs, Mmvq.new_config, stream)
+
+
+# The product before the promotion beside the candidates: new's own passes on mmvq_new's kernel (dp4a).
+DP4A = Variant("new-dp4a", _dp4a_kernels, _launch_dp4a,
+               "new's mmvq_new passes without the tensor cores (new for these five formats before issue 37)")
+VARIANTS = (*VARIANTS, DP4A)
 
 # Parity: the 8-column pass and its tails, at 8 and 11 (= 8 + 2 + 1) columns. The built-in SHAPES (8192x2560:
 # 10 blocks a row, warps with 3 and 2 groups; 16384x512: 2 blocks, warps 2-3 idle); (37, 2304): 9 blocks, a part

@@ -1,6 +1,7 @@
 // mma_common.cuh: the pieces of mmvq_mma.cu's schedule a tensor-core mmvq kernel shares: the activations
-// staged in the mma's B order, the m16n8k32 s8 mma, the chunk integer's float without I2F, a tile group's
-// barrier and the butterfly's tree over its 4 warps. Their arithmetic contracts are in mmvq_mma.cu's header.
+// staged in the mma's B order, the m16n8k32 and m16n8k16 s8 mmas, the chunk integer's float without I2F, a
+// tile group's barrier and the butterfly's tree over its 4 warps. Their arithmetic contracts are in mmvq_mma.cu's
+// header.
 // Host-compilable (tests/iq_host), like iq_decode.cuh: the asm is device-only.
 #pragma once
 #include "common/iq_decode.cuh"
@@ -72,6 +73,18 @@ __device__ __forceinline__ void mma_s8(const int (&a)[4], const int (&b)[2], int
                  "{%10,%10,%10,%10};"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(init));
+#elif defined(__CUDA_ARCH__)
+    __trap();
+#endif
+}
+
+// One m16n8k16 s8 mma, D = A B + C, C = `init` in every element (A: rows g, g + 8 at k 4t..4t+3; B: k 4t..4t+3
+// of column g): the split formats' two mmas a chunk (mma_frag_split.cuh).
+__device__ __forceinline__ void mma_s8_k16(const int (&a)[2], int b, int init, int (&d)[4]) {
+#ifdef STRATA_MMA_DEVICE
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b), "r"(init));
 #elif defined(__CUDA_ARCH__)
     __trap();
 #endif

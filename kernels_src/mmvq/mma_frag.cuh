@@ -4,9 +4,10 @@
 // rows, so it needs only those two words of decode()'s Chunk, with dw and ls. MmaFrag<F>::load(b, j, t,
 // kv, tab) gives exactly decode(b, j)'s w[t], w[4 + t], dw and ls0 from the same bytes (the same lookups,
 // the same fp16 conversion): tests/iq_host/mma_emul.h checks every lane's words against the full decode
-// on the seed and edge data of tests/families/test_mmvq_mma.py. Only one-scale formats (one chunk per
+// on the seed and edge data of tests/families/test_mmvq_mma.py. Here only one-scale formats (one chunk per
 // block, or super-blocks of 8 chunks with one scale per 32 values): the mma's C is then the whole chunk
-// integer before the scale, as chunk_isum's one dp4a chain is. The block b is in shared memory (the
+// integer before the scale, as chunk_isum's one dp4a chain is (the formats with a scale per 16 values run
+// two m16n8k16 mmas a chunk through mma_frag_split.cuh's tags). The block b is in shared memory (the
 // warp's group buffer), so every load here is a plain one (no __ldg: decode()'s ld_u64_a8 and
 // ld_words_a2 are global-only). Host-compilable (tests/iq_host), like iq_decode.cuh.
 #pragma once
@@ -26,7 +27,7 @@ template <class F>
 struct MmaFrag;  // defined only for the formats mmvq_mma runs (experiments/mmvq_mma adds per-lane iq2_xxs and iq1_s)
 
 #ifndef LANEPAIR_XOR
-#define LANEPAIR_XOR 1  // iq1_s's partner lane, t ^ 1 (tests build 2 and 3 to see the host check fail)
+#define LANEPAIR_XOR 1  // the lane pairs' partner lane, t ^ 1 (tests build 2 and 3 to see the host check fail)
 #endif
 
 // 8 bytes at an 8-byte aligned address of any memory (ld_u64_a8 is the global-only form).
@@ -77,11 +78,68 @@ struct MmaFrag<fmt_iq4_xs> {
     }
 };
 
+// iq3_xxs and iq3_s, per lane (first measured in experiments/mmvq_mma5, which keeps the split formats' controls;
+// H100, 131072 x 8192: 323.6 and 333.2 us against mmvq_new's 353.2 and 379.2). Word i (i = 2G + h) of a chunk
+// is the table word of its own index byte i, with half h of group G's sign byte applied: lane t's words t and
+// 4 + t are two lookups whatever the lanes share, and lanes t, t ^ 1 share only the sign byte's extraction (a
+// pair would trade that for a shuffle: not built, PERF_NOTES v14). half_mask(s8, h) is decode()'s
+// sign_mask_lo(s8) for h = 0 and sign_mask_hi(s8) for h = 1, the same expression with the lane's mask and
+// multiplier (0x0F, 0x10204080 or 0xF0, 0x01020408: loop constants), one code for every lane.
+__device__ __forceinline__ uint32_t half_mask(uint32_t s8, int h) {
+    return prmt((s8 & (0x0Fu << (4 * h))) * (0x10204080u >> (4 * h)), 0u, 0xBA98u);
+}
+
+#ifndef MMA_DEFECT_SIGN_HALF
+#define MMA_DEFECT_SIGN_HALF 0  // tests plant 1: every lane takes its sign nibble of the wrong half
+#endif
+
+// iq3_xxs, chunk j: index bytes at QS + 8j (byte i: word i), aux at SCALES_SIGNS + 4j (four 7-bit sign
+// indexes, the scale in bits 28-31); dw = d / 4.
+template <>
+struct MmaFrag<fmt_iq3_xxs> {
+    using L = fmt_iq3_xxs::L;
+    static __device__ __forceinline__ int word(const uint8_t* b, int j, int i, uint32_t aux, const Tab& tab) {
+        const uint32_t s8 = ksigns8((aux >> (7 * (i / 2))) & 0x7Fu);
+        return apply_signs(tab.words[ld_u8(b + L::QS + 8 * j + i)], half_mask(s8, (i & 1) ^ MMA_DEFECT_SIGN_HALF));
+    }
+    static __device__ __forceinline__ Frag load(const uint8_t* b, int j, int t, const uint32_t (&)[4], const Tab& tab) {
+        Frag f;
+        const uint32_t aux = ld_u32_a2(b + L::SCALES_SIGNS + 4 * j);
+        f.dw = ld_half(b) * 0.25f;
+        f.ls = 2 * (int)(aux >> 28) + 1;
+        f.lo = word(b, j, t, aux, tab);
+        f.hi = word(b, j, 4 + t, aux, tab);
+        return f;
+    }
+};
+
+// iq3_s, chunk j: index byte i at QS + 8j + i with its 9th bit in bit i of the QH byte j, sign byte G at
+// SIGNS + 4j + G, the scale nibble j & 1 of SCALES byte j / 2; dw = d.
+template <>
+struct MmaFrag<fmt_iq3_s> {
+    using L = fmt_iq3_s::L;
+    static __device__ __forceinline__ int word(const uint8_t* b, int j, int i, uint32_t qh, const Tab& tab) {
+        const uint32_t index = ld_u8(b + L::QS + 8 * j + i) | (((qh >> i) & 1u) << 8);
+        const uint32_t s8 = ld_u8(b + L::SIGNS + 4 * j + i / 2);
+        return apply_signs(tab.words[index], half_mask(s8, (i & 1) ^ MMA_DEFECT_SIGN_HALF));
+    }
+    static __device__ __forceinline__ Frag load(const uint8_t* b, int j, int t, const uint32_t (&)[4], const Tab& tab) {
+        Frag f;
+        const uint32_t qh = ld_u8(b + L::QH + j);
+        f.dw = ld_half(b);
+        f.ls = 2 * (int)((ld_u8(b + L::SCALES + j / 2) >> (4 * (j & 1))) & 0x0Fu) + 1;
+        f.lo = word(b, j, t, qh, tab);
+        f.hi = word(b, j, 4 + t, qh, tab);
+        return f;
+    }
+};
+
 // The lane-pair decode of a grid format whose 8-value group G gives Chunk words 2G and 2G + 1 as the two halves
 // of one selector (word 2G + h = prmt(k0, k1, sel >> 16 h), iq1_group's and iq2_group's form): iq1_s and
 // iq2_xxs in `new` (fmt_iq1_s_pair: fmt_iq1_s under another name, every trait inherited, so that
 // mmvq_mma<fmt_iq1_s_pair, ...> runs this decoder; likewise fmt_iq2_xxs_pair; first measured in
-// experiments/mmvq_lanepair, which keeps their controls).
+// experiments/mmvq_lanepair, which keeps their controls; iq1_m, iq2_xs and iq2_s through mma_frag_split.cuh's
+// split tags).
 // Lane 4g + t supplies Chunk words t and 4 + t, so lane t needs half t & 1 of groups t / 2 and 2 + t / 2:
 // lanes t and t ^ 1 need the same two groups. Each lane of the pair does one group's work and the pair swaps
 // the results with one shuffle a row:

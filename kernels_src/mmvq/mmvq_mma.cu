@@ -1,9 +1,11 @@
 // mmvq_mma.cu: mmvq over 8 activation columns with the chunk integers from tensor-core mma: the 8-column pass
-// of mmvq's `new` on tall iq4_nl, q8_0, iq4_xs, iq1_s and iq2_xxs shapes (families/mmvq_mma.py says where);
-// formats with one scale per 32 values and an MmaFrag (mma_frag.cuh: iq4_nl, q8_0, iq4_xs, and the lane-pair
-// decodes fmt_iq1_s_pair and fmt_iq2_xxs_pair; experiments/mmvq_mma adds per-lane iq2_xxs and iq1_s). Inputs, outputs and layout as mmvq.cu's
-// mmvq_new<F, 8, ...>: W rows 16-byte aligned with 16 readable bytes after the last row, X is [8][K/32]
-// q8_1 blocks (already quantized), Y is [8][y_stride] float32.
+// of mmvq's `new` on tall iq4_nl, q8_0, iq4_xs, iq1_s, iq2_xxs, iq3_xxs, iq3_s, iq1_m, iq2_xs and iq2_s shapes
+// (families/mmvq_mma.py says where); formats with one scale per 32 values and an MmaFrag (mma_frag.cuh: iq4_nl,
+// q8_0, iq4_xs, iq3_xxs, iq3_s, and the lane-pair decodes fmt_iq1_s_pair and fmt_iq2_xxs_pair; experiments/mmvq_mma
+// adds per-lane iq2_xxs and iq1_s), and the formats with a scale per 16 values through their split tags
+// (mma_frag_split.cuh: fmt_<iq1_m | iq2_xs | iq2_s>_k16pair, two m16n8k16 mmas a chunk, mma_chunk_k16 below).
+// Inputs, outputs and layout as mmvq.cu's mmvq_new<F, 8, ...>: W rows 16-byte aligned with 16 readable bytes after
+// the last row, X is [8][K/32] q8_1 blocks (already quantized), Y is [8][y_stride] float32.
 //
 // ARITHMETIC CONTRACT (mmvq.cu's, kept; iq_decode.cuh has the per-chunk part)
 //   Output (row, column): virtual lane v = 0..31 takes chunks v, v+32, v+64, ... in increasing order with
@@ -20,7 +22,9 @@
 //     (4i..4i+3). Then isum = ls * C (ls = 1 for iq4_nl and q8_0, the chunk's integer scale for the
 //     super-block formats, iq4_xs's possibly 0 or negative), as chunk_isum's one-scale form; its float is
 //     reached without I2F (isum_float_ls: the mma's C input starts at the bits of 1.5 * 2^23; |ls * C| < 2^24,
-//     so the fma is exact and gives +0.0f where ls * C = 0, as the conversion does), the same float.
+//     so the fma is exact and gives +0.0f where ls * C = 0, as the conversion does), the same float. A split
+//     tag (a scale per 16 values) runs two m16n8k16 mmas, one per 16 values and scale: mma_frag_split.cuh's
+//     contract gives chunk_isum's two-scale integer and its float.
 //   - dw, d_act: MmaFrag<F> (mma_frag.cuh) gives decode(block, j)'s w[t], w[4+t], dw and ls from the same
 //     bytes (chunk c is chunk j = c % CHUNKS of block c / CHUNKS, as the dot walk's); a lane pair (iq1_s,
 //     iq2_xxs) gets half of its table selectors from lane t ^ 1 by one shuffle, the selectors that lane computed
@@ -57,6 +61,7 @@
 //   mma_chunk reads are the same: the pipe changes when bytes arrive, never which or the math.
 #include "mmvq/mma_common.cuh"  // MmaActs, stage_acts_mma, mma_s8, group_sync, tile_tree
 #include "mmvq/mma_frag.cuh"  // MmaFrag, MmaGroup
+#include "mmvq/mma_frag_split.cuh"  // the split tags fmt_<iq1_m | iq2_xs | iq2_s>_k16pair
 
 using namespace siq;
 
@@ -161,6 +166,44 @@ __device__ __forceinline__ void mma_chunk(const uint8_t* group, int i, int c, co
     acc[2] = fmaf(f1.dw * d.x, isum_float_ls(cm[2], f1.ls), acc[2]);
     acc[3] = fmaf(f1.dw * d.y, isum_float_ls(cm[3], f1.ls), acc[3]);
 }
+
+// mma_chunk for a split tag (mma_frag_split.cuh: a scale per 16 values): the lane's 4 outputs (rows g, g, g + 8,
+// g + 8; columns 2t, 2t + 1, 2t, 2t + 1) get acc = fmaf(dw * d_act, float(ls0 * C0 + ls1 * C1), acc), C0 from
+// words t (values 0-15), C1 from words 4 + t (values 16-31), one m16n8k16 mma each, the float as
+// MmaFrag<F>::isum_float gives it (mma_frag_split.cuh's contract).
+template <class F>
+__device__ __forceinline__ void mma_chunk_k16(const uint8_t* group, int i, int c, const MmaActs& xs,
+                                              const uint32_t (&kv)[4], const Tab& tab, float (&acc)[4]) {
+    using G = MmaGroup<F>;
+    using M = MmaFrag<F>;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, j = i % F::CHUNKS;
+    const uint8_t* b0 = group + (i / F::CHUNKS) * F::BYTES + g * G::ROW;
+    const uint8_t* b1 = b0 + 8 * G::ROW;
+    const Frag f0 = M::load(b0, j, t, kv, tab);
+    const Frag f1 = M::load(b1, j, t, kv, tab);
+    const int h0 = M::ls1(b0, j), h1 = M::ls1(b1, j);
+    const int lo[2] = {f0.lo, f1.lo}, hi[2] = {f0.hi, f1.hi};
+    const float2 d = *reinterpret_cast<const float2*>(xs.d + 8 * c + 2 * t);
+    int c0[4], c1[4];
+    mma_s8_k16(lo, (int)xs.q[64 * c + 8 * t + g], 0, c0);
+    mma_s8_k16(hi, (int)xs.q[64 * c + 32 + 8 * t + g], 0, c1);
+    acc[0] = fmaf(f0.dw * d.x, M::isum_float(c0[0], c1[0], f0.ls, h0), acc[0]);
+    acc[1] = fmaf(f0.dw * d.y, M::isum_float(c0[1], c1[1], f0.ls, h0), acc[1]);
+    acc[2] = fmaf(f1.dw * d.x, M::isum_float(c0[2], c1[2], f1.ls, h1), acc[2]);
+    acc[3] = fmaf(f1.dw * d.y, M::isum_float(c0[3], c1[3], f1.ls, h1), acc[3]);
+}
+
+// mmvq_mma's loops call mma_chunk<F>; a split tag's is the k16 form (declared before any kernel instantiates it:
+// NVRTC instantiates the name expressions after the whole source). experiments/mmvq_mma5 adds its controls' so.
+#define MMA_K16_CHUNK(tag)                                                                                      \
+    template <>                                                                                                 \
+    __device__ __forceinline__ void mma_chunk<tag>(const uint8_t* group, int i, int c, const MmaActs& xs,       \
+                                                   const uint32_t (&kv)[4], const Tab& tab, float (&acc)[4]) {   \
+        mma_chunk_k16<tag>(group, i, c, xs, kv, tab, acc);                                                      \
+    }
+#define MMA_K16_PAIR_CHUNK(name) MMA_K16_CHUNK(fmt_##name##_k16pair)
+MMA_SPLIT_FORMATS(MMA_K16_PAIR_CHUNK)
+#undef MMA_K16_PAIR_CHUNK
 
 // TG: tile groups per block (4 warps each, one 16-row tile at a time), which share the block's staged
 // activations: more warps per SM for the same shared memory (at K = 8192 the activations take 72 KiB, so

@@ -7,8 +7,9 @@ so bench times compare with PEER.md's figures), then runs the variant:
   dot called once per column), tables in global memory;
 - new: R rows per warp, tables and the pass's activations in shared memory; each weight chunk is decoded
   once and applied to NC = 8, 4, 2 or 1 columns per pass (column_passes: 11 = 8 + 2 + 1); the 8-column
-  passes of iq4_nl, iq4_xs, q8_0, iq1_s and iq2_xxs on tall shapes run mmvq_mma instead (mmvq/mmvq_mma.cu,
-  tensor-core chunk integers, iq1_s's and iq2_xxs's with the lane-pair decode; mmvq_mma.py says where).
+  passes of iq4_nl, iq4_xs, q8_0, iq1_s, iq2_xxs, iq1_m, iq2_xs, iq2_s, iq3_xxs and iq3_s on tall shapes run
+  mmvq_mma instead (mmvq/mmvq_mma.cu, tensor-core chunk integers, iq1_s's, iq2_xxs's, iq1_m's, iq2_xs's and
+  iq2_s's with the lane-pair decode, the last three with two m16n8k16 mmas a chunk; mmvq_mma.py says where).
 Both keep the lane -> chunk mapping, the per-(row, column) fmaf chain and the butterfly, so `new` must
 equal `old` bitwise (mmvq.cu's ARITHMETIC CONTRACT), and every column of an N-column call must equal the
 1-column call on that column's activations (related_cases, case param col=j).
@@ -131,7 +132,8 @@ BENCH_NCOLS = (1, 2, 4, 8)
 # Parity shapes where new's 8-column pass runs mmvq_mma (mmvq_mma.MMA_CONFIGS' min_rows), short rows to keep
 # the host data small: 32 chunks give each of a tile group's 4 warps one group, 8 chunks leave 3 warps idle.
 MMA_SHAPES = {"iq4_nl": (32768, 1024), "iq4_xs": (32768, 1024), "q8_0": (131072, 256), "iq1_s": (131072, 1024),
-              "iq2_xxs": (131072, 1024)}
+              "iq2_xxs": (131072, 1024), "iq1_m": (32768, 1024), "iq2_xs": (32768, 1024), "iq2_s": (32768, 1024),
+              "iq3_xxs": (32768, 1024), "iq3_s": (32768, 1024)}
 MMA_NCOLS = (8, 11)
 # Tails (docs/TAIL_PATHS.md): 37 rows = 2 x 16 + 5 leave every pass a last, partial row group (mmvq_new: 8 warps
 # x R = 16 or 32 rows; mmvq_old: 4 rows a block); 40 chunks leave lanes 8-31 one step fewer; 4 and 11 columns
@@ -139,10 +141,11 @@ MMA_NCOLS = (8, 11)
 TAIL_SHAPE = (37, 1280)
 TAIL_NCOLS = (4, 11)
 # The tensor-core pass's tails, at min_rows + 5 rows (a last tile of 5 rows): iq4_nl and q8_0 at 9 chunks (warp 0
-# a whole 8-chunk group, warp 1 a partial group of one chunk), iq4_xs, iq1_s and iq2_xxs at one super-block
-# (warps 1-3 no group).
+# a whole 8-chunk group, warp 1 a partial group of one chunk), the super-block formats (iq4_xs, iq1_s, iq2_xxs,
+# iq1_m, iq2_xs, iq2_s, iq3_xxs, iq3_s) at one super-block (warps 1-3 no group).
 MMA_TAIL_SHAPES = {"iq4_nl": (32773, 288), "iq4_xs": (32773, 256), "q8_0": (131077, 288), "iq1_s": (131077, 256),
-                   "iq2_xxs": (131077, 256)}
+                   "iq2_xxs": (131077, 256), "iq1_m": (32773, 256), "iq2_xs": (32773, 256), "iq2_s": (32773, 256),
+                   "iq3_xxs": (32773, 256), "iq3_s": (32773, 256)}
 
 
 def column_passes(ncols: int) -> list[int]:

@@ -44,7 +44,8 @@ class MmaConfig:
     measured fastest and the only one kernels_src has; experiments/mmvq_mma adds the cp.async stages S >= 2),
     MINB, the smallest row count it runs at (`min_rows`), and the fragment decoder `frag`: "" the format's own
     MmaFrag, else the format tag's suffix of another (mma_frag.cuh: "pair", the lane-pair decode, fmt_iq1_s_pair
-    and fmt_iq2_xxs_pair). None of them touches the arithmetic: every MmaFrag gives the same words (mma_frag.cuh)."""
+    and fmt_iq2_xxs_pair; mma_frag_split.cuh: "k16pair", the lane pair of a format with a scale per 16 values, two
+    m16n8k16 mmas a chunk). None of them touches the arithmetic: every MmaFrag gives the same words (mma_frag.cuh)."""
 
     tile_groups: int
     min_rows: int
@@ -85,12 +86,24 @@ class MmaConfig:
 # iq1_s with the lane-pair decode (experiments/mmvq_lanepair, issue 37; PERF_NOTES v10): 131072x8192 235.1
 # against mmvq_new's 284.3, bitwise equal; measured at that shape only, hence min_rows 131072. iq2_xxs with the
 # same decoder (PERF_NOTES v10, v11): 131072x8192 268.5 against 304.3, bitwise equal; at that shape only too.
+# iq1_m, iq2_xs and iq2_s with the split lane pair (two m16n8k16 mmas a chunk, mma_frag_split.cuh's
+# fmt_<format>_k16pair), iq3_xxs and iq3_s with their per-lane MmaFrag (experiments/mmvq_mma5; PERF_NOTES v14):
+# measured on an H100 80GB HBM3 (2026-12-06, cold, 8 columns, us, against mmvq_new in the same run; bitwise equal
+# to old in the experiment's 70 parity cases) at 131072x8192 / 32768x8192: iq1_m 273.55 against 318.91 / 77.37
+# against 91.36, iq2_xs 276.13 against 325.56 / 78.61 against 90.10, iq2_s 310.83 against 329.64 / 87.23 against
+# 90.87, iq3_xxs 323.64 against 353.24 / 89.53 against 97.00, iq3_s 333.18 against 379.24 / 91.40 against 105.39;
+# faster at both shapes, hence min_rows 32768, the smaller one.
 MMA_CONFIGS: dict[str, MmaConfig] = {
     "iq4_nl": MmaConfig(tile_groups=4, min_rows=32768),
     "iq4_xs": MmaConfig(tile_groups=4, min_rows=32768),
     "q8_0": MmaConfig(tile_groups=3, min_rows=131072),
     "iq1_s": MmaConfig(tile_groups=4, min_rows=131072, frag="pair"),
     "iq2_xxs": MmaConfig(tile_groups=4, min_rows=131072, frag="pair"),
+    "iq1_m": MmaConfig(tile_groups=4, min_rows=32768, frag="k16pair"),
+    "iq2_xs": MmaConfig(tile_groups=4, min_rows=32768, frag="k16pair"),
+    "iq2_s": MmaConfig(tile_groups=4, min_rows=32768, frag="k16pair"),
+    "iq3_xxs": MmaConfig(tile_groups=4, min_rows=32768),
+    "iq3_s": MmaConfig(tile_groups=4, min_rows=32768),
 }
 
 

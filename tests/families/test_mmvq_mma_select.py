@@ -20,7 +20,8 @@ def test_only_tall_8_column_passes_of_the_listed_formats_run_mmvq_mma():
     assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 448, lambda: 9, H200) is None
     assert mmvq_mma.mma_config("q8_0", 8, 131072, 256, lambda: 9, H200) == mmvq_mma.MmaConfig(3, 131072)
     assert mmvq_mma.mma_config("q8_0", 8, 32768, 256, lambda: 9, H200) is None
-    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, lambda: 9, H200) is None and mmvq_mma.mma_config("iq2_xs", 8, 131072, 256, lambda: 9, H200) is None
+    assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, lambda: 9, H200) is None
+    assert mmvq_mma.mma_config("q2_0", 8, 131072, 256, lambda: 9, H200) is None
     assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 4096, lambda: 9, H200) is None  # K = 131072: the activations alone exceed 227 KiB
     assert mmvq_mma.mma_config("iq4_xs", 8, 32768, 256, lambda: 9, H200) == mmvq_mma.MmaConfig(4, 32768)
     assert mmvq_mma.mma_config("iq4_xs", 8, 4096, 256, lambda: 9, H200) is None
@@ -45,15 +46,38 @@ def test_the_lane_pair_runs_only_where_it_was_measured(fmt, table):
     assert pair.shared_bytes(fmt, 256) == (73728 + 20480 + 49152, table)
 
 
-def test_the_other_1_to_3_bit_formats_keep_mmvq_new():
-    assert all(mmvq_mma.mma_config(f, 8, 131072, 256, lambda: 9, H200) is None
-               for f in ("iq1_m", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "q2_0"))
+# 8 x 256 x 36 activations, 16 warps x 16 rows x the group row (iq1_m's 56-byte blocks 5 granules, iq2_xs's 74 and
+# iq2_s's 82 7, iq3_xxs's 98 7, iq3_s's 110 9: odd counts covering 8 chunks at any head), 4 trees; the table and
+# its two constants (iq1_m 2048 words, iq2_xs 512, iq2_s 1024, iq3_xxs 256, iq3_s 512)
+MMA5 = [("iq1_m", "k16pair", 80, 8200), ("iq2_xs", "k16pair", 112, 2056), ("iq2_s", "k16pair", 112, 4104),
+        ("iq3_xxs", "", 112, 1032), ("iq3_s", "", 144, 2056)]
+
+
+@pytest.mark.parametrize("fmt,frag,row,table", MMA5)
+def test_the_other_1_to_3_bit_formats_run_mmvq_mma_from_32768_rows(fmt, frag, row, table):
+    """H100, 8 columns: each faster than mmvq_new at 131072 x 8192 and at 32768 x 8192 (iq1_m 273.6 and 77.4 us
+    against 318.9 and 91.4 ...; mmvq_mma.py's comment), so 8-column passes of at least 32768 rows run it: the split
+    formats (a scale per 16 values) with the lane pair's two m16n8k16 mmas a chunk, iq3_* per lane."""
+    config = mmvq_mma.MmaConfig(4, 32768, frag=frag)
+    assert mmvq_mma.mma_config(fmt, 8, 32768, 256, lambda: 9, H200) == config
+    assert mmvq_mma.mma_config(fmt, 8, 131072, 256, lambda: 9, H200) == config
+    tag = f"{fmt}_{frag}" if frag else fmt
+    assert config.kernel(fmt) == f"mmvq_mma<siq::fmt_{tag}, 4, 1, 1>" and config.threads == 512
+    assert mmvq_mma.mma_config(fmt, 8, 32767, 256, lambda: 9, H200) is None
+    assert mmvq_mma.mma_config(fmt, 8, 4096, 448, lambda: 9, H200) is None  # the bench's built-in shape
+    assert all(mmvq_mma.mma_config(fmt, nc, 131072, 256, lambda: 9, H200) is None for nc in (1, 2, 4))
+    assert mmvq_mma.mma_config(fmt, 8, 131072, 256, lambda: 7, H200) is None  # sm_75: no int8 mma
+    assert config.shared_bytes(fmt, 256) == (73728 + 16 * 16 * row + 49152, table)
+
+
+def test_q2_0_keeps_mmvq_new():
+    assert mmvq_mma.mma_config("q2_0", 8, 131072, 256, lambda: 9, H200) is None
 
 
 def test_the_device_is_asked_only_for_a_listed_formats_tall_8_column_pass():
     def no_device():
         raise AssertionError("asked")
-    assert mmvq_mma.mma_config("iq2_xs", 8, 131072, 256, no_device, no_device) is None
+    assert mmvq_mma.mma_config("q2_0", 8, 131072, 256, no_device, no_device) is None
     assert mmvq_mma.mma_config("iq4_nl", 4, 131072, 256, no_device, no_device) is None
     assert mmvq_mma.mma_config("iq4_nl", 8, 4096, 256, no_device, no_device) is None  # below min_rows
     assert mmvq_mma.mma_config("iq4_nl", 8, 131072, 256, lambda: 7, no_device) is None  # sm_75: no limit needed
@@ -91,7 +115,12 @@ def test_the_family_compiles_mmvq_mma_for_new():
                                                          "mmvq_mma<siq::fmt_iq4_xs, 4, 1, 1>",
                                                          "mmvq_mma<siq::fmt_q8_0, 3, 1, 1>",
                                                          "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>",
-                                                         "mmvq_mma<siq::fmt_iq2_xxs_pair, 4, 1, 1>"]
+                                                         "mmvq_mma<siq::fmt_iq2_xxs_pair, 4, 1, 1>",
+                                                         "mmvq_mma<siq::fmt_iq1_m_k16pair, 4, 1, 1>",
+                                                         "mmvq_mma<siq::fmt_iq2_xs_k16pair, 4, 1, 1>",
+                                                         "mmvq_mma<siq::fmt_iq2_s_k16pair, 4, 1, 1>",
+                                                         "mmvq_mma<siq::fmt_iq3_xxs, 4, 1, 1>",
+                                                         "mmvq_mma<siq::fmt_iq3_s, 4, 1, 1>"]
 
 
 def test_parity_covers_the_mma_passes():
@@ -109,8 +138,8 @@ def test_parity_covers_the_mma_tails():
     for fmt, (rows, cols) in mmvq_mod.MMA_TAIL_SHAPES.items():
         assert f"mmvq/{fmt}/{rows}x{cols}/n8/seed:1" in cases
         assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9, H200) is not None and rows % 16 == 5
-    # iq4_nl, iq4_xs, q8_0, iq1_s, iq2_xxs
-    assert [cols // 32 % 8 for rows, cols in mmvq_mod.MMA_TAIL_SHAPES.values()] == [1, 0, 1, 0, 0]
+    # iq4_nl, iq4_xs, q8_0, iq1_s, iq2_xxs, iq1_m, iq2_xs, iq2_s, iq3_xxs, iq3_s
+    assert [cols // 32 % 8 for rows, cols in mmvq_mod.MMA_TAIL_SHAPES.values()] == [1, 0, 1, 0, 0, 0, 0, 0, 0, 0]
 
 
 @pytest.fixture
@@ -161,6 +190,24 @@ def test_new_runs_the_lane_pair_for_the_tall_8_column_pass_only(kernels, fmt):
     fam.launch(fam.case(fmt, 4096, 14336, 8, "seed:1"), "new", kernels,
                {**dev, "x": np.zeros((8, 14336), np.float32), "xq": np.zeros((8, 448 * 36), np.uint8)},
                {"y": np.zeros((8, 4096), np.float32)})
+    assert kernels.names == ["quantize_q8_1", new_config(fmt, 8).kernel(fmt, 8)]
+
+
+@pytest.mark.parametrize("fmt,frag", [(f, frag) for f, frag, _, _ in MMA5])
+def test_new_runs_the_other_1_to_3_bit_formats_mma_pass_from_32768_rows(kernels, fmt, frag):
+    fam = Mmvq()
+    dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((11, 8192), np.float32), "xq": np.zeros((11, 256 * 36), np.uint8)}
+    fam.launch(fam.case(fmt, 32768, 8192, 11, "seed:1"), "new", kernels, dev, {"y": np.zeros((11, 32768), np.float32)})
+    tag = f"{fmt}_{frag}" if frag else fmt
+    assert kernels.names == ["quantize_q8_1", f"mmvq_mma<siq::fmt_{tag}, 4, 1, 1>",
+                             new_config(fmt, 2).kernel(fmt, 2), new_config(fmt, 1).kernel(fmt, 1)]
+    _, grid, block, args, shared = kernels.calls[1]
+    assert grid == (132,) and block == (512,)  # 2048 tiles, 4 a block: the resident blocks
+    assert shared == mmvq_mma.MMA_CONFIGS[fmt].shared_bytes(fmt, 256)[0]
+    assert args[2] == 32768 and args[3] == 256 and args[4].shape == (8, 256 * 36) and args[6] == 32768
+    kernels.calls.clear()
+    fam.launch(fam.case(fmt, 16384, 8192, 8, "seed:1"), "new", kernels, {**dev, "x": dev["x"][:8], "xq": dev["xq"][:8]},
+               {"y": np.zeros((8, 16384), np.float32)})
     assert kernels.names == ["quantize_q8_1", new_config(fmt, 8).kernel(fmt, 8)]
 
 

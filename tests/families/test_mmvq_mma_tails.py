@@ -24,14 +24,16 @@ from iq_host import harness
 
 FAMILY = load_builtin_families()["mmvq"]
 TAILS = ["mmvq/iq4_nl/32773x288/n8/seed:1", "mmvq/iq4_xs/32773x256/n8/seed:1", "mmvq/q8_0/131077x288/n8/seed:1"]
-# first: iq2_xxs and iq1_s come before iq4_nl in KERNEL_FORMATS
-PAIR_TAILS = ["mmvq/iq2_xxs/131077x256/n8/seed:1", "mmvq/iq1_s/131077x256/n8/seed:1"]
+# in KERNEL_FORMATS' order (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m come before iq4_nl): the super-block
+# formats' tails, one super-block of a last tile of 5 rows
+SUPER_TAILS = {f: f"mmvq/{f}/{'131077' if f in ('iq2_xxs', 'iq1_s') else '32773'}x256/n8/seed:1"
+               for f in ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m")}
 # defect -> the default cases (their n8 or first listed name per weight set) whose data must expose it
 EXPOSED_BY = {
-    "tail_tile": [*PAIR_TAILS, *TAILS],  # 32773 and 131077 rows: a last tile of 5 rows
+    "tail_tile": [*SUPER_TAILS.values(), *TAILS],  # 32773 and 131077 rows: a last tile of 5 rows
     "partial_group": [TAILS[0], TAILS[2]],  # 9 chunks: a last group of 1 chunk (iq4_xs has whole super-blocks)
     # 8 or 9 chunks: warps 2-3 no group
-    "partial_round": [*PAIR_TAILS, *TAILS[:2], "mmvq/q8_0/131072x256/n8/seed:1", TAILS[2]],
+    "partial_round": [*SUPER_TAILS.values(), *TAILS[:2], "mmvq/q8_0/131072x256/n8/seed:1", TAILS[2]],
 }
 
 
@@ -68,9 +70,12 @@ def windows() -> dict:
 
 def test_the_default_mma_cases_are_the_listed_shapes_and_tails():
     names = [c.name for c in mma_weight_sets()]
-    assert names == ["mmvq/iq2_xxs/131072x1024/n8/seed:1", PAIR_TAILS[0], "mmvq/iq1_s/131072x1024/n8/seed:1",
-                     PAIR_TAILS[1], "mmvq/iq4_nl/32768x1024/n8/seed:1", TAILS[0],
+    tall = {f: tail.replace("131077x256", "131072x1024").replace("32773x256", "32768x1024")
+            for f, tail in SUPER_TAILS.items()}
+    assert names == [*(name for f in SUPER_TAILS for name in (tall[f], SUPER_TAILS[f])),
+                     "mmvq/iq4_nl/32768x1024/n8/seed:1", TAILS[0],
                      "mmvq/iq4_xs/32768x1024/n8/seed:1", TAILS[1], "mmvq/q8_0/131072x256/n8/seed:1", TAILS[2]]
+    assert tall["iq1_m"] == "mmvq/iq1_m/32768x1024/n8/seed:1" and tall["iq1_s"] == "mmvq/iq1_s/131072x1024/n8/seed:1"
 
 
 def test_the_correct_schedule_gives_the_one_warp_per_row_bits_on_every_window(windows):

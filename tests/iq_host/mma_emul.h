@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "mmvq/mma_frag.cuh"
+#include "mmvq/mma_frag_split.cuh"  // the split tags (two k16 mmas a chunk)
 
 namespace mma_emul {
 
@@ -82,10 +83,11 @@ inline void load_columns(const block_q8_1* xb, int nchunks, int col0, int n, int
     }
 }
 
-// A split format (an experiment's tag with MMA_K16, experiments/mmvq_mma5): the kernel runs two m16n8k16 mmas a
-// chunk, words t (values 0-15, ls0) and words 4 + t (values 16-31, ls1), MmaFrag<F>::ls1 gives ls1 and
-// MmaFrag<F>::isum_float the float of ls0 C0 + ls1 C1 from the two integers (checked against (float)isum). For
-// any other format ls1 is the fragment's one ls (decode()'s ls1 must equal it) and one m16n8k32 runs.
+// A split format (a tag with MMA_K16, mma_frag_split.cuh: the product's fmt_<format>_k16pair, experiments/mmvq_mma5's
+// per-lane fmt_<format>_k16): the kernel runs two m16n8k16 mmas a chunk, words t (values 0-15, ls0) and words
+// 4 + t (values 16-31, ls1), MmaFrag<F>::ls1 gives ls1 and MmaFrag<F>::isum_float the float of ls0 C0 + ls1 C1 from
+// the two integers (checked against (float)isum). For any other format ls1 is the fragment's one ls (decode()'s ls1
+// must equal it) and one m16n8k32 runs.
 template <class F, class = void>
 struct Split {
     static constexpr bool value = false;
@@ -279,41 +281,46 @@ void dot_mma_format(const std::vector<uint8_t>& w, int rows, int cols, const blo
 #define MMA_EMUL_EXTRA_NAMES ""
 #endif
 
-// iq1_s's and iq2_xxs's fragment decoders: kernels_src's lane pairs (fmt_iq1_s_pair, fmt_iq2_xxs_pair); an
-// experiment names another format tag (experiments/mmvq_lanepair's controls fmt_*_lane, experiments/mmvq_mma's
-// per-lane fmt_iq1_s and fmt_iq2_xxs).
+// The fragment decoders of the formats `new` runs on the tensor cores: kernels_src's lane pairs (fmt_iq1_s_pair,
+// fmt_iq2_xxs_pair; the split tags fmt_<iq1_m | iq2_xs | iq2_s>_k16pair) and the format's own MmaFrag for the
+// others; an experiment names another format tag (experiments/mmvq_lanepair's controls fmt_*_lane,
+// experiments/mmvq_mma's per-lane fmt_iq1_s and fmt_iq2_xxs, experiments/mmvq_mma5's per-lane fmt_*_k16).
 #ifndef MMA_EMUL_IQ1_S
 #define MMA_EMUL_IQ1_S fmt_iq1_s_pair
 #endif
 #ifndef MMA_EMUL_IQ2_XXS
 #define MMA_EMUL_IQ2_XXS fmt_iq2_xxs_pair
 #endif
+#ifndef MMA_EMUL_IQ1_M
+#define MMA_EMUL_IQ1_M fmt_iq1_m_k16pair
+#endif
+#ifndef MMA_EMUL_IQ2_XS
+#define MMA_EMUL_IQ2_XS fmt_iq2_xs_k16pair
+#endif
+#ifndef MMA_EMUL_IQ2_S
+#define MMA_EMUL_IQ2_S fmt_iq2_s_k16pair
+#endif
+#define MMA_EMUL_BUILTIN_TAGS(X)                                                                  \
+    X(iq4_nl, fmt_iq4_nl) X(q8_0, fmt_q8_0) X(iq4_xs, fmt_iq4_xs) X(iq1_s, MMA_EMUL_IQ1_S)       \
+    X(iq2_xxs, MMA_EMUL_IQ2_XXS) X(iq1_m, MMA_EMUL_IQ1_M) X(iq2_xs, MMA_EMUL_IQ2_XS)             \
+    X(iq2_s, MMA_EMUL_IQ2_S) X(iq3_xxs, fmt_iq3_xxs) X(iq3_s, fmt_iq3_s)
+#define MMA_EMUL_BUILTIN_NAMES "iq4_nl, q8_0, iq4_xs, iq1_s, iq2_xxs, iq1_m, iq2_xs, iq2_s, iq3_xxs, iq3_s"
 
 // The dot_mma mode for the formats mmvq_mma exists for (kernels_src's, and an experiment's); false for any other.
 inline bool dot_mma_main(const char* f, const std::vector<uint8_t>& w, int rows, int cols,
                          const std::vector<uint8_t>& x, int n, FILE* out) {
     const block_q8_1* xb = reinterpret_cast<const block_q8_1*>(x.data());
     std::vector<float> y((size_t)n * rows);
-    if (!strcmp(f, "iq4_nl")) {
-        dot_mma_format<siq::fmt_iq4_nl>(w, rows, cols, xb, n, y.data());
-    } else if (!strcmp(f, "q8_0")) {
-        dot_mma_format<siq::fmt_q8_0>(w, rows, cols, xb, n, y.data());
-    } else if (!strcmp(f, "iq4_xs")) {
-        dot_mma_format<siq::fmt_iq4_xs>(w, rows, cols, xb, n, y.data());
-    } else if (!strcmp(f, "iq1_s")) {
-        dot_mma_format<siq::MMA_EMUL_IQ1_S>(w, rows, cols, xb, n, y.data());
-    } else if (!strcmp(f, "iq2_xxs")) {
-        dot_mma_format<siq::MMA_EMUL_IQ2_XXS>(w, rows, cols, xb, n, y.data());
-#define MMA_EMUL_FORMAT(name) \
-    } else if (!strcmp(f, #name)) { \
-        dot_mma_format<siq::fmt_##name>(w, rows, cols, xb, n, y.data());
-    MMA_EMUL_EXTRA_FORMATS(MMA_EMUL_FORMAT)
+    if (false) {
 #define MMA_EMUL_TAG(name, tag) \
     } else if (!strcmp(f, #name)) { \
         dot_mma_format<siq::tag>(w, rows, cols, xb, n, y.data());
+    MMA_EMUL_BUILTIN_TAGS(MMA_EMUL_TAG)
     MMA_EMUL_EXTRA_TAGS(MMA_EMUL_TAG)
+#define MMA_EMUL_FORMAT(name) MMA_EMUL_TAG(name, fmt_##name)
+    MMA_EMUL_EXTRA_FORMATS(MMA_EMUL_FORMAT)
     } else {
-        fprintf(stderr, "dot_mma: no mma schedule for %s (iq4_nl, q8_0, iq4_xs, iq1_s, iq2_xxs%s)\n", f, MMA_EMUL_EXTRA_NAMES);
+        fprintf(stderr, "dot_mma: no mma schedule for %s (" MMA_EMUL_BUILTIN_NAMES "%s)\n", f, MMA_EMUL_EXTRA_NAMES);
         return false;
     }
     fwrite(y.data(), 4, y.size(), out);

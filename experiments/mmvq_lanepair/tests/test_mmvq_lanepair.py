@@ -115,19 +115,13 @@ def test_new_dp4a_is_news_launch_before_issue_37(monkeypatch):
     8-column pass), where `new` now runs pair-tg4's kernel for the tall 8-column pass."""
     from strata_bench.families import mmvq as family_mod
     from strata_bench.families import mmvq_mma
-    from tests.stub_kernels import RecordingKernels, stub_launch_helpers
+    from tests.stub_kernels import mmvq_launches, stub_launch_helpers
 
     stub_launch_helpers(monkeypatch, PAIR, family_mod, mmvq_mma)
     fam = PAIR.MmvqLanepair()
-    case = fam.case("iq1_s", 131072, 8192, 8, "seed:1")
-    dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((8, 8192), np.float32), "xq": np.zeros((8, 256 * 36), np.uint8)}
-    names = {}
-    for variant in ("new", "new-dp4a"):
-        kernels = RecordingKernels()
-        fam.launch(case, variant, kernels, dev, {"y": np.zeros((8, 131072), np.float32)})
-        names[variant] = kernels.names
-    assert names == {"new": ["quantize_q8_1", "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>"],
-                     "new-dp4a": ["quantize_q8_1", "mmvq_new<siq::fmt_iq1_s, 8, 4, 2, 0, true>"]}
+    launched = mmvq_launches(fam, fam.case("iq1_s", 131072, 8192, 8, "seed:1"), ("new", "new-dp4a"))
+    assert launched == {"new": ["quantize_q8_1", "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>"],
+                        "new-dp4a": ["quantize_q8_1", "mmvq_new<siq::fmt_iq1_s, 8, 4, 2, 0, true>"]}
     # its kernels are new's own mmvq_new instances: nothing more to compile
     dp4a = PAIR.DP4A.kernels(fam, "mmvq/mmvq.cu")
     assert len(dp4a) == 4 * len(PAIR.FORMATS) and set(dp4a) <= set(fam.variant("new").kernels(fam, "mmvq/mmvq.cu"))

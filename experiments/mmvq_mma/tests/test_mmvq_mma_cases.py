@@ -24,7 +24,9 @@ def test_family_has_old_new_and_the_mma_variants_and_compiles_mma_from_its_own_s
     # new's (the built-in tall passes) from the built-in source, as the built-in family compiles them
     assert fam.name_expressions("mmvq/mmvq_mma.cu") == [f"mmvq_mma<siq::fmt_{f}, 4, 1, 1>" for f in ("iq4_nl", "iq4_xs")] + \
         ["mmvq_mma<siq::fmt_q8_0, 3, 1, 1>", "mmvq_mma<siq::fmt_iq1_s_pair, 4, 1, 1>",
-         "mmvq_mma<siq::fmt_iq2_xxs_pair, 4, 1, 1>"]
+         "mmvq_mma<siq::fmt_iq2_xxs_pair, 4, 1, 1>", "mmvq_mma<siq::fmt_iq1_m_k16pair, 4, 1, 1>",
+         "mmvq_mma<siq::fmt_iq2_xs_k16pair, 4, 1, 1>", "mmvq_mma<siq::fmt_iq2_s_k16pair, 4, 1, 1>",
+         "mmvq_mma<siq::fmt_iq3_xxs, 4, 1, 1>", "mmvq_mma<siq::fmt_iq3_s, 4, 1, 1>"]
     # mma's, then mma_s2's, less the built-in ones (a launch gets those from the built-in source)
     assert fam.name_expressions("mmvq_mma_exp.cu") == [
         "mmvq_mma<siq::fmt_iq2_xxs, 4, 1, 1>", "mmvq_mma<siq::fmt_iq1_s, 4, 1, 1>",

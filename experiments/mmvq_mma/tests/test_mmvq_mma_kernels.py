@@ -44,9 +44,10 @@ def test_mma_schedule_equals_one_warp_per_row_bitwise(fmt, rows, cols, ncols, da
 
 
 def test_the_host_build_with_this_experiments_header_names_its_formats(tmp_path):
-    proc = subprocess.run([str(harness.binary(**HOST)), "dot_mma", "iq2_xs", "1", "256", "/dev/null", "/dev/null",
+    proc = subprocess.run([str(harness.binary(**HOST)), "dot_mma", "q2_0", "1", "256", "/dev/null", "/dev/null",
                            "1", str(tmp_path / "y.bin")], capture_output=True, text=True)
-    assert proc.returncode == 2 and "(iq4_nl, q8_0, iq4_xs, iq1_s, iq2_xxs)" in proc.stderr
+    assert proc.returncode == 2
+    assert "(iq4_nl, q8_0, iq4_xs, iq1_s, iq2_xxs, iq1_m, iq2_xs, iq2_s, iq3_xxs, iq3_s)" in proc.stderr
 
 
 def _kernels() -> list[str]:

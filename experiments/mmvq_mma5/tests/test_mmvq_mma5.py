@@ -1,9 +1,10 @@
-"""experiments/mmvq_mma5: this folder's fragment decoders (kernels/mma_frag5.cuh) through mmvq_mma's schedule on the
-CPU (tests/iq_host/mma_emul.h: every lane's words, dw and both scales against the format's full decode, then y bit
-for bit against one warp per row; for the split tags the two k16 mmas and their two-scale float), planted defects
-that must fail it, the variant table and cases, and the kernels: they compile for sm_90 through the project's
-NVRTC path without spills, and (with cuobjdump) the split kernels run m16n8k16, the iq3 ones m16n8k32, and only
-the pairs shuffle."""
+"""experiments/mmvq_mma5: the candidates' fragment decoders (the product's since issue 37, kernels_src/mmvq, and
+this folder's per-lane controls, kernels/mma_frag5.cuh) through mmvq_mma's schedule on the CPU
+(tests/iq_host/mma_emul.h: every lane's words, dw and both scales against the format's full decode, then y bit for
+bit against one warp per row; for the split tags the two k16 mmas and their two-scale float), planted defects that
+must fail it, the variant table and cases, and the kernels: they compile for sm_90 through the project's NVRTC path
+without spills, and (with cuobjdump) the split kernels run m16n8k16, the iq3 ones m16n8k32, and only the pairs
+shuffle."""
 from __future__ import annotations
 
 import functools
@@ -28,14 +29,12 @@ MMA5 = load_cases_file("experiments/mmvq_mma5/cases.py")
 
 
 def _host(tag: str, *defects: str, xor: int = 1):
-    """The host build whose dot_mma runs the five formats with this folder's decoders: iq3_* their own MmaFrag,
-    the split formats fmt_<format>_<tag> (k16: per lane; k16pair: the lane pair, partner t ^ xor); `defects`
-    names MMA5_DEFECT_* macros planted as 1."""
-    tags = " ".join(f"X({f}, fmt_{f}_{tag})" for f in MMA5.SPLIT)
+    """The host build whose dot_mma runs the five formats with the candidates' decoders: iq3_* their own MmaFrag
+    (the product's since issue 37), the split formats fmt_<format>_<tag> (k16: per lane, this folder's control;
+    k16pair: the lane pair, the product's; partner t ^ xor); `defects` names MMA_DEFECT_* macros planted as 1."""
+    tags = tuple(f"MMA_EMUL_{f.upper()}=fmt_{f}_{tag}" for f in MMA5.SPLIT)
     return harness.binary(headers=(str(MMA5.KERNELS / "mma_frag5.cuh"),),
-                          defines=("MMA_EMUL_EXTRA_FORMATS(X)=X(iq3_xxs) X(iq3_s)", f"MMA_EMUL_EXTRA_TAGS(X)={tags}",
-                                   "MMA_EMUL_EXTRA_NAMES=\", iq1_m, iq2_xs, iq2_s, iq3_xxs, iq3_s\"",
-                                   f"LANEPAIR_XOR={xor}", *(f"MMA5_DEFECT_{d}=1" for d in defects)))
+                          defines=(*tags, f"LANEPAIR_XOR={xor}", *(f"MMA_DEFECT_{d}=1" for d in defects)))
 
 
 def _equal(fmt: str, rows: int, cols: int, ncols: int, data: str, build) -> None:
@@ -69,7 +68,7 @@ def test_a_planted_defect_fails_the_fragment_check(fmt, tag, defect, xor):
 
 def test_the_variants_and_their_kernels():
     fam = MMA5.MmvqMma5()
-    assert [v.name for v in fam.variants] == ["old", "new", "lane-tg4", "pair-tg4", "pair-tg3"]
+    assert [v.name for v in fam.variants] == ["old", "new", "lane-tg4", "pair-tg4", "pair-tg3", "new-dp4a"]
     lane, pair, pair3 = MMA5.CONFIGS
     assert [lane.kernel(f) for f in MMA5.FORMATS] == [
         "mmvq_mma<siq::fmt_iq1_m_k16, 4, 1, 1>", "mmvq_mma<siq::fmt_iq2_xs_k16, 4, 1, 1>",
@@ -96,15 +95,33 @@ def test_which_passes_a_candidate_runs(monkeypatch):
     assert not MMA5.applies(lane, "iq2_xs", 8, 256)
 
 
+@pytest.mark.parametrize("fmt,winner", [("iq1_m", "fmt_iq1_m_k16pair"), ("iq3_s", "fmt_iq3_s")])
+def test_new_dp4a_is_news_launch_before_issue_37(monkeypatch, fmt, winner):
+    """The bench's baseline beside the candidates: every pass on mmvq_new's kernel as new_config says, where `new`
+    now runs the winner's kernel (pair-tg4's, lane-tg4's for iq3_*) for the tall 8-column pass."""
+    from strata_bench.families import mmvq as family_mod
+    from strata_bench.families import mmvq_mma
+    from tests.stub_kernels import mmvq_launches, stub_launch_helpers
+
+    stub_launch_helpers(monkeypatch, MMA5, family_mod, mmvq_mma)
+    fam = MMA5.MmvqMma5()
+    launched = mmvq_launches(fam, fam.case(fmt, 32768, 8192, 8, "seed:1"), ("new", "new-dp4a"))
+    assert launched == {"new": ["quantize_q8_1", f"mmvq_mma<siq::{winner}, 4, 1, 1>"],
+                        "new-dp4a": ["quantize_q8_1", family_mod.new_config(fmt, 8).kernel(fmt, 8)]}
+    # its kernels are new's own mmvq_new instances: nothing more to compile
+    dp4a = MMA5.DP4A.kernels(fam, "mmvq/mmvq.cu")
+    assert len(dp4a) == 4 * len(MMA5.FORMATS) and set(dp4a) <= set(fam.variant("new").kernels(fam, "mmvq/mmvq.cu"))
+
+
 def test_the_bounds_that_choose_each_split_formats_float_hold_for_the_grids():
-    """mma_frag5.cuh's MAX_ISUM = 32 x max |w| x 127 x max ls: iq1_m's (|8g +- 1| <= 9, g in {-1, 0, 1}; ls <= 15)
+    """mma_frag_split.cuh's MAX_ISUM = 32 x max |w| x 127 x max ls: iq1_m's (|8g +- 1| <= 9, g in {-1, 0, 1}; ls <= 15)
     is under 2^22, so its magic-bias float is exact; iq2_*'s (43, the largest grid byte; ls <= 31) is not, and an
     all-43 grid entry exists, so the bound is reached in principle and those formats convert by I2F."""
     from gguf import quants
 
     from strata_bench.kernels.tables import _grid_values
 
-    header = (MMA5.KERNELS / "mma_frag5.cuh").read_text(encoding="utf-8")
+    header = (ROOT / "kernels_src/mmvq/mma_frag_split.cuh").read_text(encoding="utf-8")
     bounds = [tuple(map(int, m)) for m in re.findall(r"MAX_ISUM = 32 \* (\d+) \* 127 \* (\d+);", header)]
     assert bounds == [(43, 31), (9, 15)]  # Iq2Scales (iq2_xs, iq2_s), then iq1_m
     for cls in (quants.IQ2_XS, quants.IQ2_S):
