@@ -160,8 +160,8 @@ class Grouped(Family):
     def _new_kernels(self, source: str) -> list[str]:
         if source != Grouped.sources[1]:
             return []
-        return [launch.kernel(kind, fmt) for kind, launch in new_launches()
-                for fmt in (GATE_FORMATS if kind == "gateup" else DOWN_FORMATS)]
+        formats = {"gateup": GATE_FORMATS, "down": DOWN_FORMATS}
+        return [launch.kernel(kind, fmt) for kind, launch in new_launches() for fmt in formats[kind]]
 
     def _ffn(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any], stream: Any,
              matrix: Any) -> None:
