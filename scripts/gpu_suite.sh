@@ -477,7 +477,7 @@ for s in "${steps[@]}"; do
             step mma5-bench sb bench -q --cases experiments/mmvq_mma5/cases.py --family mmvq_mma5 \
                 --budget 0.5 --results results/tune -o md ;;
         speed)  # issue 28's candidates (experiments/<name>/, family <name>): resources, bitwise parity against old, bench
-            for x in ${STRATA_SPEED_EXPERIMENTS:-mmvq_coal mmvq_lanepair grouped_sched}; do
+            for x in ${STRATA_SPEED_EXPERIMENTS:-mmvq_coal mmvq_lanepair}; do  # grouped_sched: now grouped's new
                 cases="experiments/$x/cases.py"
                 step "speed-$x-resources" sb compile --arch 90 --cases "$cases" --family "$x" --resources
                 step "speed-$x-parity" sb parity -q --cases "$cases" --family "$x"

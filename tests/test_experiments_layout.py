@@ -1,7 +1,8 @@
 """The product apart from the experiments (issue 26): nothing under strata_bench/ imports from experiments/ or
 scripts/, kernels_src/ includes nothing of theirs, and each experiments/<name>/ is whole: a cases.py written
 only against the public kit, a README.md, its tests, and its kernels (if it has any) in its own kernels/
-folder, which its families compile from."""
+folder, which its families compile from; or, once promoted into the product, its README.md alone (with what
+proves the promotion), whose first paragraph names the product files that now hold it."""
 from __future__ import annotations
 
 import ast
@@ -12,6 +13,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted(p for p in (ROOT / "experiments").iterdir() if p.is_dir() and p.name != "__pycache__")
+# "**Promoted** into `path`, `path` ...": the README of an experiment whose candidates the product now runs
+PROMOTED = re.compile(r"^\*\*Promoted\*\* into (.+)$", re.M)
+
+
+def promoted_into(exp: Path) -> list[str]:
+    """The product paths a promoted experiment's README names ([] for an experiment still open)."""
+    said = PROMOTED.search((exp / "README.md").read_text(encoding="utf-8"))
+    return re.findall(r"`([^`]+)`", said.group(1)) if said else []
+
+
+OPEN = [p for p in EXPERIMENTS if not promoted_into(p)]
 KERNEL_SUFFIXES = {".cu", ".cuh", ".h"}
 
 
@@ -56,19 +68,33 @@ def test_no_built_in_kernel_includes_an_experiments_file():
     assert offenders == []
 
 
-@pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("exp", OPEN, ids=lambda p: p.name)
 def test_an_experiment_has_cases_notes_and_tests(exp):
     assert (exp / "cases.py").is_file() and (exp / "README.md").is_file()
     assert sorted((exp / "tests").glob("test_*.py")), f"{exp.name}: no tests/test_*.py"
 
 
-@pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("exp", [p for p in EXPERIMENTS if p not in OPEN], ids=lambda p: p.name)
+def test_a_promoted_experiment_keeps_notes_alone_and_names_product_files_that_exist(exp):
+    named = promoted_into(exp)
+    assert all(name.startswith(("kernels_src/", "strata_bench/")) and (ROOT / name).is_file() for name in named), named
+    assert not (exp / "cases.py").exists() and not (exp / "kernels").exists() and not (exp / "tests").exists()
+
+
+def test_the_promotion_line_is_read_exactly(tmp_path):
+    (tmp_path / "README.md").write_text("# x\n\n**Promoted** into `kernels_src/a.cu` and `strata_bench/b.py` (2026).\n")
+    assert promoted_into(tmp_path) == ["kernels_src/a.cu", "strata_bench/b.py"]
+    (tmp_path / "README.md").write_text("# x\n\nPromoted into `kernels_src/a.cu`.\n")
+    assert promoted_into(tmp_path) == []
+
+
+@pytest.mark.parametrize("exp", OPEN, ids=lambda p: p.name)
 def test_an_experiments_cases_use_only_the_public_kit(exp):
     ours = [n for n in _imports(exp / "cases.py") if n.split(".")[0] in ("strata_bench", "experiments", "scripts", "tests")]
     assert ours and set(ours) == {"strata_bench.kit"}, ours
 
 
-@pytest.mark.parametrize("exp", EXPERIMENTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("exp", OPEN, ids=lambda p: p.name)
 def test_an_experiments_kernels_live_in_its_kernels_folder_and_its_families_compile_from_there(exp, family_registry):
     from strata_bench.cases import load_user_cases
 

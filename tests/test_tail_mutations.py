@@ -72,12 +72,17 @@ MUTATIONS = (
       "if (c0 + 8 <= nchunks) mma_chunk<F>(group, i, c0 + i, xs, kv, tab, acc[i]);"),
     M("mmvq", "mmvq/mmvq_mma.cu", "for (int c0 = 8 * q; c0 < nchunks; c0 += 32)",
       "for (int c0 = 8 * q; c0 < nchunks / 32 * 32; c0 += 32)"),
-    # grouped: an expert's last pass of 1-3 entries skipped (down); lanes' partial last step dropped (every dot)
-    M("grouped", "grouped/grouped.cu", "stage_entries(HQ + (long long)first * nchunks, nchunks, n, xs);",
-      "if (n < STRATA_GROUPED_ENTRIES) continue;\n        stage_entries(HQ + (long long)first * nchunks, nchunks, n, xs);",
-      condition="const int n = min(STRATA_GROUPED_ENTRIES, end - first);"),
+    # grouped new: a window's odd last pass of 1 entry skipped; an expert's last, partial window of several
+    # dropped; lanes' partial last step dropped (both passes, both unroll branches). old: the same lane step.
+    # tests/families/test_grouped_new.py plants the same defects in a mirror of new's schedule.
+    M("grouped", "grouped/grouped.cu", "if (wn & 1) run(Width<1>{}, koff);",
+      "if ((wn & 1) && wn > NC) run(Width<1>{}, koff);"),
+    M("grouped", "grouped/grouped.cu", "for (int wfirst = begin; wfirst < end; wfirst += NC)",
+      "for (int wfirst = begin; wfirst < end && (one_window || wfirst + NC <= end); wfirst += NC)"),
+    M("grouped", "grouped/grouped.cu", "for (int c = lane; c < nchunks; c += 32)",
+      "for (int c = lane; c - lane + 32 <= nchunks; c += 32)", count=4),
     M("grouped", "grouped/grouped.cu", "for (int c = lane, off = 0; c < nchunks; c += 32, off += LaneWalk<F>::STEP)",
-      "for (int c = lane, off = 0; c - lane + 32 <= nchunks; c += 32, off += LaneWalk<F>::STEP)", count=3),
+      "for (int c = lane, off = 0; c - lane + 32 <= nchunks; c += 32, off += LaneWalk<F>::STEP)"),
     # q2warp: a warp with fewer than its 4 rows; a group of fewer than 16 blocks; the exact layout's last round
     M("q2warp", "q2warp/q2warp.cu", "if (rs.row0 >= rows) return;",
       "if (rs.row0 + STRATA_Q2WARP_ROWS_PER_WARP > rows) return;"),
@@ -141,13 +146,14 @@ def test_each_mutation_applies_once_in_its_file_and_names_a_tail_with_cases(m):
 
 def test_every_tail_quoted_in_kernels_src_that_names_cases_and_drops_work_has_a_mutation():
     # The rows left without one: one column and the widest (no partial unit to drop), q2warp's idle chunks
-    # (their +0 changes no bit a case can see), and moe_combine's one token.
+    # (their +0 changes no bit a case can see), moe_combine's one token, and grouped's empty expert (its early
+    # return only saves work; tests/families/test_grouped_new.py lists the cases that reach it).
     broken = {(m.family, doc_row(m).path) for m in MUTATIONS}
     rows = [r for r in tail_rows() if r.cases and r.file.startswith("kernels_src/")]
     without = sorted(r.path for r in rows if (r.family, r.path) not in broken)
-    assert without == ["fewer than 4 groups (chunks with no half-block add +0)",
+    assert without == ["an expert with no entries (new: the whole block returns before its first barrier)",
+                       "fewer than 4 groups (chunks with no half-block add +0)",
                        "one activation row; the widest (11, mmvq's most columns)", "one column; the widest (4)",
-                       "one entry (a group of 1); the widest group (8: two whole passes)",
                        "one row; the longest (4113 rows)",
                        "one token", "one token row (a group of 1); the widest group (129)"]
 

@@ -1,8 +1,10 @@
 """grouped: mixture-of-experts FFN over token entries sorted by expert (old: a dot per entry; new: each
-weight chunk decoded once per pass of 4 entries), bitwise equal.
+expert's entries as the columns of mmvq_new passes, a weight chunk decoded once per pass of up to 8 entries),
+bitwise equal.
 
-Kernels: kernels_src/grouped/grouped.cu (`grouped_gateup_{old,new}<F>`, `grouped_down_{old,new}<G>`) with
-`quantize_q8_1` (q8_1.cu) before each. A case: fmt = gate/up format, param down = down format,
+Kernels: kernels_src/grouped/grouped.cu (`grouped_gateup_old<F>`, `grouped_down_old<G>`; new's
+`grouped_gateup_new<F, R, NC, MINB, U, FCVT>` and `grouped_down_new<G, ...>`, chosen by grouped_new.py's table)
+with `quantize_q8_1` (q8_1.cu) before each. A case: fmt = gate/up format, param down = down format,
 rows = d_ff, cols = d_model, ncols = entries, param groups = entries per expert ("5-0-1-..."). One launch:
   x (entries, d_model) -> q8_1 -> H = silu(gate_e x) * (up_e x) (entries, d_ff) -> q8_1 -> Y = down_e H.
 Outputs H and Y are both compared bitwise between the variants.
@@ -28,19 +30,23 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from strata_bench.kit import (Q8_1_BYTES, U32, U64, AbiArg, Case, Expected, Family, InputError, LaunchAbi, Variant,
-                              activations,
-                              allow_dynamic_shared, ceil_div, chain_depth, check_shape, decode_table_bytes,
-                              exact_weights, gamma, launch_quantize_q8_1, matvec_reference, padded, parse_data,
-                              q8_1_deviation, q8_1_staging_bytes, q8_1_value_error, quantize_q8_1, row_stride,
-                              traits, weights)
+                              activations, ceil_div, chain_depth, check_shape, exact_weights, gamma,
+                              launch_quantize_q8_1, matvec_reference, padded, parse_data, q8_1_deviation,
+                              q8_1_value_error, quantize_q8_1, row_stride, traits, weights)
 
+from strata_bench.families.grouped_new import GATEUP_LAUNCH, down_launch, launch_matrix, matrix_args, new_launches
 from strata_bench.kernels.constants import GROUPED_WARPS as WARPS
-from strata_bench.kernels.constants import GROUPED_ENTRIES as ENTRIES_PER_PASS
-ROWS_PER_WARP = 2    # R of the new kernels
 GATE_FORMATS = ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_m", "iq4_xs", "q2_0")
 DOWN_FORMATS = ("iq4_nl", "q2_0", "iq4_xs")
 DEFAULT_GROUPS = (5, 0, 1, 8, 3, 6, 2, 7, 3)  # 9 experts, 35 entries: an empty group and a group of 1
 D_MODEL, D_FF = 1024, 512
+# Experts of more than 8 entries (new: gate/up's restaged windows, 11 = 8 + 2 + 1, 17 = 8 + 8 + 1, 9 = 8 + 1;
+# down's NC 4 launch row, 4-entry windows) at d_ff 768, d_model 1280: 40 chunks a gate row (a partial lane
+# step), 24 a down row (lanes 24-31 idle). Every gate format and every down format once.
+WINDOW_GROUPS = (11, 0, 1, 17, 3, 9)
+WINDOW_D_MODEL, WINDOW_D_FF = 1280, 768
+WINDOW_PAIRS = (("iq2_xxs", "iq4_nl"), ("iq3_s", "iq4_xs"), ("iq4_xs", "q2_0"), ("q2_0", "q2_0"), ("iq1_m", "iq4_nl"),
+                ("iq2_xs", "iq4_xs"), ("iq2_s", "q2_0"), ("iq3_xxs", "iq4_nl"))
 SILU_LIPSCHITZ = 1.1  # max |silu'(t)| = 1.0998 (at t ~ 2.4)
 SILU_REL = 8 * U32    # expf (2 ulp = 2^-22 = 4u) + add, divide, multiply (3u), rounded up
 # Bench: 8 experts of a Mixtral-8x7B-sized FFN (experts, d_model, d_ff). Every expert has entries, so
@@ -78,12 +84,17 @@ def silu(t: np.ndarray) -> np.ndarray:
 class Grouped(Family):
     name = "grouped"
     sources = ("q8_1/q8_1.cu", "grouped/grouped.cu")
-    description = "MoE gate/up (SwiGLU) and down over expert groups: dot per entry (old) vs 4 entries per decode (new)"
+    description = ("MoE gate/up (SwiGLU) and down over expert groups: dot per entry (old) vs up to 8 entries per "
+                   "decode, mmvq_new's schedule (new)")
 
     # --- cases ------------------------------------------------------------------------------------
     def default_cases(self) -> Iterable[Case]:
-        return [self.expert_case(g, d, D_FF, D_MODEL, DEFAULT_GROUPS, "seed:1")
-                for g in GATE_FORMATS for d in DOWN_FORMATS]
+        """Every gate x down pair on DEFAULT_GROUPS (new: passes of 8, 4, 2, 1, an empty expert, one window
+        each, down's NC 8 row), then WINDOW_PAIRS on WINDOW_GROUPS (restaged windows, down's NC 4 row)."""
+        return ([self.expert_case(g, d, D_FF, D_MODEL, DEFAULT_GROUPS, "seed:1")
+                 for g in GATE_FORMATS for d in DOWN_FORMATS]
+                + [self.expert_case(g, d, WINDOW_D_FF, WINDOW_D_MODEL, WINDOW_GROUPS, "seed:1")
+                   for g, d in WINDOW_PAIRS])
 
     def bench_cases(self) -> Iterable[Case]:
         """Gate/up (SwiGLU) + down on BENCH_SHAPE, 8 and 32 entries per expert: weights far beyond the L2,
@@ -149,8 +160,8 @@ class Grouped(Family):
     def _new_kernels(self, source: str) -> list[str]:
         if source != Grouped.sources[1]:
             return []
-        return ([f"grouped_gateup_new<{traits(fmt)}, {ROWS_PER_WARP}>" for fmt in GATE_FORMATS]
-                + [f"grouped_down_new<{traits(fmt)}, {ROWS_PER_WARP}>" for fmt in DOWN_FORMATS])
+        formats = {"gateup": GATE_FORMATS, "down": DOWN_FORMATS}
+        return [launch.kernel(kind, fmt) for kind, launch in new_launches() for fmt in formats[kind]]
 
     def _ffn(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any], stream: Any,
              matrix: Any) -> None:
@@ -170,11 +181,13 @@ class Grouped(Family):
 
     def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
-        self._ffn(case, kernels, dev, outs, stream, _matrix_new)
+        self._ffn(case, kernels, dev, outs, stream, _matrix_new(down_launch(groups_of(case))))
 
     variants = (
         Variant("old", _old_kernels, _launch_old, "one dot per entry"),
-        Variant("new", _new_kernels, _launch_new, "each weight chunk decoded once per pass of 4 entries"),
+        Variant("new", _new_kernels, _launch_new,
+                "mmvq_new's schedule per expert (8-warp persistent blocks, staged q8_1 planes): gate/up R 1, 8 "
+                "entries a pass; down R 2, 8 entries a pass where no expert has more than 8, else 4"),
     )
 
     def launch_abi(self) -> LaunchAbi:
@@ -279,28 +292,21 @@ GROUPED_ABI = LaunchAbi(
 
 
 # --- launch helpers -----------------------------------------------------------------------------------
-def _matrix_args(fmt: str, rows: int, k: int, dev: Mapping[str, Any], weights: tuple[Any, ...], act: Any,
-                 out: Any) -> tuple[Any, ...]:
-    stride = row_stride(fmt, k)
-    return (*weights, np.int64(stride), np.int64(stride * rows), np.int32(rows), np.int32(k // 32),
-            dev["offsets"], act, out)
-
-
 def _matrix_old(kernels: Any, kind: str, fmt: str, rows: int, k: int, experts: int, dev: Mapping[str, Any],
                 weights: tuple[Any, ...], act: Any, out: Any, stream: Any) -> None:
     fn = kernels.get(f"grouped_{kind}_old<{traits(fmt)}>")
-    fn((ceil_div(rows, WARPS), experts), (32 * WARPS,), _matrix_args(fmt, rows, k, dev, weights, act, out),
+    fn((ceil_div(rows, WARPS), experts), (32 * WARPS,), matrix_args(fmt, rows, k, dev, weights, act, out),
        stream=stream)
 
 
-def _matrix_new(kernels: Any, kind: str, fmt: str, rows: int, k: int, experts: int, dev: Mapping[str, Any],
-                weights: tuple[Any, ...], act: Any, out: Any, stream: Any) -> None:
-    # The new kernels stage mmvq's decode tables and one pass of q8_1 activations (SharedTab<F>).
-    fn = kernels.get(f"grouped_{kind}_new<{traits(fmt)}, {ROWS_PER_WARP}>")
-    shared = q8_1_staging_bytes(ENTRIES_PER_PASS, k // 32)
-    allow_dynamic_shared(fn, shared, static_bytes=decode_table_bytes(fmt))
-    fn((ceil_div(rows, WARPS * ROWS_PER_WARP), experts), (32 * WARPS,),
-       _matrix_args(fmt, rows, k, dev, weights, act, out), shared_mem=shared, stream=stream)
+def _matrix_new(down: Any) -> Any:
+    """new's matrix launcher for a case whose down kernel is `down` (grouped_new.down_launch)."""
+    launches = {"gateup": GATEUP_LAUNCH, "down": down}
+
+    def matrix(kernels: Any, kind: str, fmt: str, rows: int, k: int, experts: int, dev: Mapping[str, Any],
+               weights: tuple[Any, ...], act: Any, out: Any, stream: Any) -> None:
+        launch_matrix(launches[kind], kernels, kind, fmt, rows, k, experts, dev, weights, act, out, stream)
+    return matrix
 
 
 # --- data and reference helpers ------------------------------------------------------------------------

@@ -42,8 +42,7 @@ MMVQ_OLD_WARPS = 4  # mmvq_old: warps (rows) per block
 MMVQ_NEW_WARPS = 8  # mmvq_new: warps per block
 MMVQ_NEW_MIN_BLOCKS_ONE = 3  # mmvq_new: default blocks per SM of a 1-column pass (<= 85 registers)
 MMVQ_NEW_MIN_BLOCKS_WIDE = 2  # mmvq_new: default blocks per SM of a wider pass (<= 128 registers)
-GROUPED_WARPS = 4  # grouped_*: warps per block
-GROUPED_ENTRIES = 4  # grouped_*_new: entries (token rows) per pass
+GROUPED_WARPS = 4  # grouped_*_old: warps per block (new's blocks are mmvq_new's)
 Q2WARP_OLD_THREADS = 128  # q2warp_old: threads per row (one block a row)
 Q2WARP_NEW_WARPS = 4  # q2warp_new<NC, NWARPS>: the NWARPS instance the family compiles (16 rows per CTA)
 Q2WARP_ROWS_PER_WARP = 4  # q2warp_new: rows a warp owns
@@ -65,7 +64,7 @@ Q2WARP_STATIC_SHARED_BYTES = Q2WARP_NEW_WARPS * Q2WARP_ROWS_PER_WARP * Q2WARP_SL
 
 SCALARS = ("DEQUANT_THREADS", "Q8_1_WARPS", "MMVQ_OLD_WARPS", "MMVQ_NEW_WARPS", "MMVQ_NEW_MIN_BLOCKS_ONE",
            "MMVQ_NEW_MIN_BLOCKS_WIDE", "GROUPED_WARPS",
-           "GROUPED_ENTRIES", "Q2WARP_OLD_THREADS", "Q2WARP_NEW_WARPS", "Q2WARP_ROWS_PER_WARP",
+           "Q2WARP_OLD_THREADS", "Q2WARP_NEW_WARPS", "Q2WARP_ROWS_PER_WARP",
            "Q2WARP_SLOT_GRANULES", "PFGEMM_THREADS", "PFGEMM_OLD_ROWS", "PFGEMM_OLD_TILE_ROWS",
            "PFGEMM_NEW_ROWS", "PFGEMM_NEW_TILE_ROWS", "SWIGLU_WARPS", "SWIGLU_BLOCKS_PER_WARP",
            "SWIGLU_H_THREADS", "FP16DEQ_THREADS", "MOE_THREADS", "MOE_RESIDUAL_ROWS")

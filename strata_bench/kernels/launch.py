@@ -110,8 +110,8 @@ def decode_table_bytes(fmt: str) -> int:
 
 
 def q8_1_staging_bytes(rows: int, nchunks: int) -> int:
-    """Dynamic shared memory of a kernel that stages `rows` rows of `nchunks` q8_1 blocks (mmvq's and
-    grouped's new kernels stage one pass of activations)."""
+    """Dynamic shared memory of a kernel that stages `rows` rows of `nchunks` q8_1 blocks (mmvq's new kernels
+    stage one pass of activations, grouped's one window of entries)."""
     from strata_bench.numerics.q8_1 import Q8_1_BYTES
 
     return rows * nchunks * Q8_1_BYTES

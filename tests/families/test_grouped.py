@@ -1,5 +1,6 @@
-"""grouped family: compile, case matrix (24 pairings, 9 uneven groups), and the float64 tolerances checked
-against the kernels' dot arithmetic run on the CPU (tests/iq_host) with a float32 SwiGLU."""
+"""grouped family: compile, case matrix (24 pairings, 9 uneven groups; 8 with experts over 8 entries), and the
+float64 tolerances checked against the kernels' dot arithmetic run on the CPU (tests/iq_host) with a float32
+SwiGLU."""
 from __future__ import annotations
 
 import sys
@@ -18,15 +19,19 @@ from iq_host import harness
 FAMILY = load_builtin_families()["grouped"]
 
 
-def test_default_cases_are_the_24_pairings_over_uneven_groups():
+def test_default_cases_are_the_24_pairings_over_uneven_groups_then_8_with_experts_over_8_entries():
     cases = list(FAMILY.default_cases())
-    assert len(cases) == 24
-    assert {(c.fmt, c.param("down")) for c in cases} == {(g, d) for g in mod.GATE_FORMATS for d in mod.DOWN_FORMATS}
-    for case in cases:
+    assert len(cases) == 32
+    assert [(c.fmt, c.param("down")) for c in cases[:24]] == [(g, d) for g in mod.GATE_FORMATS
+                                                              for d in mod.DOWN_FORMATS]
+    for case in cases[:24]:
         groups = mod.groups_of(case)
-        assert len(groups) == 9 and sum(groups) == 35 == case.ncols
+        assert len(groups) == 9 and sum(groups) == 35 == case.ncols and max(groups) == 8
         assert 0 in groups and 1 in groups and len(set(groups)) > 3
-        assert case.variants == ("old", "new")
+    assert {c.fmt for c in cases[24:]} == set(mod.GATE_FORMATS)
+    for case in cases[24:]:
+        assert mod.groups_of(case) == (11, 0, 1, 17, 3, 9) and (case.rows, case.cols) == (768, 1280)
+    assert all(case.variants == ("old", "new") for case in cases)
     bench = list(FAMILY.bench_cases())
     assert {mod.groups_of(c)[0] for c in bench} == {8, 32}
 
