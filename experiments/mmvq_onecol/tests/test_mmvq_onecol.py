@@ -136,10 +136,11 @@ def test_a_candidate_launches_its_kernel_for_one_column_passes_and_new_for_the_r
     """The launch path without a GPU (stub kernels that record their launches): an 11-column case runs new's
     8- and 2-column passes, then the candidate's kernel for the last (one-column) pass where it has the format."""
     from strata_bench.families import mmvq as family_mod
-    from strata_bench.families import mmvq_mma
+    from strata_bench.families import mmvq_mma, mmvq_onecol
+    from strata_bench.kit import ceil_div
     from tests.stub_kernels import RecordingKernels, stub_launch_helpers
 
-    stub_launch_helpers(monkeypatch, ONECOL, family_mod, mmvq_mma, resident=132)
+    stub_launch_helpers(monkeypatch, family_mod, mmvq_mma, mmvq_onecol, resident=132)
     config, fam = ONECOL.CONFIGS[index], ONECOL.MmvqOneCol()
     for fmt in ONECOL.FORMATS:
         kernels = RecordingKernels()
@@ -153,7 +154,7 @@ def test_a_candidate_launches_its_kernel_for_one_column_passes_and_new_for_the_r
                                  family_mod.new_config(fmt, 2).kernel(fmt, 2), last]
         if own:
             _, grid, block, args, shared = kernels.calls[-1]
-            assert grid == (min(ONECOL.ceil_div(1000, 8 * own.rows), 132),) and block == (256,)
+            assert grid == (min(ceil_div(1000, 8 * own.rows), 132),) and block == (256,)
             assert shared == own.dynamic_bytes(80) and args[2] == 1000 and args[3] == 80
             assert args[4].shape == (1, 80 * 36) and args[5].shape == (1, 1000)
 
