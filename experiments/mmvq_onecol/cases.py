@@ -123,12 +123,25 @@ def _launch(config: OneColConfig):
     return launch
 
 
-VARIANTS = tuple(
+def _mmvq_new_kernels(family, source: str) -> list[str]:
+    return ([Mmvq.new_config(fmt, nc).kernel(fmt, nc) for fmt in FORMATS for nc in (1, 2, 4, 8)]
+            if source == Mmvq.sources[1] else [])
+
+
+def _launch_mmvq_new(family, case, kernels, dev, outs, stream=None) -> None:
+    """new's launch without mmvq_onecol: `new` as it was before onecol-m's launches became its tall one-column
+    passes (mmvq_new: iq2_xxs 137.17 us, iq1_s 111.13 at 131072x8192 on the H100), so one bench shows both."""
+    family.launch_new_passes(case, kernels, dev, outs, Mmvq.new_config, stream)
+
+
+VARIANTS = (*(
     Variant(c.label, _kernels(c), _launch(c),
             "one-column " + ", ".join(f"{fmt} {launch.decoder.split(':')[1]} r{launch.rows}m{launch.min_blocks}"
                                       f"u{launch.unroll}" for fmt, launch in c.launches)
             + " passes: mmvq_onecol; others as new")
-    for c in CONFIGS)
+    for c in CONFIGS), Variant("new-mmvq_new", _mmvq_new_kernels, _launch_mmvq_new,
+                               "new's passes on mmvq_new (new for one-column iq2_xxs and iq1_s before onecol-m moved "
+                               "into the product)"))
 
 # Parity: tails of every kind at one column (and 11 = 8 + 2 + 1, whose last pass is one column).
 # (37, 1280): 40 chunks (lanes 8-31 one step fewer) and a last partial row group; (3, 256): fewer rows than a
