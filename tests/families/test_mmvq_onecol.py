@@ -170,6 +170,20 @@ def test_a_defect_in_each_tail_path_changes_the_bits_of_exactly_its_cases(window
     assert exposed == EXPOSED_BY[defect]
 
 
+@pytest.mark.slow  # two builds of the host driver (about 10 s each on 2 cores)
+def test_a_defect_inside_a_moved_decoder_changes_every_output_of_its_format(windows):
+    """The comparison above has teeth inside the decoders too: onecol_dec.cuh's mul7 with the 8th sign off its bit,
+    tern with the pair (-1, 0) read as (-1, 1) (the planted-defect macros) change every output of the windows of
+    their format, and none of the other's."""
+    for fmt, define in (("iq2_xxs", "ONECOL_MUL7_PARITY_BIT=29"), ("iq1_s", "ONECOL_TERN_REPLICATED=4")):
+        build = harness.binary(defines=(define,))
+        for case, raw, act, good in windows.values():
+            bad = harness.run_dot(case.fmt, raw, case.cols, act, mode="dot_onecol", build=build,
+                                  extra=(str(ONECOL_CONFIGS[case.fmt].rows),))
+            differ = int((_bits(bad) != _bits(good)).sum())
+            assert differ == (good.size if case.fmt == fmt else 0), (define, case.name, differ)
+
+
 # --- the build -------------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def _built():
