@@ -11,7 +11,8 @@
 # `tune-more` (the other families' candidates: experiments/fp16deq_tune), `mma` (experiments/mmvq_mma),
 # `speed` (issue 28's candidates, STRATA_SPEED_EXPERIMENTS, default "mmvq_coal": resources, parity, bench),
 # `lanepair` (issue 37: new's iq1_s and iq2_xxs lane-pair passes, parity and bench beside new before them);
-# `onecol` (issue 37 item 3: experiments/mmvq_onecol's one-column kernels, parity and bench beside old and new);
+# `onecol` (issue 37 item 3: experiments/mmvq_onecol's one-column kernels, new's parity, and the experiment's parity and
+# bench beside old, new and new before onecol-m moved into it);
 # `onecol3` (issue 37 item 3: experiments/mmvq_onecol3's one-column iq3_xxs with mul7's signs, likewise);
 # `mma5` (issue 37 item 1: experiments/mmvq_mma5's tensor-core 8-column passes of iq1_m, iq2_xs, iq2_s, iq3_xxs and
 # iq3_s, parity and bench beside old and new);
@@ -456,8 +457,11 @@ for s in "${steps[@]}"; do
             step lanepair-bench sb bench -q --cases experiments/mmvq_lanepair/cases.py --family mmvq_lanepair \
                 --budget 0.5 --results results/tune -o md ;;
         onecol)  # issue 37 item 3: experiments/mmvq_onecol's one-column iq2_xxs and iq1_s kernels (fewer instructions a
-            # weight): parity of every candidate on all the experiment's cases (bitwise against old), then 131072x8192 at
-            # one column for both formats: old, new and the candidates
+            # weight; onecol-m's are new's tall one-column passes now): parity of every built-in case of both formats
+            # (the tall one-column ones run mmvq_onecol) and of every candidate on all the experiment's cases (bitwise
+            # against old), then 131072x8192 at one column for both formats: old, new, new-mmvq_new (new before the
+            # move) and the candidates
+            step onecol-parity-new sb parity -q --family mmvq --format iq1_s,iq2_xxs
             step onecol-parity sb parity -q --cases experiments/mmvq_onecol/cases.py --family mmvq_onecol
             step onecol-bench sb bench -q --cases experiments/mmvq_onecol/cases.py --family mmvq_onecol \
                 --budget 0.5 --results results/tune -o md ;;

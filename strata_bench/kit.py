@@ -13,10 +13,10 @@ of such a family in one line, with its own kernel file beside the built-in sourc
   launch), `launch_new_pass(case, kernels, dev, outs, col0, nc, config, stream)` (one column pass of
   mmvq_new as a NewConfig says), `launch_new_passes(case, kernels, dev, outs, config_of, stream)` (all of
   them, config_of(fmt, nc) -> NewConfig), `launch_mma_pass(config, case, kernels, dev, outs, col0, stream)`
-  (one 8-column pass on the tensor cores as an MmaConfig says), `edge_and_fixture_cases(fmt, edge_ncols,
-  fixture_ncols)`, `grid_cases(formats, shapes, ncols)`, and `NewConfig`, `new_config(fmt, nc)`,
-  `column_passes(ncols)`, `Decoder`, `DECODERS`,
-  `MmaConfig`, `SHAPES`;
+  (one 8-column pass on the tensor cores as an MmaConfig says), `launch_onecol_pass(config, case, kernels, dev,
+  outs, col0, stream)` (one one-column pass on mmvq_onecol as a OneColConfig says), `edge_and_fixture_cases(fmt,
+  edge_ncols, fixture_ncols)`, `grid_cases(formats, shapes, ncols)`, and `NewConfig`, `new_config(fmt, nc)`,
+  `column_passes(ncols)`, `Decoder`, `DECODERS`, `MmaConfig`, `OneColConfig`, `SHAPES`;
 - fp16deq: `path_case(fmt, rows, cols, data, path, **params)`, `new_kernels(source)`,
   `launch_wide(case, variant, config, kernels, dev, outs, stream)` ("new"'s dispatch with a WideConfig's
   kernel in place of vec16), and `WideConfig`, `VEC16`, `GENERIC`.
@@ -69,9 +69,9 @@ __all__ = [
 # says what each is; docs/EXTENDING.md, "Extending a built-in family"). tests/test_kit.py checks that each
 # exists and that no experiment reaches for a private name.
 FAMILY_SURFACE: dict[str, tuple[str, ...]] = {
-    "mmvq": ("quantize_activations", "launch_new_pass", "launch_new_passes", "launch_mma_pass",
+    "mmvq": ("quantize_activations", "launch_new_pass", "launch_new_passes", "launch_mma_pass", "launch_onecol_pass",
              "edge_and_fixture_cases", "grid_cases", "NewConfig", "new_config", "column_passes", "Decoder", "DECODERS",
-             "MmaConfig", "SHAPES"),
+             "MmaConfig", "OneColConfig", "SHAPES"),
     "fp16deq": ("path_case", "new_kernels", "launch_wide", "WideConfig", "VEC16", "GENERIC"),
 }
 

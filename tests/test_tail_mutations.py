@@ -6,8 +6,8 @@ token tile, warp's blocks) is dropped or cut short, and nothing else changes: a 
 the same bits. On the GPU the family's default parity then runs on a copy of kernels_src holding the defect
 ($STRATA_KERNELS_SRC, as tests/checks/test_diagnosis.py plants one) and must fail, on every case the doc's row
 names. A tail case removed from the defaults lets its defect pass: the test fails. On the CPU each mutation is
-checked to apply exactly and to name a row of the doc. mmvq_mma's tails are also planted in its CPU schedule
-(tests/families/test_mmvq_mma_tails.py)."""
+checked to apply exactly and to name a row of the doc. mmvq_mma's and mmvq_onecol's tails are also planted in their
+CPU schedules (tests/families/test_mmvq_mma_tails.py, tests/families/test_mmvq_onecol.py)."""
 from __future__ import annotations
 
 import json
@@ -66,6 +66,14 @@ MUTATIONS = (
     # mmvq_new: whole lane steps of 32 chunks only (both unroll branches)
     M("mmvq", "mmvq/mmvq.cu", "for (int c = lane; c < nchunks; c += 32)",
       "for (int c = lane; c - lane + 32 <= nchunks; c += 32)", count=2),
+    # mmvq_onecol: whole row groups only; whole lane steps of 32 chunks only
+    M("mmvq", "mmvq/mmvq_onecol.cu",
+      "const int groups = (rows + STRATA_MMVQ_NEW_WARPS * R - 1) / (STRATA_MMVQ_NEW_WARPS * R);",
+      "const int groups = rows / (STRATA_MMVQ_NEW_WARPS * R);",
+      condition="p[r] = typename D::Ptr(W + (long long)min(row0 + r, rows - 1) * row_stride + walk.first, walk.j);"),
+    M("mmvq", "mmvq/mmvq_onecol.cu",
+      "for (int c = lane; c < nchunks; c += 32) onecol_step<D, R>(c, xs, tabs, shift, lc, p, acc);",
+      "for (int c = lane; c - lane + 32 <= nchunks; c += 32) onecol_step<D, R>(c, xs, tabs, shift, lc, p, acc);"),
     # mmvq_mma: whole 16-row tiles only; whole 8-chunk groups only; whole rounds of the 4 warps' groups only
     M("mmvq", "mmvq/mmvq_mma.cu", "const int tiles = (rows + 15) / 16;", "const int tiles = rows / 16;"),
     M("mmvq", "mmvq/mmvq_mma.cu", "if (c0 + i < nchunks) mma_chunk<F>(group, i, c0 + i, xs, kv, tab, acc[i]);",

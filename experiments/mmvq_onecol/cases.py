@@ -16,15 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
-from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, constants, extend_builtin,
-                              resident_blocks, row_stride)
+from strata_bench.kit import Variant, builtin_family, extend_builtin
 
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
 OWN_SOURCE = "mmvq_onecol.cu"  # in KERNELS
-WARPS = constants.MMVQ_NEW_WARPS  # the kernel's block is mmvq_new's: 8 warps
 FORMATS = ("iq2_xxs", "iq1_s")
 
 
@@ -111,41 +107,41 @@ def _kernels(config: OneColConfig):
     return kernels
 
 
-def launch_onecol_pass(launch: Launch, case, kernels, dev, outs, col0: int, stream=None) -> None:
-    """One one-column pass (column col0) of mmvq_onecol, with mmvq_new's grid: min(row groups, resident blocks)."""
-    nchunks = case.cols // 32
-    fn = kernels.get(launch.kernel)
-    shared = launch.dynamic_bytes(nchunks)
-    allow_dynamic_shared(fn, shared, static_bytes=launch.static_bytes)
-    groups = ceil_div(case.rows, WARPS * launch.rows)
-    grid = (min(groups, resident_blocks(fn, 32 * WARPS, shared)),)
-    args = (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),
-            dev["xq"][col0:col0 + 1], outs["y"][col0:col0 + 1], np.int32(case.rows))
-    fn(grid, (32 * WARPS,), args, shared_mem=shared, stream=stream)
-
-
 def _launch(config: OneColConfig):
     def launch(family, case, kernels, dev, outs, stream=None) -> None:
-        """Quantize, then per column pass: mmvq_onecol for a one-column pass of the config's formats, else new's
-        pass (as `new` launches it)."""
+        """Quantize, then per column pass: mmvq_onecol for a one-column pass of the config's formats (the product's
+        launch of it, on mmvq_new's grid), else mmvq_new's pass as NEW_CONFIGS says."""
         family.quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in Mmvq.column_passes(case.ncols):
             own = config.launch(case.fmt) if nc == 1 else None
             if own is not None:
-                launch_onecol_pass(own, case, kernels, dev, outs, col0, stream)
+                family.launch_onecol_pass(own, case, kernels, dev, outs, col0, stream)
             else:
                 family.launch_new_pass(case, kernels, dev, outs, col0, nc, Mmvq.new_config(case.fmt, nc), stream)
             col0 += nc
     return launch
 
 
-VARIANTS = tuple(
+def _mmvq_new_kernels(family, source: str) -> list[str]:
+    return ([Mmvq.new_config(fmt, nc).kernel(fmt, nc) for fmt in FORMATS for nc in (1, 2, 4, 8)]
+            if source == Mmvq.sources[1] else [])
+
+
+def _launch_mmvq_new(family, case, kernels, dev, outs, stream=None) -> None:
+    """new's launch without mmvq_onecol: `new` as it was before onecol-m's launches became its tall one-column
+    passes (mmvq_new: iq2_xxs 137.17 us, iq1_s 111.13 at 131072x8192 on the H100), so one bench shows both."""
+    family.launch_new_passes(case, kernels, dev, outs, Mmvq.new_config, stream)
+
+
+VARIANTS = (*(
     Variant(c.label, _kernels(c), _launch(c),
             "one-column " + ", ".join(f"{fmt} {launch.decoder.split(':')[1]} r{launch.rows}m{launch.min_blocks}"
                                       f"u{launch.unroll}" for fmt, launch in c.launches)
             + " passes: mmvq_onecol; others as new")
-    for c in CONFIGS)
+    for c in CONFIGS), Variant("new-mmvq_new", _mmvq_new_kernels, _launch_mmvq_new,
+                               "new's passes on mmvq_new (new for one-column iq2_xxs and iq1_s before onecol-m moved "
+                               "into the product)"))
 
 # Parity: tails of every kind at one column (and 11 = 8 + 2 + 1, whose last pass is one column).
 # (37, 1280): 40 chunks (lanes 8-31 one step fewer) and a last partial row group; (3, 256): fewer rows than a

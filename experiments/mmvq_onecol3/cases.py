@@ -6,19 +6,17 @@ candidate, so that parity checks each bitwise against old and bench times them b
     strata-bench parity --cases experiments/mmvq_onecol3/cases.py --family mmvq_onecol3
     strata-bench bench --cases experiments/mmvq_onecol3/cases.py --family mmvq_onecol3 --budget 0.5
 
-A variant runs experiments/mmvq_onecol's kernel, mmvq_onecol<onecol::Iq3xxsMul7<N>, R, MINB, U> (kernels/: the
-decoder in onecol3_dec.cuh, the kernel included from ../mmvq_onecol), for iq3_xxs's one-column passes and new's launch
-for every other pass. Only the public kit is used (docs/EXTENDING.md).
+A variant runs the product's one-column kernel, mmvq_onecol<onecol::Iq3xxsMul7<N>, R, MINB, U> (kernels/: the
+decoder in onecol3_dec.cuh, the kernel included from kernels_src/mmvq/mmvq_onecol.cu), launched as the product
+launches it (Mmvq.launch_onecol_pass), for iq3_xxs's one-column passes and new's launch for every other pass. Only the
+public kit is used (docs/EXTENDING.md).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
-from strata_bench.kit import (Variant, allow_dynamic_shared, builtin_family, ceil_div, constants, extend_builtin,
-                              resident_blocks, row_stride)
+from strata_bench.kit import Variant, builtin_family, extend_builtin
 
 Mmvq = builtin_family("mmvq")
 KERNELS = Path(__file__).resolve().parent / "kernels"
@@ -44,24 +42,15 @@ class Candidate(NamedTuple):
     def static_bytes(self) -> int:  # the restaged grid: 256 entries of 8 bytes, in `copies` copies
         return 256 * 8 * self.copies
 
+    def dynamic_bytes(self, nchunks: int) -> int:  # the staged activations
+        return nchunks * ACT_BYTES
+
 
 # m: one copy of the 2 KiB restaged grid at new's iq3_xxs R and MINB (r4m3; u2: u4 spills 4 bytes at 80
 # registers); m16: the same with 16 copies (32 KiB), as new's masked-split-rep16 reads its grid (lookups at most
 # 2-way conflicted); m2: one copy at r2m4u4 (mul7's iq2_xxs shape, 64 registers). None spills (NVRTC 13.0 and 13.5).
 CANDIDATES = (Candidate("onecol3-m", 1, 4, 3, 2), Candidate("onecol3-m16", 16, 4, 3, 2),
               Candidate("onecol3-m2", 1, 2, 4, 4))
-
-
-def onecol3_pass(cand: Candidate, case, kernels, dev, outs, col0: int, stream=None) -> None:
-    """Column col0 through the candidate's kernel, on mmvq_new's grid: min(row groups, resident blocks)."""
-    nchunks = case.cols // 32
-    fn, shared = kernels.get(cand.kernel), nchunks * ACT_BYTES
-    allow_dynamic_shared(fn, shared, static_bytes=cand.static_bytes)
-    block = 32 * constants.MMVQ_NEW_WARPS
-    grid = (min(ceil_div(case.rows, constants.MMVQ_NEW_WARPS * cand.rows), resident_blocks(fn, block, shared)),)
-    fn(grid, (block,), (dev["w"], np.int64(row_stride(case.fmt, case.cols)), np.int32(case.rows), np.int32(nchunks),
-                        dev["xq"][col0:col0 + 1], outs["y"][col0:col0 + 1], np.int32(case.rows)),
-       shared_mem=shared, stream=stream)
 
 
 def _variant(cand: Candidate) -> Variant:
@@ -73,7 +62,7 @@ def _variant(cand: Candidate) -> Variant:
         col0 = 0
         for nc in Mmvq.column_passes(case.ncols):
             if nc == 1 and case.fmt == FMT:
-                onecol3_pass(cand, case, kernels, dev, outs, col0, stream)
+                family.launch_onecol_pass(cand, case, kernels, dev, outs, col0, stream)
             else:
                 family.launch_new_pass(case, kernels, dev, outs, col0, nc, Mmvq.new_config(case.fmt, nc), stream)
             col0 += nc

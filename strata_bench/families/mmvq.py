@@ -9,7 +9,9 @@ so bench times compare with PEER.md's figures), then runs the variant:
   once and applied to NC = 8, 4, 2 or 1 columns per pass (column_passes: 11 = 8 + 2 + 1); the 8-column
   passes of iq4_nl, iq4_xs, q8_0, iq1_s, iq2_xxs, iq1_m, iq2_xs, iq2_s, iq3_xxs and iq3_s on tall shapes run
   mmvq_mma instead (mmvq/mmvq_mma.cu, tensor-core chunk integers, iq1_s's, iq2_xxs's, iq1_m's, iq2_xs's and
-  iq2_s's with the lane-pair decode, the last three with two m16n8k16 mmas a chunk; mmvq_mma.py says where).
+  iq2_s's with the lane-pair decode, the last three with two m16n8k16 mmas a chunk; mmvq_mma.py says where),
+  and the one-column passes of iq2_xxs and iq1_s on tall shapes run mmvq_onecol (mmvq/mmvq_onecol.cu, fewer
+  instructions a weight; mmvq_onecol.py says where).
 Both keep the lane -> chunk mapping, the per-(row, column) fmaf chain and the butterfly, so `new` must
 equal `old` bitwise (mmvq.cu's ARITHMETIC CONTRACT), and every column of an N-column call must equal the
 1-column call on that column's activations (related_cases, case param col=j).
@@ -46,6 +48,8 @@ from strata_bench.families.mmvq_foreign import FOREIGN_FIXTURE_NCOLS, foreign_ex
 from strata_bench.families.mmvq_decoders import DECODERS, Decoder, decoder_table_bytes, decoder_traits
 from strata_bench.families.mmvq_mma import (MMA_SOURCE, MmaConfig, launch_mma_pass, mma_config,
                                             mma_kernels)
+from strata_bench.families.mmvq_onecol import (ONECOL_SOURCE, OneColConfig, launch_onecol_pass, onecol_config,
+                                               onecol_kernels)
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,11 @@ TAIL_NCOLS = (4, 11)
 MMA_TAIL_SHAPES = {"iq4_nl": (32773, 288), "iq4_xs": (32773, 256), "q8_0": (131077, 288), "iq1_s": (131077, 256),
                    "iq2_xxs": (131077, 256), "iq1_m": (32773, 256), "iq2_xs": (32773, 256), "iq2_s": (32773, 256),
                    "iq3_xxs": (32773, 256), "iq3_s": (32773, 256)}
+# The one-column pass on mmvq_onecol (mmvq_onecol.ONECOL_CONFIGS: iq2_xxs and iq1_s, min_rows 131072) gets a case at
+# one column on each of the weight sets above (no more host data; onecol_cases): MMA_SHAPES' 131072 x 1024, whole
+# row groups and 32 chunks (every lane one), and MMA_TAIL_SHAPES' 131077 x 256, a last row group of 5 rows (iq2_xxs's
+# R = 2: warp 2 a row and a clamped one; iq1_s's R = 4: warp 1 a row and three clamped) and 8 chunks (lanes 8-31
+# none). 11 columns (8 + 2 + 1) end in such a pass too.
 
 
 def column_passes(ncols: int) -> list[int]:
@@ -163,19 +172,20 @@ def fixture_name(fmt: str) -> str:
 
 class Mmvq(Family):
     name = "mmvq"
-    sources = ("q8_1/q8_1.cu", "mmvq/mmvq.cu", MMA_SOURCE)
+    sources = ("q8_1/q8_1.cu", "mmvq/mmvq.cu", MMA_SOURCE, ONECOL_SOURCE)
     own_formats = KERNEL_FORMATS  # a variant declaring others (an engine's q4_k) gets cases of those for itself
     description = "i-quant/q8_0/q2_0 mat-vec over q8_1, 1-11 columns: dot per column (old) vs decode once (new)"
 
     # --- what a family extending mmvq builds on (kit.builtin_family("mmvq"); docs/EXTENDING.md, "Extending a
     # built-in family"), beside the public methods edge_and_fixture_cases, quantize_activations,
-    # launch_new_pass, launch_new_passes and launch_mma_pass ---------------------------------------------
+    # launch_new_pass, launch_new_passes, launch_mma_pass and launch_onecol_pass --------------------------
     NewConfig = NewConfig  # a launch of mmvq_new for one column pass (R, MINB, U, FCVT, old, decoder)
     new_config = staticmethod(new_config)  # (fmt, nc) -> the NewConfig `new` launches
     column_passes = staticmethod(column_passes)  # ncols -> the pass widths (8, 8, ..., 4, 2, 1)
     Decoder = Decoder  # a decoder mmvq_new may run in place of a format's own
     DECODERS = DECODERS  # the ones NEW_CONFIGS names, by name
     MmaConfig = MmaConfig  # a launch of mmvq_mma for an 8-column pass (tile groups, stages, ...)
+    OneColConfig = OneColConfig  # a launch of mmvq_onecol for a one-column pass (decoder, R, MINB, U, min_rows)
     SHAPES = SHAPES  # the parity shapes of the seeded cases
 
     # --- cases ------------------------------------------------------------------------------------
@@ -187,12 +197,20 @@ class Mmvq(Family):
             cases += self.edge_and_fixture_cases(fmt, EDGE_NCOLS)
             if fmt in MMA_SHAPES:
                 cases += [self.case(fmt, *MMA_SHAPES[fmt], n, "seed:1") for n in MMA_NCOLS]
+                cases += self.onecol_cases(fmt, MMA_SHAPES)
             cases += [self.case(fmt, *TAIL_SHAPE, n, "seed:1") for n in TAIL_NCOLS]
             if fmt in MMA_TAIL_SHAPES:
                 cases.append(self.case(fmt, *MMA_TAIL_SHAPES[fmt], 8, "seed:1"))
+                cases += self.onecol_cases(fmt, MMA_TAIL_SHAPES)
         for fmt in self.foreign_formats():
             cases += self.foreign_cases(fmt)
         return cases
+
+    def onecol_cases(self, fmt: str, shapes: Mapping[str, tuple[int, int]]) -> list[Case]:
+        """A format's one-column case at shapes[fmt] where its one-column pass runs mmvq_onecol there (listed
+        right after that weight set's other cases: the family caches one weight set at a time)."""
+        rows, cols = shapes[fmt]
+        return [self.case(fmt, rows, cols, 1, "seed:1")] if onecol_config(fmt, 1, rows) is not None else []
 
     def foreign_cases(self, fmt: str) -> list[Case]:
         """The cases of a format only a foreign variant runs (mmvq_foreign.foreign_shapes), then its shipped
@@ -303,6 +321,8 @@ class Mmvq(Family):
     def _new_kernels(self, source: str) -> list[str]:
         if source == MMA_SOURCE:
             return mma_kernels(source)
+        if source == ONECOL_SOURCE:
+            return onecol_kernels(source)
         if source != Mmvq.sources[1]:
             return []
         return [new_config(fmt, nc).kernel(fmt, nc) for fmt in KERNEL_FORMATS for nc in (1, 2, 4, 8)]
@@ -316,6 +336,12 @@ class Mmvq(Family):
         """One 8-column pass over columns col0 .. col0 + 8 on the tensor cores (mmvq_mma), launched as
         `config` says (mmvq_mma.launch_mma_pass)."""
         launch_mma_pass(config, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
+
+    def launch_onecol_pass(self, config: Any, case: Case, kernels: Any, dev: Mapping[str, Any],
+                           outs: Mapping[str, Any], col0: int, stream: Any = None) -> None:
+        """One one-column pass over column col0 on mmvq_onecol, launched as `config` says (a OneColConfig, or an
+        experiment's launch with its kernel, rows, dynamic_bytes and static_bytes: mmvq_onecol.launch_onecol_pass)."""
+        launch_onecol_pass(config, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
 
     def _launch_old(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
@@ -335,14 +361,16 @@ class Mmvq(Family):
 
     def _launch_new(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
                     stream: Any = None) -> None:
-        self.launch_new_passes(case, kernels, dev, outs, new_config, stream, tensor_cores=True)
+        self.launch_new_passes(case, kernels, dev, outs, new_config, stream, tensor_cores=True, one_column=True)
 
     def launch_new_passes(self, case: Case, kernels: Any, dev: Mapping[str, Any], outs: Mapping[str, Any],
-                          config_of, stream: Any = None, tensor_cores: bool = False, mma_of=None) -> None:
+                          config_of, stream: Any = None, tensor_cores: bool = False, mma_of=None,
+                          one_column: bool = False) -> None:
         """Quantize the activations, then one launch per column pass: mmvq_new as config_of(fmt, nc) says,
         or with `tensor_cores` mmvq_mma where mmvq_mma.mma_config says (the launch candidates of
         experiments/mmvq_tune leave it off, so that they time their own configs), or where `mma_of` is given
-        where mma_of(fmt, nc, nchunks) returns a launch (an MmaConfig: an experiment's tensor-core candidate)."""
+        where mma_of(fmt, nc, nchunks) returns a launch (an MmaConfig: an experiment's tensor-core candidate);
+        with `one_column` mmvq_onecol where mmvq_onecol.onecol_config says."""
         self.quantize_activations(case, kernels, dev, stream)
         col0 = 0
         for nc in column_passes(case.ncols):
@@ -351,8 +379,11 @@ class Mmvq(Family):
             else:
                 mma = (mma_config(case.fmt, nc, case.rows, case.cols // 32, compute_major, shared_optin)
                        if tensor_cores else None)
+            onecol = onecol_config(case.fmt, nc, case.rows) if one_column else None
             if mma is not None:
                 launch_mma_pass(mma, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
+            elif onecol is not None:
+                launch_onecol_pass(onecol, case.fmt, case.rows, case.cols, kernels, dev, outs, col0, stream)
             else:
                 self.launch_new_pass(case, kernels, dev, outs, col0, nc, config_of(case.fmt, nc), stream)
             col0 += nc
@@ -379,7 +410,8 @@ class Mmvq(Family):
         Variant("old", _old_kernels, _launch_old, "one warp per row, the row decoded again for every column"),
         Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns; "
                 "launch tuned per format and pass (NEW_CONFIGS: mmvq_old where it is faster; mmvq_mma for "
-                "tall 8-column iq4_nl, iq4_xs, q8_0, iq1_s and iq2_xxs passes)"),
+                "tall 8-column iq4_nl, iq4_xs, q8_0, iq1_s and iq2_xxs passes; mmvq_onecol for tall one-column "
+                "iq2_xxs (mul7) and iq1_s (tern) passes)"),
     )
 
     def launch_abi(self) -> LaunchAbi:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from strata_bench.families import mmvq as mmvq_mod
-from strata_bench.families import mmvq_mma
+from strata_bench.families import mmvq_mma, mmvq_onecol
 from strata_bench.families.mmvq import Mmvq, new_config
 from tests.stub_kernels import A100_SHARED_OPTIN, H200_SHARED_OPTIN, RecordingKernels, stub_launch_helpers
 
@@ -128,7 +128,8 @@ def test_parity_covers_the_mma_passes():
     cases = [c for c in Mmvq().default_cases() if c.fmt in mmvq_mod.MMA_SHAPES]
     for fmt, (rows, cols) in mmvq_mod.MMA_SHAPES.items():
         tall = [c for c in cases if c.fmt == fmt and (c.rows, c.cols) == (rows, cols)]
-        assert [c.ncols for c in tall] == [8, 11]
+        # then one column where that pass runs mmvq_onecol (tests/families/test_mmvq_onecol.py)
+        assert [c.ncols for c in tall] == [8, 11, 1] if fmt in mmvq_onecol.ONECOL_CONFIGS else [8, 11]
         assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9, H200) is not None
 
 
@@ -144,7 +145,7 @@ def test_parity_covers_the_mma_tails():
 
 @pytest.fixture
 def kernels(monkeypatch):
-    stub_launch_helpers(monkeypatch, mmvq_mod, mmvq_mma)
+    stub_launch_helpers(monkeypatch, mmvq_mod, mmvq_mma, mmvq_onecol)
     return RecordingKernels()
 
 
@@ -180,8 +181,9 @@ def test_new_runs_the_lane_pair_for_the_tall_8_column_pass_only(kernels, fmt):
     fam = Mmvq()
     dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((11, 8192), np.float32), "xq": np.zeros((11, 256 * 36), np.uint8)}
     fam.launch(fam.case(fmt, 131072, 8192, 11, "seed:1"), "new", kernels, dev, {"y": np.zeros((11, 131072), np.float32)})
+    # the one-column pass: mmvq_onecol at these rows (tests/families/test_mmvq_onecol.py)
     assert kernels.names == ["quantize_q8_1", f"mmvq_mma<siq::fmt_{fmt}_pair, 4, 1, 1>",
-                             new_config(fmt, 2).kernel(fmt, 2), new_config(fmt, 1).kernel(fmt, 1)]
+                             new_config(fmt, 2).kernel(fmt, 2), mmvq_onecol.ONECOL_CONFIGS[fmt].kernel]
     _, grid, block, args, shared = kernels.calls[1]
     assert grid == (132,) and block == (512,)  # 8192 tiles, 4 a block: one resident block an SM
     assert shared == mmvq_mma.MMA_CONFIGS[fmt].shared_bytes(fmt, 256)[0]

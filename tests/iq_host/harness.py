@@ -59,16 +59,17 @@ def run_chunks(fmt: str, blocks: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def run_dot(fmt: str, raw: np.ndarray, cols: int, act: np.ndarray, mode: str = "dot", defect: str = "",
-            build: Path | None = None) -> np.ndarray:
+            build: Path | None = None, extra: tuple[str, ...] = ()) -> np.ndarray:
     """y (n, rows) float32 as mmvq.cu's warps compute it, for raw weights (rows, bytes) and q8_1 rows act;
     mode "dot_mma": as mmvq_mma.cu schedules it (tests/iq_host/mma_emul.h), with `defect` one planted in a
-    tail path of that schedule (mma_emul.h's Defect). `build`: a binary(...) of an experiment's headers
-    (default: the built-in one)."""
+    tail path of that schedule (mma_emul.h's Defect); mode "dot_onecol" with extra = (R,): as mmvq_onecol.cu
+    schedules its one-column pass (onecol_emul.h, its Defect likewise). `build`: a binary(...) of an
+    experiment's headers (default: the built-in one)."""
     rows, n = raw.shape[0], act.shape[0]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         np.ascontiguousarray(raw, dtype=np.uint8).tofile(tmp / "w.bin")
         np.ascontiguousarray(act, dtype=np.uint8).tofile(tmp / "x.bin")
         subprocess.run([str(build or binary()), mode, fmt, str(rows), str(cols), str(tmp / "w.bin"), str(tmp / "x.bin"),
-                        str(n), str(tmp / "y.bin")], check=True, env={**os.environ, "MMA_EMUL_DEFECT": defect})
+                        str(n), str(tmp / "y.bin"), *extra], check=True, env={**os.environ, "MMA_EMUL_DEFECT": defect})
         return np.fromfile(tmp / "y.bin", dtype=np.float32).reshape(n, rows)

@@ -13,6 +13,9 @@
 //   The same y, computed the way mmvq_mma.cu schedules it (mma_emul.h): tiles of 16 rows x 8 columns,
 //   the chunk integers from an emulated m16n8k32 mma fed by the kernel's fragment mapping, the 32
 //   virtual lanes split over 4 warps and combined by the butterfly's tree across warps.
+// usage: iq_host dot_onecol FORMAT ROWS COLS W.bin X.bin N OUT.bin R
+//   The same y, computed the way mmvq_onecol.cu schedules its one-column pass with R rows a warp (onecol_emul.h:
+//   the product's decoder of FORMAT, iq2_xxs or iq1_s, its staged tables and activations, the row groups).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,7 @@
 #include "common/decoders.cuh"
 #include "dequant/dequant.cuh"
 #include "mma_emul.h"
+#include "onecol_emul.h"
 
 using namespace siq;
 
@@ -134,13 +138,23 @@ static void dot(const std::vector<uint8_t>& w, int rows, int cols, const std::ve
 }
 
 static int dot_main(int argc, char** argv) {
-    if (argc != 9) { fprintf(stderr, "usage: iq_host dot|dot_mma FORMAT ROWS COLS W.bin X.bin N OUT.bin\n"); return 2; }
+    const bool onecol = !strcmp(argv[1], "dot_onecol");
+    if (argc != 9 + onecol) {
+        fprintf(stderr, "usage: iq_host dot|dot_mma FORMAT ROWS COLS W.bin X.bin N OUT.bin (dot_onecol: then R)\n");
+        return 2;
+    }
     const char* f = argv[2];
     const int rows = atoi(argv[3]), cols = atoi(argv[4]), n = atoi(argv[7]);
     const std::vector<uint8_t> w = read_file(argv[5]);
     const std::vector<uint8_t> x = read_file(argv[6]);
     FILE* out = fopen(argv[8], "wb");
     if (!out) { perror(argv[8]); return 2; }
+    if (onecol) {
+        const bool ok = onecol_emul::dot_onecol(f, w, rows, cols, x, n, atoi(argv[9]), out);
+        fclose(out);
+        if (!ok) fprintf(stderr, "no one-column decoder for %s\n", f);
+        return ok ? 0 : 2;
+    }
     if (!strcmp(argv[1], "dot_mma")) {
         const int ok = dot_mma_main(f, w, rows, cols, x, n, out);
         fclose(out);
@@ -155,7 +169,8 @@ static int dot_main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-    if (argc > 1 && (!strcmp(argv[1], "dot") || !strcmp(argv[1], "dot_mma"))) return dot_main(argc, argv);
+    if (argc > 1 && (!strcmp(argv[1], "dot") || !strcmp(argv[1], "dot_mma") || !strcmp(argv[1], "dot_onecol")))
+        return dot_main(argc, argv);
     if (argc != 5) { fprintf(stderr, "usage: iq_host FORMAT BLOCKS.bin Q.bin OUT.bin\n"); return 2; }
     const std::vector<uint8_t> blocks = read_file(argv[2]);
     const std::vector<uint8_t> q = read_file(argv[3]);

@@ -33,7 +33,9 @@ def _timing(variant: str, timed: bool = True) -> Timing:
 
 
 def test_each_variant_profiles_its_own_kernel_not_an_earlier_variants_or_the_quantizer():
-    assert [profile.kernel_regex(MMVQ, CASE, v) for v in CASE.variants] == ["mmvq_old", "mmvq_mma|mmvq_new"]
+    # new's kernels: at 131072 rows its one-column iq1_s pass runs mmvq_onecol
+    assert [profile.kernel_regex(MMVQ, CASE, v) for v in CASE.variants] == ["mmvq_old",
+                                                                            "mmvq_mma|mmvq_new|mmvq_onecol"]
     pf = FAMILIES["pfgemm"]
     case = next(iter(pf.bench_cases()))
     # auto picks old's or new's kernel per case: every kernel it has is an earlier variant's
@@ -49,7 +51,8 @@ def test_the_child_is_the_bench_narrowed_to_the_rows_case_under_ncu_without_cloc
     head = ["/opt/ncu", "--csv", "--print-units", "base", "--clock-control", "none", "--metrics", ",".join(ncu.METRICS)]
     assert jobs == [  # the untimed row has nothing to explain: no job
         profile.ProfileJob(0, CASE.name, "old", tuple(head + ["-k", "regex:mmvq_old", "-c", "1"] + bench)),
-        profile.ProfileJob(0, CASE.name, "new", tuple(head + ["-k", "regex:mmvq_mma|mmvq_new", "-c", "1"] + bench))]
+        profile.ProfileJob(0, CASE.name, "new",
+                           tuple(head + ["-k", "regex:mmvq_mma|mmvq_new|mmvq_onecol", "-c", "1"] + bench))]
 
 
 def test_the_recorded_ncu_output_becomes_the_rows_profile():
@@ -74,7 +77,7 @@ def test_profiled_timings_carry_the_profile_into_the_record_and_the_table():
 
     rows = profile.profile_timings(SPEC, FAMILIES, [(0, _timing("new")), (0, _timing("old", timed=False))],
                                    runner=runner, ncu_path="/opt/ncu")
-    assert len(seen) == 1 and seen[0][seen[0].index("-k") + 1] == "regex:mmvq_mma|mmvq_new"
+    assert len(seen) == 1 and seen[0][seen[0].index("-k") + 1] == "regex:mmvq_mma|mmvq_new|mmvq_onecol"
     record = rows[0][1].to_record()["profile"]
     assert (round(record["inst_per_weight"], 2), record["bound"], record["bytes_off"]) == (2.17, "issue", False)
     assert rows[1][1].profile is None  # not timed: not profiled

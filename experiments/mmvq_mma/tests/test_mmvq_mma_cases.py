@@ -19,7 +19,7 @@ MMA_NAMES = ["mma", "mma_s2"]
 def test_family_has_old_new_and_the_mma_variants_and_compiles_mma_from_its_own_source(script):
     fam = script.MmvqMma()
     assert [v.name for v in fam.variants] == ["old", "new", *MMA_NAMES]
-    assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma.cu", "mmvq_mma_exp.cu")
+    assert fam.sources == ("q8_1/q8_1.cu", "mmvq/mmvq.cu", "mmvq/mmvq_mma.cu", "mmvq/mmvq_onecol.cu", "mmvq_mma_exp.cu")
     assert fam.kernels_root == script.KERNELS and (script.KERNELS / "mmvq_mma_exp.cu").is_file()
     # new's (the built-in tall passes) from the built-in source, as the built-in family compiles them
     assert fam.name_expressions("mmvq/mmvq_mma.cu") == [f"mmvq_mma<siq::fmt_{f}, 4, 1, 1>" for f in ("iq4_nl", "iq4_xs")] + \

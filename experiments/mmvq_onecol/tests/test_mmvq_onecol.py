@@ -107,7 +107,7 @@ def test_a_planted_defect_changes_the_bits(decoder, defect, defines):
 def test_the_variants_and_their_kernels():
     fam = ONECOL.MmvqOneCol()
     assert [v.name for v in fam.variants] == ["old", "new", "onecol-t", "onecol-t16", "onecol-a", "onecol-m",
-                                              "onecol-m2", "onecol-w"]
+                                              "onecol-m2", "onecol-w", "new-mmvq_new"]
     assert ONECOL.CONFIGS[5].launch("iq1_s") is None  # w is iq2_xxs's only: iq1_s's loads have no wider form
     assert ONECOL.CONFIGS[3].launch("iq2_xxs").kernel == "mmvq_onecol<onecol::Iq2xxsMul7, 2, 4, 4>"
     assert ONECOL.CONFIGS[3].launch("iq1_s").kernel == "mmvq_onecol<onecol::Iq1sTern, 4, 3, 4>"
@@ -136,10 +136,11 @@ def test_a_candidate_launches_its_kernel_for_one_column_passes_and_new_for_the_r
     """The launch path without a GPU (stub kernels that record their launches): an 11-column case runs new's
     8- and 2-column passes, then the candidate's kernel for the last (one-column) pass where it has the format."""
     from strata_bench.families import mmvq as family_mod
-    from strata_bench.families import mmvq_mma
+    from strata_bench.families import mmvq_mma, mmvq_onecol
+    from strata_bench.kit import ceil_div
     from tests.stub_kernels import RecordingKernels, stub_launch_helpers
 
-    stub_launch_helpers(monkeypatch, ONECOL, family_mod, mmvq_mma, resident=132)
+    stub_launch_helpers(monkeypatch, family_mod, mmvq_mma, mmvq_onecol, resident=132)
     config, fam = ONECOL.CONFIGS[index], ONECOL.MmvqOneCol()
     for fmt in ONECOL.FORMATS:
         kernels = RecordingKernels()
@@ -153,9 +154,31 @@ def test_a_candidate_launches_its_kernel_for_one_column_passes_and_new_for_the_r
                                  family_mod.new_config(fmt, 2).kernel(fmt, 2), last]
         if own:
             _, grid, block, args, shared = kernels.calls[-1]
-            assert grid == (min(ONECOL.ceil_div(1000, 8 * own.rows), 132),) and block == (256,)
+            assert grid == (min(ceil_div(1000, 8 * own.rows), 132),) and block == (256,)
             assert shared == own.dynamic_bytes(80) and args[2] == 1000 and args[3] == 80
             assert args[4].shape == (1, 80 * 36) and args[5].shape == (1, 1000)
+
+
+def test_new_runs_onecol_m_at_the_bench_shape_and_new_mmvq_new_runs_new_as_it_was(monkeypatch):
+    """At 131072 x 8192, one column: `new` launches onecol-m's kernel (the product's since it moved), new-mmvq_new
+    mmvq_new's (new before that), and both list what they launch."""
+    from strata_bench.families import mmvq as family_mod
+    from strata_bench.families import mmvq_mma, mmvq_onecol
+    from tests.stub_kernels import RecordingKernels, stub_launch_helpers
+
+    stub_launch_helpers(monkeypatch, family_mod, mmvq_mma, mmvq_onecol, resident=132)
+    fam, m = ONECOL.MmvqOneCol(), ONECOL.CONFIGS[3]
+    for fmt in ONECOL.FORMATS:
+        dev = {"w": np.zeros(16, np.uint8), "x": np.zeros((1, 8192), np.float32),
+               "xq": np.zeros((1, 256 * 36), np.uint8)}
+        ran = {}
+        for variant in ("new", "new-mmvq_new"):
+            kernels = RecordingKernels()
+            fam.launch(fam.case(fmt, 131072, 8192, 1, "seed:1"), variant, kernels, dev,
+                       {"y": np.zeros((1, 131072), np.float32)})
+            ran[variant] = kernels.names[1]
+        assert ran == {"new": m.launch(fmt).kernel, "new-mmvq_new": family_mod.new_config(fmt, 1).kernel(fmt, 1)}
+        assert ran["new-mmvq_new"] in fam.variant("new-mmvq_new").kernels(fam, fam.sources[1])
 
 
 def test_the_cases():

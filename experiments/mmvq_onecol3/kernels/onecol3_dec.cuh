@@ -1,11 +1,11 @@
 // onecol3_dec.cuh: iq3_xxs's one-column decoder with mul7's sign decode (experiments/mmvq_onecol3; the kernel is
-// experiments/mmvq_onecol's mmvq_onecol<D, R, MINB, U>, included as it is by mmvq_onecol3.cu). Host-compilable: the
-// host test (tests/onecol3_host.cpp) runs the same code on the CPU.
+// the product's mmvq_onecol<D, R, MINB, U>, kernels_src/mmvq/mmvq_onecol.cu, included as it is by mmvq_onecol3.cu).
+// Host-compilable: the host test (tests/onecol3_host.cpp) runs the same code on the CPU.
 //
-// ARITHMETIC CONTRACT: onecol_dec.cuh's (read it first). For chunk j of a block and the q8_1 codes q of its
-// activation block, isum = ls * sum_i w_i q_i with old's ls = 2 s + 1 and old's signed weight bytes w_i (the grid
-// byte, negated where the sign bit is set), summed by dp4a (exact integers, any order), and the chunk's scale the
-// float d of the block (the 1/4 of dw = d / 4 is in the staged activation scale: exact, a power of two).
+// ARITHMETIC CONTRACT: kernels_src/mmvq/onecol_dec.cuh's (read it first). For chunk j of a block and the q8_1 codes
+// q of its activation block, isum = ls * sum_i w_i q_i with old's ls = 2 s + 1 and old's signed weight bytes w_i
+// (the grid byte, negated where the sign bit is set), summed by dp4a (exact integers, any order), and the chunk's
+// scale the float d of the block (the 1/4 of dw = d / 4 is in the staged activation scale: exact, a power of two).
 //
 // The sign decode (onecol::Iq2xxsMul7::signs, iq2_xxs's mul7, reused): one multiply of the 7-bit sign index puts the
 // sign of weight PI[p] (Mul7Order: 0, 4, 1, 5, 2, 6, 3) at bit 4p, the parity (the 8th sign) at bit 28. So nibble p of
@@ -20,8 +20,8 @@
 // masked dp4a and a LOP3 a word): no masks, no second dp4a chain; the grid lookups are one LDS.64 per index where
 // new has one LDS.32 (the same count, twice the bytes).
 #pragma once
-// experiments/mmvq_onecol's decoders: Mul7Order, Iq2xxsMul7::signs, two_words_at, word_shift, ActPairs, LaneConst
-#include "../../mmvq_onecol/kernels/onecol_dec.cuh"
+// the product's one-column decoders: Mul7Order, Iq2xxsMul7::signs, two_words_at, word_shift, ActPairs, LaneConst
+#include "mmvq/onecol_dec.cuh"
 
 namespace onecol {
 

@@ -109,10 +109,11 @@ def test_a_candidate_runs_its_kernel_for_the_one_column_pass_only(monkeypatch, i
     """Stub kernels record the launches: an 11-column iq3_xxs case runs new's 8- and 2-column passes, then the
     candidate's kernel; another format runs new's passes only."""
     from strata_bench.families import mmvq as family_mod
-    from strata_bench.families import mmvq_mma
+    from strata_bench.families import mmvq_mma, mmvq_onecol
+    from strata_bench.kit import ceil_div
     from tests.stub_kernels import RecordingKernels, stub_launch_helpers
 
-    stub_launch_helpers(monkeypatch, OC3, family_mod, mmvq_mma, resident=132)
+    stub_launch_helpers(monkeypatch, family_mod, mmvq_mma, mmvq_onecol, resident=132)
     cand, fam = OC3.CANDIDATES[index], OC3.MmvqOneCol3()
     for fmt in ("iq3_xxs", "iq2_xxs"):
         kernels = RecordingKernels()
@@ -125,7 +126,7 @@ def test_a_candidate_runs_its_kernel_for_the_one_column_pass_only(monkeypatch, i
                                  family_mod.new_config(fmt, 2).kernel(fmt, 2), last]
         if fmt == "iq3_xxs":
             _, grid, block, args, shared = kernels.calls[-1]
-            assert grid == (min(OC3.ceil_div(1000, 8 * cand.rows), 132),) and block == (256,)
+            assert grid == (min(ceil_div(1000, 8 * cand.rows), 132),) and block == (256,)
             assert shared == 80 * OC3.ACT_BYTES and args[2] == 1000 and args[3] == 80
             assert args[4].shape == (1, 80 * 36) and args[5].shape == (1, 1000)
 
