@@ -410,7 +410,8 @@ class Mmvq(Family):
         Variant("old", _old_kernels, _launch_old, "one warp per row, the row decoded again for every column"),
         Variant("new", _new_kernels, _launch_new, "R rows per warp, each chunk decoded once for NC columns; "
                 "launch tuned per format and pass (NEW_CONFIGS: mmvq_old where it is faster; mmvq_mma for "
-                "tall 8-column iq4_nl, iq4_xs, q8_0, iq1_s and iq2_xxs passes; mmvq_onecol for tall one-column "
+                "tall 8-column passes of the formats in MMA_CONFIGS (iq4_nl, iq4_xs, q8_0 and the seven 1-3-bit "
+                "ones); mmvq_onecol for tall one-column "
                 "iq2_xxs (mul7) and iq1_s (tern) passes)"),
     )
 
