@@ -189,13 +189,16 @@ def unavailable() -> str | None:
     return None if find_ncu() else "ncu not found (Nsight Compute: put ncu on PATH or set STRATA_NCU)"
 
 
+NO_KERNEL = "ncu profiled no kernel (the -k filter matched none of the launches)"
+
+
 def blank_reason(output: str, returncode: int = 0) -> str | None:
     """Why ncu's run gave no profile, from its output and exit code; None where the output may hold one."""
     if "ERR_NVGPUCTRPERM" in output:
         return ("ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM: root, or the driver's "
                 "NVreg_RestrictProfilingToAdminUsers=0)")
     if "No kernels were profiled" in output:
-        return "ncu profiled no kernel (the -k filter matched none of the launches)"
+        return NO_KERNEL
     if returncode != 0:
         last = next((line for line in reversed(output.splitlines()) if "==ERROR==" in line), "")
         return f"ncu exited {returncode}" + (f": {last.split('==ERROR==', 1)[1].strip()}" if last else "")

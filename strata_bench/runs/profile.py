@@ -37,6 +37,7 @@ class ProfileJob:
     variant: str
     command: tuple[str, ...] = ()
     blank: str | None = None
+    regex: str = ""  # the row's kernels, as -k matches them
 
 
 def _base(expression: str) -> str:
@@ -87,7 +88,8 @@ def plan_jobs(spec, catalog, rows: Sequence[tuple[int, Any]], results: str, ncu_
                                    "family's: ncu -c 1 would profile theirs"))
             continue
         argv = child_argv(spec, case, device, results)
-        jobs.append(ProfileJob(device, case.name, variant, tuple(ncu.ncu_command(argv, regex, ncu_path, count=1))))
+        jobs.append(ProfileJob(device, case.name, variant, tuple(ncu.ncu_command(argv, regex, ncu_path, count=1)),
+                               regex=regex))
     return jobs
 
 
@@ -96,7 +98,13 @@ def run_job(job: ProfileJob, weights: int, model_bytes: int, runner: Runner = su
     if job.blank is not None:
         return ProfileRow(blank=job.blank, model_bytes=model_bytes)
     proc = runner(list(job.command), capture_output=True, text=True)
-    return merge_output(proc.stdout, proc.stderr, proc.returncode, weights, model_bytes)
+    row = merge_output(proc.stdout, proc.stderr, proc.returncode, weights, model_bytes)
+    if row.blank == ncu.NO_KERNEL and proc.returncode == 0:
+        # The child ran and launched none of the variant's own kernels: its pass here is a kernel an earlier
+        # variant also runs (mmvq's new runs mmvq_old's for q8_0 at one column), whose own row profiles it.
+        return replace(row, blank=f"none of {job.variant}'s own kernels ({job.regex}) ran in this case: it runs "
+                                  "an earlier variant's kernel here, profiled in that variant's row")
+    return row
 
 
 def merge_output(stdout: str, stderr: str, returncode: int, weights: int, model_bytes: int) -> ProfileRow:

@@ -50,9 +50,11 @@ def test_the_child_is_the_bench_narrowed_to_the_rows_case_under_ncu_without_cloc
              "--shape", "131072x8192", "--cols", "1"]
     head = ["/opt/ncu", "--csv", "--print-units", "base", "--clock-control", "none", "--metrics", ",".join(ncu.METRICS)]
     assert jobs == [  # the untimed row has nothing to explain: no job
-        profile.ProfileJob(0, CASE.name, "old", tuple(head + ["-k", "regex:mmvq_old", "-c", "1"] + bench)),
+        profile.ProfileJob(0, CASE.name, "old", tuple(head + ["-k", "regex:mmvq_old", "-c", "1"] + bench),
+                           regex="mmvq_old"),
         profile.ProfileJob(0, CASE.name, "new",
-                           tuple(head + ["-k", "regex:mmvq_mma|mmvq_new|mmvq_onecol", "-c", "1"] + bench))]
+                           tuple(head + ["-k", "regex:mmvq_mma|mmvq_new|mmvq_onecol", "-c", "1"] + bench),
+                           regex="mmvq_mma|mmvq_new|mmvq_onecol")]
 
 
 def test_the_recorded_ncu_output_becomes_the_rows_profile():
@@ -86,6 +88,18 @@ def test_profiled_timings_carry_the_profile_into_the_record_and_the_table():
                      "issue%": 66.27, "DRAM%": 37.14, "binds": "issue"}
     frame = benchtable.detail_frame([{**rows[0][1].to_record(), "device": 0}])
     assert list(frame.columns[-5:]) == list(benchtable.PROFILE_COLUMNS) and frame["binds"].tolist() == ["issue"]
+
+
+def test_a_variant_whose_pass_here_is_an_earlier_variants_kernel_says_so():
+    """mmvq's new runs mmvq_old's kernel for q8_0 at one column (NEW_CONFIGS): its own kernels never launch, so ncu
+    profiles none (the H100's peer run, 2026-12-06); the row says why, not only that ncu matched nothing."""
+    no_kernel = "==PROF== Disconnected from process 1\n==WARNING== No kernels were profiled.\n"
+    job = profile.ProfileJob(0, CASE.name, "new", ("ncu",), regex="mmvq_mma|mmvq_new|mmvq_onecol")
+    row = profile.run_job(job, 1, MODEL, runner=lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, no_kernel, ""))
+    assert row.blank == ("none of new's own kernels (mmvq_mma|mmvq_new|mmvq_onecol) ran in this case: it runs an "
+                         "earlier variant's kernel here, profiled in that variant's row")
+    failed = profile.run_job(job, 1, MODEL, runner=lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, no_kernel, ""))
+    assert failed.blank == ncu.NO_KERNEL  # the child failed: nothing says which kernels it would have run
 
 
 def test_bytes_off_the_model_are_flagged_in_the_table():
