@@ -18,9 +18,10 @@ from strata_bench.cli.options import (FiniteFloat, device_option, junit_option, 
 @click.option("--budget", type=FiniteFloat(min=0, min_open=True), default=2.0, show_default=True,
               help="Seconds of trials per variant at most.")
 @click.option("--profile", is_flag=True,
-              help="After timing, profile one launch of each timed row's kernel under Nsight Compute (ncu on PATH "
-                   "or $STRATA_NCU; clocks left as they are): instructions per weight, DRAM bytes against the byte "
-                   "model, issue and DRAM utilisation, and what binds it (read, issue, latency).")
+              help="After timing, profile one call of each timed row's variant (every kernel of its own it "
+                   "launches) under Nsight Compute (ncu on PATH or $STRATA_NCU; clocks left as they are): "
+                   "instructions per weight, DRAM bytes against the byte model, issue and DRAM utilisation of its "
+                   "longest launch, and what binds it (read, issue, latency).")
 @click.option("--rel-ci", type=FiniteFloat(min=0, min_open=True), default=0.01, show_default=True,
               help="Stop a variant's trials when the 95% CI of the median is within this fraction.")
 @device_option()
@@ -58,6 +59,7 @@ def command(spec, hot, profile, budget, rel_ci, device_spec, output, results_dir
     from strata_bench.runs.prepare import prepare
     from strata_bench.runs import Selection
     from strata_bench.runs.bench import BenchPlan, run_bench
+    from strata_bench.runs.profile import PROFILE_CALL_ENV
     from strata_bench.timing.bench import TimingConfig
 
     prepared = prepare(spec)
@@ -68,7 +70,8 @@ def command(spec, hot, profile, budget, rel_ci, device_spec, output, results_dir
         return echo_cases(cases, spec.adds_variants)
     devices = chosen_devices(device_spec, len(cases), "timed")
     plan = BenchPlan(Selection(prepared.catalog, cases, devices, device_names(devices), Path(results_dir), spec),
-                     TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget), profile=profile)
+                     TimingConfig(hot=hot, rel_ci=rel_ci, budget_s=budget,
+                                  check_through=os.environ.get(PROFILE_CALL_ENV, "")), profile=profile)
     with compilers_for_gpu_run():  # a variant's missing nvcc skips the run (77), as a missing GPU does
         report = run_bench(plan, None if quiet else progress)
     _render(report, output)

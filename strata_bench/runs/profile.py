@@ -1,18 +1,21 @@
 """bench --profile (issue 37, item 4): after timing, what binds each timed row, read by Nsight Compute.
 
 Each timed row (case, variant) gets one child process: the same bench narrowed to the row's case (the run's
-own declared options, cases/spec.RunSpec.narrowed) with a short budget, under `ncu --clock-control none`
-(kernels/ncu.py's command: the clocks stay as the bench ran them) asking for one launch (-c 1) of the row's
-kernel (-k regex). kernels/ncu.py's parser turns the child's CSV into the row's profile: instructions per weight,
+own declared options, cases/spec.RunSpec.narrowed) that runs the check's one call of each variant up to the
+row's and times nothing ($STRATA_PROFILE_CALL, timing/bench.checked_only), under `ncu --clock-control none`
+(kernels/ncu.py's command: the clocks stay as the bench ran them) asking for every launch of the row's kernels
+(-k regex): exactly the kernels one call of the variant launches (grouped's gate/up and down, mmvq's passes).
+kernels/ncu.py's parser turns the child's CSV into the row's profile: instructions per weight,
 DRAM bytes against the byte model bench's GB/s divides by (flagged beyond 5%), issue-slot and DRAM-throughput
 utilisation and the bound (read, issue or latency). Without ncu every row's profile is blank with the reason.
 
 The row's kernel: the base names (what ncu's -k matches: no template arguments) of the kernels the variant
 compiles, less those of the variants listed before it in the case (the child runs the case's variants in
-order, so -c 1 would take their launch first) and the family-wide ones (the q8_1 quantizer every variant runs).
+order, so their launches would be counted too) and the family-wide ones (the q8_1 quantizer every variant runs).
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -24,7 +27,9 @@ from strata_bench.errors import InputError
 from strata_bench.kernels import ncu
 from strata_bench.kernels.ncu import ProfileRow
 
-CHILD_BUDGET_S = 0.05  # the child's trials: ncu profiles one launch, the timing itself is thrown away
+CHILD_BUDGET_S = 0.05  # the child times nothing ($STRATA_PROFILE_CALL); a short budget all the same
+PROFILE_CALL_ENV = "STRATA_PROFILE_CALL"  # the child's bench: check the variants through this one, time none
+CALL_LAUNCHES = 64  # at most this many launches of a call's own kernels profiled (-c): a guard, not a choice
 Runner = Callable[..., Any]  # subprocess.run's signature; tests stand in
 
 
@@ -88,8 +93,8 @@ def plan_jobs(spec, catalog, rows: Sequence[tuple[int, Any]], results: str, ncu_
                                    "family's: ncu -c 1 would profile theirs"))
             continue
         argv = child_argv(spec, case, device, results)
-        jobs.append(ProfileJob(device, case.name, variant, tuple(ncu.ncu_command(argv, regex, ncu_path, count=1)),
-                               regex=regex))
+        command = ncu.ncu_command(argv, regex, ncu_path, count=CALL_LAUNCHES)
+        jobs.append(ProfileJob(device, case.name, variant, tuple(command), regex=regex))
     return jobs
 
 
@@ -97,7 +102,7 @@ def run_job(job: ProfileJob, weights: int, model_bytes: int, runner: Runner = su
     """The row's profile from its child's ncu output, or a blank row saying why there is none."""
     if job.blank is not None:
         return ProfileRow(blank=job.blank, model_bytes=model_bytes)
-    proc = runner(list(job.command), capture_output=True, text=True)
+    proc = runner(list(job.command), capture_output=True, text=True, env={**os.environ, PROFILE_CALL_ENV: job.variant})
     row = merge_output(proc.stdout, proc.stderr, proc.returncode, weights, model_bytes)
     if row.blank == ncu.NO_KERNEL and proc.returncode == 0:
         # The child ran and launched none of the variant's own kernels: its pass here is a kernel an earlier

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -54,6 +54,9 @@ class TimingConfig:
     min_trials: int = 10
     max_trials: int = 400
     graph_target_s: float = GRAPH_TARGET_S  # aim each replay at this long so event resolution does not matter
+    # bench --profile's child (runs/profile.py): run the check's one call of each variant up to this one and time
+    # nothing, so the profiler sees exactly one call of it ("": time as usual)
+    check_through: str = ""
 
 
 @dataclass(frozen=True)
@@ -145,25 +148,27 @@ def check_variants_agree(family: Family, case: Case, kernels: Any, prep: InputCo
     return check_variants(family, case, kernels, prep)[0]
 
 
-def check_variants(family: Family, case: Case, kernels: Any,
-                   prep: InputCopies) -> tuple[str, dict[str, Mapping[str, Any]]]:
+def check_variants(family: Family, case: Case, kernels: Any, prep: InputCopies,
+                   variants: Sequence[str] | None = None) -> tuple[str, dict[str, Mapping[str, Any]]]:
     """The check step, and the checked results: (why the variants disagree or "", each variant's outputs).
     Every copy's timed outputs of a variant must equal its checked outputs afterwards, every output bit
-    for bit, also where the family compares no outputs between variants (timing/verify.py)."""
+    for bit, also where the family compares no outputs between variants (timing/verify.py). `variants`: the
+    case's first ones only (default all)."""
     import cupy
 
+    variants = tuple(case.variants if variants is None else variants)
     results = {}
-    for variant in case.variants:
+    for variant in variants:
         outs = family.alloc_outputs(case, prep.devs[0])
         for arr in outs.values():
             arr.view(cupy.uint8).fill(0xFF)
         family.launch(case, variant, kernels, prep.devs[0], outs)
         results[variant] = outs
     cupy.cuda.runtime.deviceSynchronize()
-    for variant in case.variants[1:]:
+    for variant in variants[1:]:
         # Held to the baseline's bits, or another variant's (ggml_b to ggml's); one its error model judges
         # (a foreign engine's kernel) is not, and its timed outputs are still checked against its own.
-        against = bitwise_target(family, case, variant, case.variants)
+        against = bitwise_target(family, case, variant, variants)
         if against is None:
             continue
         base, names = results[against], compared_names(family, case, variant, against)
@@ -255,6 +260,8 @@ def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: Timin
     l2 = cupy.cuda.runtime.getDeviceProperties(device)["l2CacheSize"]
     host = family.make_inputs(case)
     prep = prepare_copies(family, case, host, cfg.hot, l2)
+    if cfg.check_through:
+        return checked_only(family, case, kernels, prep, cfg, ceilings)
     problem, checked = check_variants(family, case, kernels, prep)
     if problem:
         return [Timing(case, v, (), 0, len(prep.devs), family.bytes_moved(case), family.flops(case), ceilings,
@@ -274,6 +281,18 @@ def bench_case(family: Family, case: Case, kernels: Any, device: int, cfg: Timin
         timings = [replace(t, ceilings=ceilings) for t in timings]
     cold = prep.cold and (timings[0].cold_check is None or timings[0].cold_check.verdict != WARM)
     return with_sensitivity([judge_roofline(t, cold) for t in timings])
+
+
+def checked_only(family: Family, case: Case, kernels: Any, prep: InputCopies, cfg: TimingConfig,
+                 ceilings: Ceilings) -> list[Timing]:
+    """bench --profile's child: the check's one call of each variant through cfg.check_through, none timed (a row
+    each, status CHECKED, or PARITY_FAILED where they disagree)."""
+    through = case.variants[:case.variants.index(cfg.check_through) + 1]
+    problem, _ = check_variants(family, case, kernels, prep, through)
+    status = (TimingStatus(BenchStatus.PARITY_FAILED, problem.removeprefix(f"{PARITY_FAILED}: ")) if problem
+              else TimingStatus(BenchStatus.CHECKED, "one call each for bench --profile, not timed"))
+    return [Timing(case, v, (), 0, len(prep.devs), family.bytes_moved(case), family.flops(case), ceilings,
+                   status=status, rotation=prep.rotation(cfg.hot), bound=family.ceiling) for v in through]
 
 
 def sensitivity_line(timings: list[Timing]) -> str:

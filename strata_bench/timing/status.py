@@ -13,6 +13,7 @@ class BenchStatus(enum.Enum):
     OUTPUT_DIFFERS = "timed output differs"  # timed, but a copy's outputs are not the checked ones
     IMPOSSIBLE = "impossible"  # timed, but faster than the bytes allow
     KERNEL_FAULT = "kernel fault"  # the device's context is gone
+    CHECKED = "checked"  # bench --profile's child: the check's one call of each variant, nothing timed
 
 
 @dataclass(frozen=True)

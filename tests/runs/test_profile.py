@@ -50,10 +50,10 @@ def test_the_child_is_the_bench_narrowed_to_the_rows_case_under_ncu_without_cloc
              "--shape", "131072x8192", "--cols", "1"]
     head = ["/opt/ncu", "--csv", "--print-units", "base", "--clock-control", "none", "--metrics", ",".join(ncu.METRICS)]
     assert jobs == [  # the untimed row has nothing to explain: no job
-        profile.ProfileJob(0, CASE.name, "old", tuple(head + ["-k", "regex:mmvq_old", "-c", "1"] + bench),
+        profile.ProfileJob(0, CASE.name, "old", tuple(head + ["-k", "regex:mmvq_old", "-c", "64"] + bench),
                            regex="mmvq_old"),
         profile.ProfileJob(0, CASE.name, "new",
-                           tuple(head + ["-k", "regex:mmvq_mma|mmvq_new|mmvq_onecol", "-c", "1"] + bench),
+                           tuple(head + ["-k", "regex:mmvq_mma|mmvq_new|mmvq_onecol", "-c", "64"] + bench),
                            regex="mmvq_mma|mmvq_new|mmvq_onecol")]
 
 
@@ -75,6 +75,8 @@ def test_profiled_timings_carry_the_profile_into_the_record_and_the_table():
 
     def runner(cmd, **kwargs):
         seen.append(cmd)
+        # the child checks the variants through the row's and times none: ncu sees one call of it
+        assert kwargs["env"]["STRATA_PROFILE_CALL"] == "new"
         return subprocess.CompletedProcess(cmd, 0, csv, "")
 
     rows = profile.profile_timings(SPEC, FAMILIES, [(0, _timing("new")), (0, _timing("old", timed=False))],

@@ -57,7 +57,7 @@ def test_timing_record_of_a_variant_that_was_not_timed():
 
 def test_timing_config_is_what_the_provenance_records():
     assert vars(TimingConfig()) == {"hot": False, "rel_ci": 0.01, "budget_s": 2.0, "min_trials": 10,
-                                    "max_trials": 400, "graph_target_s": 2e-3}
+                                    "max_trials": 400, "graph_target_s": 2e-3, "check_through": ""}
 
 
 # ---------------------------------------------------------------------------------------------------
