@@ -40,6 +40,12 @@ namespace onecol {
 #ifndef ONECOL1M_NEG_BIT
 #define ONECOL1M_NEG_BIT 11  // the entry's bit that is qh nibble G's bit 3
 #endif
+#ifndef ONECOL1M_LS1_SHIFT
+#define ONECOL1M_LS1_SHIFT 2  // ls1 = 2 s1 + 1: the second 3-bit field (bits 3-5) moved to bits 1-3
+#endif
+#ifndef ONECOL1M_D_SEL
+#define ONECOL1M_D_SEL 0x7531u  // the top bytes of the four scale words (d's nibbles)
+#endif
 
 // One chunk's fields: the four low index bytes, the four qh nibbles, the 8 scale bytes (16 3-bit scales and d's
 // nibbles).
@@ -75,7 +81,7 @@ struct Iq1mPtr {
 // the words' top bytes in bytes 0-3 (nibble k at bit 8k + 4); byte k of v is then nibble k | nibble k+1 << 4
 // (the LOP3 takes bits 0-3 of each byte from t >> 4 and bits 4-7 from t >> 8), and bytes 0 and 2 are the bits.
 __device__ __forceinline__ uint32_t iq1m_d_bits(uint32_t sc0, uint32_t sc1) {
-    const uint32_t t = prmt(sc0, sc1, 0x7531u);
+    const uint32_t t = prmt(sc0, sc1, ONECOL1M_D_SEL);
     const uint32_t v = ((t >> 4) & 0x0F0F0F0Fu) | ((t >> 8) & 0xF0F0F0F0u);
     return prmt(v, 0u, 0x4420u);
 }
@@ -155,7 +161,7 @@ struct Iq1mSel {
         int s1 = group<2>(sh, r.qs, high, lc, q, 0);
         s1 = group<3>(sh, r.qs, high, lc, q, s1);
         const uint32_t sw = (lc.bytes < 32u ? r.sc0 : r.sc1) >> (lc.bytes & 31u);
-        const int ls0 = (int)(((sw << 1) & 0xEu) | 1u), ls1 = (int)(((sw >> 2) & 0xEu) | 1u);
+        const int ls0 = (int)(((sw << 1) & 0xEu) | 1u), ls1 = (int)(((sw >> ONECOL1M_LS1_SHIFT) & 0xEu) | 1u);
         return ls0 * s0 + ls1 * s1;
     }
 };
