@@ -7,12 +7,7 @@ chunk than new's one-column iq1_m loop."""
 from __future__ import annotations
 
 import functools
-import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +17,10 @@ from tests.cases_file import load_cases_file
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
-from iq_host import harness  # noqa: E402
+from iq_host import onecol_driver  # noqa: E402
 
 OC1M = load_cases_file("experiments/mmvq_onecol1m/cases.py")
 HERE = Path(__file__).resolve().parent
-ONECOL = ROOT / "experiments" / "mmvq_onecol"
 DECODERS = ("iq1_m:s64", "iq1_m:s32")
 # Every (rows, cols, columns, data) of the experiment's parity cases: the small ones run new's launch on the GPU
 # (fewer rows than MIN_ROWS), so this is where the candidates' decoder meets them, the fixture's real rows included.
@@ -36,35 +30,15 @@ CASES = sorted({(c.rows, c.cols, c.ncols, c.data) for c in OC1M.MmvqOneCol1m().d
 @functools.lru_cache(maxsize=None)
 def _driver(defines: tuple[str, ...] = ()) -> Path:
     """tests/onecol1m_host.cpp built as it is, or with -D overrides of onecol1m_dec.cuh's macros."""
-    cxx = shutil.which("g++") or shutil.which("clang++") or pytest.skip("no C++ compiler (g++ or clang++) on PATH")
-    exe = Path(tempfile.mkdtemp(prefix="onecol1m_host-")) / "onecol1m_host"
-    dirs = (ROOT / "kernels_src", ROOT / "tests" / "iq_host" / "include", ONECOL / "kernels", ONECOL / "tests",
-            OC1M.KERNELS)
-    proc = subprocess.run([cxx, "-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", *(f"-D{d}" for d in defines),
-                           *(f"-I{d}" for d in dirs), "-o", str(exe), str(HERE / "onecol1m_host.cpp")],
-                          capture_output=True, text=True)
-    if proc.returncode != 0 and "_Float16" in proc.stderr:
-        pytest.skip(f"{cxx} has no _Float16")
-    assert proc.returncode == 0, proc.stderr
-    return exe
+    return onecol_driver.build(HERE / "onecol1m_host.cpp", OC1M.KERNELS, defines)
 
 
 def _old_and_mine(decoder, rows, cols, ncols, data, defect="", defines=()):
-    fam = OC1M.MmvqOneCol1m()
-    host = fam.make_inputs(fam.case("iq1_m", rows, cols, ncols, data))
-    raw, act = host["raw"], host["act"]
-    with tempfile.TemporaryDirectory() as tmp:
-        w, x, y = (Path(tmp) / n for n in ("w.bin", "x.bin", "y.bin"))
-        np.ascontiguousarray(raw, dtype=np.uint8).tofile(w)
-        np.ascontiguousarray(act, dtype=np.uint8).tofile(x)
-        subprocess.run([str(_driver(defines)), decoder, str(rows), str(cols), str(w), str(x), str(act.shape[0]),
-                        str(y)], check=True, env={**os.environ, "ONECOL_DEFECT": defect})
-        mine = np.fromfile(y, dtype=np.float32).reshape(act.shape[0], rows)
-    return harness.run_dot("iq1_m", raw, cols, act), mine
+    return onecol_driver.old_and_driver(OC1M.MmvqOneCol1m(), _driver(defines), decoder, "iq1_m", rows, cols, ncols,
+                                        data, defect)
 
 
-def _differing(a: np.ndarray, b: np.ndarray) -> int:
-    return int((a.view(np.uint32) != b.view(np.uint32)).sum())
+_differing = onecol_driver.differing
 
 
 @pytest.mark.slow  # host emulation: builds and runs the C++ driver and tests/iq_host's (1-10 s a case)
@@ -140,28 +114,16 @@ def test_a_candidate_runs_its_kernel_for_the_tall_one_column_pass_only(monkeypat
 
 @functools.lru_cache(maxsize=None)
 def _built():
-    from strata_bench.kernels.build import compile_source
-
-    return compile_source(OC1M.OWN_SOURCE, OC1M.MmvqOneCol1m().name_expressions(OC1M.OWN_SOURCE), "sm_90",
-                          root=OC1M.KERNELS)
+    return onecol_driver.compile_experiment(OC1M, OC1M.MmvqOneCol1m())
 
 
 @pytest.mark.slow  # an NVRTC compile (about 5 s)
 @pytest.mark.nvrtc
 def test_the_kernels_compile_without_spills_with_the_declared_static_shared_memory():
-    built = _built()
-    names, logs, current = {v: k for k, v in built.lowered.items()}, {}, None
-    for line in built.log.splitlines():
-        m = re.search(r"Compiling entry function '(\S+)'", line)
-        current = names.get(m.group(1)) if m else current
-        if current:
-            logs[current] = logs.get(current, "") + line + "\n"
-    for cand in OC1M.CANDIDATES:
-        assert "0 bytes spill stores, 0 bytes spill loads" in logs[cand.kernel], logs[cand.kernel]
-        assert re.search(rf"\b{cand.static_bytes} bytes smem", logs[cand.kernel]), logs[cand.kernel]
+    onecol_driver.assert_no_spills_and_declared_static_shared(_built(), OC1M.CANDIDATES)
 
 
-CUOBJDUMP = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
+CUOBJDUMP = onecol_driver.CUOBJDUMP
 
 
 @pytest.mark.slow  # an NVRTC compile, then cuobjdump
@@ -172,12 +134,9 @@ def test_the_selector_loop_issues_fewer_instructions_a_chunk_than_new_with_no_mo
     format's decode) against s64 and s32: under 0.8x the instructions a chunk, no more LDG, one LDS a group
     (with the staged activations' loads, shared by the R rows)."""
     from strata_bench.kernels.build import compile_source
-    from strata_bench.kernels.sass import dump_sass, loops, parse_functions
 
     def per_chunk(built, kernel, chunks):
-        body = [lp for lp in loops(parse_functions(dump_sass(built.cubin, CUOBJDUMP))[built.lowered[kernel]])
-                if lp.counts["IDP"] == 8 * chunks][0]
-        return {op: n / chunks for op, n in body.counts.items()}, len(body.opcodes) / chunks
+        return onecol_driver.loop_per_chunk(built, kernel, 8 * chunks, chunks, CUOBJDUMP)
 
     cfg = OC1M.Mmvq.new_config("iq1_m", 1)
     new_kernel = cfg.kernel("iq1_m", 1)

@@ -6,12 +6,7 @@ declares, and (with cuobjdump) issue fewer instructions a chunk than new's one-c
 from __future__ import annotations
 
 import functools
-import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +16,10 @@ from tests.cases_file import load_cases_file
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
-from iq_host import harness  # noqa: E402
+from iq_host import onecol_driver  # noqa: E402
 
 OC3 = load_cases_file("experiments/mmvq_onecol3/cases.py")
 HERE = Path(__file__).resolve().parent
-ONECOL = ROOT / "experiments" / "mmvq_onecol"
 DECODERS = ("iq3_xxs:mul7", "iq3_xxs:mul7x16")
 
 # (rows, cols, columns, data): 48 chunks (lanes 0-15 two steps); 2 blocks (both word phases of the 98-byte blocks);
@@ -37,35 +31,15 @@ SHAPES = [(40, 1536, 2, "seed:7"), (33, 512, 1, "seed:4"), (512, 2560, 1, "edge:
 @functools.lru_cache(maxsize=None)
 def _driver(defines: tuple[str, ...] = ()) -> Path:
     """tests/onecol3_host.cpp built as it is, or with -D overrides of onecol3_dec.cuh's or onecol_dec.cuh's macros."""
-    cxx = shutil.which("g++") or shutil.which("clang++") or pytest.skip("no C++ compiler (g++ or clang++) on PATH")
-    exe = Path(tempfile.mkdtemp(prefix="onecol3_host-")) / "onecol3_host"
-    dirs = (ROOT / "kernels_src", ROOT / "tests" / "iq_host" / "include", ONECOL / "kernels", ONECOL / "tests",
-            OC3.KERNELS)
-    proc = subprocess.run([cxx, "-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", *(f"-D{d}" for d in defines),
-                           *(f"-I{d}" for d in dirs), "-o", str(exe), str(HERE / "onecol3_host.cpp")],
-                          capture_output=True, text=True)
-    if proc.returncode != 0 and "_Float16" in proc.stderr:
-        pytest.skip(f"{cxx} has no _Float16")
-    assert proc.returncode == 0, proc.stderr
-    return exe
+    return onecol_driver.build(HERE / "onecol3_host.cpp", OC3.KERNELS, defines)
 
 
 def _old_and_mul7(decoder, rows, cols, ncols, data, defect="", defines=()):
-    fam = OC3.MmvqOneCol3()
-    host = fam.make_inputs(fam.case("iq3_xxs", rows, cols, ncols, data))
-    raw, act = host["raw"], host["act"]
-    with tempfile.TemporaryDirectory() as tmp:
-        w, x, y = (Path(tmp) / n for n in ("w.bin", "x.bin", "y.bin"))
-        np.ascontiguousarray(raw, dtype=np.uint8).tofile(w)
-        np.ascontiguousarray(act, dtype=np.uint8).tofile(x)
-        subprocess.run([str(_driver(defines)), decoder, str(rows), str(cols), str(w), str(x), str(act.shape[0]),
-                        str(y)], check=True, env={**os.environ, "ONECOL_DEFECT": defect})
-        mine = np.fromfile(y, dtype=np.float32).reshape(act.shape[0], rows)
-    return harness.run_dot("iq3_xxs", raw, cols, act), mine
+    return onecol_driver.old_and_driver(OC3.MmvqOneCol3(), _driver(defines), decoder, "iq3_xxs", rows, cols, ncols,
+                                        data, defect)
 
 
-def _differing(a: np.ndarray, b: np.ndarray) -> int:
-    return int((a.view(np.uint32) != b.view(np.uint32)).sum())
+_differing = onecol_driver.differing
 
 
 @pytest.mark.slow  # host emulation: builds and runs the C++ driver and tests/iq_host's (about 1 s a case)
@@ -133,28 +107,16 @@ def test_a_candidate_runs_its_kernel_for_the_one_column_pass_only(monkeypatch, i
 
 @functools.lru_cache(maxsize=None)
 def _built():
-    from strata_bench.kernels.build import compile_source
-
-    return compile_source(OC3.OWN_SOURCE, OC3.MmvqOneCol3().name_expressions(OC3.OWN_SOURCE), "sm_90",
-                          root=OC3.KERNELS)
+    return onecol_driver.compile_experiment(OC3, OC3.MmvqOneCol3())
 
 
 @pytest.mark.slow  # an NVRTC compile (about 3 s)
 @pytest.mark.nvrtc
 def test_the_kernels_compile_without_spills_with_the_declared_static_shared_memory():
-    built = _built()
-    names, logs, current = {v: k for k, v in built.lowered.items()}, {}, None
-    for line in built.log.splitlines():
-        m = re.search(r"Compiling entry function '(\S+)'", line)
-        current = names.get(m.group(1)) if m else current
-        if current:
-            logs[current] = logs.get(current, "") + line + "\n"
-    for cand in OC3.CANDIDATES:
-        assert "0 bytes spill stores, 0 bytes spill loads" in logs[cand.kernel], logs[cand.kernel]
-        assert re.search(rf"\b{cand.static_bytes} bytes smem", logs[cand.kernel]), logs[cand.kernel]
+    onecol_driver.assert_no_spills_and_declared_static_shared(_built(), OC3.CANDIDATES)
 
 
-CUOBJDUMP = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
+CUOBJDUMP = onecol_driver.CUOBJDUMP
 
 
 @pytest.mark.slow  # an NVRTC compile, then cuobjdump
@@ -164,12 +126,9 @@ def test_the_mul7_loop_issues_fewer_instructions_a_chunk_than_new_with_no_more_s
     """Per chunk of the unrolled step loop: new's iq3_xxs one-column loop (a sign-mask decoder: 16 dp4a a chunk)
     against m at the same R and MINB (8; m unrolls 2 steps, new 4): fewer instructions, no more LDS or LDG, one POPC a group and no masked dp4a."""
     from strata_bench.kernels.build import compile_source
-    from strata_bench.kernels.sass import dump_sass, loops, parse_functions
 
     def per_chunk(built, kernel, idp, chunks):
-        body = [lp for lp in loops(parse_functions(dump_sass(built.cubin, CUOBJDUMP))[built.lowered[kernel]])
-                if lp.counts["IDP"] == idp][0]
-        return {op: n / chunks for op, n in body.counts.items()}, len(body.opcodes) / chunks
+        return onecol_driver.loop_per_chunk(built, kernel, idp, chunks, CUOBJDUMP)
 
     new_kernel = OC3.Mmvq.new_config("iq3_xxs", 1).kernel("iq3_xxs", 1)
     cfg = OC3.Mmvq.new_config("iq3_xxs", 1)
