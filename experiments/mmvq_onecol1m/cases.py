@@ -28,6 +28,15 @@ MIN_ROWS = 131072  # as the product's ONECOL_CONFIGS: below it nothing says mmvq
 ACT_BYTES = 36  # staged per activation block: 32 bytes of codes (old's order), the scale x 1/8
 K_COPIES_BYTES = 2 * 32 * 4  # 32 copies each of K0 and K1 after the selector table
 
+# Parity at 1 and 11 = 8 + 2 + 1 columns (the last pass one column): the built-in SHAPES, (37, 1280): 40 chunks and
+# a partial row group, (3, 256): fewer rows than R, (1000, 14336): 14 steps, the edge blocks and the fixture (these
+# run new's launch: fewer rows than MIN_ROWS; the host test runs the candidates' decoder on them); then the tall
+# ones the candidates run: 131072 x 256, 131077 x 256 (a partial last row group), and the edge blocks at 131072 x 256.
+PARITY_SHAPES = ((37, 1280), (3, 256), (1000, 14336))
+TALL_SHAPES = ((131072, 256), (131077, 256))
+PARITY_NCOLS = (1, 11)
+BENCH_SHAPE = (131072, 8192)
+
 
 class Candidate(NamedTuple):
     """A variant: mmvq_onecol<onecol::Iq1mSel<wide>, rows, min_blocks, unroll> for iq1_m at one column."""
@@ -82,16 +91,6 @@ def _variant(cand: Candidate) -> Variant:
 
 
 VARIANTS = tuple(_variant(c) for c in CANDIDATES)
-
-# Parity at 1 and 11 = 8 + 2 + 1 columns (the last pass one column): the built-in SHAPES, (37, 1280): 40 chunks and
-# a partial row group, (3, 256): fewer rows than R, (1000, 14336): 14 steps, the edge blocks and the fixture (these
-# run new's launch: fewer rows than MIN_ROWS; the host test runs the candidates' decoder on them); then the tall
-# ones the candidates run: 131072 x 256, 131077 x 256 (a partial last row group), and the edge blocks at 131072 x 256.
-PARITY_SHAPES = ((37, 1280), (3, 256), (1000, 14336))
-TALL_SHAPES = ((131072, 256), (131077, 256))
-PARITY_NCOLS = (1, 11)
-BENCH_SHAPE = (131072, 8192)
-
 
 class MmvqOneCol1m(extend_builtin("mmvq", OWN_SOURCE, KERNELS, VARIANTS)):
     name = "mmvq_onecol1m"

@@ -4,6 +4,7 @@ run on a case's data beside tests/iq_host's one-warp-per-row `dot` (mmvq_old's a
 NVRTC build: each kernel's ptxas log, and a loop's instructions a chunk from its SASS."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -22,8 +23,10 @@ DRIVER_DIRS = (REPO / "kernels_src", REPO / "tests" / "iq_host" / "include", REP
                "kernels", REPO / "experiments" / "mmvq_onecol" / "tests")
 
 
+@functools.lru_cache(maxsize=None)
 def build(source: Path, kernels: Path, defines: tuple[str, ...] = ()) -> Path:
-    """The driver `source` built with the experiment's kernels folder on the include path, and -D `defines`."""
+    """The driver `source` built with the experiment's kernels folder on the include path, and -D `defines` (the
+    overrides of a decoder's planted-defect macros); once a process."""
     cxx = shutil.which("g++") or shutil.which("clang++") or pytest.skip("no C++ compiler (g++ or clang++) on PATH")
     exe = Path(tempfile.mkdtemp(prefix=f"{source.stem}-")) / source.stem
     proc = subprocess.run([cxx, "-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", *(f"-D{d}" for d in defines),
@@ -35,10 +38,11 @@ def build(source: Path, kernels: Path, defines: tuple[str, ...] = ()) -> Path:
     return exe
 
 
-def old_and_driver(fam, exe: Path, decoder: str, fmt: str, rows: int, cols: int, ncols: int, data: str,
-                   defect: str = "") -> tuple[np.ndarray, np.ndarray]:
-    """y[ncols][rows] of the case as one warp a row computes it (mmvq_old) and as the driver does (ONECOL_DEFECT
-    `defect`)."""
+def old_and_driver(fam, source: Path, kernels: Path, decoder: str, fmt: str, rows: int, cols: int, ncols: int,
+                   data: str, defect: str = "", defines: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """y[ncols][rows] of the case as one warp a row computes it (mmvq_old) and as the driver `source` does with
+    `decoder` (built by build(source, kernels, defines); ONECOL_DEFECT `defect`)."""
+    exe = build(source, kernels, tuple(defines))
     host = fam.make_inputs(fam.case(fmt, rows, cols, ncols, data))
     raw, act = host["raw"], host["act"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,13 +61,17 @@ def differing(a: np.ndarray, b: np.ndarray) -> int:
 
 
 CUOBJDUMP = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
+needs_cuobjdump = pytest.mark.skipif(CUOBJDUMP is None,
+                                     reason="no cuobjdump (set CUOBJDUMP=path): the SASS is not read")
 
 
+@functools.lru_cache(maxsize=None)
 def compile_experiment(cases, family):
-    """The experiment's own source (cases.OWN_SOURCE in cases.KERNELS) with its family's kernels, for sm_90."""
+    """The experiment's own source (cases.OWN_SOURCE in cases.KERNELS) with its family's kernels (an instance of
+    `family`), for sm_90; once a process."""
     from strata_bench.kernels.build import compile_source
 
-    return compile_source(cases.OWN_SOURCE, family.name_expressions(cases.OWN_SOURCE), "sm_90", root=cases.KERNELS)
+    return compile_source(cases.OWN_SOURCE, family().name_expressions(cases.OWN_SOURCE), "sm_90", root=cases.KERNELS)
 
 
 def assert_no_spills_and_declared_static_shared(built, candidates) -> None:

@@ -47,20 +47,18 @@ namespace onecol {
 #define ONECOL1M_D_SEL 0x7531u  // the top bytes of the four scale words (d's nibbles)
 #endif
 
-// One chunk's fields: the four low index bytes, the four qh nibbles, the 8 scale bytes (16 3-bit scales and d's
-// nibbles).
-struct Iq1mRaw {
-    uint32_t qs, qh, sc0, sc1;
-};
-
 // A row's field pointers for the lane's chunk j: qs (4-byte aligned: blocks are 56 bytes, rows 16-byte aligned),
-// qh (2-byte) and the scale words (8-byte aligned).
+// qh (2-byte) and the scale words (8-byte aligned); Raw, what one load reads: the four low index bytes, the four
+// qh nibbles, the 8 scale bytes (16 3-bit scales and d's nibbles).
 struct Iq1mPtr {
+    struct Raw {
+        uint32_t qs, qh, sc0, sc1;
+    };
+    static constexpr int STEP = LaneWalk<fmt_iq1_m>::STEP;
+    static_assert(STEP % 8 == 0, "a lane's next block must keep every field's alignment");
     const uint32_t* qs;
     const uint16_t* qh;
     const uint2* sc;
-    static constexpr int STEP = LaneWalk<fmt_iq1_m>::STEP;
-    static_assert(STEP % 8 == 0, "a lane's next block must keep every field's alignment");
     Iq1mPtr() = default;
     __device__ __forceinline__ Iq1mPtr(const uint8_t* block, int j)
         : qs(reinterpret_cast<const uint32_t*>(block + layout::iq1_m::QS + 4 * j)),
@@ -71,9 +69,9 @@ struct Iq1mPtr {
         qh += STEP / 2;
         sc += STEP / 8;
     }
-    __device__ __forceinline__ Iq1mRaw load(uint32_t /*shift*/) const {
+    __device__ __forceinline__ Raw load(uint32_t /*shift*/) const {
         const uint2 s = __ldg(sc);
-        return Iq1mRaw{__ldg(qs), (uint32_t)__ldg(qh), s.x, s.y};
+        return Raw{__ldg(qs), (uint32_t)__ldg(qh), s.x, s.y};
     }
 };
 
@@ -105,7 +103,7 @@ template <bool WIDE>
 struct Iq1mSel {
     using F = fmt_iq1_m;
     using Ptr = Iq1mPtr;
-    using Raw = Iq1mRaw;
+    using Raw = Iq1mPtr::Raw;
     static constexpr float D_ACT_SCALE = 0.125f;  // dw = d / 8
     static constexpr bool CODE_SUM = false;
     static constexpr int ENTRIES = 2 * F::TABLE_WORDS;  // the 11-bit index and the delta bit
@@ -135,31 +133,27 @@ struct Iq1mSel {
         return fp16_bits_to_float((uint16_t)iq1m_d_bits(r.sc0, r.sc1));
     }
 
+    // Entry e's two selectors: one 8-byte load (WIDE), or one word and its high half.
+    __device__ __forceinline__ static uint2 selectors(const uint32_t* sh, uint32_t e) {
+        if constexpr (WIDE) return *reinterpret_cast<const uint2*>(reinterpret_cast<const uint8_t*>(sh) + e * 8u);
+        const uint32_t sel = word_at(sh, e * 4u);
+        return uint2{sel, sel >> 16};
+    }
     template <int G>
     __device__ __forceinline__ static int group(const uint32_t* sh, uint32_t qs, uint32_t high, const LaneConst& lc,
                                                 const int q[8], int s) {
         // qs byte G, high byte G (the nibble with its delta bit), then bytes of high byte 0's sign (zero: <= 15)
         const uint32_t e = prmt(qs, high, 0xCC00u | ((4u + G) << 4) | G);
-        uint32_t lo, hi;
-        if constexpr (WIDE) {
-            const uint2 p = *reinterpret_cast<const uint2*>(reinterpret_cast<const uint8_t*>(sh) + e * 8u);
-            lo = p.x;
-            hi = p.y;
-        } else {
-            lo = word_at(sh, e * 4u);
-            hi = lo >> 16;
-        }
-        s = __dp4a((int)prmt(lc.k0, lc.k1, lo), q[2 * G], s);
-        return __dp4a((int)prmt(lc.k0, lc.k1, hi), q[2 * G + 1], s);
+        const uint2 sel = selectors(sh, e);
+        s = __dp4a((int)prmt(lc.k0, lc.k1, sel.x), q[2 * G], s);
+        return __dp4a((int)prmt(lc.k0, lc.k1, sel.y), q[2 * G + 1], s);
     }
     // ls0 * (groups 0, 1) + ls1 * (groups 2, 3): ls = 2 s + 1 of the lane's two 3-bit fields.
     __device__ __forceinline__ static int isum(const uint32_t* sh, const Raw& r, const LaneConst& lc, const int q[8],
                                                int /*code_sum2*/) {
         const uint32_t high = iq1m_high_bytes(r.qh);
-        int s0 = group<0>(sh, r.qs, high, lc, q, 0);
-        s0 = group<1>(sh, r.qs, high, lc, q, s0);
-        int s1 = group<2>(sh, r.qs, high, lc, q, 0);
-        s1 = group<3>(sh, r.qs, high, lc, q, s1);
+        const int s0 = group<1>(sh, r.qs, high, lc, q, group<0>(sh, r.qs, high, lc, q, 0));
+        const int s1 = group<3>(sh, r.qs, high, lc, q, group<2>(sh, r.qs, high, lc, q, 0));
         const uint32_t sw = (lc.bytes < 32u ? r.sc0 : r.sc1) >> (lc.bytes & 31u);
         const int ls0 = (int)(((sw << 1) & 0xEu) | 1u), ls1 = (int)(((sw >> ONECOL1M_LS1_SHIFT) & 0xEu) | 1u);
         return ls0 * s0 + ls1 * s1;

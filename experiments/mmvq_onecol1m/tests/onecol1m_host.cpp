@@ -11,13 +11,12 @@
 
 int main(int argc, char** argv) {
     if (argc != 8) { fprintf(stderr, "usage: onecol1m_host DECODER ROWS COLS W.bin X.bin N OUT.bin\n"); return 2; }
-    const std::vector<uint8_t> w = read_file(argv[4]), x = read_file(argv[5]);
-    const int rows = atoi(argv[2]), cols = atoi(argv[3]), n = atoi(argv[6]);
+    const bool wide = !strcmp(argv[1], "iq1_m:s64");
+    if (!wide && strcmp(argv[1], "iq1_m:s32")) { fprintf(stderr, "unknown decoder %s\n", argv[1]); return 2; }
     FILE* out = fopen(argv[7], "wb");
     if (!out) { perror(argv[7]); return 2; }
-    if (!strcmp(argv[1], "iq1_m:s64")) run<Iq1mSel<true>>(w, rows, cols, x, n, out);
-    else if (!strcmp(argv[1], "iq1_m:s32")) run<Iq1mSel<false>>(w, rows, cols, x, n, out);
-    else { fprintf(stderr, "unknown decoder %s\n", argv[1]); return 2; }
+    (wide ? run<Iq1mSel<true>> : run<Iq1mSel<false>>)(read_file(argv[4]), atoi(argv[2]), atoi(argv[3]),
+                                                     read_file(argv[5]), atoi(argv[6]), out);
     fclose(out);
     return 0;
 }

@@ -25,20 +25,13 @@ DECODERS = ("iq1_m:s64", "iq1_m:s32")
 # Every (rows, cols, columns, data) of the experiment's parity cases: the small ones run new's launch on the GPU
 # (fewer rows than MIN_ROWS), so this is where the candidates' decoder meets them, the fixture's real rows included.
 CASES = sorted({(c.rows, c.cols, c.ncols, c.data) for c in OC1M.MmvqOneCol1m().default_cases()})
-
-
-@functools.lru_cache(maxsize=None)
-def _driver(defines: tuple[str, ...] = ()) -> Path:
-    """tests/onecol1m_host.cpp built as it is, or with -D overrides of onecol1m_dec.cuh's macros."""
-    return onecol_driver.build(HERE / "onecol1m_host.cpp", OC1M.KERNELS, defines)
+_built = functools.partial(onecol_driver.compile_experiment, OC1M, OC1M.MmvqOneCol1m)  # the NVRTC build, once
 
 
 def _old_and_mine(decoder, rows, cols, ncols, data, defect="", defines=()):
-    return onecol_driver.old_and_driver(OC1M.MmvqOneCol1m(), _driver(defines), decoder, "iq1_m", rows, cols, ncols,
-                                        data, defect)
-
-
-_differing = onecol_driver.differing
+    """old's y and the host driver's (tests/onecol1m_host.cpp: -D `defines`, ONECOL_DEFECT `defect`)."""
+    return onecol_driver.old_and_driver(OC1M.MmvqOneCol1m(), HERE / "onecol1m_host.cpp", OC1M.KERNELS, decoder,
+                                        "iq1_m", rows, cols, ncols, data, defect, defines)
 
 
 @pytest.mark.slow  # host emulation: builds and runs the C++ driver and tests/iq_host's (1-10 s a case)
@@ -47,7 +40,8 @@ def test_the_selector_decoders_equal_one_warp_per_row_bitwise(rows, cols, ncols,
     for decoder in DECODERS:
         old, mine = _old_and_mine(decoder, rows, cols, ncols, data)
         assert old.shape == mine.shape == (ncols, rows)
-        assert _differing(old, mine) == 0, f"{decoder}: {_differing(old, mine)} of {old.size} outputs differ"
+        differ = onecol_driver.differing(old, mine)
+        assert differ == 0, f"{decoder}: {differ} of {old.size} outputs differ"
 
 
 # Planted: the delta read from the index's bit 10 (a grid index bit) instead of 11; the delta moving half the
@@ -58,9 +52,10 @@ PLANTED = [("", ("ONECOL1M_NEG_BIT=10",)), ("", ("ONECOL1M_NEG=0x40404040u",)), 
 
 @pytest.mark.slow  # host emulation (a -D build about 3 s more)
 @pytest.mark.parametrize("defect,defines", PLANTED)
-def test_a_planted_defect_changes_most_outputs(defect, defines):
-    old, mine = _old_and_mine("iq1_m:s64", 40, 1536, 1, "seed:7", defect, defines)
-    assert _differing(old, mine) > old.size // 2
+def test_a_planted_defect_changes_most_outputs_of_both_decoders(defect, defines):
+    for decoder in DECODERS:
+        old, mine = _old_and_mine(decoder, 40, 1536, 1, "seed:7", defect, defines)
+        assert onecol_driver.differing(old, mine) > old.size // 2, decoder
 
 
 def test_the_variants_and_cases():
@@ -112,23 +107,9 @@ def test_a_candidate_runs_its_kernel_for_the_tall_one_column_pass_only(monkeypat
                 == _launches(monkeypatch, "new", fmt, rows, 11).names)
 
 
-@functools.lru_cache(maxsize=None)
-def _built():
-    return onecol_driver.compile_experiment(OC1M, OC1M.MmvqOneCol1m())
-
-
-@pytest.mark.slow  # an NVRTC compile (about 5 s)
-@pytest.mark.nvrtc
-def test_the_kernels_compile_without_spills_with_the_declared_static_shared_memory():
-    onecol_driver.assert_no_spills_and_declared_static_shared(_built(), OC1M.CANDIDATES)
-
-
-CUOBJDUMP = onecol_driver.CUOBJDUMP
-
-
 @pytest.mark.slow  # an NVRTC compile, then cuobjdump
 @pytest.mark.nvrtc
-@pytest.mark.skipif(CUOBJDUMP is None, reason="no cuobjdump (set CUOBJDUMP=path): the SASS is not read")
+@onecol_driver.needs_cuobjdump
 def test_the_selector_loop_issues_fewer_instructions_a_chunk_than_new_with_no_more_global_loads():
     """Per chunk of the unrolled step loop (8 dp4a a chunk in both): new's iq1_m one-column loop (mmvq_new with the
     format's decode) against s64 and s32: under 0.8x the instructions a chunk, no more LDG, one LDS a group
@@ -136,7 +117,7 @@ def test_the_selector_loop_issues_fewer_instructions_a_chunk_than_new_with_no_mo
     from strata_bench.kernels.build import compile_source
 
     def per_chunk(built, kernel, chunks):
-        return onecol_driver.loop_per_chunk(built, kernel, 8 * chunks, chunks, CUOBJDUMP)
+        return onecol_driver.loop_per_chunk(built, kernel, 8 * chunks, chunks, onecol_driver.CUOBJDUMP)
 
     cfg = OC1M.Mmvq.new_config("iq1_m", 1)
     new_kernel = cfg.kernel("iq1_m", 1)
@@ -147,3 +128,9 @@ def test_the_selector_loop_issues_fewer_instructions_a_chunk_than_new_with_no_mo
         assert total < 0.8 * new_total, (cand.label, total, new_total)
         assert ops["LDG"] <= new_ops["LDG"], (cand.label, ops, new_ops)
         assert 4 <= ops["LDS"] <= 4 + 3 / cand.rows, (cand.label, ops)
+
+
+@pytest.mark.slow  # an NVRTC compile (about 5 s)
+@pytest.mark.nvrtc
+def test_the_kernels_compile_without_spills_with_the_declared_static_shared_memory():
+    onecol_driver.assert_no_spills_and_declared_static_shared(_built(), OC1M.CANDIDATES)

@@ -28,18 +28,10 @@ SHAPES = [(40, 1536, 2, "seed:7"), (33, 512, 1, "seed:4"), (512, 2560, 1, "edge:
           (16, 8192, 1, "seed:1"), (5, 14336, 3, "seed:2")]
 
 
-@functools.lru_cache(maxsize=None)
-def _driver(defines: tuple[str, ...] = ()) -> Path:
-    """tests/onecol3_host.cpp built as it is, or with -D overrides of onecol3_dec.cuh's or onecol_dec.cuh's macros."""
-    return onecol_driver.build(HERE / "onecol3_host.cpp", OC3.KERNELS, defines)
-
-
 def _old_and_mul7(decoder, rows, cols, ncols, data, defect="", defines=()):
-    return onecol_driver.old_and_driver(OC3.MmvqOneCol3(), _driver(defines), decoder, "iq3_xxs", rows, cols, ncols,
-                                        data, defect)
-
-
-_differing = onecol_driver.differing
+    """old's y and the host driver's (tests/onecol3_host.cpp: -D `defines`, ONECOL_DEFECT `defect`)."""
+    return onecol_driver.old_and_driver(OC3.MmvqOneCol3(), HERE / "onecol3_host.cpp", OC3.KERNELS, decoder,
+                                        "iq3_xxs", rows, cols, ncols, data, defect, defines)
 
 
 @pytest.mark.slow  # host emulation: builds and runs the C++ driver and tests/iq_host's (about 1 s a case)
@@ -48,7 +40,7 @@ _differing = onecol_driver.differing
 def test_mul7_for_iq3_xxs_equals_one_warp_per_row_bitwise(decoder, rows, cols, ncols, data):
     old, mine = _old_and_mul7(decoder, rows, cols, ncols, data)
     assert old.shape == mine.shape == (ncols, rows)
-    assert _differing(old, mine) == 0, f"{_differing(old, mine)} of {old.size} outputs differ"
+    assert onecol_driver.differing(old, mine) == 0, f"{onecol_driver.differing(old, mine)} of {old.size} outputs differ"
 
 
 # Planted: the 8th sign (the parity) off its bit; the selector's source bytes of the two words swapped (weights 0-1
@@ -61,7 +53,7 @@ PLANTED = [("", ("ONECOL_MUL7_PARITY_BIT=29",)), ("", ("ONECOL3_SEL_BASE=0x26042
 @pytest.mark.parametrize("defect,defines", PLANTED)
 def test_a_planted_defect_changes_most_outputs(defect, defines):
     old, mine = _old_and_mul7("iq3_xxs:mul7", 40, 1536, 1, "seed:7", defect, defines)
-    assert _differing(old, mine) > old.size // 2
+    assert onecol_driver.differing(old, mine) > old.size // 2
 
 
 def test_the_variants_and_cases():
@@ -105,9 +97,7 @@ def test_a_candidate_runs_its_kernel_for_the_one_column_pass_only(monkeypatch, i
             assert args[4].shape == (1, 80 * 36) and args[5].shape == (1, 1000)
 
 
-@functools.lru_cache(maxsize=None)
-def _built():
-    return onecol_driver.compile_experiment(OC3, OC3.MmvqOneCol3())
+_built = functools.partial(onecol_driver.compile_experiment, OC3, OC3.MmvqOneCol3)
 
 
 @pytest.mark.slow  # an NVRTC compile (about 3 s)
@@ -116,19 +106,16 @@ def test_the_kernels_compile_without_spills_with_the_declared_static_shared_memo
     onecol_driver.assert_no_spills_and_declared_static_shared(_built(), OC3.CANDIDATES)
 
 
-CUOBJDUMP = onecol_driver.CUOBJDUMP
-
-
 @pytest.mark.slow  # an NVRTC compile, then cuobjdump
 @pytest.mark.nvrtc
-@pytest.mark.skipif(CUOBJDUMP is None, reason="no cuobjdump (set CUOBJDUMP=path): the SASS is not read")
+@onecol_driver.needs_cuobjdump
 def test_the_mul7_loop_issues_fewer_instructions_a_chunk_than_new_with_no_more_shared_or_global_loads():
     """Per chunk of the unrolled step loop: new's iq3_xxs one-column loop (a sign-mask decoder: 16 dp4a a chunk)
     against m at the same R and MINB (8; m unrolls 2 steps, new 4): fewer instructions, no more LDS or LDG, one POPC a group and no masked dp4a."""
     from strata_bench.kernels.build import compile_source
 
     def per_chunk(built, kernel, idp, chunks):
-        return onecol_driver.loop_per_chunk(built, kernel, idp, chunks, CUOBJDUMP)
+        return onecol_driver.loop_per_chunk(built, kernel, idp, chunks, onecol_driver.CUOBJDUMP)
 
     new_kernel = OC3.Mmvq.new_config("iq3_xxs", 1).kernel("iq3_xxs", 1)
     cfg = OC3.Mmvq.new_config("iq3_xxs", 1)
