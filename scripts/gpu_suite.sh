@@ -14,6 +14,7 @@
 # `onecol` (issue 37 item 3: experiments/mmvq_onecol's one-column kernels, new's parity, and the experiment's parity and
 # bench beside old, new and new before onecol-m moved into it);
 # `onecol3` (issue 37 item 3: experiments/mmvq_onecol3's one-column iq3_xxs with mul7's signs, likewise);
+# `onecol1m` (issue 37: experiments/mmvq_onecol1m's one-column iq1_m on mmvq_onecol with a selector table, likewise);
 # `mma5` (issue 37 item 1: experiments/mmvq_mma5's tensor-core 8-column passes of iq1_m, iq2_xs, iq2_s, iq3_xxs and
 # iq3_s, parity and bench beside old and new);
 # `peer-run` (the README's peer table from one run: bench --ggml, bench --profile of the 1-column rows, the peer
@@ -470,6 +471,12 @@ for s in "${steps[@]}"; do
             # one column: old, new and the candidates
             step onecol3-parity sb parity -q --cases experiments/mmvq_onecol3/cases.py --family mmvq_onecol3
             step onecol3-bench sb bench -q --cases experiments/mmvq_onecol3/cases.py --family mmvq_onecol3 \
+                --budget 0.5 --results results/tune -o md ;;
+        onecol1m)  # issue 37: experiments/mmvq_onecol1m's one-column iq1_m on mmvq_onecol with a selector table (the
+            # delta bit in the index; its README has the prediction): parity of every candidate on all the experiment's
+            # cases (bitwise against old), then 131072x8192 at one column: old, new and the candidates
+            step onecol1m-parity sb parity -q --cases experiments/mmvq_onecol1m/cases.py --family mmvq_onecol1m
+            step onecol1m-bench sb bench -q --cases experiments/mmvq_onecol1m/cases.py --family mmvq_onecol1m \
                 --budget 0.5 --results results/tune -o md ;;
         mma5)  # issue 37 item 1: the 8-column mma passes of the five other 1-3-bit formats (two k16 mmas a chunk for
             # the scale-per-16 ones; `new`'s on 32768 rows and more since the promotion): parity of every built-in case

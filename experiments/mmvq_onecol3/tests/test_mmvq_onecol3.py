@@ -6,12 +6,7 @@ declares, and (with cuobjdump) issue fewer instructions a chunk than new's one-c
 from __future__ import annotations
 
 import functools
-import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +16,10 @@ from tests.cases_file import load_cases_file
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
-from iq_host import harness  # noqa: E402
+from iq_host import onecol_driver  # noqa: E402
 
 OC3 = load_cases_file("experiments/mmvq_onecol3/cases.py")
 HERE = Path(__file__).resolve().parent
-ONECOL = ROOT / "experiments" / "mmvq_onecol"
 DECODERS = ("iq3_xxs:mul7", "iq3_xxs:mul7x16")
 
 # (rows, cols, columns, data): 48 chunks (lanes 0-15 two steps); 2 blocks (both word phases of the 98-byte blocks);
@@ -34,38 +28,10 @@ SHAPES = [(40, 1536, 2, "seed:7"), (33, 512, 1, "seed:4"), (512, 2560, 1, "edge:
           (16, 8192, 1, "seed:1"), (5, 14336, 3, "seed:2")]
 
 
-@functools.lru_cache(maxsize=None)
-def _driver(defines: tuple[str, ...] = ()) -> Path:
-    """tests/onecol3_host.cpp built as it is, or with -D overrides of onecol3_dec.cuh's or onecol_dec.cuh's macros."""
-    cxx = shutil.which("g++") or shutil.which("clang++") or pytest.skip("no C++ compiler (g++ or clang++) on PATH")
-    exe = Path(tempfile.mkdtemp(prefix="onecol3_host-")) / "onecol3_host"
-    dirs = (ROOT / "kernels_src", ROOT / "tests" / "iq_host" / "include", ONECOL / "kernels", ONECOL / "tests",
-            OC3.KERNELS)
-    proc = subprocess.run([cxx, "-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", *(f"-D{d}" for d in defines),
-                           *(f"-I{d}" for d in dirs), "-o", str(exe), str(HERE / "onecol3_host.cpp")],
-                          capture_output=True, text=True)
-    if proc.returncode != 0 and "_Float16" in proc.stderr:
-        pytest.skip(f"{cxx} has no _Float16")
-    assert proc.returncode == 0, proc.stderr
-    return exe
-
-
 def _old_and_mul7(decoder, rows, cols, ncols, data, defect="", defines=()):
-    fam = OC3.MmvqOneCol3()
-    host = fam.make_inputs(fam.case("iq3_xxs", rows, cols, ncols, data))
-    raw, act = host["raw"], host["act"]
-    with tempfile.TemporaryDirectory() as tmp:
-        w, x, y = (Path(tmp) / n for n in ("w.bin", "x.bin", "y.bin"))
-        np.ascontiguousarray(raw, dtype=np.uint8).tofile(w)
-        np.ascontiguousarray(act, dtype=np.uint8).tofile(x)
-        subprocess.run([str(_driver(defines)), decoder, str(rows), str(cols), str(w), str(x), str(act.shape[0]),
-                        str(y)], check=True, env={**os.environ, "ONECOL_DEFECT": defect})
-        mine = np.fromfile(y, dtype=np.float32).reshape(act.shape[0], rows)
-    return harness.run_dot("iq3_xxs", raw, cols, act), mine
-
-
-def _differing(a: np.ndarray, b: np.ndarray) -> int:
-    return int((a.view(np.uint32) != b.view(np.uint32)).sum())
+    """old's y and the host driver's (tests/onecol3_host.cpp: -D `defines`, ONECOL_DEFECT `defect`)."""
+    return onecol_driver.old_and_driver(OC3.MmvqOneCol3(), HERE / "onecol3_host.cpp", OC3.KERNELS, decoder,
+                                        "iq3_xxs", rows, cols, ncols, data, defect, defines)
 
 
 @pytest.mark.slow  # host emulation: builds and runs the C++ driver and tests/iq_host's (about 1 s a case)
@@ -74,7 +40,7 @@ def _differing(a: np.ndarray, b: np.ndarray) -> int:
 def test_mul7_for_iq3_xxs_equals_one_warp_per_row_bitwise(decoder, rows, cols, ncols, data):
     old, mine = _old_and_mul7(decoder, rows, cols, ncols, data)
     assert old.shape == mine.shape == (ncols, rows)
-    assert _differing(old, mine) == 0, f"{_differing(old, mine)} of {old.size} outputs differ"
+    assert onecol_driver.differing(old, mine) == 0, f"{onecol_driver.differing(old, mine)} of {old.size} outputs differ"
 
 
 # Planted: the 8th sign (the parity) off its bit; the selector's source bytes of the two words swapped (weights 0-1
@@ -87,7 +53,7 @@ PLANTED = [("", ("ONECOL_MUL7_PARITY_BIT=29",)), ("", ("ONECOL3_SEL_BASE=0x26042
 @pytest.mark.parametrize("defect,defines", PLANTED)
 def test_a_planted_defect_changes_most_outputs(defect, defines):
     old, mine = _old_and_mul7("iq3_xxs:mul7", 40, 1536, 1, "seed:7", defect, defines)
-    assert _differing(old, mine) > old.size // 2
+    assert onecol_driver.differing(old, mine) > old.size // 2
 
 
 def test_the_variants_and_cases():
@@ -131,45 +97,25 @@ def test_a_candidate_runs_its_kernel_for_the_one_column_pass_only(monkeypatch, i
             assert args[4].shape == (1, 80 * 36) and args[5].shape == (1, 1000)
 
 
-@functools.lru_cache(maxsize=None)
-def _built():
-    from strata_bench.kernels.build import compile_source
-
-    return compile_source(OC3.OWN_SOURCE, OC3.MmvqOneCol3().name_expressions(OC3.OWN_SOURCE), "sm_90",
-                          root=OC3.KERNELS)
+_built = functools.partial(onecol_driver.compile_experiment, OC3, OC3.MmvqOneCol3)
 
 
 @pytest.mark.slow  # an NVRTC compile (about 3 s)
 @pytest.mark.nvrtc
 def test_the_kernels_compile_without_spills_with_the_declared_static_shared_memory():
-    built = _built()
-    names, logs, current = {v: k for k, v in built.lowered.items()}, {}, None
-    for line in built.log.splitlines():
-        m = re.search(r"Compiling entry function '(\S+)'", line)
-        current = names.get(m.group(1)) if m else current
-        if current:
-            logs[current] = logs.get(current, "") + line + "\n"
-    for cand in OC3.CANDIDATES:
-        assert "0 bytes spill stores, 0 bytes spill loads" in logs[cand.kernel], logs[cand.kernel]
-        assert re.search(rf"\b{cand.static_bytes} bytes smem", logs[cand.kernel]), logs[cand.kernel]
-
-
-CUOBJDUMP = shutil.which(os.environ.get("CUOBJDUMP", "cuobjdump"))
+    onecol_driver.assert_no_spills_and_declared_static_shared(_built(), OC3.CANDIDATES)
 
 
 @pytest.mark.slow  # an NVRTC compile, then cuobjdump
 @pytest.mark.nvrtc
-@pytest.mark.skipif(CUOBJDUMP is None, reason="no cuobjdump (set CUOBJDUMP=path): the SASS is not read")
+@onecol_driver.needs_cuobjdump
 def test_the_mul7_loop_issues_fewer_instructions_a_chunk_than_new_with_no_more_shared_or_global_loads():
     """Per chunk of the unrolled step loop: new's iq3_xxs one-column loop (a sign-mask decoder: 16 dp4a a chunk)
     against m at the same R and MINB (8; m unrolls 2 steps, new 4): fewer instructions, no more LDS or LDG, one POPC a group and no masked dp4a."""
     from strata_bench.kernels.build import compile_source
-    from strata_bench.kernels.sass import dump_sass, loops, parse_functions
 
     def per_chunk(built, kernel, idp, chunks):
-        body = [lp for lp in loops(parse_functions(dump_sass(built.cubin, CUOBJDUMP))[built.lowered[kernel]])
-                if lp.counts["IDP"] == idp][0]
-        return {op: n / chunks for op, n in body.counts.items()}, len(body.opcodes) / chunks
+        return onecol_driver.loop_per_chunk(built, kernel, idp, chunks, onecol_driver.CUOBJDUMP)
 
     new_kernel = OC3.Mmvq.new_config("iq3_xxs", 1).kernel("iq3_xxs", 1)
     cfg = OC3.Mmvq.new_config("iq3_xxs", 1)
