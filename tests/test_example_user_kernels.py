@@ -35,13 +35,13 @@ def test_example_lists_its_cases(example, family, _seeded, family_registry):
 
 @pytest.mark.parametrize(("example", "family", "_seeded"), EXAMPLE_FAMILIES)
 def test_example_lists_with_the_built_ins_as_the_readme_runs_it(example, family, _seeded):
-    # The command of the brief, in a fresh process: no --family, so the built-ins' 479 cases come first.
+    # The command of the brief, in a fresh process: no --family, so the built-ins' 482 cases come first.
     proc = subprocess.run([sys.executable, "-m", "strata_bench", "parity", *_args(example, None), "--list"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     names = proc.stdout.split()
     ours = [n for n in names if n.startswith(f"{family}/")]
-    assert ours and len(names) == 479 + len(ours)
+    assert ours and len(names) == 482 + len(ours)
 
 
 def test_example_variant_is_one_entry_of_dequants_table(family_registry):

@@ -7,9 +7,9 @@ one run.
     strata-bench parity --cases experiments/mmvq_onecol1m/cases.py --family mmvq_onecol1m
     strata-bench bench --cases experiments/mmvq_onecol1m/cases.py --family mmvq_onecol1m --budget 0.5
 
-A variant runs the product's one-column kernel, mmvq_onecol<onecol::Iq1mSel<WIDE>, R, MINB, U> (kernels/: the
-decoder in onecol1m_dec.cuh, the kernel included from kernels_src/mmvq/mmvq_onecol.cu), launched as the product
-launches it (Mmvq.launch_onecol_pass), for iq1_m's one-column passes of MIN_ROWS rows or more (the product's
+A variant runs the product's one-column kernel, mmvq_onecol<onecol::Iq1mSel<WIDE>, R, MINB, U> (the decoder in
+kernels_src/mmvq/onecol_dec_iq1m.cuh since its promotion, the kernel kernels_src/mmvq/mmvq_onecol.cu), launched as
+the product launches it (Mmvq.launch_onecol_pass), for iq1_m's one-column passes of MIN_ROWS rows or more (the product's
 onecol rule: the one shape measured is 131072 x 8192); a case it does not touch runs new's launch, and the other
 passes of one it touches run new's mmvq_new pass (NEW_CONFIGS). Only the public kit is used (docs/EXTENDING.md).
 """

@@ -19,6 +19,7 @@
 // Layout and launch: mmvq_new's ABI (W rows 16-byte aligned, 16 readable bytes after the last row, X as
 // [1][K/32] q8_1 blocks, Y [1][rows]); 8 warps a block, R rows a warp, blocks loop over row groups.
 #include "mmvq/onecol_dec.cuh"  // LaneConst, ActPairs, the decoders
+#include "mmvq/onecol_dec_iq1m.cuh"  // iq1_m's (Iq1mSel)
 
 using namespace siq;
 using onecol::LaneConst;

@@ -10,8 +10,8 @@ so bench times compare with PEER.md's figures), then runs the variant:
   passes of iq4_nl, iq4_xs, q8_0, iq1_s, iq2_xxs, iq1_m, iq2_xs, iq2_s, iq3_xxs and iq3_s on tall shapes run
   mmvq_mma instead (mmvq/mmvq_mma.cu, tensor-core chunk integers, iq1_s's, iq2_xxs's, iq1_m's, iq2_xs's and
   iq2_s's with the lane-pair decode, the last three with two m16n8k16 mmas a chunk; mmvq_mma.py says where),
-  and the one-column passes of iq2_xxs and iq1_s on tall shapes run mmvq_onecol (mmvq/mmvq_onecol.cu, fewer
-  instructions a weight; mmvq_onecol.py says where).
+  and the one-column passes of iq2_xxs, iq1_s and iq1_m on tall shapes run mmvq_onecol (mmvq/mmvq_onecol.cu,
+  fewer instructions a weight; mmvq_onecol.py says where).
 Both keep the lane -> chunk mapping, the per-(row, column) fmaf chain and the butterfly, so `new` must
 equal `old` bitwise (mmvq.cu's ARITHMETIC CONTRACT), and every column of an N-column call must equal the
 1-column call on that column's activations (related_cases, case param col=j).
@@ -150,11 +150,15 @@ TAIL_NCOLS = (4, 11)
 MMA_TAIL_SHAPES = {"iq4_nl": (32773, 288), "iq4_xs": (32773, 256), "q8_0": (131077, 288), "iq1_s": (131077, 256),
                    "iq2_xxs": (131077, 256), "iq1_m": (32773, 256), "iq2_xs": (32773, 256), "iq2_s": (32773, 256),
                    "iq3_xxs": (32773, 256), "iq3_s": (32773, 256)}
-# The one-column pass on mmvq_onecol (mmvq_onecol.ONECOL_CONFIGS: iq2_xxs and iq1_s, min_rows 131072) gets a case at
-# one column on each of the weight sets above (no more host data; onecol_cases): MMA_SHAPES' 131072 x 1024, whole
-# row groups and 32 chunks (every lane one), and MMA_TAIL_SHAPES' 131077 x 256, a last row group of 5 rows (iq2_xxs's
-# R = 2: warp 2 a row and a clamped one; iq1_s's R = 4: warp 1 a row and three clamped) and 8 chunks (lanes 8-31
-# none). 11 columns (8 + 2 + 1) end in such a pass too.
+# The one-column pass on mmvq_onecol (mmvq_onecol.ONECOL_CONFIGS: iq2_xxs, iq1_s, iq1_m; min_rows 131072) gets
+# a case at one column on each of the weight sets above (no more host data; onecol_cases): MMA_SHAPES' 131072 x
+# 1024, whole row groups and 32 chunks (every lane one), and MMA_TAIL_SHAPES' 131077 x 256, a last row group of 5
+# rows (iq2_xxs's R = 2: warp 2 a row and a clamped one; iq1_s's R = 4: warp 1 a row and three clamped) and 8 chunks
+# (lanes 8-31 none). 11 columns (8 + 2 + 1) end in such a pass too. A format whose tensor-core weight sets are
+# shorter than its mmvq_onecol min_rows gets tall cases of its own (ONECOL_SHAPES: rows, cols, columns): iq1_m at
+# 131072 x 256, one column and 11 (passes 8 on mmvq_mma, 2 on mmvq_new, 1 on mmvq_onecol), and 131077 x 256 (a
+# last row group of 5).
+ONECOL_SHAPES = {"iq1_m": ((131072, 256, 1), (131072, 256, 11), (131077, 256, 1))}
 
 
 def column_passes(ncols: int) -> list[int]:
@@ -202,6 +206,7 @@ class Mmvq(Family):
             if fmt in MMA_TAIL_SHAPES:
                 cases.append(self.case(fmt, *MMA_TAIL_SHAPES[fmt], 8, "seed:1"))
                 cases += self.onecol_cases(fmt, MMA_TAIL_SHAPES)
+            cases += [self.case(fmt, rows, cols, n, "seed:1") for rows, cols, n in ONECOL_SHAPES.get(fmt, ())]
         for fmt in self.foreign_formats():
             cases += self.foreign_cases(fmt)
         return cases
@@ -412,7 +417,7 @@ class Mmvq(Family):
                 "launch tuned per format and pass (NEW_CONFIGS: mmvq_old where it is faster; mmvq_mma for "
                 "tall 8-column passes of the formats in MMA_CONFIGS (iq4_nl, iq4_xs, q8_0 and the seven 1-3-bit "
                 "ones); mmvq_onecol for tall one-column "
-                "iq2_xxs (mul7) and iq1_s (tern) passes)"),
+                "iq2_xxs (mul7), iq1_s (tern) and iq1_m (selector table) passes)"),
     )
 
     def launch_abi(self) -> LaunchAbi:

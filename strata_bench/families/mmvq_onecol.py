@@ -60,11 +60,16 @@ class OneColConfig:
 # experiments/mmvq_onecol's onecol-m, bitwise old in its 28 parity cases): iq2_xxs mul7 r2m4u4 120.02 against
 # new's mmvq_new (lean r2m4u8) 137.17, iq1_s tern r4m3u4 107.65 against 111.13; at that shape only, hence min_rows
 # 131072. Tables: iq2_xxs the grid's 256 words restaged for mul7 and 32 copies of its PRMT source A; iq1_s 2048 u16
-# selectors (1024 words) and 32 copies each of A_LO and A_HI; tern stages the code sum.
+# selectors (1024 words) and 32 copies each of A_LO and A_HI; tern stages the code sum. iq1_m's selector table
+# (onecol_dec_iq1m.cuh, experiments/mmvq_onecol1m, PERF_NOTES v18; H100, the same shape: s32 r4m3u4 114.09 against
+# new's mmvq_new r2m3u8 137.66, bitwise old in its 20 parity cases): 4096 selector words (the 11-bit index and the
+# delta bit) and 32 copies each of K0 and K1.
 ONECOL_CONFIGS: dict[str, OneColConfig] = {
     "iq2_xxs": OneColConfig("mul7", "onecol::Iq2xxsMul7", 256 + 32, False, rows=2, min_blocks=4, unroll=4,
                             min_rows=131072),
     "iq1_s": OneColConfig("tern", "onecol::Iq1sTern", 1024 + 64, True, rows=4, min_blocks=3, unroll=4,
+                          min_rows=131072),
+    "iq1_m": OneColConfig("sel32", "onecol::Iq1mSel<false>", 4096 + 64, False, rows=4, min_blocks=3, unroll=4,
                           min_rows=131072),
 }
 

@@ -10,7 +10,7 @@ from strata_bench.cases.fixtures import describe_source, fixture_request_cases, 
 from strata_bench.cases.request import CaseRequest
 from strata_bench.errors import InputError
 
-# The real-weight cases of the default list before the hook existed (parity --list: 412 cases then, 479 now).
+# The real-weight cases of the default list before the hook existed (parity --list: 412 cases then, 482 now).
 SHIPPED_FIXTURE_CASES = [
     "dequant/iq2_xxs/64x1536/n1/fixture:smollm2-ffn_down.iq2_xxs",
     "dequant/iq2_xs/64x1536/n1/fixture:smollm2-ffn_down.iq2_xs",
@@ -79,7 +79,7 @@ SHIPPED_FIXTURE_CASES = [
 def test_default_real_weight_cases_unchanged(families):
     names = [c.name for fam in families.values() for c in fam.default_cases() if c.data.startswith("fixture")]
     assert sorted(names) == sorted(SHIPPED_FIXTURE_CASES)
-    assert sum(len(list(fam.default_cases())) for fam in families.values()) == 479
+    assert sum(len(list(fam.default_cases())) for fam in families.values()) == 482
 
 
 def test_hook_per_family_on_a_q8_0_fixture(families):

@@ -132,7 +132,7 @@ def test_variants_list_parity_bench_ab(toml_cleanup):
     res = _run(["parity", "--list", "--variants", EXAMPLE_TOML, "--family", "mmvq"])
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert len(lines) == 331 and all(line.endswith("  variants=old,new,row8") for line in lines)
+    assert len(lines) == 334 and all(line.endswith("  variants=old,new,row8") for line in lines)
     assert lines[0] == "mmvq/iq2_xxs/8192x2560/n1/seed:1  variants=old,new,row8"
     res = _run(["bench", "--list", "--variants", EXAMPLE_TOML, "--family", "mmvq", "--format", "iq3_s,q8_0",
                 "--shape", "131072x8192", "--cols", "1,8"])

@@ -1,6 +1,7 @@
-// onecol1m_dec.cuh: iq1_m's one-column decoder for the product's mmvq_onecol<D, R, MINB, U>
-// (kernels_src/mmvq/mmvq_onecol.cu, included as it is by mmvq_onecol1m.cu; experiments/mmvq_onecol1m). Host-
-// compilable: the host test (tests/onecol1m_host.cpp) runs the same code on the CPU.
+// onecol_dec_iq1m.cuh: iq1_m's one-column decoder for mmvq_onecol<D, R, MINB, U> (mmvq_onecol.cu includes it;
+// new runs Iq1mSel<false> for one-column iq1_m passes of 131072 rows or more: strata_bench/families/mmvq_onecol.py).
+// First measured in experiments/mmvq_onecol1m (docs/PERF_NOTES.md v18), which keeps Iq1mSel<true> as a control.
+// Host-compilable: experiments/mmvq_onecol1m/tests/onecol1m_host.cpp runs the same code on the CPU.
 //
 // ARITHMETIC CONTRACT: kernels_src/mmvq/onecol_dec.cuh's (read it first). For chunk j of a block and the q8_1
 // codes q of its activation block, isum = ls0 * sum_{i<16} w_i q_i + ls1 * sum_{i>=16} w_i q_i, iq_decode.cuh's
@@ -33,7 +34,8 @@
 
 namespace onecol {
 
-// A planted-defect build of the host test overrides these (tests/test_mmvq_onecol1m.py); the kernels never do.
+// A planted-defect build of the host test overrides these (experiments/mmvq_onecol1m/tests/test_mmvq_onecol1m.py);
+// the kernels never do.
 #ifndef ONECOL1M_NEG
 #define ONECOL1M_NEG 0x44444444u  // iq1_group's neg: every selector nibble moved to K1's bytes (8 g - 1)
 #endif
