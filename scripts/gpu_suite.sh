@@ -51,7 +51,7 @@ steps=("$@")
                                  devices workload)
 # The bench run a change's speed is checked against (digests: the tree it must give the same bits as). The
 # committed file is an H100's: on another card, steps bench-base and bench-match-base time $BASE_TREE there.
-BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h100-80gb-hbm3/bench-20261206T100126Z.json}
+BENCH_BASE=${STRATA_BENCH_BASE:-results/nvidia-h100-80gb-hbm3/bench-20261206T104215Z.json}
 BASE_TREE=${STRATA_BASE_TREE:-.baseline}
 # The formats of the peer table's profile: the seven 1-3-bit ones, iq4_xs and q8_0 (issue 37's targets).
 PEER_PROFILE_FORMATS=iq1_s,iq1_m,iq2_xxs,iq2_xs,iq2_s,iq3_xxs,iq3_s,iq4_xs,q8_0
