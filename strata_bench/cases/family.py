@@ -303,3 +303,8 @@ class Family(ABC):
     def flops(self, case: Case) -> int:
         """Arithmetic operations of one call, for a TFLOP/s figure. Default 0 (none)."""
         return 0
+
+    def weights_read(self, case: Case) -> int:
+        """The weight elements one call reads (bench --profile's instructions per weight divide by it). Default
+        rows x cols, one matrix."""
+        return case.rows * case.cols

@@ -225,6 +225,10 @@ class Grouped(Family):
     def flops(self, case: Case) -> int:
         return 2 * case.ncols * 3 * case.rows * case.cols
 
+    def weights_read(self, case: Case) -> int:
+        """Gate, up and down of every expert with entries (bytes_moved's weights, as elements)."""
+        return sum(1 for g in groups_of(case) if g) * 3 * case.rows * case.cols
+
 
 # --- the launch ABI of TOML variants (docs/ABI.md) ------------------------------------------------------
 def _abi_fields(case: Case) -> dict[str, int]:

@@ -134,7 +134,7 @@ def profile_timings(spec, catalog, rows: list[tuple[int, Any]], runner: Runner =
         for device, timing in rows:
             job = jobs.get((device, timing.case.name, timing.variant))
             if job is not None:
-                weights = timing.case.rows * timing.case.cols
+                weights = catalog[timing.case.family].weights_read(timing.case)
                 timing = replace(timing, profile=run_job(job, weights, timing.bytes_moved, runner))
             out.append((device, timing))
     return out

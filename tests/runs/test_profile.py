@@ -104,6 +104,23 @@ def test_a_variant_whose_pass_here_is_an_earlier_variants_kernel_says_so():
     assert failed.blank == ncu.NO_KERNEL  # the child failed: nothing says which kernels it would have run
 
 
+def test_instructions_are_per_weight_the_call_reads():
+    """grouped's call reads gate, up and down of every expert with entries: the profile divides by all of them (the
+    H100's first grouped profile divided by one matrix and read 162 instructions a weight)."""
+    grouped = FAMILIES["grouped"]
+    case = next(c for c in grouped.bench_cases() if c.param("groups") == "8-8-8-8-8-8-8-8")
+    assert grouped.weights_read(case) == 8 * 3 * 14336 * 4096
+    assert MMVQ.weights_read(CASE) == 131072 * 8192
+    empty = grouped.expert_case("iq4_xs", "iq4_xs", 512, 1024, (5, 0, 1), "seed:1")
+    assert grouped.weights_read(empty) == 2 * 3 * 512 * 1024  # the empty expert is not read
+    csv = (DATA / "mmvq_iq1_s_131072x8192_n1.details.csv").read_text()
+    timing = Timing(case, "new", (550.0,), 1, 3, grouped.bytes_moved(case), 0, Ceilings(3.1e12, 3.0e12))
+    rows = profile.profile_timings(SPEC, FAMILIES, [(0, timing)], ncu_path="/opt/ncu",
+                                   runner=lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, csv, ""))
+    one_matrix = profile.merge_output(csv, "", 0, 14336 * 4096, 1)
+    assert rows[0][1].profile.inst_per_weight == pytest.approx(one_matrix.inst_per_weight / 24)
+
+
 def test_bytes_off_the_model_are_flagged_in_the_table():
     record = {"inst_per_weight": 0.4, "bytes_ratio": 0.0531, "bytes_off": True, "issue_pct": 44.65,
               "dram_pct": 19.82, "bound": "latency", "blank": None}
