@@ -128,8 +128,10 @@ def test_parity_covers_the_mma_passes():
     cases = [c for c in Mmvq().default_cases() if c.fmt in mmvq_mod.MMA_SHAPES]
     for fmt, (rows, cols) in mmvq_mod.MMA_SHAPES.items():
         tall = [c for c in cases if c.fmt == fmt and (c.rows, c.cols) == (rows, cols)]
-        # then one column where that pass runs mmvq_onecol (tests/families/test_mmvq_onecol.py)
-        assert [c.ncols for c in tall] == [8, 11, 1] if fmt in mmvq_onecol.ONECOL_CONFIGS else [8, 11]
+        # then one column where that pass runs mmvq_onecol at these rows (tests/families/test_mmvq_onecol.py; iq1_m's
+        # one-column cases have weight sets of their own, mmvq.ONECOL_SHAPES)
+        onecol = mmvq_onecol.onecol_config(fmt, 1, rows) is not None
+        assert [c.ncols for c in tall] == ([8, 11, 1] if onecol else [8, 11]), fmt
         assert mmvq_mma.mma_config(fmt, 8, rows, cols // 32, lambda: 9, H200) is not None
 
 

@@ -33,7 +33,9 @@ EXPOSED_BY = {
     "tail_tile": [*SUPER_TAILS.values(), *TAILS],  # 32773 and 131077 rows: a last tile of 5 rows
     "partial_group": [TAILS[0], TAILS[2]],  # 9 chunks: a last group of 1 chunk (iq4_xs has whole super-blocks)
     # 8 or 9 chunks: warps 2-3 no group
-    "partial_round": [*SUPER_TAILS.values(), *TAILS[:2], "mmvq/q8_0/131072x256/n8/seed:1", TAILS[2]],
+    # (iq1_m's one-column weight set at 131072 x 256 too: its 11-column case's 8-column pass)
+    "partial_round": [*SUPER_TAILS.values(), "mmvq/iq1_m/131072x256/n11/seed:1", *TAILS[:2],
+                      "mmvq/q8_0/131072x256/n8/seed:1", TAILS[2]],
 }
 
 
@@ -73,6 +75,7 @@ def test_the_default_mma_cases_are_the_listed_shapes_and_tails():
     tall = {f: tail.replace("131077x256", "131072x1024").replace("32773x256", "32768x1024")
             for f, tail in SUPER_TAILS.items()}
     assert names == [*(name for f in SUPER_TAILS for name in (tall[f], SUPER_TAILS[f])),
+                     "mmvq/iq1_m/131072x256/n11/seed:1",  # mmvq.ONECOL_SHAPES: its 11 columns' 8-column pass
                      "mmvq/iq4_nl/32768x1024/n8/seed:1", TAILS[0],
                      "mmvq/iq4_xs/32768x1024/n8/seed:1", TAILS[1], "mmvq/q8_0/131072x256/n8/seed:1", TAILS[2]]
     assert tall["iq1_m"] == "mmvq/iq1_m/32768x1024/n8/seed:1" and tall["iq1_s"] == "mmvq/iq1_s/131072x1024/n8/seed:1"

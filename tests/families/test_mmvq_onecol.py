@@ -20,25 +20,32 @@ from tests.stub_kernels import RecordingKernels, stub_launch_helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from iq_host import harness
 
-FORMATS = ("iq2_xxs", "iq1_s")
-TAILS = ["mmvq/iq2_xxs/131077x256/n1/seed:1", "mmvq/iq1_s/131077x256/n1/seed:1"]
+FORMATS = ("iq2_xxs", "iq1_s", "iq1_m")
+TAILS = ["mmvq/iq2_xxs/131077x256/n1/seed:1", "mmvq/iq1_s/131077x256/n1/seed:1", "mmvq/iq1_m/131077x256/n1/seed:1"]
 # defect (onecol_emul.h) -> the default one-column cases whose data must expose it
 EXPOSED_BY = {"tail_group": TAILS,  # 131077 rows: a last row group of 5
-              "lane_steps": TAILS}  # 8 chunks: no lane has a whole step (1024 columns: 32 chunks, one whole step)
+              # 8 chunks: no lane has a whole step (1024 columns: 32 chunks, one whole step); iq1_m's weight sets
+              # are both 256 columns wide
+              "lane_steps": [*TAILS[:2], "mmvq/iq1_m/131072x256/n1/seed:1", TAILS[2]]}
 
 
 def test_the_config_rows_are_the_measured_launches():
-    """onecol-m of experiments/mmvq_onecol, as timed (PERF_NOTES v13): iq2_xxs mul7 r2m4u4, iq1_s tern r4m3u4."""
+    """onecol-m of experiments/mmvq_onecol, as timed (PERF_NOTES v13): iq2_xxs mul7 r2m4u4, iq1_s tern r4m3u4; and
+    experiments/mmvq_onecol1m's s32 (v18): iq1_m's selector table r4m3u4."""
     assert {fmt: c.kernel for fmt, c in ONECOL_CONFIGS.items()} == {
-        "iq2_xxs": "mmvq_onecol<onecol::Iq2xxsMul7, 2, 4, 4>", "iq1_s": "mmvq_onecol<onecol::Iq1sTern, 4, 3, 4>"}
-    assert [c.label for c in ONECOL_CONFIGS.values()] == ["onecol-mul7 r2m4u4", "onecol-tern r4m3u4"]
+        "iq2_xxs": "mmvq_onecol<onecol::Iq2xxsMul7, 2, 4, 4>", "iq1_s": "mmvq_onecol<onecol::Iq1sTern, 4, 3, 4>",
+        "iq1_m": "mmvq_onecol<onecol::Iq1mSel<false>, 4, 3, 4>"}
+    assert [c.label for c in ONECOL_CONFIGS.values()] == ["onecol-mul7 r2m4u4", "onecol-tern r4m3u4",
+                                                          "onecol-sel32 r4m3u4"]
     assert {c.min_rows for c in ONECOL_CONFIGS.values()} == {131072}
     # static: iq2_xxs's restaged grid and 32 copies of A; iq1_s's 2048 u16 selectors and 32 copies of A_LO and A_HI
     assert ONECOL_CONFIGS["iq2_xxs"].static_bytes == 4 * (256 + 32)
     assert ONECOL_CONFIGS["iq1_s"].static_bytes == 4 * (1024 + 64)
+    assert ONECOL_CONFIGS["iq1_m"].static_bytes == 4 * (4096 + 64)  # 4096 selector words, 32 copies of K0 and K1
     # dynamic, per activation block: 32 code bytes, the scale, and tern's code sum
     assert ONECOL_CONFIGS["iq2_xxs"].dynamic_bytes(256) == 256 * 36
     assert ONECOL_CONFIGS["iq1_s"].dynamic_bytes(256) == 256 * 40
+    assert ONECOL_CONFIGS["iq1_m"].dynamic_bytes(256) == 256 * 36
 
 
 def test_only_tall_one_column_passes_of_the_listed_formats_run_mmvq_onecol():
@@ -114,9 +121,10 @@ def onecol_weight_sets() -> list:
     return [c for c in Mmvq().default_cases() if c.ncols == 1 and onecol_config(c.fmt, 1, c.rows) is not None]
 
 
-def test_parity_runs_mmvq_onecol_on_whole_and_partial_row_groups_of_both_formats():
+def test_parity_runs_mmvq_onecol_on_whole_and_partial_row_groups_of_every_format():
     names = [c.name for c in onecol_weight_sets()]
-    assert names == ["mmvq/iq2_xxs/131072x1024/n1/seed:1", TAILS[0], "mmvq/iq1_s/131072x1024/n1/seed:1", TAILS[1]]
+    assert names == ["mmvq/iq2_xxs/131072x1024/n1/seed:1", TAILS[0], "mmvq/iq1_s/131072x1024/n1/seed:1", TAILS[1],
+                     "mmvq/iq1_m/131072x256/n1/seed:1", TAILS[2]]
     for case in onecol_weight_sets():
         group = 8 * ONECOL_CONFIGS[case.fmt].rows
         assert case.rows % group == (5 if case.name in TAILS else 0)

@@ -1,5 +1,5 @@
-// Host emulation of kernels_src/mmvq/mmvq_onecol.cu (the one-column pass mmvq's `new` runs for tall iq2_xxs and iq1_s
-// shapes) with the product's decoders (mmvq/onecol_dec.cuh, compiled here for the CPU): the rows laid out as on the
+// Host emulation of kernels_src/mmvq/mmvq_onecol.cu (the one-column pass mmvq's `new` runs for tall iq2_xxs, iq1_s and
+// iq1_m shapes) with the product's decoders (mmvq/onecol_dec.cuh, onecol_dec_iq1m.cuh, compiled here for the CPU): the rows laid out as on the
 // device (a 16-byte aligned stride, 16 readable bytes after the last row), the tables and activations staged as the
 // kernel stages them (stage_onecol_acts: ActPairs' code order, the scale times D_ACT_SCALE, the code sum), and the
 // kernel's schedule: row groups of 8 warps x R rows, row0 + r clamped to the last row for reading and stored only
@@ -20,6 +20,7 @@
 #include "host_util.h"  // butterfly
 
 #include "mmvq/onecol_dec.cuh"
+#include "mmvq/onecol_dec_iq1m.cuh"
 
 namespace onecol_emul {
 using namespace siq;
@@ -119,6 +120,7 @@ inline bool dot_onecol(const char* fmt, const std::vector<uint8_t>& w, int rows,
                        const std::vector<uint8_t>& x, int n, int R, FILE* out) {
     if (!strcmp(fmt, "iq2_xxs")) run<onecol::Iq2xxsMul7>(w, rows, cols, x, n, R, out);
     else if (!strcmp(fmt, "iq1_s")) run<onecol::Iq1sTern>(w, rows, cols, x, n, R, out);
+    else if (!strcmp(fmt, "iq1_m")) run<onecol::Iq1mSel<false>>(w, rows, cols, x, n, R, out);
     else return false;
     return true;
 }
